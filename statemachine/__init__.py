@@ -1,0 +1,52 @@
+"""toolwire's sans-IO core: model text in, OpenAI tool-call events out.
+
+There is no networking code here at all: no Flask, sockets, clocks, threads or
+logging side effects. The only third-party import is ``transitions``.
+"""
+
+from ._choice import ChoiceStream, new_call_id
+from ._config import ParserConfig, Policy, ToolChoice, ToolSpec
+from ._errors import ModelOutputError, ProtocolError, ToolwireError, UsageError
+from ._events import (
+    NOTE_KINDS,
+    ChoiceFinished,
+    Event,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallNote,
+    ToolCallStarted,
+)
+from ._formats import TextFormat, get_format, register_format, registered_formats
+from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
+
+__all__ = [
+    "INITIAL",
+    "NOTE_KINDS",
+    "TRANSITIONS",
+    "ChoiceFinished",
+    "ChoiceState",
+    "ChoiceStream",
+    "Event",
+    "ModelOutputError",
+    "ParserConfig",
+    "Policy",
+    "ProtocolError",
+    "ReasoningDelta",
+    "TextDelta",
+    "TextFormat",
+    "ToolCallArgumentsDelta",
+    "ToolCallEnded",
+    "ToolCallNote",
+    "ToolCallStarted",
+    "ToolChoice",
+    "ToolSpec",
+    "ToolwireError",
+    "Transition",
+    "UsageError",
+    "get_format",
+    "new_call_id",
+    "register_format",
+    "registered_formats",
+]

@@ -1,0 +1,119 @@
+"""What a choice stream needs to know about the request: tools, choice, policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+UnknownToolPolicy = Literal["text", "emit", "fail"]
+InvalidPolicy = Literal["text", "fail"]
+SchemaPolicy = Literal["emit", "text", "fail"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One function tool offered by the request.
+
+    Fields:
+        name: the function name.
+        description: the tool's description ("" when absent).
+        parameters: its JSON Schema (``None`` when absent).
+        strict: ``True`` when the arguments must match the schema exactly.
+    """
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """The request's ``tool_choice``, normalised.
+
+    Fields:
+        mode: ``auto``, ``none`` or ``required``.
+        allowed: the names the model may call (``None`` = every offered tool).
+            A forced function is ``ToolChoice("required", frozenset({name}))``.
+    """
+
+    mode: Literal["auto", "none", "required"] = "auto"
+    allowed: frozenset[str] | None = None
+
+    @property
+    def forced_name(self) -> str | None:
+        """The single function the model must call, if the choice names one."""
+        if self.mode == "required" and self.allowed is not None and len(self.allowed) == 1:
+            return next(iter(self.allowed))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How model mistakes and extra output are handled. Defaults are safe for agents.
+
+    Fields:
+        unknown_tool: a call to a name that is not offered (or not allowed):
+            ``text`` releases the block as visible text, ``emit`` sends the
+            call anyway, ``fail`` raises ``ModelOutputError``.
+        invalid_json: arguments that stay unparseable after the repair pass:
+            ``text`` releases the block as text (or, once the header was sent,
+            ends the call as invalid), ``fail`` raises.
+        schema_mismatch: arguments that parse but do not match the schema of a
+            non-strict tool: ``emit`` (with a note), ``text`` or ``fail``.
+            Strict tools (``strict: true``) always use ``strict_mismatch``.
+        strict_mismatch: the same for strict tools; ``fail`` by default.
+        text_after_calls: ``keep`` visible text after the last call, or
+            ``suppress`` it (Obsidian Copilot hangs on narrative after a call).
+        stop_after_first_call: stop reading after the first completed call
+            (``ChoiceStream.wants_more`` turns ``False``).
+        max_tool_calls: calls allowed per choice, 0 for no limit; the call
+            that would exceed it is never emitted, and the stream stops.
+        hold_limit: the size valve: a held sentinel prefix or a pre-name
+            buffer larger than this is released as text.
+    """
+
+    unknown_tool: UnknownToolPolicy = "text"
+    invalid_json: InvalidPolicy = "text"
+    schema_mismatch: SchemaPolicy = "emit"
+    strict_mismatch: SchemaPolicy = "fail"
+    text_after_calls: Literal["keep", "suppress"] = "keep"
+    stop_after_first_call: bool = False
+    max_tool_calls: int = 0
+    hold_limit: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ParserConfig:
+    """Everything a :class:`~statemachine.ChoiceStream` needs, fixed per request.
+
+    Fields:
+        tools: offered tools by name.
+        tool_choice: the normalised ``tool_choice``.
+        parallel_tool_calls: ``False`` keeps only the first call per choice.
+        legacy_functions: the request used ``functions``; the finish reason of
+            a choice with a call is then ``function_call`` (one call at most).
+        formats: names of the registered text formats to recognise, in order.
+        reasoning: recognise ``<think>…</think>`` blocks.
+        starts_in_reasoning: the template pre-opened ``<think>``.
+        policy: how mistakes are handled.
+    """
+
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+    tool_choice: ToolChoice = ToolChoice()
+    parallel_tool_calls: bool = True
+    legacy_functions: bool = False
+    formats: tuple[str, ...] = ("tool_call", "use_tool", "function")
+    reasoning: bool = True
+    starts_in_reasoning: bool = False
+    policy: Policy = Policy()
+
+    @property
+    def parsing_enabled(self) -> bool:
+        """Whether call blocks are parsed at all (off without tools or with ``none``)."""
+        return bool(self.tools) and self.tool_choice.mode != "none"
+
+    @classmethod
+    def for_tools(cls, tools: list[ToolSpec] | tuple[ToolSpec, ...], **kwargs: Any) -> "ParserConfig":
+        """Build a config from a list of tools (convenience for callers and tests)."""
+        return cls(tools={t.name: t for t in tools}, **kwargs)

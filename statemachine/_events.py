@@ -1,0 +1,141 @@
+"""Events the core emits: frozen, slotted dataclasses. Don't subclass these.
+
+A :class:`~statemachine.ChoiceStream` turns model text and structured tool-call
+deltas into a flat list of these events. Encoders in ``app/`` turn them into
+Chat Completions chunks or Responses events; the core knows neither format.
+
+For every call the order is always ``ToolCallStarted`` → zero or more
+``ToolCallArgumentsDelta`` → ``ToolCallEnded``; the fragments of one call
+concatenate to the ``arguments`` of its ``ToolCallEnded``. ``ChoiceFinished``
+comes exactly once, last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Visible text for the client.
+
+    Fields:
+        text: a non-empty piece of content.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """Text from inside a ``<think>`` block (never parsed for calls).
+
+    Fields:
+        text: a non-empty piece of reasoning, sentinels removed.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call's header: its name is complete and accepted.
+
+    Fields:
+        index: the call's position in this choice, 0, 1, 2… in order.
+        call_id: a fresh ``call_…`` id, stable for the call's life.
+        name: the complete function name.
+    """
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallArgumentsDelta:
+    """A fragment of a call's JSON arguments, verbatim and never retracted.
+
+    Fields:
+        index: the call this fragment belongs to.
+        fragment: a non-empty piece of the arguments text.
+    """
+
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnded:
+    """A call is complete.
+
+    Fields:
+        index: the call's position.
+        call_id: the id from its ``ToolCallStarted``.
+        name: the function name.
+        arguments: the full arguments, a JSON object text; equal to the
+            concatenation of the call's fragments.
+        valid: ``False`` when the arguments could not be parsed or failed a
+            strict schema after the header had already been sent (a
+            ``ToolCallNote`` says why); the call then does not count towards
+            the ``tool_calls`` finish reason.
+    """
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    valid: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallNote:
+    """A recoverable model mistake, or a repair, reported as data.
+
+    Fields:
+        kind: one of ``NOTE_KINDS``.
+        message: a short human-readable explanation (no argument content).
+        index: the call's index when one was assigned, else ``None``.
+        name: the function name when known, else ``None``.
+    """
+
+    kind: str
+    message: str
+    index: int | None = None
+    name: str | None = None
+
+
+#: Every ``ToolCallNote.kind``: what happened to a block.
+NOTE_KINDS = (
+    "repaired",  # the JSON needed the repair pass; the call went out
+    "recovered_unclosed",  # no closer before the end, but the body was complete
+    "invalid_json",  # the block could not be parsed; policy decided
+    "unknown_tool",  # the name is not offered (or not allowed by tool_choice)
+    "schema_mismatch",  # arguments do not match the tool's JSON Schema
+    "incomplete",  # the stream ended inside a call
+    "suppressed",  # dropped by parallel_tool_calls=false or max_tool_calls
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceFinished:
+    """The choice is over.
+
+    Fields:
+        finish_reason: ``stop``, ``length``, ``tool_calls``,
+            ``content_filter`` or ``function_call``.
+    """
+
+    finish_reason: str
+
+
+Event = Union[
+    TextDelta,
+    ReasoningDelta,
+    ToolCallStarted,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallNote,
+    ChoiceFinished,
+]
