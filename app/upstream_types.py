@@ -1,0 +1,86 @@
+"""What every upstream (the embedded demo model, an HTTP server) hands to the endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol
+
+
+@dataclass(slots=True)
+class ChoiceDelta:
+    """One choice's part of one upstream ``chat.completion.chunk``.
+
+    Fields:
+        index: the upstream choice index.
+        content: text, or ``None`` when the chunk carried none.
+        tool_calls: raw native ``delta.tool_calls`` entries (dicts), if any.
+        finish_reason: the upstream's finish reason, if this chunk ends the choice.
+        reasoning: ``reasoning_content`` text, if the upstream sends it.
+    """
+
+    index: int = 0
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str | None = None
+    reasoning: str | None = None
+
+
+@dataclass(slots=True)
+class UpstreamChunk:
+    """One decoded upstream chunk.
+
+    Fields:
+        choices: the per-choice deltas it carried.
+        usage: the upstream's usage object when it sent one.
+    """
+
+    choices: list[ChoiceDelta] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+
+class UpstreamError(Exception):
+    """The upstream failed; ``kind`` says how, ``status`` what the client gets.
+
+    Kinds: ``client_error`` (upstream 4xx other than 429, passed through with
+    its status and message), ``rate_limited`` (429, ``retry_after`` seconds
+    when known), ``server_error`` (upstream 5xx → 502), ``connect`` (refused,
+    DNS, reset before a response → 502), ``timeout`` (→ 504), ``protocol``
+    (malformed SSE or JSON mid-stream → 502).
+    """
+
+    def __init__(self, kind: str, message: str, *, status: int = 502,
+                 retry_after: str | None = None, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.param = param
+        self.code = code
+
+
+class UpstreamStream(Protocol):
+    """An open upstream response: iterate chunks, then (or on abandon) close."""
+
+    def __iter__(self) -> Iterator[UpstreamChunk]: ...
+
+    def close(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """A Chat Completions back end that produces text (and maybe native tool calls)."""
+
+    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> UpstreamStream:
+        """Send a Chat Completions request (``stream: true``) and return the open stream.
+
+        Raises ``UpstreamError`` when the upstream refuses before streaming.
+        """
+        ...
+
+    def models(self) -> list[dict[str, Any]]:
+        """The upstream's model list in OpenAI shape (``data`` entries)."""
+        ...
+
+    def ready(self) -> bool:
+        """Whether the upstream answers right now (for ``/readyz``)."""
+        ...
