@@ -1,27 +1,76 @@
-"""ChoiceStream: one choice's state machine (interface; the scanner is being written)."""
+"""ChoiceStream: one response choice's state machine and sentinel scanner."""
 
 from __future__ import annotations
 
+import json
 import secrets
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from transitions import Machine
 
+from ._bodies import DONE, JsonCallsBody
 from ._config import ParserConfig
-from ._events import ChoiceFinished, Event, TextDelta
-from ._table import INITIAL, TRANSITIONS, ChoiceState
+from ._errors import ModelOutputError, UsageError
+from ._events import (
+    ChoiceFinished,
+    Event,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallNote,
+    ToolCallStarted,
+)
+from ._finish import normalize_finish_reason
+from ._formats import get_format
+from ._schema import schema_errors
+from ._table import ARGS_STREAMING, DONE as DONE_STATE, IN_TOOL_CALL, INITIAL, TRANSITIONS, ChoiceState
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+_WS = " \t\r\n"
 
 
 def new_call_id() -> str:
-    """A fresh OpenAI-style call id: ``call_`` and 24 random characters."""
+    """A fresh OpenAI-style call id: ``call_`` and 24 random URL-safe characters."""
     return "call_" + secrets.token_urlsafe(18)
 
 
+class _Call:
+    """Book-keeping for the call being parsed."""
+
+    __slots__ = ("name", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native")
+
+    def __init__(self, native: bool = False):
+        self.name: str | None = None
+        self.decision: str | None = None  # accept | reject | suppress
+        self.index = -1
+        self.call_id = ""
+        self.pre_args: list[str] = []
+        self.pre_len = 0
+        self.args: list[str] = []
+        self.invalid = False
+        self.native = native
+
+    @property
+    def header_sent(self) -> bool:
+        return self.index >= 0
+
+
 class ChoiceStream:
-    """Turns one choice's model output into events.
+    """Turns one choice's model output into :mod:`statemachine` events.
+
+    Feed text with :meth:`feed` (split anywhere), native ``tool_calls``
+    fragments with :meth:`feed_tool_call`, and end with :meth:`finish`. Each
+    call returns the events that input completed, in order. Non-streaming
+    responses go through exactly the same path: feed everything, then finish.
+
+    The machine (``transitions``, built from ``TRANSITIONS``) changes state only
+    at boundaries: an opener, a name, a call's end, the finish. Everything per
+    character happens in the scanner below without triggers.
 
     Args:
-        config: the request's tools, tool_choice and policy.
+        config: the request's tools, tool_choice, formats and policy.
         id_factory: makes call ids (default :func:`new_call_id`).
     """
 
@@ -36,21 +85,528 @@ class ChoiceStream:
             initial=INITIAL,
             auto_transitions=False,
         )
+        self._parsing = config.parsing_enabled
+        formats = [get_format(name) for name in config.formats] if self._parsing else []
+        self._openers = {op: fmt for fmt in formats for op in fmt.openers}
+        sentinels = list(self._openers)
+        if config.reasoning:
+            sentinels += [THINK_OPEN, THINK_CLOSE]
+        self._sentinels = tuple(sentinels)
+        self._think_sentinels = (THINK_CLOSE, *self._openers)
+        self._out: list[Event] = []
+        self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
+        self._ws = ""  # trailing whitespace held while a call could follow
+        self._body: Any = None
+        self._raw: list[str] | None = None  # the block's text while it could still be released
+        self._raw_len = 0
+        self._release: str | None = None  # the kind of a disproved block awaiting release
+        self._in_think = config.starts_in_reasoning and config.reasoning
+        self._think_held: list[str] | None = None  # reasoning from a call opener on
+        self._at_start = True  # nothing visible yet: a fence or bare JSON may start a call
+        self._fence = ""  # a held fence line that may wrap the message's call
+        self._fence_close = False
+        self._call: _Call | None = None
+        self._native_index: int | None = None
+        self._next_index = 0
+        self._valid_calls = 0
+        self._incomplete = False
+        self._cut = False
+        self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
+
+    # public API -------------------------------------------------------------
 
     def feed(self, text: str) -> list[Event]:
-        """Feed a piece of model text; return the events it completes."""
-        return [TextDelta(text)] if text else []
+        """Feed a piece of model text.
+
+        Args:
+            text: the next piece of output, split anywhere.
+        Returns:
+            The events this piece completes (possibly none).
+        Raises:
+            UsageError: the stream already finished.
+            ModelOutputError: a ``fail`` policy rejected the model's output.
+        """
+        if self.state is DONE_STATE:
+            raise UsageError("feed() after finish()", code="usage_error")
+        out = self._out = []
+        if text and not self._cut:
+            if not self._sentinels:
+                out.append(TextDelta(text))
+            else:
+                self._scan(self._pending + text)
+        return out
 
     def feed_tool_call(self, index: int, *, id: str | None = None, name: str | None = None,
                        arguments: str | None = None) -> list[Event]:
-        """Feed one structured ``tool_calls`` fragment from the upstream."""
-        return []
+        """Feed one native ``delta.tool_calls[]`` fragment from the upstream.
+
+        Native calls go through the same policy as text calls and share the
+        choice's index sequence. The upstream's ``id`` is not reused.
+
+        Args:
+            index: the upstream's index of the call.
+            id: the upstream's call id (ignored; toolwire makes its own).
+            name: the function name, when this fragment carries it.
+            arguments: a fragment of the arguments text.
+        Returns:
+            The events this fragment completes.
+        Raises:
+            UsageError: the stream already finished.
+            ModelOutputError: a ``fail`` policy rejected the call.
+        """
+        if self.state is DONE_STATE:
+            raise UsageError("feed_tool_call() after finish()", code="usage_error")
+        out = self._out = []
+        if self._cut:
+            return out
+        if self._native_index != index:
+            self._flush_text()
+            self._end_native()
+            self._native_index = index
+            self.call_begin(native=True)
+        if name:
+            self.call_name(name)
+        if arguments:
+            self.call_args(arguments)
+        return out
 
     def finish(self, reason: str | None = None) -> list[Event]:
-        """The upstream finished (``reason`` may be ``None`` for a bare EOF)."""
-        return [ChoiceFinished(reason or "stop")]
+        """The upstream finished; flush everything held and decide the finish reason.
+
+        Args:
+            reason: the upstream's finish reason (aliases accepted), or
+                ``None`` when the stream simply ended.
+        Returns:
+            The remaining events, always ending with one ``ChoiceFinished``.
+        Raises:
+            UsageError: called twice.
+            ModelOutputError: a ``fail`` policy rejected the model's output.
+        """
+        if self.state is DONE_STATE:
+            raise UsageError("finish() called twice", code="usage_error")
+        out = self._out = []
+        upstream = normalize_finish_reason(reason)
+        self._end_native()
+        if self._in_think and self._think_held is not None:
+            held, self._think_held = "".join(self._think_held), None
+            self._in_think = False  # reasoning never closed: the held call was real
+            self._scan(held)
+        if self._body is not None:
+            self._body.at_eof()
+            self._body = None
+            self._after_body(self._pending)
+            self._pending = ""
+        self._flush_text(final=True)
+        self._trigger("upstream_finished")
+        out.append(ChoiceFinished(self._finish_reason(upstream)))
+        return out
 
     @property
     def wants_more(self) -> bool:
-        """``False`` once policy says to stop reading the upstream."""
-        return True
+        """``False`` once policy (stop after the first call, max calls) says to stop reading."""
+        return not self._cut and self.state is not DONE_STATE
+
+    @property
+    def tool_call_count(self) -> int:
+        """How many valid calls this choice emitted so far."""
+        return self._valid_calls
+
+    # the scanner ----------------------------------------------------------------
+
+    def _scan(self, buf: str) -> None:
+        self._pending = ""
+        pos, n = 0, len(buf)
+        while pos < n:
+            if self._cut:  # policy stopped reading: the rest of the output is ignored
+                self._body = None
+                return
+            if self._body is not None:
+                status, end = self._body.feed(buf, pos)
+                if status == DONE:
+                    self._body = None
+                    self._after_body(buf[pos:end])
+                    pos = end
+                    continue
+                self._after_body(buf[pos:end])
+                if self._body is not None:
+                    self._pending = buf[end:]
+                    return
+                pos = end  # the size valve released the block
+                continue
+            if self._in_think:
+                pos = self._scan_think(buf, pos)
+            else:
+                pos = self._scan_text(buf, pos)
+
+    def _after_body(self, consumed: str) -> None:
+        """Account for text a body consumed; apply the size valve; release a disproved block."""
+        if self._raw is not None:
+            self._raw.append(consumed)
+            self._raw_len += len(consumed)
+            call = self._call
+            if call is not None and call.name is None and self._raw_len > self.config.policy.hold_limit:
+                self._body = None
+                self._call = None
+                self._settle_rejected(call, "invalid_json", "the block grew past the hold limit without a name")
+        if self._body is None:  # a disproved block goes back to text whole, closer included
+            self._release_block()
+
+    def _release_block(self) -> None:
+        """Emit a disproved block's text (opener included) as visible text."""
+        if self._release is None:
+            return
+        kind = self._release
+        self._release = None
+        raw = "".join(self._raw or ())
+        self._raw = None
+        if kind != "suppressed" and raw:
+            self._emit_text(self._take_fence() + raw)
+
+    def _scan_text(self, buf: str, pos: int) -> int:
+        n = len(buf)
+        if self._fence_close or (self._at_start and self._parsing):
+            j = pos
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j == n:
+                self._ws += buf[pos:]
+                return n
+            if self._fence_close:  # the fence that wrapped the call closes: drop it
+                if n - j < 3 and "```".startswith(buf[j:]):
+                    self._pending = buf[pos:]
+                    return n
+                self._fence_close = False
+                if buf.startswith("```", j):
+                    self._ws = ""
+                    end = buf.find("\n", j)
+                    return n if end == -1 else end + 1
+            elif buf[j] in "{[":
+                self._ws += buf[pos:j]
+                self._open_block(JsonCallsBody(self, None, bare=True), "")
+                return j
+            elif buf[j] == "`" and not self._fence:
+                line_end = buf.find("\n", j)
+                if line_end == -1 and n - j < 16:
+                    self._pending = buf[pos:]
+                    return n
+                lang = buf[j + 3:line_end].strip() if line_end != -1 else "-"
+                if buf.startswith("```", j) and (lang == "" or lang.isalnum()):
+                    self._fence = buf[pos:line_end + 1]
+                    self._ws = ""
+                    return line_end + 1
+        i = buf.find("<", pos)
+        if i == -1:
+            self._emit_text(buf[pos:])
+            return n
+        if i > pos:
+            self._emit_text(buf[pos:i])
+        for s in self._sentinels:
+            if buf.startswith(s, i):
+                self._on_sentinel(s)
+                return i + len(s)
+        tail = buf[i:]
+        if len(tail) < 16 and any(s.startswith(tail) for s in self._sentinels):
+            self._pending = tail
+            return n
+        self._emit_text("<")
+        return i + 1
+
+    def _on_sentinel(self, s: str) -> None:
+        if s == THINK_OPEN:
+            self._in_think = True
+        elif s == THINK_CLOSE:
+            pass  # a stray or duplicate closer is absorbed
+        else:
+            fmt = self._openers[s]
+            self._open_block(fmt.new_body(s, self), s)
+
+    def _open_block(self, body: Any, opener: str) -> None:
+        self._body = body
+        # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
+        self._raw = [self._ws, opener]
+        self._raw_len = len(opener)
+        self._ws = ""
+        self.call_begin()
+
+    def _scan_think(self, buf: str, pos: int) -> int:
+        n = len(buf)
+        i = buf.find("<", pos)
+        while i != -1:
+            if buf.startswith(THINK_CLOSE, i):
+                self._reasoning(buf[pos:i])
+                if self._think_held is not None:
+                    self._out.append(ReasoningDelta("".join(self._think_held)))
+                    self._think_held = None
+                self._in_think = False
+                return i + len(THINK_CLOSE)
+            tail = buf[i:]
+            if len(tail) < 16 and any(s.startswith(tail) for s in self._think_sentinels):
+                self._reasoning(buf[pos:i])
+                self._pending = tail
+                return n
+            if self._think_held is None and any(buf.startswith(s, i) for s in self._openers):
+                self._reasoning(buf[pos:i])
+                self._think_held = []
+                pos = i
+            i = buf.find("<", i + 1)
+        self._reasoning(buf[pos:])
+        return n
+
+    def _reasoning(self, text: str) -> None:
+        if not text:
+            return
+        if self._think_held is not None:
+            self._think_held.append(text)
+        else:
+            self._out.append(ReasoningDelta(text))
+
+    def _emit_text(self, text: str) -> None:
+        """Visible text; trailing whitespace is held while a call could follow."""
+        if self._valid_calls and self.config.policy.text_after_calls == "suppress":
+            self._ws = ""
+            return
+        if not self._parsing:
+            if text:
+                self._out.append(TextDelta(text))
+            return
+        text = self._ws + text
+        body = text.rstrip(_WS)
+        self._ws = text[len(body):]
+        if body:
+            self._out.append(TextDelta(self._take_fence() + body))
+            self._at_start = False
+
+    def _take_fence(self) -> str:
+        fence, self._fence = self._fence, ""
+        return fence
+
+    def _flush_text(self, *, final: bool = False) -> None:
+        """Release held text: a partial sentinel, a held fence, and (at the end) whitespace."""
+        pending, self._pending = self._pending, ""
+        if self._in_think:
+            self._reasoning(pending)
+            return
+        if pending:
+            self._emit_text(pending)
+        if final and self._fence:
+            self._out.append(TextDelta(self._take_fence()))
+        if final and self._ws and not self._valid_calls:
+            self._out.append(TextDelta(self._ws))
+        if final:
+            self._ws = ""
+
+    # the call protocol (used by the bodies) ---------------------------------------
+
+    def call_begin(self, *, native: bool = False) -> None:
+        """A call block (or the next call inside one) begins."""
+        self._trigger("tool_open_seen")
+        self._call = _Call(native)
+
+    def call_name(self, name: str) -> None:
+        """The call's complete name; decide whether the call is accepted."""
+        call = self._call
+        if call is None or call.name is not None:
+            return
+        name = _strip_decorations(name)
+        call.name = name
+        call.decision = self._decide(name, bare=self._body is not None and getattr(self._body, "bare", False))
+        if call.decision == "accept":
+            call.index = self._next_index
+            self._next_index += 1
+            call.call_id = self._new_id()
+            self._trigger("name_completed")
+            self._raw = None  # committed: this block can no longer turn back into text
+            self._at_start = False
+            if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
+                self._fence = ""
+                self._fence_close = True
+            self._out.append(ToolCallStarted(call.index, call.call_id, name))
+            if call.pre_args:
+                self._args_out(call, "".join(call.pre_args))
+                call.pre_args = []
+
+    def call_args(self, text: str) -> None:
+        """A fragment of the call's arguments text."""
+        call = self._call
+        if call is None or not text:
+            return
+        if call.header_sent:
+            self._args_out(call, text)
+        elif call.decision is None:
+            call.pre_args.append(text)
+            call.pre_len += len(text)
+
+    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
+        """The call's arguments are complete; validate and close it."""
+        call = self._call
+        if call is None:
+            return
+        self._call = None
+        if call.decision != "accept":
+            self._settle_rejected(call, "invalid_json" if call.name is None else None)
+            return
+        arguments = "".join(call.args)
+        problem = "invalid_json" if invalid or call.invalid else _object_problem(arguments)
+        if problem is None:
+            problem = self._schema_problem(call, arguments)
+        valid = problem is None
+        self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid))
+        self._trigger("tool_close_seen")
+        if valid:
+            self._valid_calls += 1
+            if repaired:
+                self.note("repaired", "the call's JSON was repaired", index=call.index, name=call.name)
+            policy = self.config.policy
+            if policy.stop_after_first_call or (policy.max_tool_calls and self._valid_calls >= policy.max_tool_calls):
+                self._cut = True
+        else:
+            self._incomplete = True
+            self.note(problem, f"the arguments of {call.name!r} are not acceptable ({problem})",
+                      index=call.index, name=call.name)
+
+    def call_invalid(self) -> None:
+        """The body turned out malformed; a committed call ends as invalid now."""
+        call = self._call
+        if call is None:
+            return
+        call.invalid = True
+        if call.header_sent:
+            self.call_end(invalid=True)
+
+    def call_abort(self, kind: str, message: str) -> None:
+        """The block is not a call: release it as text (if nothing of it was sent)."""
+        call = self._call
+        if call is None:
+            return
+        if call.header_sent:
+            self.call_end(invalid=True)
+            return
+        self._call = None
+        self._settle_rejected(call, kind, message)
+
+    def call_incomplete(self) -> None:
+        """The stream ended inside the call's body."""
+        call = self._call
+        if call is None:
+            return
+        if call.header_sent:
+            self._call = None
+            self._incomplete = True
+            self.note("incomplete", "the stream ended inside a call", index=call.index, name=call.name)
+        else:
+            self.call_abort("incomplete", "the stream ended inside a call block")
+
+    def note(self, kind: str, message: str, *, index: int | None = None, name: str | None = None) -> None:
+        """Report a recoverable mistake or repair as a ``ToolCallNote``."""
+        call = self._call
+        if index is None and call is not None and call.header_sent:
+            index, name = call.index, call.name
+        self._out.append(ToolCallNote(kind, message, index, name))
+
+    def schema_for(self, name: str | None) -> Mapping[str, Any] | None:
+        """The JSON Schema of an offered tool's parameters."""
+        spec = self.config.tools.get(name or "")
+        return spec.parameters if spec else None
+
+    def current_name(self) -> str | None:
+        """The name of the call being parsed, if known."""
+        return self._call.name if self._call else None
+
+    # helpers ------------------------------------------------------------------
+
+    def _decide(self, name: str, *, bare: bool) -> str:
+        config = self.config
+        if self._valid_calls and (not config.parallel_tool_calls or config.legacy_functions):
+            return "suppress"
+        allowed = config.tool_choice.allowed
+        if name in config.tools and (allowed is None or name in allowed):
+            return "accept"
+        if bare:
+            return "reject"
+        policy = config.policy.unknown_tool
+        if policy == "fail":
+            raise ModelOutputError(f"the model called an unknown tool {name!r}", code="unknown_tool")
+        return "accept" if policy == "emit" else "reject"
+
+    def _settle_rejected(self, call: _Call, kind: str | None, message: str = "") -> None:
+        """A call that was never committed: its block goes back to text, or is dropped."""
+        bare = getattr(self._body, "bare", False)
+        if call.decision == "suppress":
+            kind, message = "suppressed", "a further call is not allowed here; it was dropped"
+        elif call.decision == "reject":
+            kind, message = "unknown_tool", f"{call.name!r} is not an offered tool"
+        elif kind is None:
+            kind, message = "invalid_json", "the block has no function name"
+        if kind == "invalid_json" and not bare and self.config.policy.invalid_json == "fail":
+            raise ModelOutputError(message or "the model wrote an invalid call", code="invalid_json")
+        self._trigger("tool_open_disproved")
+        self._release = kind
+        if not (bare and kind != "unknown_tool"):
+            self.note(kind, message or kind, name=call.name)
+        if self._body is None:
+            self._release_block()
+
+    def _args_out(self, call: _Call, text: str) -> None:
+        call.args.append(text)
+        self._out.append(ToolCallArgumentsDelta(call.index, text))
+
+    def _schema_problem(self, call: _Call, arguments: str) -> str | None:
+        name = call.name
+        spec = self.config.tools.get(name)
+        if spec is None or not spec.parameters:
+            return None
+        policy = self.config.policy
+        mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch
+        if not spec.strict and mode == "emit":
+            return None
+        errors = schema_errors(spec.parameters, json.loads(arguments))
+        if not errors:
+            return None
+        if mode == "fail":
+            raise ModelOutputError(f"arguments for {name!r} do not match its schema: {errors[0]}",
+                                   code="tool_arguments_invalid")
+        if mode == "emit":
+            self.note("schema_mismatch", errors[0], index=call.index, name=name)
+            return None
+        return "schema_mismatch"
+
+    def _end_native(self) -> None:
+        if self._native_index is not None:
+            self._native_index = None
+            call = self._call
+            if call is not None and call.native:
+                if call.name is None:
+                    self.call_abort("invalid_json", "a native call never got a name")
+                else:
+                    self.call_end()
+
+    def _finish_reason(self, upstream: str) -> str:
+        if upstream in ("length", "content_filter"):
+            return upstream
+        if self._valid_calls and not self._incomplete:
+            return "function_call" if self.config.legacy_functions else "tool_calls"
+        return "stop"
+
+    def _trigger(self, name: str) -> None:
+        source = self.state
+        self.trigger(name)
+        self.path.append((source.value, name, self.state.value))
+
+
+def _strip_decorations(name: str) -> str:
+    """``functions.get_weather:0`` → ``get_weather``."""
+    name = name.strip()
+    if name.startswith("functions."):
+        name = name[len("functions."):]
+    head, sep, tail = name.rpartition(":")
+    if sep and tail.isdigit():
+        name = head
+    return name
+
+
+def _object_problem(arguments: str) -> str | None:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return "invalid_json"
+    return None if isinstance(value, dict) else "invalid_json"

@@ -82,6 +82,11 @@ class ToolCallFormat(TextFormat):
     def render_call(self, name: str, arguments: str) -> str:
         return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {_compact_object(arguments)}}}</tool_call>'
 
+    def new_body(self, opener: str, ctx: Any) -> Any:
+        from ._bodies import JsonCallsBody
+
+        return JsonCallsBody(ctx, self.closer)
+
 
 class UseToolFormat(TextFormat):
     """``<use_tool><name>NAME</name><args>{…}</args></use_tool>`` (Obsidian Copilot)."""
@@ -93,6 +98,11 @@ class UseToolFormat(TextFormat):
     def render_call(self, name: str, arguments: str) -> str:
         return f"<use_tool><name>{name}</name><args>{_compact_object(arguments)}</args></use_tool>"
 
+    def new_body(self, opener: str, ctx: Any) -> Any:
+        from ._bodies import UseToolBody
+
+        return UseToolBody(ctx, has_attributes=opener.endswith(" "))
+
 
 class FunctionFormat(TextFormat):
     """``<function=NAME>{…}</function>`` or with ``<parameter=K>V</parameter>`` children."""
@@ -103,6 +113,11 @@ class FunctionFormat(TextFormat):
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"<function={name}>{_compact_object(arguments)}</function>"
+
+    def new_body(self, opener: str, ctx: Any) -> Any:
+        from ._bodies import FunctionBody
+
+        return FunctionBody(ctx)
 
 
 _REGISTRY: dict[str, TextFormat] = {}

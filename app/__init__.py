@@ -1,0 +1,63 @@
+"""toolwire's Flask side: ``create_app()`` for the standalone service, ``Toolwire`` to embed it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from flask import Flask, Response
+from flask.json.provider import JSONProvider
+
+from .errors import register_error_handlers
+from .extension import Toolwire
+from .ops import create_ops_blueprint
+from .settings import Settings
+
+__all__ = ["OrjsonProvider", "Settings", "Toolwire", "create_app"]
+
+
+class OrjsonProvider(JSONProvider):
+    """Flask's JSON (``jsonify``, ``request.get_json``) backed by orjson."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        return orjson.dumps(obj, default=_fallback, option=orjson.OPT_NON_STR_KEYS).decode()
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        return orjson.loads(s)
+
+    def response(self, *args: Any, **kwargs: Any) -> Response:
+        obj = self._prepare_response_obj(args, kwargs)
+        body = orjson.dumps(obj, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
+        return self._app.response_class(body, mimetype="application/json")
+
+
+def _fallback(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The standalone toolwire app: API under ``/v1``, ``/healthz``, ``/readyz``.
+
+    Args:
+        settings: settings to use; default read from ``TOOLWIRE_*`` and the config file.
+    """
+    settings = settings or Settings()
+    configure_logging(settings.log_level)
+    app = Flask(__name__)
+    app.json = OrjsonProvider(app)
+    register_error_handlers(app)
+    Toolwire(app, settings=settings)
+    app.register_blueprint(create_ops_blueprint())
+    return app
+
+
+def configure_logging(level: str) -> None:
+    """Root logging at ``level`` (unless the host configured it); ``transitions`` at WARNING."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("app").setLevel(level)
+    logging.getLogger("transitions").setLevel(logging.WARNING)

@@ -1,0 +1,154 @@
+"""The OpenAI-compatible Blueprint: ``POST /chat/completions`` and ``GET /models``.
+
+Routes are added in :func:`create_blueprint`; a new endpoint (``/responses``)
+is one more ``add_url_rule`` there. Views read everything they need from the
+request, open the upstream (so its refusal is an ordinary HTTP error), then
+either stream through the pump (:mod:`.streaming`) or accumulate the same
+events into one body.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import uuid
+from typing import Any
+
+import orjson
+from flask import Blueprint, Response, current_app, g, request
+
+from statemachine import get_format
+
+from .chat_wire import ChatAccumulator, ChatChunker, usage_object
+from .errors import ApiError, as_api_error, register_error_handlers
+from .extension import current_state
+from .prompting import build_upstream_messages
+from .schemas import parse_chat_request
+from .streaming import DONE, ChoiceDriver, cooperative, data_frame, sse_body
+from .tools import chat_parser_config
+
+#: Request keys toolwire consumes; everything else goes to the upstream as sent.
+_CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
+                            "parallel_tool_calls", "functions", "function_call"})
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def create_blueprint(name: str = "toolwire") -> Blueprint:
+    """The API Blueprint (register it with a ``url_prefix`` such as ``/v1``)."""
+    bp = Blueprint(name, __name__)
+    bp.before_request(_before_request)
+    bp.after_request(_after_request)
+    register_error_handlers(bp)
+    bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
+    bp.add_url_rule("/models", view_func=list_models, methods=["GET"])
+    return bp
+
+
+def _before_request() -> None:
+    incoming = request.headers.get("X-Request-Id", "")
+    g.toolwire_request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    request.max_content_length = current_state().settings.max_body_bytes
+
+
+def _after_request(response: Response) -> Response:
+    response.headers["X-Request-Id"] = g.get("toolwire_request_id", "")
+    return response
+
+
+def request_id() -> str:
+    """This request's id (echoed from ``X-Request-Id`` or generated)."""
+    return g.toolwire_request_id
+
+
+def json_body() -> dict[str, Any]:
+    """The request body as a JSON object.
+
+    Raises:
+        ApiError: 400 ``invalid_json`` when it does not parse, 400 when it is
+            not an object (413 comes from the body-size limit).
+    """
+    try:
+        body = orjson.loads(request.get_data(cache=False))
+    except orjson.JSONDecodeError:
+        raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+def wants_keepalive() -> bool:
+    """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
+    return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
+
+
+def chat_completions() -> Response:
+    """``POST /chat/completions``, streaming or not."""
+    state = current_state()
+    settings = state.settings
+    body = json_body()
+    req = parse_chat_request(body)
+    config = chat_parser_config(req, settings)
+    messages = build_upstream_messages(body["messages"], config, get_format(settings.tool_format))
+    upstream_body = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
+    upstream_body.update(model=settings.upstream_model(req.model), messages=messages, stream=True,
+                         stream_options={"include_usage": True})
+
+    stream = state.upstream.open(upstream_body, request_id=request_id())
+    driver = ChoiceDriver(stream, config, n=req.n)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    prompt_chars = len(orjson.dumps(messages))
+    legacy = config.legacy_functions
+
+    if not req.stream:
+        accumulator = ChatAccumulator(completion_id, created, req.model, legacy_functions=legacy)
+        for index, event in cooperative(driver):
+            accumulator.add(index, event)
+        return current_app.json.response(accumulator.body(_usage(driver, prompt_chars)))
+
+    chunker = ChatChunker(completion_id, created, req.model, legacy_functions=legacy,
+                          include_usage=req.include_usage)
+
+    def frames():
+        for index, event in driver:
+            for chunk in chunker.chunks(index, event):
+                yield data_frame(chunk)
+        if req.include_usage:
+            yield data_frame(chunker.usage_chunk(_usage(driver, prompt_chars)))
+        yield DONE
+
+    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
+    sse = sse_body(frames(), heartbeat_seconds=heartbeat, on_error=_error_frame, on_abandon=stream.close)
+    return Response(sse, mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+def _error_frame(exc: Exception) -> bytes:
+    """The Chat mid-stream failure: one error frame, then ``[DONE]``."""
+    return data_frame(as_api_error(exc).body()) + DONE
+
+
+def _usage(driver: ChoiceDriver, prompt_chars: int) -> dict[str, int]:
+    """The upstream's token counts, or an estimate (~4 characters a token) when it sent none."""
+    usage = driver.usage or {}
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return usage_object(prompt, completion)
+    return usage_object(math.ceil(prompt_chars / 4), math.ceil(driver.output_chars / 4))
+
+
+def list_models() -> Response:
+    """``GET /models``: the upstream's models plus the client names of ``model_map``."""
+    settings = current_state().settings
+    data = [_model_entry(m) for m in current_state().upstream.models() if isinstance(m, dict) and m.get("id")]
+    known = {m["id"] for m in data}
+    data += [_model_entry({"id": name}) for name in settings.model_map if name not in known]
+    return current_app.json.response({"object": "list", "data": data})
+
+
+def _model_entry(model: dict[str, Any]) -> dict[str, Any]:
+    created = model.get("created")
+    return {**model, "id": str(model["id"]), "object": "model",
+            "created": created if isinstance(created, int) else 0,
+            "owned_by": model.get("owned_by") or "toolwire"}

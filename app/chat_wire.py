@@ -1,0 +1,150 @@
+"""Core events → Chat Completions chunks (streaming) and the non-streaming body.
+
+:class:`ChatChunker` builds ``chat.completion.chunk`` dicts, one per visible
+event; :class:`ChatAccumulator` folds the same events into a
+``chat.completion``. Both follow wire-contract section 3: role once per choice
+in its first delta, tool-call headers then argument fragments, a single finish
+chunk with an empty delta, the legacy ``function_call`` shape for requests that
+used ``functions``, and no null-valued delta keys (except the first delta's
+``content: null`` when a message starts with a call, as OpenAI sends it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+
+CHUNK = "chat.completion.chunk"
+COMPLETION = "chat.completion"
+
+
+def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """A Chat ``usage`` object."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+class ChatChunker:
+    """Builds the chunks of one streamed completion.
+
+    Args:
+        completion_id: the ``chatcmpl-…`` id shared by every chunk.
+        created: unix seconds, shared by every chunk.
+        model: the model name shown to the client.
+        legacy_functions: answer in the ``delta.function_call`` shape.
+        include_usage: every chunk carries ``usage: null``; see :meth:`usage_chunk`.
+    """
+
+    def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
+                 include_usage: bool = False):
+        self._head = {"id": completion_id, "object": CHUNK, "created": created, "model": model}
+        self._legacy = legacy_functions
+        self._include_usage = include_usage
+        self._role_sent: set[int] = set()
+
+    def chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
+        """The chunks (zero, one or two) that carry ``event`` for choice ``index``."""
+        if isinstance(event, TextDelta):
+            return [self._chunk(index, self._with_role(index, {"content": event.text}))]
+        if isinstance(event, ToolCallStarted):
+            if self._legacy:
+                if event.index:
+                    return []
+                delta = {"function_call": {"name": event.name, "arguments": ""}}
+            else:
+                delta = {"tool_calls": [{"index": event.index, "id": event.call_id, "type": "function",
+                                         "function": {"name": event.name, "arguments": ""}}]}
+            return [self._chunk(index, self._with_role(index, delta))]
+        if isinstance(event, ToolCallArgumentsDelta):
+            if self._legacy:
+                if event.index:
+                    return []
+                delta = {"function_call": {"arguments": event.fragment}}
+            else:
+                delta = {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+            return [self._chunk(index, delta)]
+        if isinstance(event, ChoiceFinished):
+            out = []
+            if index not in self._role_sent:
+                out.append(self._chunk(index, self._with_role(index, {})))
+            out.append(self._chunk(index, {}, event.finish_reason))
+            return out
+        return []  # reasoning and notes are not part of the Chat wire
+
+    def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The final ``choices: []`` chunk carrying ``usage``."""
+        return {**self._head, "choices": [], "usage": usage}
+
+    def _with_role(self, index: int, delta: dict[str, Any]) -> dict[str, Any]:
+        """Prefix the choice's first delta with the role (and ``content`` as OpenAI sends it)."""
+        if index in self._role_sent:
+            return delta
+        self._role_sent.add(index)
+        if "content" in delta:
+            return {"role": "assistant", **delta}
+        # A message that starts with a call has content null; an empty one has "".
+        return {"role": "assistant", "content": None if delta else "", **delta}
+
+    def _chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        chunk = {**self._head, "choices": [{"index": index, "delta": delta, "logprobs": None,
+                                            "finish_reason": finish_reason}]}
+        if self._include_usage:
+            chunk["usage"] = None
+        return chunk
+
+
+class _Message:
+    __slots__ = ("text", "calls", "finish_reason")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+
+
+class ChatAccumulator:
+    """Folds events into a non-streaming ``chat.completion`` body.
+
+    Args:
+        completion_id: the ``chatcmpl-…`` id.
+        created: unix seconds.
+        model: the model name shown to the client.
+        legacy_functions: answer with ``message.function_call``.
+    """
+
+    def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False):
+        self._head = {"id": completion_id, "object": COMPLETION, "created": created, "model": model}
+        self._legacy = legacy_functions
+        self._messages: dict[int, _Message] = {}
+
+    def add(self, index: int, event: Event) -> None:
+        """Take one event of choice ``index``."""
+        message = self._messages.get(index)
+        if message is None:
+            message = self._messages[index] = _Message()
+        if isinstance(event, TextDelta):
+            message.text.append(event.text)
+        elif isinstance(event, ToolCallStarted):
+            message.calls[event.index] = {"id": event.call_id, "type": "function",
+                                          "function": {"name": event.name, "arguments": ""}}
+        elif isinstance(event, ToolCallArgumentsDelta):
+            message.calls[event.index]["function"]["arguments"] += event.fragment
+        elif isinstance(event, ChoiceFinished):
+            message.finish_reason = event.finish_reason
+
+    def body(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The ``chat.completion`` body, choices in index order."""
+        choices = []
+        for index in sorted(self._messages):
+            message = self._messages[index]
+            out: dict[str, Any] = {"role": "assistant", "content": "".join(message.text) or None,
+                                   "refusal": None, "annotations": []}
+            calls = [message.calls[i] for i in sorted(message.calls)]
+            if calls and self._legacy:
+                out["function_call"] = calls[0]["function"]
+            elif calls:
+                out["tool_calls"] = calls
+            choices.append({"index": index, "message": out, "logprobs": None,
+                            "finish_reason": message.finish_reason})
+        return {**self._head, "choices": choices, "usage": usage}

@@ -1,0 +1,131 @@
+"""The ``Toolwire`` Flask extension: mount the OpenAI-compatible API into any Flask app.
+
+::
+
+    tw = Toolwire()
+    tw.init_app(host_app, url_prefix="/llm/v1", name="llm")
+
+Settings come from a :class:`~app.settings.Settings` object (default: read
+from the environment when ``init_app`` runs), see that class for every
+``TOOLWIRE_*`` key. Later environment changes are not picked up. The
+extension stores itself in ``app.extensions["toolwire"]`` and keeps per-app
+state (settings, upstream) keyed by the app; it never holds the app itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import httpx
+from flask import Flask, current_app
+from gevent import monkey
+
+from .demo import DemoUpstream
+from .settings import Settings
+from .upstream import HttpUpstream
+from .upstream_types import Upstream
+
+EXTENSION_KEY = "toolwire"
+
+
+class UnpatchedSocketWarning(RuntimeWarning):
+    """toolwire is served without gevent's socket patch (one blocked worker per stream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolwireState:
+    """What toolwire keeps per Flask app.
+
+    Fields:
+        settings: the validated settings.
+        upstream: the back end the endpoints call.
+    """
+
+    settings: Settings
+    upstream: Upstream
+
+
+class Toolwire:
+    """The toolwire extension.
+
+    Args:
+        app: a Flask app to register on now (or call :meth:`init_app` later).
+        settings: settings to use; default ``Settings()`` (environment and config file).
+        upstream: a ready :class:`~app.upstream_types.Upstream`; default built
+            from the settings (HTTP when ``upstream_url`` is set, else the demo).
+    """
+
+    def __init__(self, app: Flask | None = None, *, settings: Settings | None = None,
+                 upstream: Upstream | None = None):
+        self._settings = settings
+        self._upstream = upstream
+        self._states: weakref.WeakKeyDictionary[Flask, ToolwireState] = weakref.WeakKeyDictionary()
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask, url_prefix: str = "/v1", name: str = "toolwire") -> None:
+        """Register the API Blueprint on ``app``.
+
+        Args:
+            app: the Flask app.
+            url_prefix: where the routes live (``/v1`` → ``/v1/chat/completions``).
+            name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
+        Raises:
+            RuntimeError: toolwire is already registered on ``app``.
+        """
+        if EXTENSION_KEY in app.extensions:
+            raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
+                               "Create the extension once and call init_app once per app.")
+        if not monkey.is_module_patched("socket"):
+            warnings.warn("gevent has not patched socket: each stream will block a worker. Serve toolwire "
+                          "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
+                          stacklevel=2)
+        logging.getLogger("transitions").setLevel(logging.WARNING)
+        settings = self._settings or Settings()
+        upstream = self._upstream or make_upstream(settings)
+        self._states[app] = ToolwireState(settings, upstream)
+        app.extensions[EXTENSION_KEY] = self
+
+        from .api import create_blueprint  # here, not at the top: api imports this module
+
+        app.register_blueprint(create_blueprint(name), url_prefix=url_prefix)
+
+    def state(self, app: Flask | None = None) -> ToolwireState:
+        """The state for ``app`` (default: the current app).
+
+        Raises:
+            RuntimeError: the app is not registered with this instance.
+        """
+        if app is None:
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+        try:
+            return self._states[app]
+        except KeyError:
+            raise RuntimeError("The current Flask app is not registered with this 'Toolwire' instance. "
+                               "Did you forget to call 'init_app', or did you create multiple "
+                               "'Toolwire' instances?") from None
+
+
+def current_state() -> ToolwireState:
+    """The current app's toolwire state.
+
+    Raises:
+        RuntimeError: toolwire is not registered on the current app.
+    """
+    ext = current_app.extensions.get(EXTENSION_KEY)
+    if ext is None:
+        raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
+                           "'Toolwire.init_app(app)'?")
+    return ext.state(current_app._get_current_object())  # type: ignore[attr-defined]
+
+
+def make_upstream(settings: Settings) -> Upstream:
+    """The upstream the settings describe: HTTP when ``upstream_url`` is set, else the embedded demo."""
+    if settings.upstream_url:
+        timeout = httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
+                                write=settings.write_timeout, pool=settings.pool_timeout)
+        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeout=timeout)
+    return DemoUpstream(model=settings.demo_model)

@@ -1,0 +1,379 @@
+"""The producing side of tool calling: the system tool block and history flattening.
+
+A text-only upstream never sees ``tools``, ``tool_calls`` or ``role: "tool"``.
+:func:`build_upstream_messages` turns a Chat Completions transcript (the
+Responses endpoint converts its input items into the same shape first) into
+plain ``system``/``user``/``assistant`` messages with string content:
+
+- One leading system message: the tool block (when calls are parsed) or a
+  "do not call tools" line (tools offered with ``tool_choice: "none"``),
+  followed by the text of every client ``system``/``developer`` message, in
+  order. System messages found mid-conversation move there too, because
+  strict chat templates accept a system message only at the start.
+- Assistant tool calls (and legacy ``function_call``) are written back after
+  the message's text as the exact sentinel text the model is asked to
+  produce (``fmt.render_call``), so imitation yields parseable calls.
+- Tool results (``role: "tool"`` and legacy ``role: "function"``) become
+  **user** messages labelled with the tool name and call id and closed by
+  :data:`TOOL_RESULT_END`; the wrapper uses no tags or brackets, so it cannot
+  be mistaken for, or imitated as, a call.
+- Consecutive messages of the same role are merged (blank line between), so
+  upstreams that require strict user/assistant alternation accept the result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from statemachine import ParserConfig, TextFormat, ToolSpec
+
+__all__ = [
+    "GUIDE_HEADING",
+    "HOW_TO_HEADING",
+    "MANIFEST_HEADING",
+    "TOOL_BLOCK_TITLE",
+    "TOOL_RESULT_END",
+    "TURN_HEADING",
+    "build_upstream_messages",
+    "example_value",
+    "tool_result_label",
+]
+
+# The demo upstream (app/demo.py) reads the block back by these lines.
+#: First line of the tool block.
+TOOL_BLOCK_TITLE = "# Tools"
+#: Heading of the manifest: one ``NAME {schema}`` line per tool follows its intro line.
+MANIFEST_HEADING = "## Manifest"
+#: Heading of the per-tool guide (``### NAME``, description, parameters, example).
+GUIDE_HEADING = "## Tool guide"
+#: Heading of the call-format instructions with the worked example.
+HOW_TO_HEADING = "## How to call"
+#: Heading of the ``tool_choice`` / strict / parallel lines (``- …`` each), when any.
+TURN_HEADING = "## This turn"
+#: Last line of every rendered tool result.
+TOOL_RESULT_END = "End of tool result."
+_NO_CALLS_LINE = (
+    "Tools are disabled for this reply: do not call any tool and do not write any tool-call block; "
+    "answer in plain text."
+)
+_COMBINATORS = ("oneOf", "anyOf", "allOf")
+#: How deep example values and type names descend into nested schemas.
+_MAX_DEPTH = 4
+_EMPTY_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
+_PART_PLACEHOLDERS = {
+    "image_url": "[image]",
+    "input_image": "[image]",
+    "input_audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+}
+
+
+def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat) -> list[dict]:
+    """Flatten a Chat Completions transcript for a text-only upstream.
+
+    Args:
+        messages: the client's messages as plain dicts (roles ``system``,
+            ``developer``, ``user``, ``assistant``, ``tool``, ``function``;
+            content a string, ``None`` or a list of content parts).
+        config: the request's parser config (offered tools, ``tool_choice``,
+            ``parallel_tool_calls``, legacy functions mode).
+        fmt: the text format the model is asked to write calls in; earlier
+            calls are rendered in it too.
+    Returns:
+        New message dicts with roles ``system``/``user``/``assistant`` only and
+        string content only; at most one system message, always first.
+    """
+    system_texts: list[str] = []
+    if config.parsing_enabled:
+        system_texts.append(_tool_block(config, fmt))
+    elif config.tools:
+        system_texts.append(_NO_CALLS_LINE)
+
+    call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
+    turns: list[tuple[str, str]] = []
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _content_text(message.get("content"))
+            if text:
+                system_texts.append(text)
+        elif role == "assistant":
+            text = _assistant_text(message, fmt, call_names)
+            if text:
+                turns.append(("assistant", text))
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            name = call_names.get(call_id) if call_id else None
+            turns.append(("user", _tool_result_text(name or message.get("name"), call_id, message.get("content"))))
+        elif role == "function":
+            turns.append(("user", _tool_result_text(message.get("name"), None, message.get("content"))))
+        else:  # "user", and any role a text-only upstream would not know
+            turns.append(("user", _content_text(message.get("content"))))
+
+    out: list[dict] = []
+    if system_texts:
+        out.append({"role": "system", "content": "\n\n".join(system_texts)})
+    for role, text in turns:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] += "\n\n" + text
+        else:
+            out.append({"role": role, "content": text})
+    return out
+
+
+def tool_result_label(name: str | None, call_id: str | None) -> str:
+    """The first line of a rendered tool result.
+
+    Args:
+        name: the tool's name, when known.
+        call_id: the call id the result answers, when given.
+    Returns:
+        E.g. ``Tool result for get_weather (call_id call_abc):``.
+    """
+    label = "Tool result"
+    if name:
+        label += f" for {name}"
+    if call_id:
+        label += f" (call_id {call_id})"
+    return label + ":"
+
+
+def example_value(schema: Any, depth: int = 0) -> Any:
+    """A plausible value for a JSON Schema, for worked examples.
+
+    Uses the schema's ``default``, ``example``, first of ``examples``,
+    ``const`` or first ``enum`` value, else a placeholder for its type; objects
+    get their required properties (all properties when none is required).
+
+    Args:
+        schema: a JSON Schema (anything else counts as ``{}``).
+        depth: current nesting depth; past a cap, containers are left empty.
+    Returns:
+        A JSON-serialisable value.
+    """
+    schema = _resolve(schema)
+    for key in ("default", "example"):
+        if key in schema:
+            return schema[key]
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return schema["examples"][0]
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = _primary_type(schema)
+    if kind == "object":
+        if depth >= _MAX_DEPTH:
+            return {}
+        props = schema.get("properties") or {}
+        keys = [k for k in schema.get("required") or () if k in props] or list(props)
+        return {k: example_value(props[k], depth + 1) for k in keys}
+    if kind == "array":
+        return [] if depth >= _MAX_DEPTH else [example_value(schema.get("items"), depth + 1)]
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return schema.get("minimum", 1.5)
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return "example"
+
+
+# --- tool block ---------------------------------------------------------------
+
+
+def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:
+    """The whole tool block: intro, manifest, guide, call format, this turn's rules."""
+    tools = list(config.tools.values())
+    example_tool = _example_tool(config)
+    example_args = json.dumps(example_value(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+    sections = [
+        f"{TOOL_BLOCK_TITLE}\n"
+        "You can call the tools listed below. The client that sent this conversation runs them and "
+        "sends each result back in a later message; built-in tools or restrictions of your own runtime "
+        "do not apply here. Call a tool only by writing a call block exactly as described under "
+        '"How to call".',
+        f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema.\n"
+        + "\n".join(f"{t.name} {_compact(t.parameters or _EMPTY_PARAMETERS)}" for t in tools),
+        f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools),
+        f"{HOW_TO_HEADING}\n{fmt.instructions(example_tool.name, example_args)}\n"
+        "- Wrong (never do this, an array of calls): "
+        f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, …]',
+    ]
+    rules = _turn_rules(config, tools)
+    if rules:
+        sections.append(f"{TURN_HEADING}\n" + "\n".join(f"- {line}" for line in rules))
+    return "\n\n".join(sections)
+
+
+def _example_tool(config: ParserConfig) -> ToolSpec:
+    """The tool of the worked example: the forced one, else the first allowed one."""
+    allowed = config.tool_choice.allowed
+    for tool in config.tools.values():
+        if allowed is None or tool.name in allowed:
+            return tool
+    return next(iter(config.tools.values()))
+
+
+def _tool_guide(tool: ToolSpec) -> str:
+    """Name, description, one line per top-level parameter, example arguments."""
+    lines = [f"### {tool.name}"]
+    if tool.description:
+        lines.append(tool.description.strip())
+    params = _resolve(tool.parameters or _EMPTY_PARAMETERS)
+    props = params.get("properties") or {}
+    required = set(params.get("required") or ())
+    if props:
+        lines.append("Parameters:")
+        for pname, pschema in props.items():
+            lines.append(_parameter_line(pname, pschema, pname in required))
+    else:
+        lines.append("Parameters: none.")
+    lines.append(f"Example arguments: {json.dumps(example_value(params), ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+def _parameter_line(name: str, schema: Any, required: bool) -> str:
+    """``- city (required, string, one of: …, default …): description``."""
+    resolved = _resolve(schema)
+    facts = ["required" if required else "optional", _type_name(resolved)]
+    if isinstance(resolved.get("enum"), list) and resolved["enum"]:
+        facts.append("one of: " + ", ".join(_compact(v) for v in resolved["enum"]))
+    if "default" in resolved:
+        facts.append(f"default {_compact(resolved['default'])}")
+    line = f"- {name} ({', '.join(facts)})"
+    description = str(resolved.get("description") or "").strip()
+    return f"{line}: {description}" if description else line
+
+
+def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
+    """The ``tool_choice``, strict and parallel lines (parsing.md 3 and 6.1)."""
+    choice = config.tool_choice
+    rules: list[str] = []
+    forced = choice.forced_name
+    if forced is not None:
+        rules.append(f"You must call `{forced}` in this reply.")
+    else:
+        if choice.allowed is not None:
+            allowed = [t.name for t in tools if t.name in choice.allowed]
+            rules.append("Only these tools may be called in this reply: " + ", ".join(f"`{n}`" for n in allowed) + ".")
+        if choice.mode == "required":
+            rules.append("You must call at least one tool in this reply; a reply without a call is not allowed.")
+    strict = [t.name for t in tools if t.strict]
+    if strict:
+        rules.append(f"Strict tools: {', '.join(strict)}. Arguments MUST conform exactly.")
+    if config.legacy_functions:
+        rules.append("Call at most one function in this reply.")
+    elif not config.parallel_tool_calls:
+        rules.append("Call at most one tool in this reply.")
+    return rules
+
+
+def _resolve(schema: Any) -> dict[str, Any]:
+    """A schema with ``oneOf``/``anyOf``/``allOf`` replaced by their first branch.
+
+    The outer keys (description, default…) win over the branch's.
+    """
+    if not isinstance(schema, Mapping):
+        return {}
+    resolved = dict(schema)
+    for _ in range(_MAX_DEPTH):
+        key = next((k for k in _COMBINATORS if k in resolved and "type" not in resolved), None)
+        if key is None:
+            break
+        branches = resolved.pop(key)
+        if isinstance(branches, list) and branches and isinstance(branches[0], Mapping):
+            resolved = {**branches[0], **resolved}
+    return resolved
+
+
+def _primary_type(schema: Mapping[str, Any]) -> str | None:
+    """The schema's type, the first non-null one of a type list, or inferred."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+    if kind is None and "properties" in schema:
+        return "object"
+    if kind is None and "items" in schema:
+        return "array"
+    return kind if isinstance(kind, str) else None
+
+
+def _type_name(schema: Mapping[str, Any], depth: int = 0) -> str:
+    """A short human-readable type, e.g. ``string or null``, ``array of integer``."""
+    kind = schema.get("type")
+    if isinstance(kind, list) and kind:
+        return " or ".join(str(k) for k in kind)
+    kind = _primary_type(schema)
+    if kind == "array" and depth < _MAX_DEPTH and isinstance(schema.get("items"), Mapping):
+        return f"array of {_type_name(_resolve(schema['items']), depth + 1)}"
+    if kind is None:
+        return "enum" if "enum" in schema else "any"
+    return kind
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- history -------------------------------------------------------------------
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: strings as-is, part lists joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_part_text(part) for part in content)
+    return _compact(content)
+
+
+def _part_text(part: Any) -> str:
+    """One content part: its text, a refusal, or a short placeholder."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, Mapping):
+        return "[content]"
+    if isinstance(part.get("text"), str):  # text, input_text, output_text
+        return part["text"]
+    if isinstance(part.get("refusal"), str):
+        return part["refusal"]
+    kind = str(part.get("type") or "content")
+    return _PART_PLACEHOLDERS.get(kind, f"[{kind}]")
+
+
+def _arguments_text(arguments: Any) -> str:
+    """Arguments as JSON text; some clients send an object instead of a string."""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+
+
+def _assistant_text(message: Mapping[str, Any], fmt: TextFormat, call_names: dict[str, str]) -> str:
+    """The assistant's text, then each of its calls as sentinel text; records call names."""
+    pieces = []
+    text = _content_text(message.get("content")) or str(message.get("refusal") or "")
+    if text:
+        pieces.append(text)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        name = function.get("name") or ""
+        if call.get("id"):
+            call_names[call["id"]] = name
+        pieces.append(fmt.render_call(name, _arguments_text(function.get("arguments"))))
+    legacy = message.get("function_call")
+    if legacy:
+        pieces.append(fmt.render_call(legacy.get("name") or "", _arguments_text(legacy.get("arguments"))))
+    return "\n".join(pieces)
+
+
+def _tool_result_text(name: str | None, call_id: str | None, content: Any) -> str:
+    """A labelled tool result that is clearly not a call."""
+    body = _content_text(content).strip() or "(no output)"
+    return f"{tool_result_label(name, call_id)}\n{body}\n{TOOL_RESULT_END}"

@@ -1,0 +1,188 @@
+"""Responses request → chat-format messages, tool specs and tool choice.
+
+The back end only speaks Chat, so ``instructions``, the history of a
+``previous_response_id`` chain and the ``input`` items become the message dicts
+that ``prompting.build_upstream_messages`` takes. Stored items come from a
+:class:`~app.store.ResponseStore`; anything that can't be resolved is an
+:class:`InputError` (400) raised before the first byte is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import orjson
+
+from statemachine import ToolChoice, ToolSpec
+
+from .responses_schemas import (
+    AllowedToolsChoice,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    FunctionToolChoice,
+    InputError,
+    ItemReference,
+    MessageItem,
+    MediaPart,
+    RefusalPart,
+    ResponsesRequest,
+    ToolChoiceParam,
+    parse_input_item,
+)
+from .store import ResponseStore
+
+__all__ = ["InputError", "resolve_input_items", "to_chat_messages", "to_tool_choice", "to_tool_specs"]
+
+_NO_STORE_HINT = (
+    " Responses are only kept when created with store enabled and within the retention period. "
+    "Send the full items instead (with the AI SDK: providerOptions.openai.store = false)."
+)
+
+
+def resolve_input_items(request: ResponsesRequest, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+    """The request's own input as item dicts, with every ``item_reference`` replaced by its stored item.
+
+    This is what to store as the response's input items (a string input is one
+    user message item).
+
+    Raises:
+        InputError: an ``item_reference`` that is not stored (``param`` ``input[i].id``).
+    """
+    items = []
+    for i, item in enumerate(request.input):
+        if isinstance(item, ItemReference):
+            stored = lookup.get_item(item.id) if lookup is not None else None
+            if stored is None:
+                raise InputError(f"Item with id {item.id!r} not found." + _NO_STORE_HINT, f"input[{i}].id", "item_not_found")
+            items.append(stored)
+        else:
+            items.append(item.model_dump(exclude_none=True))
+    return items
+
+
+def to_chat_messages(request: ResponsesRequest, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+    """Chat-format messages for ``build_upstream_messages``.
+
+    Order: ``instructions`` (a system message; never carried over from an
+    earlier response), then the input and output items of every response in the
+    ``previous_response_id`` chain, oldest first, then this request's input.
+    Consecutive function calls (and a call right after assistant text) share
+    one assistant message; the Responses ``call_id`` is the tool-call id.
+
+    Raises:
+        InputError: unknown ``previous_response_id``, unresolvable
+            ``item_reference``, a ``function_call_output`` whose ``call_id``
+            matches no earlier ``function_call``, or a media part the text back
+            end can't take; ``param`` names the offending parameter.
+    """
+    builder = _ChatBuilder()
+    if request.instructions:
+        builder.messages.append({"role": "system", "content": request.instructions})
+    if request.previous_response_id is not None:
+        for item in _history(request.previous_response_id, lookup):
+            builder.add(parse_input_item(item, "previous_response_id"), "previous_response_id")
+    for i, item in enumerate(resolve_input_items(request, lookup)):
+        builder.add(parse_input_item(item, f"input[{i}]"), f"input[{i}]")
+    return builder.messages
+
+
+def to_tool_specs(tools: Iterable[FunctionTool]) -> list[ToolSpec]:
+    """The request's function tools as core ``ToolSpec``s (``strict`` only when sent as true)."""
+    return [
+        ToolSpec(name=t.name, description=t.description or "", parameters=t.parameters, strict=bool(t.strict))
+        for t in tools
+    ]
+
+
+def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:
+    """The request's ``tool_choice`` as a core ``ToolChoice`` (``auto`` when absent)."""
+    if tool_choice is None:
+        return ToolChoice("auto")
+    if isinstance(tool_choice, FunctionToolChoice):
+        return ToolChoice("required", frozenset({tool_choice.name}))
+    if isinstance(tool_choice, AllowedToolsChoice):
+        return ToolChoice(tool_choice.mode, frozenset(t.name for t in tool_choice.tools))
+    return ToolChoice(tool_choice)
+
+
+def _history(response_id: str, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+    """Input and output items of the chain ending at ``response_id``, oldest response first."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    next_id: str | None = response_id
+    while next_id is not None and next_id not in seen:
+        seen.add(next_id)
+        response = lookup.get(next_id) if lookup is not None else None
+        if response is None:
+            raise InputError(
+                f"Previous response with id {next_id!r} not found." + _NO_STORE_HINT,
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        chain.append((next_id, response))
+        next_id = response.get("previous_response_id")
+    items: list[dict[str, Any]] = []
+    for rid, response in reversed(chain):
+        items.extend(lookup.get_input_items(rid) or [])  # type: ignore[union-attr]
+        items.extend(response.get("output") or [])
+    return items
+
+
+class _ChatBuilder:
+    """Accumulates chat messages, merging calls into the preceding assistant turn."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._call_ids: set[str] = set()
+
+    def add(self, item: Any, param: str) -> None:
+        if isinstance(item, MessageItem):
+            self.messages.append({"role": item.role, "content": _content_text(item.content, param)})
+        elif isinstance(item, FunctionCallItem):
+            self._add_call(item)
+        elif isinstance(item, FunctionCallOutputItem):
+            if item.call_id not in self._call_ids:
+                raise InputError(
+                    f"No tool call found for function call output with call_id {item.call_id!r}.",
+                    f"{param}.call_id",
+                    "invalid_value",
+                )
+            self.messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _output_text(item.output)})
+        # Reasoning items are not replayed to a text-only model.
+
+    def _add_call(self, item: FunctionCallItem) -> None:
+        self._call_ids.add(item.call_id)
+        call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant":
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _content_text(content: Any, param: str) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for j, part in enumerate(content):
+        if isinstance(part, MediaPart):
+            raise InputError(
+                f"{part.type} parts are not supported: the model behind this server reads text only.",
+                f"{param}.content[{j}]",
+                "unsupported_content",
+            )
+        texts.append(part.refusal if isinstance(part, RefusalPart) else part.text)
+    return "\n".join(texts)
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if (
+        isinstance(output, list)
+        and output
+        and all(isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str) for p in output)
+    ):
+        return "\n".join(p["text"] for p in output)
+    return orjson.dumps(output).decode()

@@ -1,0 +1,308 @@
+"""Responses API events and the Response object, built from one choice's core events.
+
+:class:`ResponsesEncoder` turns ``TextDelta`` / ``ToolCall*`` / ``ChoiceFinished``
+into the event sequence of wire-contract 4.1-4.2: every event numbered from 0,
+each output item added, streamed and closed in ``output_index`` order, and
+exactly one terminal event. The same object serves the non-streaming path:
+feed everything, call :meth:`~ResponsesEncoder.finish`, return
+:meth:`~ResponsesEncoder.response`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
+
+__all__ = ["ResponsesEncoder", "encode_sse", "new_item_id", "new_response_id", "responses_usage"]
+
+
+def new_item_id(prefix: str) -> str:
+    """A random, globally unique id such as ``msg_…`` or ``fc_…``."""
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+def new_response_id() -> str:
+    """A random ``resp_…`` id."""
+    return new_item_id("resp")
+
+
+def encode_sse(event: Mapping[str, Any]) -> bytes:
+    """One SSE frame: ``event: <type>``, the compact JSON ``data:`` line, a blank line."""
+    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+def responses_usage(usage: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Responses ``usage`` from an upstream Chat usage object (zeros when the upstream sent none)."""
+    usage = usage or {}
+    input_tokens = int(usage.get("prompt_tokens") or 0)
+    output_tokens = int(usage.get("completion_tokens") or 0)
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
+            "cache_write_tokens": int(prompt_details.get("cache_write_tokens") or 0),
+        },
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0)},
+        "total_tokens": int(usage.get("total_tokens") or input_tokens + output_tokens),
+    }
+
+
+# Request values the Response object repeats, with what OpenAI sends when absent.
+_ECHO_DEFAULTS: dict[str, Any] = {
+    "instructions": None,
+    "max_output_tokens": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "previous_response_id": None,
+    "reasoning": None,
+    "store": True,
+    "temperature": None,
+    "text": {"format": {"type": "text"}},
+    "tool_choice": "auto",
+    "tools": [],
+    "top_p": None,
+    "truncation": "disabled",
+    "user": None,
+}
+
+_INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+# ``error.code`` is an enum in the SDKs (a pydantic Literal in openai-python); other
+# codes would fail strict validation, so they travel in the message instead.
+_RESPONSE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
+
+
+class _Message:
+    """An open message item: its id, position and text so far."""
+
+    __slots__ = ("id", "index", "parts")
+
+    def __init__(self, item_id: str, index: int):
+        self.id = item_id
+        self.index = index
+        self.parts: list[str] = []
+
+
+class _Call:
+    """An open function_call item."""
+
+    __slots__ = ("id", "index", "call_id", "name", "fragments")
+
+    def __init__(self, item_id: str, index: int, call_id: str, name: str):
+        self.id = item_id
+        self.index = index
+        self.call_id = call_id
+        self.name = name
+        self.fragments: list[str] = []
+
+
+class ResponsesEncoder:
+    """Encodes one choice as a Responses stream and Response object.
+
+    Args:
+        response_id: the ``resp_…`` id (see :func:`new_response_id`).
+        model: the model name to report.
+        request_echo: request values to repeat (``ResponsesRequest.response_echo()``);
+            missing keys get OpenAI's defaults, unknown keys are ignored.
+        created_at: Unix time; now when omitted.
+        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``); random by default.
+
+    Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
+    :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
+    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing.
+    """
+
+    def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
+                 created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id):
+        self._id_factory = id_factory
+        self._seq = 0
+        self._open: _Message | _Call | None = None
+        self._finish_reason = "stop"
+        self._ended = False
+        self._response: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()) if created_at is None else created_at,
+            "status": "in_progress",
+            "error": None,
+            "incomplete_details": None,
+            "model": model,
+            "output": [],
+            "usage": None,
+        }
+        for key, default in _ECHO_DEFAULTS.items():
+            self._response[key] = request_echo.get(key, default)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the terminal event was produced."""
+        return self._ended
+
+    def response(self) -> dict[str, Any]:
+        """The Response object as it stands (after the end: the one the terminal event carried)."""
+        return {**self._response, "output": list(self._response["output"])}
+
+    def start(self) -> list[dict[str, Any]]:
+        """``response.created`` and ``response.in_progress``."""
+        return [
+            self._event("response.created", response=self.response()),
+            self._event("response.in_progress", response=self.response()),
+        ]
+
+    def feed(self, event: Event) -> list[dict[str, Any]]:
+        """The Responses events for one core event."""
+        self._check_open()
+        if isinstance(event, TextDelta):
+            return self._text(event.text)
+        if isinstance(event, ToolCallStarted):
+            out = self._close_open("completed")
+            call = _Call(self._id_factory("fc"), len(self._response["output"]), event.call_id, event.name)
+            self._open = call
+            return [*out, self._event("response.output_item.added", output_index=call.index,
+                                      item=_call_item(call, "in_progress", ""))]
+        if isinstance(event, ToolCallArgumentsDelta):
+            call = self._open
+            assert isinstance(call, _Call), "arguments outside a call"
+            call.fragments.append(event.fragment)
+            return [self._arguments_delta(call, event.fragment)]
+        if isinstance(event, ToolCallEnded):
+            return self._close_open("completed" if event.valid else "incomplete")
+        if isinstance(event, ChoiceFinished):
+            self._finish_reason = event.finish_reason
+        return []
+
+    def finish(self, usage: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Close open items and emit the terminal event for the recorded finish reason.
+
+        ``stop``/``tool_calls``/``function_call`` → ``response.completed``;
+        ``length`` and ``content_filter`` → ``response.incomplete`` with the
+        matching ``incomplete_details.reason`` (open items end ``incomplete``).
+
+        Args:
+            usage: the upstream's Chat usage object, if any (see :func:`responses_usage`).
+        """
+        self._check_open()
+        reason = _INCOMPLETE_REASONS.get(self._finish_reason)
+        out = self._close_open("completed" if reason is None else "incomplete")
+        self._response["usage"] = responses_usage(usage)
+        if reason is None:
+            self._response["status"] = "completed"
+            return [*out, self._terminal("response.completed")]
+        self._response["status"] = "incomplete"
+        self._response["incomplete_details"] = {"reason": reason}
+        return [*out, self._terminal("response.incomplete")]
+
+    def fail(self, code: str, message: str, usage: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Close open items as ``incomplete`` and emit ``response.failed`` with ``error{code, message}``.
+
+        Codes outside the SDKs' ``error.code`` enum are sent as ``server_error``
+        with the original code in the message.
+        """
+        self._check_open()
+        out = self._close_open("incomplete")
+        self._response["usage"] = responses_usage(usage)
+        if code not in _RESPONSE_ERROR_CODES:
+            code, message = "server_error", f"{message} ({code})"
+        self._response["status"] = "failed"
+        self._response["error"] = {"code": code, "message": message}
+        return [*out, self._terminal("response.failed")]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _event(self, type_: str, **fields: Any) -> dict[str, Any]:
+        event = {"type": type_, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return event
+
+    def _terminal(self, type_: str) -> dict[str, Any]:
+        self._ended = True
+        return self._event(type_, response=self.response())
+
+    def _check_open(self) -> None:
+        if self._ended:
+            raise RuntimeError("the response already ended")
+
+    def _text(self, text: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        message = self._open
+        if not isinstance(message, _Message):
+            out.extend(self._close_open("completed"))
+            message = _Message(self._id_factory("msg"), len(self._response["output"]))
+            self._open = message
+            out.append(self._event("response.output_item.added", output_index=message.index,
+                                   item=_message_item(message.id, "in_progress", None)))
+            out.append(self._event("response.content_part.added", item_id=message.id,
+                                   output_index=message.index, content_index=0, part=_text_part("")))
+        message.parts.append(text)
+        out.append(self._event("response.output_text.delta", item_id=message.id, output_index=message.index,
+                               content_index=0, delta=text, logprobs=[]))
+        return out
+
+    def _arguments_delta(self, call: _Call, fragment: str) -> dict[str, Any]:
+        return self._event("response.function_call_arguments.delta", item_id=call.id,
+                           output_index=call.index, delta=fragment)
+
+    def _close_open(self, status: str) -> list[dict[str, Any]]:
+        """The closing events of the open item, if any, which then joins ``output``.
+
+        Only one item is open at a time and it is always the last, so its
+        ``output_index`` is the length of ``output`` when it was opened.
+        """
+        item, self._open = self._open, None
+        if item is None:
+            return []
+        if isinstance(item, _Message):
+            text = "".join(item.parts)
+            done = _message_item(item.id, status, text)
+            out = [
+                self._event("response.output_text.done", item_id=item.id, output_index=item.index,
+                            content_index=0, text=text, logprobs=[]),
+                self._event("response.content_part.done", item_id=item.id, output_index=item.index,
+                            content_index=0, part=_text_part(text)),
+            ]
+        else:
+            out = []
+            if not item.fragments:
+                # Clients that build arguments from deltas alone need at least one.
+                item.fragments.append("{}")
+                out.append(self._arguments_delta(item, "{}"))
+            arguments = "".join(item.fragments)
+            done = _call_item(item, status, arguments)
+            out.append(self._event("response.function_call_arguments.done", item_id=item.id,
+                                   output_index=item.index, name=item.name, arguments=arguments))
+        self._response["output"].append(done)
+        out.append(self._event("response.output_item.done", output_index=item.index, item=done))
+        return out
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_item(item_id: str, status: str, text: str | None) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": [] if text is None else [_text_part(text)],
+    }
+
+
+def _call_item(call: _Call, status: str, arguments: str) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": call.call_id,
+        "name": call.name,
+    }

@@ -1,0 +1,146 @@
+"""toolwire's settings: environment (``TOOLWIRE_*``), an optional TOML file, defaults.
+
+Precedence, highest first: keyword arguments, environment variables, the TOML
+file named by ``TOOLWIRE_CONFIG_FILE``, defaults. Nested values (``model_map``)
+are JSON in the environment (``TOOLWIRE_MODEL_MAP='{"gpt-4o": "qwen2.5"}'``) or
+a table in the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from statemachine import get_format
+
+ENV_PREFIX = "TOOLWIRE_"
+CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
+_MASK = "**********"
+
+
+class Settings(BaseSettings):
+    """Every knob toolwire reads. Environment variable = ``TOOLWIRE_`` + field name, upper case."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
+
+    upstream_url: str | None = Field(
+        None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
+    upstream_api_key: SecretStr | None = Field(None, description="Bearer key sent to the upstream")
+    connect_timeout: float = Field(10.0, gt=0, description="Upstream connect timeout, seconds")
+    read_timeout: float = Field(300.0, gt=0, description="Upstream read timeout between bytes, seconds")
+    write_timeout: float = Field(30.0, gt=0, description="Upstream write timeout, seconds")
+    pool_timeout: float = Field(10.0, gt=0, description="Wait for a free upstream connection, seconds")
+    model_map: dict[str, str] = Field(default_factory=dict, description="Client model -> upstream model")
+    default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
+    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
+    heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
+    tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in")
+    unknown_tool: Literal["text", "emit", "fail"] = "text"
+    invalid_json: Literal["text", "fail"] = "text"
+    schema_mismatch: Literal["emit", "text", "fail"] = "emit"
+    strict_mismatch: Literal["emit", "text", "fail"] = "fail"
+    suppress_tail_after_tools: bool = False
+    stop_after_tools: Literal["off", "first"] = "off"
+    max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    log_level: str = "INFO"
+
+    @field_validator("tool_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        try:
+            get_format(value)
+        except KeyError as exc:
+            raise ValueError(str(exc.args[0])) from None
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
+        path = config_file_path()
+        if path is not None:
+            sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
+        return sources
+
+    def upstream_model(self, client_model: str) -> str:
+        """The upstream model name for a client's ``model``."""
+        return self.model_map.get(client_model) or self.default_upstream_model or client_model
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """``(name, display value, source)`` per field; secrets and URL passwords masked.
+
+        ``source`` is ``env``, ``file`` or ``default`` (``init`` for values
+        passed in code).
+        """
+        file_keys = set(_read_toml(config_file_path()))
+        explicit = self.model_fields_set
+        rows = []
+        for name in type(self).model_fields:
+            if any(key.startswith(f"{ENV_PREFIX}{name.upper()}") for key in os.environ):
+                source = "env"
+            elif name in file_keys:
+                source = "file"
+            elif name in explicit:
+                source = "init"
+            else:
+                source = "default"
+            rows.append((name, _display(name, getattr(self, name)), source))
+        return rows
+
+
+def config_file_path() -> Path | None:
+    """The TOML config file named by ``TOOLWIRE_CONFIG_FILE``, if any."""
+    value = os.environ.get(CONFIG_FILE_ENV)
+    return Path(value) if value else None
+
+
+def _read_toml(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    import tomllib
+
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by asterisks."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:{_MASK}@{parts.hostname or ''}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _display(name: str, value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return _MASK if value.get_secret_value() else ""
+    if name == "upstream_url" and isinstance(value, str):
+        return mask_url(value)
+    if value is None:
+        return ""
+    return str(value)

@@ -1,0 +1,238 @@
+"""HttpUpstream: an OpenAI-compatible Chat Completions server reached over httpx.
+
+One ``httpx.Client`` per worker process, created lazily (after gunicorn forks)
+with explicit timeouts. Failures become :class:`UpstreamError` with the kind
+and status the client should see.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import httpx
+import orjson
+from pydantic import SecretStr
+
+from .sse import SSEDecoder
+from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
+
+_MAX_ERROR_CHARS = 2000
+
+
+class HttpUpstream:
+    """An upstream at ``base_url`` (the URL up to and including ``/v1``).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never logged.
+        timeout: per-phase timeouts (``read`` is the longest silence allowed).
+        transport: an httpx transport (tests pass ``httpx.MockTransport``).
+    """
+
+    def __init__(self, base_url: str, *, api_key: SecretStr | None = None,
+                 timeout: httpx.Timeout | None = None, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._timeout = timeout or httpx.Timeout(300.0, connect=10.0)
+        self._transport = transport
+        self._client: httpx.Client | None = None
+        self._pid: int | None = None
+
+    @property
+    def client(self) -> httpx.Client:
+        """This process's client (a forked worker gets its own)."""
+        if self._client is None or self._pid != os.getpid():
+            headers = {"Accept": "text/event-stream"}
+            if self._api_key is not None and self._api_key.get_secret_value():
+                headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+            self._client = httpx.Client(timeout=self._timeout, headers=headers, transport=self._transport,
+                                        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
+            self._pid = os.getpid()
+        return self._client
+
+    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> "HttpStream":
+        """POST ``/chat/completions`` and return the open stream once the status is known.
+
+        Raises:
+            UpstreamError: connect failure, timeout or a non-2xx answer.
+        """
+        headers = {"Content-Type": "application/json"}
+        if request_id:
+            headers["X-Request-Id"] = request_id
+        request = self.client.build_request("POST", f"{self.base_url}/chat/completions",
+                                            content=orjson.dumps(body), headers=headers)
+        with _mapped_errors():
+            response = self.client.send(request, stream=True)
+        if response.status_code >= 400:
+            try:
+                with _mapped_errors():
+                    response.read()
+            finally:
+                response.close()
+            raise status_error(response)
+        return HttpStream(response)
+
+    def models(self) -> list[dict[str, Any]]:
+        """``GET /models``: the upstream's ``data`` list."""
+        with _mapped_errors():
+            response = self.client.get(f"{self.base_url}/models", headers={"Accept": "application/json"})
+        if response.status_code >= 400:
+            raise status_error(response)
+        try:
+            data = orjson.loads(response.content).get("data")
+        except (orjson.JSONDecodeError, AttributeError):
+            data = None
+        if not isinstance(data, list):
+            raise UpstreamError("protocol", "The upstream sent a malformed model list.")
+        return data
+
+    def ready(self) -> bool:
+        """Whether ``GET /models`` answers 200 within a short timeout."""
+        try:
+            response = self.client.get(f"{self.base_url}/models", timeout=httpx.Timeout(3.0))
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def close(self) -> None:
+        """Close this process's client."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class HttpStream:
+    """An open upstream response: iterate :class:`UpstreamChunk` objects, then close."""
+
+    def __init__(self, response: httpx.Response):
+        self._response = response
+        self._json = response.headers.get("content-type", "").startswith("application/json")
+
+    def __iter__(self) -> Iterator[UpstreamChunk]:
+        with _mapped_errors():
+            if self._json:
+                # Some servers ignore ``stream: true``; their whole completion is one chunk.
+                self._response.read()
+                yield from _whole_completion(_loads(self._response.content))
+                return
+            decoder = SSEDecoder()
+            for raw in self._response.iter_bytes():
+                for payload in _decode(decoder, raw):
+                    if payload == "[DONE]":
+                        return
+                    yield parse_chunk(_loads(payload))
+            for payload in _decode(decoder, None):
+                if payload == "[DONE]":
+                    return
+                yield parse_chunk(_loads(payload))
+
+    def close(self) -> None:
+        """Close the response (aborts the upstream generation)."""
+        self._response.close()
+
+
+def parse_chunk(obj: Any) -> UpstreamChunk:
+    """One ``chat.completion.chunk`` dict as an :class:`UpstreamChunk`.
+
+    Raises:
+        UpstreamError: the chunk is an error object or not a chunk at all.
+    """
+    if not isinstance(obj, dict):
+        raise UpstreamError("protocol", "The upstream sent a malformed stream chunk.")
+    if obj.get("error"):
+        raise UpstreamError("server_error", f"The upstream failed mid-stream: {_message(obj)}")
+    choices = []
+    for choice in obj.get("choices") or ():
+        delta = choice.get("delta") or {}
+        choices.append(ChoiceDelta(
+            index=choice.get("index") or 0,
+            content=delta.get("content"),
+            tool_calls=delta.get("tool_calls") or None,
+            finish_reason=choice.get("finish_reason"),
+            reasoning=delta.get("reasoning_content") or delta.get("reasoning"),
+        ))
+    usage = obj.get("usage")
+    return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
+    if not isinstance(obj, dict) or obj.get("error"):
+        yield parse_chunk(obj)
+        return
+    choices = []
+    for choice in obj.get("choices") or ():
+        message = choice.get("message") or {}
+        calls = [{**call, "index": i} for i, call in enumerate(message.get("tool_calls") or ())]
+        choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
+                                   tool_calls=calls or None, finish_reason=choice.get("finish_reason"),
+                                   reasoning=message.get("reasoning_content")))
+    usage = obj.get("usage")
+    yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _decode(decoder: SSEDecoder, raw: bytes | None) -> list[str]:
+    try:
+        return decoder.feed(raw) if raw is not None else decoder.end()
+    except UnicodeDecodeError:
+        raise UpstreamError("protocol", "The upstream stream is not valid UTF-8.") from None
+
+
+def _loads(payload: str | bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise UpstreamError("protocol", "The upstream sent malformed JSON.") from None
+
+
+class _mapped_errors:
+    """Context manager: httpx exceptions → :class:`UpstreamError`."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, UpstreamError) or not isinstance(exc, httpx.HTTPError):
+            return None
+        if isinstance(exc, httpx.TimeoutException):
+            raise UpstreamError("timeout", "The upstream timed out.", status=504) from None
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
+            raise UpstreamError("protocol", "The upstream broke the HTTP protocol.") from None
+        raise UpstreamError("connect", "Could not reach the upstream.") from None
+
+
+def status_error(response: httpx.Response) -> UpstreamError:
+    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read)."""
+    status = response.status_code
+    try:
+        body: Any = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        body = response.text[:_MAX_ERROR_CHARS]
+    message = _message(body)
+    err = body.get("error") if isinstance(body, dict) else None
+    param = err.get("param") if isinstance(err, dict) else None
+    code = err.get("code") if isinstance(err, dict) else None
+    if status == 429:
+        return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429, retry_after=response.headers.get("Retry-After"))
+    if status < 500:
+        return UpstreamError("client_error", message or f"The upstream rejected the request (HTTP {status}).",
+                             status=status,
+                             param=param if isinstance(param, str) else None,
+                             code=str(code) if code is not None else None)
+    detail = f": {message}" if message else "."
+    return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
+
+
+def _message(body: Any) -> str:
+    """The error message of an upstream error body, whatever its dialect."""
+    if isinstance(body, str):
+        return body.strip()[:_MAX_ERROR_CHARS]
+    if not isinstance(body, dict):
+        return ""
+    err = body.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or "")[:_MAX_ERROR_CHARS]
+    for value in (err, body.get("message"), body.get("detail")):
+        if isinstance(value, str) and value:
+            return value[:_MAX_ERROR_CHARS]
+    return ""

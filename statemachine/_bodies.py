@@ -1,0 +1,697 @@
+"""Call-body parsers, one per text format, driven by the choice stream's scanner.
+
+A body receives the text after its opener. ``feed(buf, pos)`` returns
+``(status, pos)``: ``MORE`` with the position up to which it consumed (the
+scanner keeps ``buf[pos:]``, a possible partial tag, and hands it back in
+front of the next chunk), or ``DONE`` with the position where the block
+ended (the rest is ordinary text again). ``at_eof()`` is called when the
+stream ends inside the block. Bodies report what they find to the choice
+stream (``ctx``): ``call_begin``, ``call_name``, ``call_args``,
+``call_end`` and ``call_abort``; the choice stream applies policy.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, Mapping
+
+from ._jsonlex import StringReader, ValueLexer
+
+MORE = "more"
+DONE = "done"
+
+_WS = " \t\r\n"
+NAME_KEYS = frozenset({"name", "tool_name"})
+NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is a string
+ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
+WRAPPER_KEYS = frozenset({"function", "tool_call"})
+_LITERAL_END = re.compile(r"[\s,}\]]")
+
+
+def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
+    """Where a proper prefix of one of ``needles`` starts at the end of ``buf`` (or ``len(buf)``)."""
+    n = len(buf)
+    longest = max(len(x) for x in needles)
+    for i in range(max(pos, n - longest + 1), n):
+        tail = buf[i:]
+        if any(x.startswith(tail) for x in needles):
+            return i
+    return n
+
+
+class JsonCallParser:
+    """Parses one call object ``{"name": …, "arguments": {…}}`` starting at its ``{``.
+
+    Only keys of the call object itself (depth 1, or inside a ``function`` /
+    ``tool_call`` wrapper) are interpreted, so a ``"name"`` nested in the
+    arguments is never the function name. Object arguments stream verbatim;
+    string arguments are collected and decoded once when the string closes.
+
+    ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
+    with status ``DONE`` or ``"invalid"`` (a grammar violation at ``pos``).
+    """
+
+    def __init__(self, ctx: Any, *, bare: bool = False):
+        self.ctx = ctx
+        self.bare = bare
+        self.levels = 0
+        self.expect = "open"
+        self.reading: str | None = None  # what the current sub-reader is for
+        self.lexer: ValueLexer | None = None
+        self.string: StringReader | None = None
+        self.literal: list[str] = []
+        self.key = ""
+        self.name: str | None = None
+        self.saw_args = False
+        self.args_pending: str | None = None  # bare mode: args held until the name is known
+        self.repaired = False
+        self.invalid = False
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        n = len(buf)
+        while pos < n:
+            reading = self.reading
+            if reading is not None:
+                if reading in ("args", "skip"):
+                    text, end = self.lexer.feed(buf, pos)
+                    if text:
+                        self._args(text)
+                    if end is None:
+                        return None
+                    self.repaired |= self.lexer.repaired
+                    pos = end
+                elif reading == "literal":
+                    m = _LITERAL_END.search(buf, pos)
+                    if m is None:
+                        self.literal.append(buf[pos:])
+                        return None
+                    self.literal.append(buf[pos:m.start()])
+                    pos = m.start()
+                    self._literal_done()
+                else:
+                    end = self.string.feed(buf, pos)
+                    if end is None:
+                        return None
+                    pos = end
+                    self._string_done(reading)
+                if self.reading == reading:
+                    self.reading = None
+                if self.expect == "key" and reading == "key":
+                    self.expect = "colon"
+                elif reading != "key":
+                    self.expect = "comma"
+                continue
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            expect = self.expect
+            if expect == "open":
+                if ch != "{":
+                    return "invalid", pos
+                self.levels = 1
+                self.expect = "key"
+            elif expect == "key":
+                if ch == '"':
+                    self.string = StringReader()
+                    self.reading = "key"
+                elif ch == "}":
+                    if self._close_level():
+                        return DONE, pos + 1
+                else:
+                    return "invalid", pos
+            elif expect == "colon":
+                if ch != ":":
+                    return "invalid", pos
+                self.expect = "value"
+            elif expect == "value":
+                if not self._start_value(ch):
+                    continue  # the value's reader consumes this character itself
+            else:  # comma
+                if ch == ",":
+                    self.expect = "key"
+                elif ch == "}":
+                    if self._close_level():
+                        return DONE, pos + 1
+                else:
+                    return "invalid", pos
+            pos += 1
+        return None
+
+    # value dispatch -------------------------------------------------------
+
+    def _start_value(self, ch: str) -> bool:
+        """Start reading a value; return whether ``ch`` was consumed here."""
+        key = self.key
+        if key in ARG_KEYS and not self.saw_args:
+            self.saw_args = True
+            if ch in "{[":
+                if ch == "[":
+                    self.invalid = True  # arguments must be an object
+                self.lexer = ValueLexer(emit=True)
+                self.reading = "args"
+                self._name_ready()
+                return False
+            if ch == '"':
+                self.string = StringReader()
+                self.reading = "args_string"
+                return True
+            self.reading = "literal"
+            self.literal = []
+            self.key = "args_literal"
+            return False
+        if (key in NAME_KEYS or key in NAME_ALIASES) and ch == '"' and self.name is None:
+            self.string = StringReader()
+            self.reading = "name"
+            return True
+        if key in WRAPPER_KEYS and ch == "{":
+            self.levels += 1
+            self.expect = "key"
+            return True
+        if ch in "{[":
+            self.lexer = ValueLexer(emit=False)
+            self.reading = "skip"
+            return False
+        if ch == '"':
+            self.string = StringReader()
+            self.reading = "skip_string"
+            return True
+        self.reading = "literal"
+        self.literal = []
+        return False
+
+    def _string_done(self, reading: str) -> None:
+        if reading == "key":
+            self.key = self.string.decoded() or ""
+        elif reading == "name":
+            self.name = self.string.decoded() or ""
+            if not self.bare or self.saw_args:
+                self.ctx.call_name(self.name)
+                if self.args_pending is not None:
+                    self.ctx.call_args(self.args_pending)
+                    self.args_pending = None
+        elif reading == "args_string":
+            decoded = self.string.decoded()
+            if decoded is not None and _is_json_object(decoded):
+                self._name_ready()
+                self._args(decoded.strip())
+            else:
+                self.invalid = True  # a string that does not hold an object is not unwrapped
+
+    def _literal_done(self) -> None:
+        if self.key == "args_literal":
+            if "".join(self.literal) == "null":
+                self._name_ready()
+                self._args("{}")
+            else:
+                self.invalid = True
+        self.reading = None
+        self.expect = "comma"
+
+    def _name_ready(self) -> None:
+        """In bare mode the name is reported only once an arguments value begins."""
+        if self.bare and self.name is not None and self.saw_args:
+            self.ctx.call_name(self.name)
+
+    def _args(self, text: str) -> None:
+        if self.reading == "skip":
+            return
+        if self.bare and self.name is None:
+            self.args_pending = (self.args_pending or "") + text
+            return
+        self.ctx.call_args(text)
+
+    def _close_level(self) -> bool:
+        self.levels -= 1
+        if self.levels > 0:
+            self.expect = "comma"
+            return False
+        if self.name is None or (self.bare and not self.saw_args):
+            self.ctx.call_abort("invalid_json", "the block has no function name")
+            return True
+        if self.bare and self.args_pending is not None:  # name arrived after the arguments
+            self.ctx.call_args(self.args_pending)
+        if not self.saw_args:
+            self.ctx.call_args("{}")
+        self.ctx.call_end(repaired=self.repaired, invalid=self.invalid)
+        return True
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+class JsonCallsBody:
+    """Body of ``<tool_call>`` (and of a bare JSON call at message start).
+
+    Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
+    call objects, or a ``<function=…>`` block (Qwen3-Coder). After the calls, the
+    closer (or a mismatched ``</…>`` closer) ends the block; a stray ``}``,
+    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly.
+    """
+
+    def __init__(self, ctx: Any, closer: str | None, *, bare: bool = False):
+        self.ctx = ctx
+        self.closer = closer
+        self.bare = bare
+        self.state = "start"
+        self.parser: JsonCallParser | None = None
+        self.inner: FunctionBody | None = None
+        self.in_array = False
+        self.calls = 0
+        self.stray_dropped = False
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            if self.parser is not None:
+                result = self.parser.feed(buf, pos)
+                if result is None:
+                    return MORE, n
+                status, pos = result
+                self.parser = None
+                self.calls += 1
+                if status == "invalid":
+                    if self.bare or self.calls > 1:
+                        self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+                        return DONE, pos
+                    self.state = "skip_to_closer"
+                    self.ctx.call_invalid()
+                else:
+                    self.state = "after"
+                continue
+            if self.inner is not None:
+                status, pos = self.inner.feed(buf, pos)
+                if status == MORE:
+                    return MORE, pos
+                self.inner = None
+                self.calls += 1
+                self.state = "after"
+                continue
+            state = self.state
+            if state == "skip_to_closer":
+                i = buf.find(self.closer, pos)
+                if i == -1:
+                    return MORE, _partial_at_end(buf, pos, (self.closer,))
+                self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+                return DONE, i + len(self.closer)
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "{":
+                if self.calls:  # the opener began the first call; later ones begin here
+                    self.ctx.call_begin()
+                self.parser = JsonCallParser(self.ctx, bare=self.bare)
+                continue
+            if state == "start":
+                if ch == "[":
+                    self.in_array = True
+                    self.state = "array"
+                    pos += 1
+                    continue
+                if ch == "<" and not self.bare:
+                    opener = "<function="
+                    if buf.startswith(opener, pos):
+                        self.inner = FunctionBody(self.ctx)
+                        pos += len(opener)
+                        continue
+                    if opener.startswith(buf[pos:]):
+                        return MORE, pos
+                self.ctx.call_abort("invalid_json", "the block does not start a call")
+                return DONE, pos
+            # after a call, or between array elements
+            if ch in ",;":
+                pos += 1
+                continue
+            if ch == "]" and self.in_array:
+                self.in_array = False
+                pos += 1
+                continue
+            if ch == "<":
+                if self.bare:
+                    return DONE, pos
+                end = buf.find(">", pos)
+                if end == -1:
+                    if n - pos > 32:
+                        return DONE, pos
+                    return MORE, pos
+                tag = buf[pos:end + 1]
+                if tag.startswith("</"):
+                    if tag != self.closer:
+                        self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
+                    return DONE, end + 1
+                return DONE, pos  # a new opener (or any tag) ends the block implicitly
+            if ch in "}]>" and not self.stray_dropped and not self.bare:
+                self.stray_dropped = True
+                self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
+                pos += 1
+                continue
+            return DONE, pos  # prose after the call: the block ended without its closer
+        return MORE, n
+
+    def at_eof(self) -> None:
+        if self.parser is not None:
+            self.ctx.call_incomplete()
+        elif self.inner is not None:
+            self.inner.at_eof()
+        elif self.state == "skip_to_closer":
+            self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+        elif self.state == "start":
+            self.ctx.call_abort("invalid_json", "the block ended before a call started")
+        elif not self.bare:
+            self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")
+
+
+class UseToolBody:
+    """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON."""
+
+    CLOSER = "</use_tool>"
+
+    def __init__(self, ctx: Any, *, has_attributes: bool):
+        self.ctx = ctx
+        self.state = "attributes" if has_attributes else "children"
+        self.reader: _TextUntil | None = None
+        self.lexer: ValueLexer | None = None
+        self.json_body: list[str] | None = None
+        self.params: dict[str, str] = {}
+        self.param = ""
+        self.named = False
+        self.has_args = False
+        self.repaired = False
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            state = self.state
+            if state == "skip":
+                return self._skip(buf, pos)
+            if self.reader is not None:
+                text, pos = self.reader.feed(buf, pos)
+                if text is None:
+                    return MORE, pos
+                self.reader = None
+                self._child_text(text)
+                continue
+            if self.lexer is not None:
+                text, end = self.lexer.feed(buf, pos)
+                if self.json_body is not None:
+                    self.json_body.append(text)
+                elif text:
+                    self.ctx.call_args(text)
+                if end is None:
+                    return MORE, n
+                self.repaired |= self.lexer.repaired
+                self.lexer = None
+                pos = end
+                if self.json_body is not None:
+                    self._json_body_done()
+                continue
+            if state == "attributes":
+                end = buf.find(">", pos)
+                if end == -1:
+                    return MORE, pos
+                m = re.search(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""", buf[pos:end])
+                if m:
+                    self._name((m.group(1) if m.group(1) is not None else m.group(2)).strip())
+                self.state = "children"
+                pos = end + 1
+                continue
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "{" and state in ("children", "args"):
+                if state == "children" and not self.named:
+                    self.json_body = []  # a JSON body: {"name": …, …the arguments…}
+                self.lexer = ValueLexer(emit=True)
+                self.has_args = True
+                continue
+            if ch != "<":
+                return self._invalid(buf, pos)
+            end = buf.find(">", pos)
+            if end == -1:
+                return MORE, pos
+            tag = buf[pos + 1:end]
+            pos = end + 1
+            if state == "args":
+                if tag != "/args":
+                    return self._invalid(buf, pos)
+                self.state = "children"
+            elif tag == "/use_tool":
+                self._finish()
+                return DONE, pos
+            elif tag == "args":
+                self.state = "args"
+            elif re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
+                self.param = tag
+                self.reader = _TextUntil(f"</{tag}>")
+            else:
+                return self._invalid(buf, pos)
+        return MORE, n
+
+    def _child_text(self, text: str) -> None:
+        if self.param == "name" and not self.named:
+            self._name(text.strip())
+        else:
+            self.params[self.param] = text
+
+    def _name(self, name: str) -> None:
+        self.named = True
+        self.ctx.call_name(name)
+
+    def _json_body_done(self) -> None:
+        body = "".join(self.json_body)
+        self.json_body = None
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            self.ctx.call_invalid()
+            return
+        name = obj.pop("name", None) if isinstance(obj, dict) else None
+        if not isinstance(name, str):
+            self.ctx.call_invalid()
+            return
+        args = next((obj.pop(k) for k in ("arguments", "parameters", "args") if k in obj), obj)
+        self._name(name)
+        if isinstance(args, str) and _is_json_object(args):
+            args = json.loads(args)
+        self.ctx.call_args(json.dumps(args, ensure_ascii=False))
+
+    def _finish(self) -> None:
+        if not self.named:
+            self.ctx.call_abort("invalid_json", "the use_tool block has no name")
+            return
+        if not self.has_args:
+            schema = self.ctx.schema_for(self.ctx.current_name())
+            args = coerce_parameters(self.params, schema) if self.params else {}
+            self.ctx.call_args(json.dumps(args, ensure_ascii=False))
+        self.ctx.call_end(repaired=self.repaired)
+
+    def _invalid(self, buf: str, pos: int) -> tuple[str, int]:
+        """A malformed block: skip to the closer, then release the whole block."""
+        self.ctx.call_invalid()
+        self.state = "skip"
+        return self._skip(buf, pos)
+
+    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+        i = buf.find(self.CLOSER, pos)
+        if i == -1:
+            return MORE, _partial_at_end(buf, pos, (self.CLOSER,))
+        self.ctx.call_abort("invalid_json", "the use_tool block is malformed")
+        return DONE, i + len(self.CLOSER)
+
+    def at_eof(self) -> None:
+        if self.named and self.has_args and self.lexer is None and self.json_body is None:
+            self.ctx.note("recovered_unclosed", "the use_tool block had no closer")
+            self.ctx.call_end(repaired=self.repaired)
+        else:
+            self.ctx.call_incomplete()
+
+
+class _TextUntil:
+    """Collects text up to a literal closer, across chunks."""
+
+    def __init__(self, closer: str):
+        self.closer = closer
+        self.parts: list[str] = []
+
+    def feed(self, buf: str, pos: int) -> tuple[str | None, int]:
+        i = buf.find(self.closer, pos)
+        if i == -1:
+            keep = _partial_at_end(buf, pos, (self.closer,))
+            self.parts.append(buf[pos:keep])
+            return None, keep
+        self.parts.append(buf[pos:i])
+        return "".join(self.parts), i + len(self.closer)
+
+
+class FunctionBody:
+    """Body of ``<function=NAME>``: a JSON object, or ``<parameter=K>V</parameter>`` children."""
+
+    CLOSER = "</function>"
+    _PARAM_END = ("</parameter>", "<parameter=", "</function>")
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+        self.state = "name"
+        self.lexer: ValueLexer | None = None
+        self.params: dict[str, str] = {}
+        self.param = ""
+        self.value: list[str] = []
+        self.repaired = False
+        self.streamed_json = False
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            state = self.state
+            if self.lexer is not None:
+                text, end = self.lexer.feed(buf, pos)
+                if text:
+                    self.ctx.call_args(text)
+                if end is None:
+                    return MORE, n
+                self.repaired |= self.lexer.repaired
+                self.lexer = None
+                self.streamed_json = True
+                pos = end
+                continue
+            if state == "name":
+                end = buf.find(">", pos)
+                if end == -1:
+                    if n - pos > 128:
+                        self.ctx.call_abort("invalid_json", "no '>' after the function name")
+                        return DONE, pos
+                    return MORE, pos
+                name = buf[pos:end].strip().strip("\"'")
+                if not name or any(c in name for c in " \n<"):
+                    self.ctx.call_abort("invalid_json", "bad function name")
+                    return DONE, pos
+                self.ctx.call_name(name)
+                self.state = "body"
+                pos = end + 1
+                continue
+            if state == "value":
+                hits = [(buf.find(x, pos), x) for x in self._PARAM_END]
+                hits = [(i, x) for i, x in hits if i != -1]
+                if not hits:
+                    keep = _partial_at_end(buf, pos, self._PARAM_END)
+                    self.value.append(buf[pos:keep])
+                    return MORE, keep
+                i, hit = min(hits)
+                self.value.append(buf[pos:i])
+                self._param_done()
+                pos = i + len(hit) if hit == "</parameter>" else i
+                self.state = "body"
+                continue
+            if state == "param_name":
+                end = buf.find(">", pos)
+                if end == -1:
+                    return MORE, pos
+                self.param = buf[pos:end].strip().strip("\"'")
+                self.value = []
+                self.state = "value"
+                pos = end + 1
+                continue
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "{" and not self.params and not self.streamed_json:
+                self.lexer = ValueLexer(emit=True)
+                continue
+            for tag, nxt in (("<parameter=", "param_name"), (self.CLOSER, None)):
+                if buf.startswith(tag, pos):
+                    pos += len(tag)
+                    if nxt is None:
+                        self._finish()
+                        return DONE, pos
+                    self.state = nxt
+                    break
+                if tag.startswith(buf[pos:]):
+                    return MORE, pos
+            else:
+                self.ctx.call_invalid()
+                self.ctx.call_abort("invalid_json", "unexpected text in the function body")
+                return DONE, pos
+        return MORE, n
+
+    def _param_done(self) -> None:
+        value = "".join(self.value)
+        if value.startswith("\n"):
+            value = value[1:]
+        if value.endswith("\n"):
+            value = value[:-1]
+        self.params[self.param] = value
+
+    def _finish(self) -> None:
+        if not self.streamed_json:
+            schema = self.ctx.schema_for(self.ctx.current_name())
+            self.ctx.call_args(json.dumps(coerce_parameters(self.params, schema), ensure_ascii=False))
+        self.ctx.call_end(repaired=self.repaired)
+
+    def at_eof(self) -> None:
+        if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
+            self.ctx.note("recovered_unclosed", "the function block had no closer")
+            self._finish()
+        else:
+            self.ctx.call_incomplete()
+
+
+# Schema-driven coercion of textual parameter values ------------------------
+
+_SQL_TYPES = {
+    "varchar": "string", "char": "string", "text": "string", "str": "string",
+    "int": "integer", "bigint": "integer", "smallint": "integer", "long": "integer",
+    "float": "number", "double": "number", "decimal": "number", "bool": "boolean",
+    "list": "array", "dict": "object", "map": "object",
+}
+
+
+def schema_type(schema: Mapping[str, Any] | None) -> str | None:
+    """The JSON type a (sub)schema asks for; the first branch of oneOf/anyOf/allOf."""
+    if not isinstance(schema, Mapping):
+        return None
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), None)
+    if typ is None:
+        for key in ("anyOf", "oneOf", "allOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list) and branches:
+                return schema_type(branches[0])
+        return None
+    typ = str(typ).lower()
+    return _SQL_TYPES.get(typ, typ)
+
+
+def coerce_value(text: str, schema: Mapping[str, Any] | None) -> Any:
+    """A textual parameter value as the type its schema asks for, else the string itself."""
+    typ = schema_type(schema)
+    if typ in (None, "string"):
+        return text
+    stripped = text.strip()
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(stripped)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if typ == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return value
+    if typ == "boolean" and stripped.lower() in ("true", "false"):
+        return stripped.lower() == "true"
+    return text
+
+
+def coerce_parameters(params: Mapping[str, str], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Textual parameters as a JSON object, in the schema's order, then alphabetical."""
+    props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+    order = [k for k in props if k in params] + sorted(k for k in params if k not in props)
+    return {k: coerce_value(params[k], props.get(k)) for k in order}
