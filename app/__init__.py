@@ -59,5 +59,5 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("app").setLevel(level)
+    logging.getLogger(__name__).setLevel(level)
     logging.getLogger("transitions").setLevel(logging.WARNING)

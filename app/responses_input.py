@@ -54,7 +54,9 @@ def resolve_input_items(request: ResponsesRequest, lookup: ResponseStore | None)
         if isinstance(item, ItemReference):
             stored = lookup.get_item(item.id) if lookup is not None else None
             if stored is None:
-                raise InputError(f"Item with id {item.id!r} not found." + _NO_STORE_HINT, f"input[{i}].id", "item_not_found")
+                raise InputError(
+                    f"Item with id {item.id!r} not found." + _NO_STORE_HINT, f"input[{i}].id", "item_not_found"
+                )
             items.append(stored)
         else:
             items.append(item.model_dump(exclude_none=True))
@@ -108,23 +110,24 @@ def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:
 
 def _history(response_id: str, lookup: ResponseStore | None) -> list[dict[str, Any]]:
     """Input and output items of the chain ending at ``response_id``, oldest response first."""
-    chain: list[tuple[str, dict[str, Any]]] = []
+    chain: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
     seen: set[str] = set()
     next_id: str | None = response_id
     while next_id is not None and next_id not in seen:
         seen.add(next_id)
         response = lookup.get(next_id) if lookup is not None else None
-        if response is None:
+        input_items = lookup.get_input_items(next_id) if lookup is not None else None
+        if response is None or input_items is None:
             raise InputError(
                 f"Previous response with id {next_id!r} not found." + _NO_STORE_HINT,
                 "previous_response_id",
                 "previous_response_not_found",
             )
-        chain.append((next_id, response))
+        chain.append((input_items, response))
         next_id = response.get("previous_response_id")
     items: list[dict[str, Any]] = []
-    for rid, response in reversed(chain):
-        items.extend(lookup.get_input_items(rid) or [])  # type: ignore[union-attr]
+    for input_items, response in reversed(chain):
+        items.extend(input_items)
         items.extend(response.get("output") or [])
     return items
 
@@ -182,7 +185,8 @@ def _output_text(output: Any) -> str:
     if (
         isinstance(output, list)
         and output
-        and all(isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str) for p in output)
+        and all(isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
+                for p in output)
     ):
         return "\n".join(p["text"] for p in output)
     return orjson.dumps(output).decode()

@@ -26,6 +26,7 @@ __all__ = [
     "MessageItem",
     "ReasoningItem",
     "ResponsesRequest",
+    "ToolChoiceParam",
     "parse_input_item",
     "parse_responses_request",
 ]

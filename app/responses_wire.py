@@ -170,7 +170,8 @@ class ResponsesEncoder:
                                       item=_call_item(call, "in_progress", ""))]
         if isinstance(event, ToolCallArgumentsDelta):
             call = self._open
-            assert isinstance(call, _Call), "arguments outside a call"
+            if not isinstance(call, _Call):
+                raise RuntimeError("arguments delta outside a call")
             call.fragments.append(event.fragment)
             return [self._arguments_delta(call, event.fragment)]
         if isinstance(event, ToolCallEnded):

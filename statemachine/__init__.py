@@ -22,18 +22,18 @@ from ._formats import TextFormat, get_format, register_format, registered_format
 from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
 
 __all__ = [
-    "INITIAL",
-    "NOTE_KINDS",
-    "TRANSITIONS",
     "ChoiceFinished",
     "ChoiceState",
     "ChoiceStream",
     "Event",
+    "INITIAL",
     "ModelOutputError",
+    "NOTE_KINDS",
     "ParserConfig",
     "Policy",
     "ProtocolError",
     "ReasoningDelta",
+    "TRANSITIONS",
     "TextDelta",
     "TextFormat",
     "ToolCallArgumentsDelta",

@@ -323,7 +323,7 @@ class JsonCallsBody:
                         continue
                     if opener.startswith(buf[pos:]):
                         return MORE, pos
-                self.ctx.call_abort("invalid_json", "the block does not start a call")
+                self.ctx.call_abort("not_a_call", "the block does not start a call")
                 return DONE, pos
             # after a call, or between array elements
             if ch in ",;":

@@ -86,6 +86,7 @@ class ChoiceStream:
             auto_transitions=False,
         )
         self._parsing = config.parsing_enabled
+        self._suppress_tail = config.policy.text_after_calls == "suppress"
         formats = [get_format(name) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         sentinels = list(self._openers)
@@ -132,6 +133,8 @@ class ChoiceStream:
         if text and not self._cut:
             if not self._sentinels:
                 out.append(TextDelta(text))
+            elif "<" not in text and self._plain_text():
+                self._emit_text(text)  # the common case: prose with nothing held
             else:
                 self._scan(self._pending + text)
         return out
@@ -212,6 +215,10 @@ class ChoiceStream:
         return self._valid_calls
 
     # the scanner ----------------------------------------------------------------
+
+    def _plain_text(self) -> bool:
+        """Whether the next text is plain visible text unless it contains a ``<``."""
+        return not (self._body or self._pending or self._in_think or self._at_start or self._fence_close)
 
     def _scan(self, buf: str) -> None:
         self._pending = ""
@@ -362,7 +369,7 @@ class ChoiceStream:
 
     def _emit_text(self, text: str) -> None:
         """Visible text; trailing whitespace is held while a call could follow."""
-        if self._valid_calls and self.config.policy.text_after_calls == "suppress":
+        if self._suppress_tail and self._valid_calls:
             self._ws = ""
             return
         if not self._parsing:
@@ -541,7 +548,7 @@ class ChoiceStream:
             raise ModelOutputError(message or "the model wrote an invalid call", code="invalid_json")
         self._trigger("tool_open_disproved")
         self._release = kind
-        if not (bare and kind != "unknown_tool"):
+        if kind != "not_a_call" and not (bare and kind != "unknown_tool"):
             self.note(kind, message or kind, name=call.name)
         if self._body is None:
             self._release_block()

@@ -869,7 +869,7 @@ def _on_item_done(v: _Violations, event: dict[str, Any], items: list[_Item]) -> 
             if part["part_done"] is None:
                 v.add(27, f"message {it.output_index} content {content_index} closed without content_part.done")
         texts = [c.get("text") for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "output_text"]
-        streamed = ["".join(p["deltas"]) for _, p in sorted(it.parts.items(), key=lambda kv: str(kv[0]))]
+        streamed = ["".join(it.parts[k]["deltas"]) for k in sorted(it.parts, key=lambda k: k if isinstance(k, int) else -1)]
         if it.parts and texts != streamed:
             v.add(27, f"message {it.output_index} done content {texts!r} != streamed text {streamed!r}")
         if not it.parts and any(texts):

@@ -360,11 +360,16 @@ def _build_frames(script: Script, request_body: dict[str, Any]) -> list[tuple[st
     fragment) or ``"tail"`` (finish, usage and ``[DONE]`` frames).
     """
     texts = script.texts_for(request_body)
+    usage = script.usage
+    if usage is None and (request_body.get("stream_options") or {}).get("include_usage"):
+        completion = sum(len(t) for t in texts) // 4 + 1
+        usage = {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
     base = {
         "id": f"chatcmpl-scripted-{next(_completion_counter)}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": request_body.get("model") or MODEL_ID,
+        **({"usage": None} if usage is not None else {}),
     }
 
     def frame(choices: list[dict[str, Any]], **extra: Any) -> bytes:
@@ -389,10 +394,6 @@ def _build_frames(script: Script, request_body: dict[str, Any]) -> list[tuple[st
     for i, reason in enumerate(reasons):
         if reason is not None:
             frames.append(("tail", frame([choice(i, {}, reason)])))
-    usage = script.usage
-    if usage is None and (request_body.get("stream_options") or {}).get("include_usage"):
-        completion = sum(len(t) for t in texts) // 4 + 1
-        usage = {"prompt_tokens": 10, "completion_tokens": completion, "total_tokens": 10 + completion}
     if usage is not None:
         frames.append(("tail", frame([], usage=usage)))
     frames.append(("tail", b"data: [DONE]\n\n"))

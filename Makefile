@@ -1,0 +1,31 @@
+# toolwire developer commands. Only python3 needs to be installed; everything else goes into $(VENV).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: serve test diagram clean-venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall only when the project metadata changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+serve: $(VENV)/.installed
+	$(BIN)/python -m gunicorn -c gunicorn.conf.py wsgi:app
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+diagram: $(VENV)/.installed
+	$(BIN)/toolwire diagram --format mermaid
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,90 @@
+"""The ``toolwire`` command: ``serve``, ``config``, ``diagram``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .settings import Settings
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``toolwire`` console script."""
+    parser = argparse.ArgumentParser(prog="toolwire", description="OpenAI-compatible tool-calling gateway.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run gunicorn (gevent workers) with gunicorn.conf.py and wsgi:app")
+    serve.add_argument("--bind", help="host:port (default TOOLWIRE_BIND or 127.0.0.1:8000)")
+    serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY or 2)")
+
+    commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
+
+    diagram = commands.add_parser("diagram", help="render the per-choice state machine")
+    diagram.add_argument("--format", choices=("mermaid", "dot", "svg"), default="mermaid")
+    diagram.add_argument("--state", help="highlight this state (text, in_tool_call, args_streaming, done)")
+    diagram.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    args = parser.parse_args(argv)
+    return {"serve": _serve, "config": _config, "diagram": _diagram}[args.command](args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    root = Path.cwd() if (Path.cwd() / "gunicorn.conf.py").is_file() else _PROJECT_ROOT
+    if not (root / "gunicorn.conf.py").is_file() or not (root / "wsgi.py").is_file():
+        print("toolwire serve: gunicorn.conf.py and wsgi.py not found; run it from the toolwire checkout.",
+              file=sys.stderr)
+        return 2
+    argv = [sys.executable, "-m", "gunicorn", "--chdir", str(root), "-c", str(root / "gunicorn.conf.py")]
+    if args.bind:
+        argv += ["--bind", args.bind]
+    if args.workers:
+        argv += ["--workers", str(args.workers)]
+    argv.append("wsgi:app")
+    os.execv(sys.executable, argv)
+    return 0  # not reached
+
+
+def _config(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"toolwire config: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    rows = settings.describe()
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        env = f"TOOLWIRE_{name.upper()}"
+        print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
+    return 0
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from statemachine import ChoiceState
+    from statemachine.diagram import render_choice_fsm
+
+    current = None
+    if args.state:
+        wanted = args.state.lower()
+        matches = [s for s in ChoiceState if wanted in (s.value, s.name.lower())]
+        if not matches:
+            print(f"toolwire diagram: unknown state {args.state!r}; one of "
+                  f"{', '.join(s.value for s in ChoiceState)}", file=sys.stderr)
+            return 2
+        current = matches[0]
+    output = render_choice_fsm(args.format, current)
+    data = output.encode() if isinstance(output, str) else output
+    if args.output:
+        Path(args.output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data if data.endswith(b"\n") else data + b"\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

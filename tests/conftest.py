@@ -1,0 +1,109 @@
+"""Shared fixtures: the scripted upstream, real gunicorn servers and contract-checked openai clients.
+
+- ``scripted_upstream`` (session): the ``ScriptedUpstream``; ``upstream`` (function) is the same
+  server, reset (queue, default script, recorded exchanges) before and after each test.
+- ``toolwire_server`` (session): toolwire under gunicorn pointed at the scripted upstream
+  (heartbeat ``DEFAULT_SETTINGS``), shared by the whole session.
+- ``toolwire_factory`` (session): ``toolwire_factory(**settings)`` returns a server whose settings
+  are the defaults updated with ``settings`` (a ``None`` value removes a variable, e.g.
+  ``TOOLWIRE_UPSTREAM_URL=None`` for the demo model); one server per distinct settings.
+- ``stream_recorder`` / ``make_openai_client`` / ``openai_client`` (function): openai clients whose
+  HTTP traffic goes through a ``RecordingTransport``; at teardown every recorded stream and error
+  body is checked against the wire contract and any violation fails the test.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import httpx
+import openai
+import pytest
+
+from support.invariants import StreamRecorder
+from support.scripted_upstream import ScriptedUpstream
+from support.server import ServerPool, ToolwireServer
+
+HEARTBEAT_SECONDS = 0.25
+DEFAULT_SETTINGS = {
+    "TOOLWIRE_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
+    "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "10",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``e2e`` marker."""
+    config.addinivalue_line("markers", "e2e: starts real gunicorn + gevent against a scripted loopback upstream")
+
+
+@pytest.fixture(scope="session")
+def scripted_upstream() -> Iterator[ScriptedUpstream]:
+    """The session's scripted upstream server."""
+    with ScriptedUpstream() as server:
+        yield server
+
+
+@pytest.fixture
+def upstream(scripted_upstream: ScriptedUpstream) -> Iterator[ScriptedUpstream]:
+    """The scripted upstream, reset before and after the test."""
+    scripted_upstream.reset()
+    yield scripted_upstream
+    scripted_upstream.reset()
+
+
+@pytest.fixture(scope="session")
+def server_pool() -> Iterator[ServerPool]:
+    """Every gunicorn started in this session; all stopped at the end."""
+    pool = ServerPool()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def toolwire_factory(server_pool: ServerPool, scripted_upstream: ScriptedUpstream) -> Callable[..., ToolwireServer]:
+    """``toolwire_factory(**settings)``: a toolwire with the default settings updated by ``settings``."""
+
+    def make(**settings: str | None) -> ToolwireServer:
+        merged: dict[str, str | None] = {"TOOLWIRE_UPSTREAM_URL": scripted_upstream.v1_url, **DEFAULT_SETTINGS}
+        merged.update(settings)
+        return server_pool.get(merged)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def toolwire_server(toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
+    """The shared toolwire pointed at the scripted upstream."""
+    return toolwire_factory()
+
+
+@pytest.fixture
+def stream_recorder() -> Iterator[StreamRecorder]:
+    """Records client traffic; fails the test at teardown if any recorded exchange breaks the contract."""
+    recorder = StreamRecorder()
+    yield recorder
+    failures = recorder.check_all()
+    if failures:
+        pytest.fail("wire-contract check of recorded traffic failed:\n" + "\n\n".join(failures), pytrace=False)
+
+
+@pytest.fixture
+def make_openai_client(stream_recorder: StreamRecorder) -> Iterator[Callable[[ToolwireServer], openai.OpenAI]]:
+    """``make_openai_client(server)``: an ``openai.OpenAI`` for ``server`` whose traffic is recorded."""
+    clients: list[openai.OpenAI] = []
+
+    def make(server: ToolwireServer) -> openai.OpenAI:
+        http_client = httpx.Client(transport=stream_recorder.transport(), timeout=30.0)
+        client = openai.OpenAI(base_url=server.v1_url, api_key="test", max_retries=0, http_client=http_client)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def openai_client(make_openai_client: Callable[[ToolwireServer], openai.OpenAI], toolwire_server: ToolwireServer) -> openai.OpenAI:
+    """A recorded openai client for the shared toolwire."""
+    return make_openai_client(toolwire_server)

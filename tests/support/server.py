@@ -1,0 +1,172 @@
+"""Run toolwire under real gunicorn (gevent workers) for end-to-end tests.
+
+``run_toolwire(env)`` is a context manager: it starts
+``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` from
+the project root with the given ``TOOLWIRE_*`` environment, waits until ``GET /healthz`` answers 200,
+yields a ``ToolwireServer`` and finally stops the whole process group (SIGTERM, then SIGKILL).
+``ServerPool`` keeps one server per distinct environment for a test session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import httpx
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+GUNICORN = Path(sys.executable).with_name("gunicorn")
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 5.0
+
+
+class ServerStartError(RuntimeError):
+    """gunicorn did not come up; the message carries its stderr."""
+
+
+@dataclass
+class ToolwireServer:
+    """A running toolwire.
+
+    Fields:
+        url: ``http://127.0.0.1:<port>``.
+        process: the gunicorn master process.
+        env: the ``TOOLWIRE_*`` settings it was started with.
+        log_path: file receiving gunicorn's stdout and stderr.
+    """
+
+    url: str
+    process: subprocess.Popen[bytes]
+    env: dict[str, str]
+    log_path: Path
+
+    @property
+    def v1_url(self) -> str:
+        """The OpenAI base URL (``…/v1``)."""
+        return self.url + "/v1"
+
+    def log(self) -> str:
+        """gunicorn's output so far."""
+        return self.log_path.read_text(errors="replace")
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (also usable as a dead port for refusal tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _environment(settings: Mapping[str, str | None]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update({k: str(v) for k, v in settings.items() if v is not None})
+    return env
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group gunicorn leads, then SIGKILL it if it is still there."""
+    if process.poll() is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # a worker could outlive its master
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=STOP_TIMEOUT)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last_error = "no attempt"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerStartError(
+                f"gunicorn exited with code {process.returncode} before /healthz answered.\n"
+                f"--- gunicorn output ---\n{log_path.read_text(errors='replace')[-6000:]}"
+            )
+        try:
+            response = httpx.get(url + "/healthz", timeout=1.0)
+            if response.status_code == 200:
+                return
+            last_error = f"/healthz answered {response.status_code}"
+        except httpx.HTTPError as exc:
+            last_error = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.1)
+    raise ServerStartError(
+        f"toolwire /healthz not ready within {timeout:.0f} s ({last_error}).\n"
+        f"--- gunicorn output ---\n{log_path.read_text(errors='replace')[-6000:]}"
+    )
+
+
+@contextlib.contextmanager
+def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT) -> Iterator[ToolwireServer]:
+    """Start toolwire under gunicorn with ``settings`` added to the environment (``None`` values
+    and every inherited ``TOOLWIRE_*`` variable are left out); yield it once ``/healthz`` is 200."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_file = tempfile.NamedTemporaryFile(prefix="toolwire-gunicorn-", suffix=".log", delete=False)
+    log_path = Path(log_file.name)
+    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    env = _environment(settings)
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log_file.close()
+    try:
+        _wait_healthy(url, process, log_path, timeout)
+        yield ToolwireServer(url=url, process=process, env={k: v for k, v in env.items() if k.startswith("TOOLWIRE_")}, log_path=log_path)
+    finally:
+        _stop(process)
+        log_path.unlink(missing_ok=True)
+
+
+class ServerPool:
+    """One toolwire per distinct settings mapping, kept until ``close()``.
+
+    A failed start is remembered, so later tests asking for the same settings fail fast with the
+    same message instead of waiting for gunicorn again.
+    """
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._servers: dict[frozenset[tuple[str, str | None]], ToolwireServer | ServerStartError] = {}
+
+    def get(self, settings: Mapping[str, str | None]) -> ToolwireServer:
+        """The server for ``settings``, started on first use."""
+        key = frozenset(settings.items())
+        if key not in self._servers:
+            try:
+                self._servers[key] = self._stack.enter_context(run_toolwire(settings))
+            except ServerStartError as exc:
+                self._servers[key] = exc
+        found = self._servers[key]
+        if isinstance(found, ServerStartError):
+            raise ServerStartError(str(found))
+        return found
+
+    def close(self) -> None:
+        """Stop every server."""
+        self._stack.close()
