@@ -42,9 +42,25 @@ class ChatChunker:
         self._legacy = legacy_functions
         self._include_usage = include_usage
         self._role_sent: set[int] = set()
+        self._opened_below = 0
 
     def chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
-        """The chunks (zero, one or two) that carry ``event`` for choice ``index``."""
+        """The chunks that carry ``event`` for choice ``index`` (none for invisible events)."""
+        out = self._open_earlier(index) if index > self._opened_below else []
+        out += self._event_chunks(index, event)
+        return out
+
+    def _open_earlier(self, index: int) -> list[dict[str, Any]]:
+        """Role-only chunks for lower choices not seen yet: choices must first appear in index order."""
+        out = []
+        for earlier in range(self._opened_below, index):
+            if earlier not in self._role_sent:
+                self._role_sent.add(earlier)
+                out.append(self._chunk(earlier, {"role": "assistant"}))
+        self._opened_below = index
+        return out
+
+    def _event_chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
         if isinstance(event, TextDelta):
             return [self._chunk(index, self._with_role(index, {"content": event.text}))]
         if isinstance(event, ToolCallStarted):
@@ -65,7 +81,7 @@ class ChatChunker:
                 delta = {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
             return [self._chunk(index, delta)]
         if isinstance(event, ChoiceFinished):
-            out = []
+            out: list[dict[str, Any]] = []
             if index not in self._role_sent:
                 out.append(self._chunk(index, self._with_role(index, {})))
             out.append(self._chunk(index, {}, event.finish_reason))

@@ -77,7 +77,11 @@ def _diagram(args: argparse.Namespace) -> int:
                   f"{', '.join(s.value for s in ChoiceState)}", file=sys.stderr)
             return 2
         current = matches[0]
-    output = render_choice_fsm(args.format, current)
+    try:
+        output = render_choice_fsm(args.format, current)
+    except (ValueError, RuntimeError) as exc:  # e.g. svg without the "diagrams" extra
+        print(f"toolwire diagram: {exc}", file=sys.stderr)
+        return 2
     data = output.encode() if isinstance(output, str) else output
     if args.output:
         Path(args.output).write_bytes(data)

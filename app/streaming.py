@@ -60,8 +60,8 @@ class ChoiceDriver:
     Each upstream choice delta goes to its choice's ``ChoiceStream``: content
     to ``feed``, native tool-call fragments to ``feed_tool_call``, the finish
     reason to ``finish``. A choice whose ``wants_more`` turns ``False`` is
-    finished at once; when all ``n`` choices are finished the upstream is
-    closed. Choices still open at the end of the stream get ``finish(None)``.
+    finished at once; once all ``n`` choices are finished and one of them was
+    cut that way, the upstream is closed without reading further. Choices still open at the end of the stream get ``finish(None)``.
     The upstream is always closed when iteration ends or is abandoned.
 
     Attributes:
@@ -75,12 +75,15 @@ class ChoiceDriver:
         self._config = config
         self._n = n
         self._id_factory = id_factory
-        self._choices: dict[int, ChoiceStream] = {}
+        # Every requested choice exists from the start, so each gets its finish even if the upstream
+        # sends fewer choices than asked for.
+        self._choices = {i: ChoiceStream(config, id_factory=id_factory) for i in range(n)}
         self._finished: set[int] = set()
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
 
     def __iter__(self) -> Iterator[tuple[int, Event]]:
+        cut = False
         try:
             for chunk in self._stream:
                 if chunk.usage:
@@ -102,8 +105,10 @@ class ChoiceDriver:
                         events += self._finish(delta.index, delta.finish_reason)
                     elif not choice.wants_more:
                         events += self._finish(delta.index, None)
+                        cut = True
                     yield from self._emit(delta.index, events)
-                if len(self._finished) >= self._n:
+                # After natural finishes only the usage chunk is left; after a cut, stop reading now.
+                if cut and len(self._finished) >= self._n:
                     break
             for index in sorted(set(self._choices) - self._finished):
                 yield from self._emit(index, self._finish(index, None))

@@ -335,25 +335,31 @@ class JsonCallsBody:
                 continue
             if ch == "<":
                 if self.bare:
-                    return DONE, pos
+                    return self._ended(pos)
                 end = buf.find(">", pos)
                 if end == -1:
                     if n - pos > 32:
-                        return DONE, pos
+                        return self._ended(pos)
                     return MORE, pos
                 tag = buf[pos:end + 1]
                 if tag.startswith("</"):
                     if tag != self.closer:
                         self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
                     return DONE, end + 1
-                return DONE, pos  # a new opener (or any tag) ends the block implicitly
+                return self._ended(pos)  # a new opener (or any tag) ends the block implicitly
             if ch in "}]>" and not self.stray_dropped and not self.bare:
                 self.stray_dropped = True
                 self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
                 pos += 1
                 continue
-            return DONE, pos  # prose after the call: the block ended without its closer
+            return self._ended(pos)  # prose after the call: the block ended without its closer
         return MORE, n
+
+    def _ended(self, pos: int) -> tuple[str, int]:
+        """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
+        if not self.calls:
+            self.ctx.call_abort("not_a_call", "the block holds no call")
+        return DONE, pos
 
     def at_eof(self) -> None:
         if self.parser is not None:
@@ -362,7 +368,7 @@ class JsonCallsBody:
             self.inner.at_eof()
         elif self.state == "skip_to_closer":
             self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-        elif self.state == "start":
+        elif self.state == "start" or not self.calls:
             self.ctx.call_abort("invalid_json", "the block ended before a call started")
         elif not self.bare:
             self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")

@@ -24,7 +24,7 @@ from ._events import (
 from ._finish import normalize_finish_reason
 from ._formats import get_format
 from ._schema import schema_errors
-from ._table import ARGS_STREAMING, DONE as DONE_STATE, IN_TOOL_CALL, INITIAL, TRANSITIONS, ChoiceState
+from ._table import DONE as DONE_STATE, INITIAL, TRANSITIONS, ChoiceState
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -39,7 +39,8 @@ def new_call_id() -> str:
 class _Call:
     """Book-keeping for the call being parsed."""
 
-    __slots__ = ("name", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native")
+    __slots__ = ("name", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native",
+                 "valved")
 
     def __init__(self, native: bool = False):
         self.name: str | None = None
@@ -51,6 +52,7 @@ class _Call:
         self.args: list[str] = []
         self.invalid = False
         self.native = native
+        self.valved = False
 
     @property
     def header_sent(self) -> bool:
@@ -89,17 +91,19 @@ class ChoiceStream:
         self._suppress_tail = config.policy.text_after_calls == "suppress"
         formats = [get_format(name) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
-        sentinels = list(self._openers)
+        self._closers = frozenset(fmt.closer for fmt in formats)
+        sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
         self._think_sentinels = (THINK_CLOSE, *self._openers)
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
-        self._ws = ""  # trailing whitespace held while a call could follow
+        self._ws = ""  # whitespace held while the current stretch of text has nothing else
+        self._stretch_has_text = False  # visible text since the start or the last call
+        self._after_call = False  # nothing visible since the last call: an orphan closer is dropped
         self._body: Any = None
         self._raw: list[str] | None = None  # the block's text while it could still be released
-        self._raw_len = 0
         self._release: str | None = None  # the kind of a disproved block awaiting release
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_held: list[str] | None = None  # reasoning from a call opener on
@@ -131,6 +135,8 @@ class ChoiceStream:
             raise UsageError("feed() after finish()", code="usage_error")
         out = self._out = []
         if text and not self._cut:
+            if self._native_index is not None:
+                self._end_native()  # text after native fragments: that call is complete
             if not self._sentinels:
                 out.append(TextDelta(text))
             elif "<" not in text and self._plain_text():
@@ -194,6 +200,9 @@ class ChoiceStream:
             held, self._think_held = "".join(self._think_held), None
             self._in_think = False  # reasoning never closed: the held call was real
             self._scan(held)
+        if self._cut:  # what was held after the cut is never shown
+            self._body = None
+            self._pending = ""
         if self._body is not None:
             self._body.at_eof()
             self._body = None
@@ -246,15 +255,9 @@ class ChoiceStream:
                 pos = self._scan_text(buf, pos)
 
     def _after_body(self, consumed: str) -> None:
-        """Account for text a body consumed; apply the size valve; release a disproved block."""
+        """Account for text a body consumed; release a disproved block once its body ended."""
         if self._raw is not None:
             self._raw.append(consumed)
-            self._raw_len += len(consumed)
-            call = self._call
-            if call is not None and call.name is None and self._raw_len > self.config.policy.hold_limit:
-                self._body = None
-                self._call = None
-                self._settle_rejected(call, "invalid_json", "the block grew past the hold limit without a name")
         if self._body is None:  # a disproved block goes back to text whole, closer included
             self._release_block()
 
@@ -323,6 +326,10 @@ class ChoiceStream:
             self._in_think = True
         elif s == THINK_CLOSE:
             pass  # a stray or duplicate closer is absorbed
+        elif s in self._closers:
+            if not self._after_call:
+                self._emit_text(s)  # a closer in prose is just text
+            # right after a call, an orphan closer (doubled, or the fenced call's) is dropped
         else:
             fmt = self._openers[s]
             self._open_block(fmt.new_body(s, self), s)
@@ -331,7 +338,6 @@ class ChoiceStream:
         self._body = body
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
         self._raw = [self._ws, opener]
-        self._raw_len = len(opener)
         self._ws = ""
         self.call_begin()
 
@@ -368,20 +374,22 @@ class ChoiceStream:
             self._out.append(ReasoningDelta(text))
 
     def _emit_text(self, text: str) -> None:
-        """Visible text; trailing whitespace is held while a call could follow."""
+        """Visible text. Whitespace-only stretches around calls are dropped, so they are held."""
         if self._suppress_tail and self._valid_calls:
             self._ws = ""
             return
-        if not self._parsing:
-            if text:
-                self._out.append(TextDelta(text))
-            return
-        text = self._ws + text
-        body = text.rstrip(_WS)
-        self._ws = text[len(body):]
-        if body:
-            self._out.append(TextDelta(self._take_fence() + body))
+        if not self._stretch_has_text:
+            text = self._ws + text
+            if not text.strip(_WS):
+                self._ws = text
+                return
+            self._ws = ""
+            self._stretch_has_text = True
             self._at_start = False
+            self._after_call = False
+            text = self._take_fence() + text
+        if text:
+            self._out.append(TextDelta(text))
 
     def _take_fence(self) -> str:
         fence, self._fence = self._fence, ""
@@ -397,7 +405,7 @@ class ChoiceStream:
             self._emit_text(pending)
         if final and self._fence:
             self._out.append(TextDelta(self._take_fence()))
-        if final and self._ws and not self._valid_calls:
+        if final and self._ws and not self._valid_calls and self._next_index == 0:
             self._out.append(TextDelta(self._ws))
         if final:
             self._ws = ""
@@ -414,23 +422,14 @@ class ChoiceStream:
         call = self._call
         if call is None or call.name is not None:
             return
-        name = _strip_decorations(name)
-        call.name = name
-        call.decision = self._decide(name, bare=self._body is not None and getattr(self._body, "bare", False))
-        if call.decision == "accept":
-            call.index = self._next_index
-            self._next_index += 1
-            call.call_id = self._new_id()
-            self._trigger("name_completed")
-            self._raw = None  # committed: this block can no longer turn back into text
-            self._at_start = False
-            if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
-                self._fence = ""
-                self._fence_close = True
-            self._out.append(ToolCallStarted(call.index, call.call_id, name))
-            if call.pre_args:
-                self._args_out(call, "".join(call.pre_args))
-                call.pre_args = []
+        call.name = _strip_decorations(name)
+        if call.valved:
+            return
+        call.decision = self._decide(call.name, bare=getattr(self._body, "bare", False))
+        if call.decision == "accept" and call.pre_args:
+            self._send_header(call)
+            self._args_out(call, "".join(call.pre_args))
+            call.pre_args = []
 
     def call_args(self, text: str) -> None:
         """A fragment of the call's arguments text."""
@@ -439,9 +438,28 @@ class ChoiceStream:
             return
         if call.header_sent:
             self._args_out(call, text)
-        elif call.decision is None:
+        elif call.decision == "accept":
+            self._send_header(call)  # the header waits until the arguments begin
+            self._args_out(call, text)
+        elif call.decision is None and not call.valved:
             call.pre_args.append(text)
             call.pre_len += len(text)
+            if call.pre_len > self.config.policy.hold_limit:
+                call.valved = True  # the size valve: this block will go back to text
+                call.pre_args = []
+
+    def _send_header(self, call: _Call) -> None:
+        call.index = self._next_index
+        self._next_index += 1
+        call.call_id = self._new_id()
+        self._trigger("name_completed")
+        self._raw = None  # committed: this block can no longer turn back into text
+        self._at_start = False
+        self._stretch_has_text = False
+        if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
+            self._fence = ""
+            self._fence_close = True
+        self._out.append(ToolCallStarted(call.index, call.call_id, call.name))
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
         """The call's arguments are complete; validate and close it."""
@@ -449,8 +467,14 @@ class ChoiceStream:
         if call is None:
             return
         self._call = None
+        if call.valved:
+            self._settle_rejected(call, "invalid_json", "the arguments grew past the hold limit before the name")
+            return
         if call.decision != "accept":
             self._settle_rejected(call, "invalid_json" if call.name is None else None)
+            return
+        if not call.header_sent:  # accepted, but its arguments never became an object
+            self._settle_rejected(call, "invalid_json", "the arguments are not a JSON object")
             return
         arguments = "".join(call.args)
         problem = "invalid_json" if invalid or call.invalid else _object_problem(arguments)
@@ -459,6 +483,7 @@ class ChoiceStream:
         valid = problem is None
         self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid))
         self._trigger("tool_close_seen")
+        self._after_call = True
         if valid:
             self._valid_calls += 1
             if repaired:
@@ -538,7 +563,9 @@ class ChoiceStream:
     def _settle_rejected(self, call: _Call, kind: str | None, message: str = "") -> None:
         """A call that was never committed: its block goes back to text, or is dropped."""
         bare = getattr(self._body, "bare", False)
-        if call.decision == "suppress":
+        if call.valved:
+            kind, message = "invalid_json", "the arguments grew past the hold limit before the name"
+        elif call.decision == "suppress":
             kind, message = "suppressed", "a further call is not allowed here; it was dropped"
         elif call.decision == "reject":
             kind, message = "unknown_tool", f"{call.name!r} is not an offered tool"

@@ -24,10 +24,11 @@ from support.invariants import StreamRecorder
 from support.scripted_upstream import ScriptedUpstream
 from support.server import ServerPool, ToolwireServer
 
-HEARTBEAT_SECONDS = 0.25
+HEARTBEAT_SECONDS = 0.2
 DEFAULT_SETTINGS = {
     "TOOLWIRE_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
     "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "10",
+    "TOOLWIRE_GRACEFUL_TIMEOUT": "2",  # read by gunicorn.conf.py: quick shutdown at session end
 }
 
 

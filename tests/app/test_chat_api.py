@@ -390,3 +390,22 @@ def test_model_output_error_maps_to_its_hint(make_app):
     response = post(make_app(upstream).test_client())
     assert response.status_code == 502
     assert response.get_json()["error"]["code"] == "schema_mismatch"
+
+
+def test_choices_first_appear_in_index_order(client, upstream):
+    # Choice 0 holds its opener back while choice 1's text is already visible.
+    script = text_chunks("<tool_call>", finish=None) + text_chunks("plain words", index=1)
+    upstream.script = script + text_chunks('{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>')
+    body = post(client, stream=True, n=2, tools=[WEATHER_TOOL]).get_data()
+    summary = check_chat_stream(body)
+    first_seen = list(dict.fromkeys(c["choices"][0]["index"] for c in chunks(body)))
+    assert first_seen == [0, 1]
+    assert summary.choices[0].finish_reason == "tool_calls" and summary.choices[1].content == "plain words"
+
+
+def test_choices_the_upstream_never_sent_are_still_finished(client, upstream):
+    upstream.script = text_chunks("only one")
+    body = post(client, stream=True, n=2).get_data()
+    summary = check_chat_stream(body)
+    assert summary.choices[1].finish_reason == "stop"
+    assert len(post(client, n=2).get_json()["choices"]) == 2

@@ -280,7 +280,7 @@ def check_chat_stream(
             v.add(18, f"frame after [DONE]: {payload[:120]!r}")
         if payload == "[DONE]":
             done_count += 1
-            after_terminal = True
+            summary.done = after_terminal = True
             continue
         try:
             obj = json.loads(payload)
@@ -397,6 +397,9 @@ def _check_choice_entry(
     if not isinstance(delta, dict):
         v.add(6, f"choice {index} entry without a delta object: {entry!r}")
         delta = {}
+    if index not in summary.choices and index != len(summary.choices):
+        v.add("3.10", f"choice {index} appears before choice {len(summary.choices)}: choices must first appear in "
+                      "index order (openai-python's stream helper places new choices by position)")
     choice = summary.choices.setdefault(index, ChoiceSummary(index=index))
     first = choice.deltas == 0
     choice.deltas += 1

@@ -1,0 +1,605 @@
+"""toolwire end-to-end benchmark suite: ``make bench`` (or ``.venv/bin/python bench/run.py``).
+
+Starts, on free 127.0.0.1 ports, the scripted upstream (``bench/upstream.py``),
+the minimal relay (``bench/relay.py``) and toolwire, both relays under
+``gunicorn -c gunicorn.conf.py --workers 1 -k gevent --worker-connections 4000``;
+drives them with the gevent load generator (``bench/load.py``) and prints one
+table on stdout (progress goes to stderr). Every figure is set against a
+baseline measured in the same run, as a ratio, because the machine is small,
+shared and noisy:
+
+1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
+   toolwire versus the minimal relay (the two interleaved in rounds), with the
+   worker's CPU time read from ``/proc/PID/stat``;
+2. added latency at concurrency 1: first byte and first content, toolwire
+   versus the upstream itself and versus the relay;
+3. open streams: 2,000 concurrent slow streams on a fresh toolwire worker,
+   RSS per open stream from ``/proc/PID/status``;
+4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
+5. the core's per-chunk figures (``bench/core_bench.py``, run as is).
+
+Targets are printed next to the figures as ok/MISS; they never fail the run.
+Every process started here is stopped on the way out, also on errors and on
+SIGINT/SIGTERM. Request counts and time limits are fixed below.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import gevent  # noqa: E402
+import httpx  # noqa: E402
+import orjson  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+import load  # noqa: E402
+import upstream as scripted  # noqa: E402
+
+PY = sys.executable
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PATH = "/v1/chat/completions"
+GUNICORN_FLAGS = ["--workers", "1", "-k", "gevent", "--worker-connections", "4000"]
+
+#: Section 1: (concurrency, requests per round); each round runs the relay, then toolwire.
+RELAY_PLAN = ((1, 100), (64, 320), (512, 1024))
+ROUNDS = 2
+RUN_TIME_LIMIT = 60.0
+WARMUP_REQUESTS = 32
+OPEN_STREAMS = 2000
+OPEN_RAMP_LIMIT = 10.0
+SLOW_INTERVAL = 0.5
+LINEARITY_RUNS_100K = 2
+
+TARGET_RPS_RATIO = 0.75
+TARGET_CPU_RATIO = 1.3
+TARGET_TTFC_DELTA_MS = 1.0
+TARGET_RSS_KB = 40.0
+TARGET_LINEARITY = 12.0
+
+
+def request_body(model: str) -> bytes:
+    """The client request: one streamed chat turn offering the ``write_file`` tool."""
+    return orjson.dumps({
+        "model": model,
+        "messages": [{"role": "user", "content": "Write a.txt, then tell me what you did."}],
+        "stream": True,
+        "tools": [{"type": "function", "function": {
+            "name": "write_file", "description": "Write a text file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"},
+                                                            "content": {"type": "string"}},
+                           "required": ["path", "content"]}}}],
+    })
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class Processes:
+    """The processes this run started (each in its own session), and their logs."""
+
+    def __init__(self) -> None:
+        self.logdir = Path(tempfile.mkdtemp(prefix="toolwire-bench-"))
+        self.started: list[tuple[str, subprocess.Popen]] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+        """Start ``argv`` from the repository root with ``env`` added, output to ``<logdir>/<name>.log``."""
+        log = open(self.logdir / f"{name}.log", "wb")
+        proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self.started.append((name, proc))
+        return proc
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        """The last ``lines`` lines of a process's log."""
+        text = (self.logdir / f"{name}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, proc: subprocess.Popen) -> None:
+        """Stop one started process and everything in its session (gunicorn's worker)."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # gunicorn: quick shutdown, no graceful wait
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+    def stop_all(self) -> None:
+        """Stop every process started, newest first."""
+        while self.started:
+            _name, proc = self.started.pop()
+            self.stop(proc)
+
+
+def free_port() -> int:
+    """A currently unused loopback TCP port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(procs: Processes, name: str, proc: subprocess.Popen, port: int, timeout: float = 60.0) -> None:
+    """Wait until ``GET /healthz`` on ``port`` answers 200.
+
+    Raises:
+        RuntimeError: the process exited or did not become ready in ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{procs.log_tail(name)}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        gevent.sleep(0.2)
+    raise RuntimeError(f"{name} not ready on port {port} after {timeout:.0f} s:\n{procs.log_tail(name)}")
+
+
+@dataclass
+class Server:
+    """A started server: its name, port, master process and (for gunicorn) the worker's pid."""
+
+    name: str
+    port: int
+    proc: subprocess.Popen
+    worker: int | None = None
+
+
+def start_gunicorn(procs: Processes, name: str, target: list[str], env: dict[str, str]) -> Server:
+    """``gunicorn -c gunicorn.conf.py`` + :data:`GUNICORN_FLAGS` on a free port; waits for the worker."""
+    port = free_port()
+    argv = [PY, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), *GUNICORN_FLAGS,
+            "--bind", f"127.0.0.1:{port}", *target]
+    proc = procs.start(name, argv, env)
+    wait_ready(procs, name, proc, port)
+    return Server(name, port, proc, worker_pid(proc.pid))
+
+
+def worker_pid(master: int, timeout: float = 10.0) -> int:
+    """The pid of the single gunicorn worker (the master's child).
+
+    Raises:
+        RuntimeError: no single child appeared in ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = [pid for pid in _pids() if _ppid(pid) == master]
+        if len(children) == 1:
+            return children[0]
+        gevent.sleep(0.1)
+    raise RuntimeError(f"gunicorn master {master} has no single worker")
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/PID/stat`` fields after the command name (field 3 onwards)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(_stat_fields(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (``/proc/PID/stat`` utime + stime)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_kb(pid: int) -> int:
+    """Resident set size of ``pid`` in KiB (``VmRSS`` in ``/proc/PID/status``)."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def raise_fd_limit() -> None:
+    """Raise the open-file soft limit to the hard limit (inherited by every process started here)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Measured:
+    """One load run against one server, with the worker's CPU time over it.
+
+    Fields:
+        result: the load generator's result.
+        worker_cpu: CPU seconds the worker used (``None`` for the upstream, which has no worker).
+        chunks: upstream chunks per request.
+    """
+
+    result: load.LoadResult
+    worker_cpu: float | None
+    chunks: int
+
+
+def measure(server: Server, body: bytes, *, concurrency: int, requests: int, chunks: int,
+            time_limit: float = RUN_TIME_LIMIT) -> Measured:
+    """Run the load generator against ``server``, reading the worker's CPU time before and after."""
+    before = cpu_seconds(server.worker) if server.worker else None
+    result = load.run_load(server.port, load.build_request(server.port, PATH, body), concurrency=concurrency,
+                           requests=requests, time_limit=time_limit)
+    cpu = cpu_seconds(server.worker) - before if server.worker else None
+    return Measured(result, cpu, chunks)
+
+
+def merged(runs: list[Measured]) -> Measured:
+    """Rounds of one server and scenario as one measurement (walls and CPU summed)."""
+    samples = [s for m in runs for s in m.result.samples]
+    result = load.LoadResult(samples, sum(m.result.wall for m in runs), sum(m.result.cpu for m in runs))
+    cpu = None if runs[0].worker_cpu is None else sum(m.worker_cpu for m in runs)
+    return Measured(result, cpu, runs[0].chunks)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0..1) by nearest rank; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+@dataclass
+class Figures:
+    """The summary figures of one :class:`Measured`."""
+
+    requests: int
+    ok: int
+    errors: int
+    rps: float
+    chunks_per_s: float
+    ttfb: tuple[float, float]
+    ttfc: tuple[float, float]
+    total: tuple[float, float]
+    cpu_us_per_chunk: float | None
+    worker_util: float | None
+    loadgen_util: float
+
+    @classmethod
+    def of(cls, m: Measured) -> "Figures":
+        ok = m.result.ok
+        wall = m.result.wall
+        chunks = len(ok) * m.chunks
+
+        def p(attr: str) -> tuple[float, float]:
+            values = [getattr(s, attr) * 1e3 for s in ok if getattr(s, attr) is not None]
+            return pct(values, 0.50), pct(values, 0.99)
+
+        return cls(len(m.result.samples), len(ok), len(m.result.errors), len(ok) / wall, chunks / wall,
+                   p("ttfb"), p("ttfc"), p("total"),
+                   m.worker_cpu / chunks * 1e6 if m.worker_cpu is not None and chunks else None,
+                   m.worker_cpu / wall if m.worker_cpu is not None else None, m.result.cpu / wall)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+class Table:
+    """The one printed table: section, figure, toolwire, baseline, ratio, target, result."""
+
+    HEAD = ("#", "figure", "toolwire", "baseline", "ratio", "target", "result")
+    WIDTHS = (3, 46, 17, 24, 13, 18, 0)
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, ...]] = []
+
+    def section(self, title: str) -> None:
+        """A section heading row."""
+        self.rows.append(("--", title))
+
+    def add(self, section: str, figure: str, toolwire: str = "", baseline: str = "", ratio: str = "",
+            target: str = "", result: str = "") -> None:
+        """One figure."""
+        self.rows.append((section, figure, toolwire, baseline, ratio, target, result))
+
+    def render(self) -> str:
+        """The table as text."""
+        lines = [self._line(self.HEAD), "-" * 150]
+        for row in self.rows:
+            if row[0] == "--":
+                lines.append(f"== {row[1]}")
+            else:
+                lines.append(self._line(row))
+        return "\n".join(lines)
+
+    def _line(self, cells: tuple[str, ...]) -> str:
+        return " ".join(f"{c:<{w}}" if w else c for c, w in zip(cells, self.WIDTHS)).rstrip()
+
+
+def verdict(ok: bool) -> str:
+    """``ok`` or ``MISS``."""
+    return "ok" if ok else "MISS"
+
+
+def ms_pair(pair: tuple[float, float]) -> str:
+    """``p50 / p99`` in ms."""
+    return f"{pair[0]:.2f} / {pair[1]:.2f}"
+
+
+def ratio_pair(a: tuple[float, float], b: tuple[float, float]) -> str:
+    """Per-quantile ratios ``a / b``."""
+    return f"{a[0] / b[0]:.2f} / {a[1] / b[1]:.2f}"
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def check_output(server: Server, body: bytes, expected: dict) -> str:
+    """One toolwire stream decoded with httpx: is the tool call (and the prose) what the upstream scripted?"""
+    names, arguments, content, finish = [], {}, [], None
+    with httpx.stream("POST", f"http://127.0.0.1:{server.port}{PATH}", content=body,
+                      headers={"Content-Type": "application/json"}, timeout=30) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            for choice in json.loads(line[6:]).get("choices") or ():
+                delta = choice.get("delta") or {}
+                content.append(delta.get("content") or "")
+                for call in delta.get("tool_calls") or ():
+                    fn = call.get("function") or {}
+                    if fn.get("name"):
+                        names.append(fn["name"])
+                    arguments[call.get("index", 0)] = arguments.get(call.get("index", 0), "") + (
+                        fn.get("arguments") or "")
+                finish = choice.get("finish_reason") or finish
+    try:
+        args_ok = [json.loads(a) for a in arguments.values()] == [expected["arguments"]]
+    except ValueError:
+        args_ok = False
+    prose = "".join(content)
+    expected_prose = expected["text"].split("<tool_call>")[0] + expected["text"].split("</tool_call>")[1]
+    prose_ok = prose.strip() == expected_prose.strip()
+    return (f"tool calls {names} args {'match' if args_ok else 'DIFFER'}; prose {len(prose)} chars "
+            f"{'matches' if prose_ok else 'DIFFERS'}; finish_reason {finish}")
+
+
+def relay_overhead(table: Table, upstream: Server, relay: Server, toolwire: Server, body: bytes,
+                   chunks: int) -> dict[int, dict[str, Figures]]:
+    """Section 1; returns the figures per concurrency and server (section 2 reuses c=1)."""
+    figures: dict[int, dict[str, Figures]] = {}
+    for concurrency, per_round in RELAY_PLAN:
+        runs: dict[str, list[Measured]] = {"relay": [], "toolwire": []}
+        for round_no in range(ROUNDS):
+            for name, server in (("relay", relay), ("toolwire", toolwire)):
+                progress(f"1: c={concurrency} round {round_no + 1}/{ROUNDS}: {name}, {per_round} requests")
+                runs[name].append(measure(server, body, concurrency=concurrency, requests=per_round, chunks=chunks))
+        direct = measure(upstream, body, concurrency=concurrency, requests=per_round, chunks=chunks)
+        figures[concurrency] = {"relay": Figures.of(merged(runs["relay"])),
+                                "toolwire": Figures.of(merged(runs["toolwire"])),
+                                "upstream": Figures.of(direct)}
+        tw, rl, up = figures[concurrency]["toolwire"], figures[concurrency]["relay"], figures[concurrency]["upstream"]
+        s = "1"
+        table.add(s, f"c={concurrency}: requests ok / errors (each server)", f"{tw.ok} / {tw.errors}",
+                  f"{rl.ok} / {rl.errors} relay")
+        table.add(s, f"c={concurrency}: chunks/s", f"{tw.chunks_per_s:,.0f}", f"{rl.chunks_per_s:,.0f} relay",
+                  f"{tw.chunks_per_s / rl.chunks_per_s:.2f}")
+        rps_ratio = tw.rps / rl.rps
+        table.add(s, f"c={concurrency}: requests/s", f"{tw.rps:,.1f}", f"{rl.rps:,.1f} relay", f"{rps_ratio:.2f}",
+                  f">= {TARGET_RPS_RATIO}" if concurrency == 64 else "",
+                  verdict(rps_ratio >= TARGET_RPS_RATIO) if concurrency == 64 else "")
+        table.add(s, f"c={concurrency}: TTFB p50 / p99 ms", ms_pair(tw.ttfb), ms_pair(rl.ttfb) + " relay",
+                  ratio_pair(tw.ttfb, rl.ttfb))
+        table.add(s, f"c={concurrency}: total time p50 / p99 ms", ms_pair(tw.total), ms_pair(rl.total) + " relay",
+                  ratio_pair(tw.total, rl.total))
+        cpu_ratio = tw.cpu_us_per_chunk / rl.cpu_us_per_chunk
+        table.add(s, f"c={concurrency}: worker CPU µs / relayed chunk", f"{tw.cpu_us_per_chunk:.1f}",
+                  f"{rl.cpu_us_per_chunk:.1f} relay", f"{cpu_ratio:.2f}", f"<= {TARGET_CPU_RATIO}",
+                  verdict(cpu_ratio <= TARGET_CPU_RATIO))
+        table.add(s, f"c={concurrency}: worker CPU busy / load gen CPU busy",
+                  f"{tw.worker_util:.0%} / {tw.loadgen_util:.0%}",
+                  f"{rl.worker_util:.0%} / {rl.loadgen_util:.0%} relay")
+        table.add(s, f"c={concurrency}: harness ceiling (upstream direct)", "",
+                  f"{up.chunks_per_s:,.0f} chunks/s", f"{tw.chunks_per_s / up.chunks_per_s:.2f}")
+    return figures
+
+
+def added_latency(table: Table, c1: dict[str, Figures]) -> None:
+    """Section 2, from the concurrency-1 runs of section 1 plus the upstream measured directly."""
+    tw, rl, up = c1["toolwire"], c1["relay"], c1["upstream"]
+    s = "2"
+    for label, attr in (("TTFB", "ttfb"), ("first content", "ttfc")):
+        mine = getattr(tw, attr)
+        for base_name, base in (("upstream", up), ("relay", rl)):
+            theirs = getattr(base, attr)
+            delta = mine[0] - theirs[0]
+            target = result = ""
+            if attr == "ttfc" and base_name == "relay":
+                target = f"Δp50 <= {TARGET_TTFC_DELTA_MS:.0f} ms"
+                result = f"{verdict(delta <= TARGET_TTFC_DELTA_MS)} (Δp50 {delta:+.2f} ms)"
+            else:
+                result = f"Δp50 {delta:+.2f} ms"
+            table.add(s, f"c=1 {label} p50 / p99 ms vs {base_name}", ms_pair(mine),
+                      f"{ms_pair(theirs)} {base_name}", ratio_pair(mine, theirs), target, result)
+
+
+def open_streams(table: Table, procs: Processes, upstream_url: str, fast_body: bytes, fast_chunks: int) -> None:
+    """Section 3: ``OPEN_STREAMS`` slow streams at once on a fresh toolwire worker."""
+    server = start_gunicorn(procs, "toolwire-open", ["wsgi:app"], toolwire_env(upstream_url))
+    measure(server, fast_body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast_chunks)
+    gevent.sleep(1.0)
+    idle = rss_kb(server.worker)
+    slow = scripted.script("bench-slow")
+    request = load.build_request(server.port, PATH, request_body("bench-slow"))
+    counters = load.Progress()
+    progress(f"3: {OPEN_STREAMS} slow streams ({slow['chunks']} chunks, {SLOW_INTERVAL} s apart) on one worker")
+    job = gevent.spawn(load.run_load, server.port, request, concurrency=OPEN_STREAMS, requests=OPEN_STREAMS,
+                       time_limit=OPEN_RAMP_LIMIT, read_timeout=60.0, progress=counters)
+    start = time.monotonic()
+    peak_open, peak_rss, peak_at = 0, idle, 0.0
+    while time.monotonic() - start < OPEN_RAMP_LIMIT and not job.ready():
+        gevent.sleep(0.05)
+        now_open = counters.open
+        if now_open >= peak_open:
+            peak_open, peak_rss, peak_at = now_open, rss_kb(server.worker), time.monotonic() - start
+        if now_open >= OPEN_STREAMS:
+            break
+    result = job.get()
+    restarted = worker_pid(server.proc.pid) != server.worker
+    errors = result.errors
+    kinds: dict[str, int] = {}
+    for sample in errors:
+        kinds[sample.error[:60]] = kinds.get(sample.error[:60], 0) + 1
+    s = "3"
+    all_ok = not errors and len(result.ok) == OPEN_STREAMS and not restarted
+    table.add(s, f"{OPEN_STREAMS} slow streams: completed ok / errors", f"{len(result.ok)} / {len(errors)}",
+              "", "", "all ok, 0 errors", verdict(all_ok) + (" (worker restarted)" if restarted else ""))
+    for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1])[:3]:
+        table.add(s, f"  error: {kind}", str(count))
+    table.add(s, "streams open at once (peak, at seconds)", f"{peak_open} at {peak_at:.1f} s",
+              f"{OPEN_STREAMS} wanted", f"{peak_open / OPEN_STREAMS:.2f}")
+    per_stream = (peak_rss - idle) / peak_open if peak_open else float("nan")
+    table.add(s, "worker RSS idle -> all open, MiB", f"{idle / 1024:.1f} -> {peak_rss / 1024:.1f}")
+    table.add(s, "worker RSS per open stream, KiB", f"{per_stream:.1f}", "", "", f"<= {TARGET_RSS_KB:.0f} KB",
+              verdict(per_stream <= TARGET_RSS_KB))
+    table.add(s, "slow-stream total time p50 / p99 s",
+              f"{pct([x.total for x in result.ok], 0.5):.2f} / {pct([x.total for x in result.ok], 0.99):.2f}",
+              f"{slow['chunks'] * SLOW_INTERVAL:.1f} scripted")
+    procs.stop(server.proc)
+
+
+def linearity(table: Table, toolwire: Server) -> None:
+    """Section 4: 1 MB versus 100 KB tool-call argument, 1-character chunks, end to end."""
+    times = {}
+    for model, runs in (("bench-arg-100k", LINEARITY_RUNS_100K), ("bench-arg-1m", 1)):
+        chunks = scripted.script(model)["chunks"]
+        best = None
+        for _ in range(runs):
+            progress(f"4: {model} ({chunks:,} chunks)")
+            m = measure(toolwire, request_body(model), concurrency=1, requests=1, chunks=chunks,
+                        time_limit=90.0)
+            sample = m.result.samples[0]
+            if not sample.ok:
+                table.add("4", f"{model}: FAILED", sample.error[:60])
+                return
+            best = sample.total if best is None else min(best, sample.total)
+        times[model] = (best, chunks)
+    (t_small, n_small), (t_large, n_large) = times["bench-arg-100k"], times["bench-arg-1m"]
+    s = "4"
+    table.add(s, f"100 KB argument ({n_small:,} chunks, best of {LINEARITY_RUNS_100K}) s",
+              f"{t_small:.2f}", "", "", "", f"{t_small / n_small * 1e6:.1f} µs/chunk")
+    table.add(s, f"1 MB argument ({n_large:,} chunks) s", f"{t_large:.2f}", "", "", "",
+              f"{t_large / n_large * 1e6:.1f} µs/chunk")
+    ratio = t_large / t_small
+    table.add(s, "time ratio 1 MB / 100 KB (linear ≈ 10)", f"{ratio:.1f}", f"{t_small:.2f} s (100 KB)",
+              f"{ratio:.1f}", f"<= {TARGET_LINEARITY:.0f}", verdict(ratio <= TARGET_LINEARITY))
+
+
+def core_figures(table: Table) -> None:
+    """Section 5: ``bench/core_bench.py`` run as is; its lines go into the table verbatim."""
+    progress("5: bench/core_bench.py")
+    done = subprocess.run([PY, str(BENCH / "core_bench.py")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    for line in done.stdout.splitlines():
+        table.add("5", line)
+    if done.returncode:
+        table.add("5", f"core_bench.py exited with {done.returncode}: {done.stderr.strip()[-200:]}")
+
+
+def toolwire_env(upstream_url: str) -> dict[str, str]:
+    """Environment for a toolwire gunicorn."""
+    return {"TOOLWIRE_UPSTREAM_URL": upstream_url, "TOOLWIRE_HEARTBEAT_SECONDS": "30"}
+
+
+def main() -> int:
+    raise_fd_limit()
+    procs = Processes()
+    gevent.signal_handler(signal.SIGTERM, _terminate, procs)
+    table = Table()
+    started = time.monotonic()
+    try:
+        up_port = free_port()
+        up_proc = procs.start("upstream", [PY, str(BENCH / "upstream.py"), "--port", str(up_port),
+                                           "--slow-interval", str(SLOW_INTERVAL)], {})
+        wait_ready(procs, "upstream", up_proc, up_port)
+        upstream = Server("upstream", up_port, up_proc)
+        upstream_url = f"http://127.0.0.1:{up_port}/v1"
+        relay = start_gunicorn(procs, "relay", ["--pythonpath", str(BENCH), "relay:app"],
+                               {"RELAY_UPSTREAM_URL": upstream_url})
+        toolwire = start_gunicorn(procs, "toolwire", ["wsgi:app"], toolwire_env(upstream_url))
+        fast = scripted.script("bench-fast")
+        body = request_body("bench-fast")
+        progress(f"started upstream :{up_port}, relay :{relay.port}, toolwire :{toolwire.port}; logs in {procs.logdir}")
+        check = check_output(toolwire, body, fast)
+        for server in (relay, toolwire):
+            measure(server, body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast["chunks"])
+
+        table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire vs "
+                      f"minimal relay, {ROUNDS} interleaved rounds; requests per server: "
+                      + ", ".join(f"c={c}: {n * ROUNDS}" for c, n in RELAY_PLAN))
+        table.add("1", "toolwire output check (httpx, 1 stream)", check)
+        figures = relay_overhead(table, upstream, relay, toolwire, body, fast["chunks"])
+        table.section(f"2 added latency at c=1 ({RELAY_PLAN[0][1] * ROUNDS} requests per server, "
+                      f"{RELAY_PLAN[0][1]} direct to the upstream)")
+        added_latency(table, figures[1])
+        table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker")
+        open_streams(table, procs, upstream_url, body, fast["chunks"])
+        table.section("4 linearity: one tool call, argument text in 1-character upstream chunks, c=1, end to end")
+        linearity(table, toolwire)
+        for server in (relay, toolwire):
+            if worker_pid(server.proc.pid) != server.worker:
+                table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
+        table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
+        core_figures(table)
+    except Exception as exc:
+        table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
+        print(table.render())
+        return 1
+    finally:
+        procs.stop_all()
+    print(f"toolwire bench: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+          f"{time.monotonic() - started:.0f} s; logs in {procs.logdir}")
+    print(table.render())
+    return 0
+
+
+def _terminate(procs: Processes) -> None:
+    """SIGTERM: stop everything started, then exit."""
+    procs.stop_all()
+    os._exit(143)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Mounting toolwire into a host Flask app with the Toolwire extension."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+
+from app import Toolwire, create_app
+from app.extension import UnpatchedSocketWarning, current_state
+from app.settings import Settings
+from tests.app.conftest import FakeUpstream, text_chunks
+
+
+def host_app() -> Flask:
+    host = Flask("host")
+
+    @host.get("/")
+    def index():
+        return "host home"
+
+    @host.get("/api/ping")
+    def ping():
+        return {"pong": True}
+
+    return host
+
+
+def test_mounts_beside_host_routes_with_custom_prefix_and_name():
+    host = host_app()
+    upstream = FakeUpstream(text_chunks("Hello from the host."))
+    ext = Toolwire(settings=Settings(), upstream=upstream)
+    ext.init_app(host, url_prefix="/llm/v1", name="llm")
+    client = host.test_client()
+
+    assert client.get("/").data == b"host home"
+    assert client.get("/api/ping").get_json() == {"pong": True}
+    response = client.post("/llm/v1/chat/completions",
+                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 200
+    assert response.get_json()["choices"][0]["message"]["content"] == "Hello from the host."
+    assert client.get("/llm/v1/models").get_json()["data"][0]["id"] == "fake-model"
+    assert client.post("/v1/chat/completions", json={}).status_code == 404
+    assert {r.endpoint for r in host.url_map.iter_rules() if r.rule.startswith("/llm/")} == \
+        {"llm.chat_completions", "llm.list_models"}
+    assert host.extensions["toolwire"] is ext
+    assert ext.state(host).upstream is upstream
+
+
+def test_errors_from_its_views_use_the_envelope_in_the_host():
+    host = host_app()
+    Toolwire(host, settings=Settings(), upstream=FakeUpstream())
+    response = host.test_client().post("/v1/chat/completions", json={"model": "m"})
+    assert response.status_code == 400
+    assert response.get_json()["error"]["param"] == "messages"
+
+
+def test_registering_twice_raises():
+    host = host_app()
+    Toolwire(host, settings=Settings(), upstream=FakeUpstream())
+    with pytest.raises(RuntimeError, match="already registered"):
+        Toolwire(host, settings=Settings(), upstream=FakeUpstream())
+
+
+def test_one_extension_serves_several_apps():
+    ext = Toolwire(settings=Settings(), upstream=FakeUpstream())
+    first, second = host_app(), host_app()
+    ext.init_app(first)
+    ext.init_app(second, url_prefix="/other")
+    assert ext.state(first) is not ext.state(second)
+
+
+def test_unregistered_access_is_a_clear_error():
+    ext = Toolwire(settings=Settings(), upstream=FakeUpstream())
+    with pytest.raises(RuntimeError, match="init_app"):
+        ext.state(host_app())
+    with host_app().app_context(), pytest.raises(RuntimeError, match="init_app"):
+        current_state()
+
+
+def test_warns_when_gevent_has_not_patched_socket():
+    with pytest.warns(UnpatchedSocketWarning, match="gevent"):
+        Toolwire(host_app(), settings=Settings(), upstream=FakeUpstream())
+
+
+def test_create_app_uses_the_demo_back_end_without_configuration(monkeypatch):
+    monkeypatch.delenv("TOOLWIRE_UPSTREAM_URL", raising=False)
+    app = create_app(Settings(upstream_url=None))
+    models = app.test_client().get("/v1/models").get_json()
+    assert models["object"] == "list" and models["data"][0]["id"] == "toolwire-demo"

@@ -1,0 +1,39 @@
+"""/healthz, /readyz and /v1/models."""
+
+from __future__ import annotations
+
+from tests.app.conftest import FakeUpstream
+
+
+def test_healthz_is_cheap(make_app):
+    upstream = FakeUpstream()
+    upstream.ready = None  # would raise if called
+    response = make_app(upstream).test_client().get("/healthz")
+    assert response.status_code == 200 and response.get_json() == {"status": "ok"}
+
+
+def test_readyz_follows_the_upstream(make_app):
+    upstream = FakeUpstream()
+    client = make_app(upstream).test_client()
+    assert client.get("/readyz").status_code == 200
+    upstream.is_ready = False
+    response = client.get("/readyz")
+    assert response.status_code == 503 and response.get_json() == {"status": "unavailable"}
+
+
+def test_models_lists_upstream_models_and_mapped_names(make_app):
+    client = make_app(FakeUpstream(), model_map={"gpt-4o": "fake-model"}).test_client()
+    response = client.get("/v1/models")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["fake-model", "gpt-4o"]
+    for model in body["data"]:
+        assert model["object"] == "model" and isinstance(model["created"], int) and model["owned_by"]
+
+
+def test_request_id_is_echoed_or_generated(make_app):
+    client = make_app(FakeUpstream()).test_client()
+    assert client.get("/v1/models", headers={"X-Request-Id": "abc-123"}).headers["X-Request-Id"] == "abc-123"
+    generated = client.get("/v1/models", headers={"X-Request-Id": "bad id <script>"}).headers["X-Request-Id"]
+    assert len(generated) == 32

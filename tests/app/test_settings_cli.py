@@ -1,0 +1,109 @@
+"""Settings from the environment and a TOML file, masking, and the ``toolwire`` CLI."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.cli import main
+from app.settings import Settings, mask_url
+from app.tools import policy_from_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("TOOLWIRE_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults():
+    settings = Settings()
+    assert settings.upstream_url is None and settings.upstream_api_key is None
+    assert settings.heartbeat_seconds == 10 and settings.tool_format == "tool_call"
+    assert settings.upstream_model("anything") == "anything"
+
+
+def test_environment_parsing(monkeypatch):
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_API_KEY", "sk-secret")
+    monkeypatch.setenv("TOOLWIRE_READ_TIMEOUT", "42.5")
+    monkeypatch.setenv("TOOLWIRE_MODEL_MAP", '{"gpt-4o": "qwen2.5:7b"}')
+    monkeypatch.setenv("TOOLWIRE_DEFAULT_UPSTREAM_MODEL", "llama3")
+    monkeypatch.setenv("TOOLWIRE_HEARTBEAT_SECONDS", "3")
+    monkeypatch.setenv("TOOLWIRE_TOOL_FORMAT", "use_tool")
+    monkeypatch.setenv("TOOLWIRE_UNKNOWN_TOOL", "fail")
+    monkeypatch.setenv("TOOLWIRE_SUPPRESS_TAIL_AFTER_TOOLS", "true")
+    monkeypatch.setenv("TOOLWIRE_STOP_AFTER_TOOLS", "first")
+    monkeypatch.setenv("TOOLWIRE_MAX_TOOL_CALLS", "2")
+    settings = Settings()
+    assert settings.upstream_url == "http://127.0.0.1:11434/v1"
+    assert settings.upstream_api_key.get_secret_value() == "sk-secret"
+    assert settings.read_timeout == 42.5 and settings.heartbeat_seconds == 3
+    assert settings.upstream_model("gpt-4o") == "qwen2.5:7b"
+    assert settings.upstream_model("other") == "llama3"
+    policy = policy_from_settings(settings)
+    assert (policy.unknown_tool, policy.text_after_calls, policy.stop_after_first_call, policy.max_tool_calls) == \
+        ("fail", "suppress", True, 2)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("TOOLWIRE_TOOL_FORMAT", "smoke_signals"),
+    ("TOOLWIRE_STOP_AFTER_TOOLS", "sometimes"),
+    ("TOOLWIRE_MAX_TOOL_CALLS", "-1"),
+    ("TOOLWIRE_HEARTBEAT_SECONDS", "soon"),
+])
+def test_invalid_values_are_rejected(monkeypatch, key, value):
+    monkeypatch.setenv(key, value)
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_toml_file_with_env_taking_precedence(monkeypatch, tmp_path):
+    config = tmp_path / "toolwire.toml"
+    config.write_text('upstream_url = "http://file:8000/v1"\nheartbeat_seconds = 7\n'
+                      '[model_map]\n"gpt-4o" = "from-file"\n')
+    monkeypatch.setenv("TOOLWIRE_CONFIG_FILE", str(config))
+    monkeypatch.setenv("TOOLWIRE_HEARTBEAT_SECONDS", "2")
+    settings = Settings()
+    assert settings.upstream_url == "http://file:8000/v1"
+    assert settings.heartbeat_seconds == 2
+    assert settings.upstream_model("gpt-4o") == "from-file"
+    sources = {name: source for name, _, source in settings.describe()}
+    assert sources["upstream_url"] == "file" and sources["heartbeat_seconds"] == "env"
+    assert sources["log_level"] == "default"
+
+
+def test_secrets_are_masked_everywhere():
+    settings = Settings(upstream_api_key="sk-very-secret", upstream_url="http://user:pw123@host:9000/v1")
+    assert "sk-very-secret" not in repr(settings) and "sk-very-secret" not in str(settings.model_dump())
+    shown = dict((name, value) for name, value, _ in settings.describe())
+    assert shown["upstream_api_key"] == "**********"
+    assert "pw123" not in shown["upstream_url"] and "host:9000" in shown["upstream_url"]
+    assert mask_url("http://h/v1") == "http://h/v1"
+
+
+def test_cli_config_masks_secrets(monkeypatch, capsys):
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_API_KEY", "sk-cli-secret")
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_URL", "http://u:hunter2@up:1/v1")
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-cli-secret" not in out and "hunter2" not in out
+    assert "upstream_api_key" in out and "**********" in out and "[env]" in out
+
+
+def test_cli_config_reports_invalid_settings(monkeypatch, capsys):
+    monkeypatch.setenv("TOOLWIRE_MAX_TOOL_CALLS", "many")
+    assert main(["config"]) == 2
+    assert "max_tool_calls" in capsys.readouterr().err
+
+
+def test_cli_diagram(tmp_path, capsys):
+    assert main(["diagram", "--format", "mermaid", "--state", "in_tool_call"]) == 0
+    assert "stateDiagram" in capsys.readouterr().out
+    target = tmp_path / "fsm.dot"
+    assert main(["diagram", "--format", "dot", "-o", str(target)]) == 0
+    assert "digraph" in target.read_text()
+    assert main(["diagram", "--state", "nowhere"]) == 2

@@ -1,0 +1,73 @@
+"""The incremental SSE decoder, fed whole and split at every byte."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.sse import SSEDecoder
+
+
+def decode_whole(data: bytes) -> list[str]:
+    decoder = SSEDecoder()
+    return decoder.feed(data) + decoder.end()
+
+
+def decode_bytewise(data: bytes) -> list[str]:
+    decoder = SSEDecoder()
+    out = []
+    for i in range(len(data)):
+        out += decoder.feed(data[i:i + 1])
+    return out + decoder.end()
+
+
+def decode_split_at(data: bytes, cut: int) -> list[str]:
+    decoder = SSEDecoder()
+    return decoder.feed(data[:cut]) + decoder.feed(data[cut:]) + decoder.end()
+
+
+CASES = [
+    (b'data: {"a":1}\n\ndata: [DONE]\n\n', ['{"a":1}', "[DONE]"]),
+    (b'data: {"a":1}\r\n\r\ndata: [DONE]\r\n\r\n', ['{"a":1}', "[DONE]"]),
+    (b'data: {"a":1}\r\rdata: [DONE]\r\r', ['{"a":1}', "[DONE]"]),
+    (b'data:{"a":1}\n\n', ['{"a":1}']),
+    (b"data: line one\ndata: line two\n\n", ["line one\nline two"]),
+    (b": keep-alive\n\ndata: x\n\n", ["x"]),
+    (b"event: message\nid: 7\nretry: 100\ndata: x\n\n", ["x"]),
+    (b"event: ping\n\n", []),
+    (b"data:  two spaces\n\n", [" two spaces"]),
+    ('data: {"t":"h\u00e9llo \u2603 \U0001F600"}\n\n'.encode(), ['{"t":"h\u00e9llo \u2603 \U0001F600"}']),
+    (b"\xef\xbb\xbfdata: bom\n\n", ["bom"]),
+    (b"data: no blank line at the end", ["no blank line at the end"]),
+    (b"data: x\r", ["x"]),
+    (b"data\n\n", [""]),
+]
+
+
+@pytest.mark.parametrize("data, expected", CASES)
+def test_decodes_whole_and_bytewise(data, expected):
+    assert decode_whole(data) == expected
+    assert decode_bytewise(data) == expected
+
+
+@pytest.mark.parametrize("data, expected", CASES)
+def test_every_single_split_point(data, expected):
+    for cut in range(len(data) + 1):
+        assert decode_split_at(data, cut) == expected, cut
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"\n\r") == []
+    assert decoder.feed(b"\ndata: b\n\n") == ["a", "b"]
+
+
+def test_events_are_returned_as_soon_as_complete():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n") == []
+    assert decoder.feed(b"\n") == ["a"]
+
+
+def test_invalid_utf8_raises():
+    with pytest.raises(UnicodeDecodeError):
+        SSEDecoder().feed(b"data: \xff\xfe\n\n")

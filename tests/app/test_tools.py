@@ -1,0 +1,67 @@
+"""Request tools / tool_choice / legacy functions → ParserConfig."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import ApiError
+from app.schemas import parse_chat_request
+from app.settings import Settings
+from app.tools import build_parser_config, chat_parser_config
+from statemachine import ToolChoice, ToolSpec
+from tests.app.conftest import WEATHER_TOOL
+
+USER = [{"role": "user", "content": "hi"}]
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "strict": True,
+                                              "parameters": {"type": "object", "properties": {}}}}
+
+
+def config_for(**body):
+    return chat_parser_config(parse_chat_request({"model": "m", "messages": USER, **body}), Settings())
+
+
+def test_tools_become_specs():
+    config = config_for(tools=[WEATHER_TOOL, TIME_TOOL])
+    assert set(config.tools) == {"get_weather", "get_time"}
+    assert config.tools["get_weather"].description == "Current weather for a city"
+    assert config.tools["get_time"].strict is True and config.tools["get_weather"].strict is False
+    assert config.tool_choice == ToolChoice("auto") and config.parallel_tool_calls is True
+    assert not config.legacy_functions and config.formats[0] == "tool_call"
+
+
+@pytest.mark.parametrize("choice, expected", [
+    ("none", ToolChoice("none")),
+    ("required", ToolChoice("required")),
+    ({"type": "function", "function": {"name": "get_time"}}, ToolChoice("required", frozenset({"get_time"}))),
+    ({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "get_weather"}}]}}, ToolChoice("auto", frozenset({"get_weather"}))),
+])
+def test_tool_choice_forms(choice, expected):
+    assert config_for(tools=[WEATHER_TOOL, TIME_TOOL], tool_choice=choice).tool_choice == expected
+
+
+def test_parallel_tool_calls_false():
+    assert config_for(tools=[WEATHER_TOOL], parallel_tool_calls=False).parallel_tool_calls is False
+
+
+def test_legacy_functions():
+    config = config_for(functions=[WEATHER_TOOL["function"]], function_call={"name": "get_weather"})
+    assert config.legacy_functions and not config.parallel_tool_calls
+    assert config.tool_choice == ToolChoice("required", frozenset({"get_weather"}))
+
+
+def test_no_tools_disables_parsing():
+    assert not config_for().parsing_enabled
+
+
+def test_preferred_format_goes_first():
+    config = build_parser_config([ToolSpec("f")], ToolChoice(), parallel_tool_calls=True, legacy_functions=False,
+                                 settings=Settings(tool_format="use_tool"))
+    assert config.formats[0] == "use_tool" and len(config.formats) == len(set(config.formats))
+
+
+def test_named_choice_must_be_offered():
+    with pytest.raises(ApiError) as info:
+        build_parser_config([ToolSpec("f")], ToolChoice("required", frozenset({"g"})), parallel_tool_calls=True,
+                            legacy_functions=False, settings=Settings())
+    assert info.value.param == "tool_choice" and info.value.status == 400

@@ -1,0 +1,129 @@
+"""The transition table drives the machine and the diagrams: every (state, trigger) pair, every edge."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from transitions import MachineError
+
+from harness import CFG
+from statemachine import INITIAL, TRANSITIONS, ChoiceState, ChoiceStream
+from statemachine import diagram
+from statemachine._table import TRIGGERS
+
+TABLE = {(t.source, t.trigger): t.dest for t in TRANSITIONS}
+ALL_TRIGGERS = sorted({t.trigger for t in TRANSITIONS})
+EDGES = {(t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS}
+
+
+def test_table_shape():
+    assert INITIAL is ChoiceState.TEXT
+    assert len(TABLE) == len(TRANSITIONS), "a (source, trigger) pair appears twice"
+    assert TRIGGERS == tuple(dict.fromkeys(t.trigger for t in TRANSITIONS))
+    assert all(t.source is not ChoiceState.DONE for t in TRANSITIONS), "DONE is terminal"
+    assert {t.source for t in TRANSITIONS if t.trigger == "upstream_finished"} == set(ChoiceState) - {ChoiceState.DONE}
+    assert all(t.observed for t in TRANSITIONS)
+
+
+@pytest.mark.parametrize("state,trigger", list(itertools.product(list(ChoiceState), ALL_TRIGGERS)),
+                         ids=lambda v: getattr(v, "value", v))
+def test_every_state_trigger_pair(state, trigger):
+    s = ChoiceStream(CFG)
+    s.state = state
+    if (state, trigger) in TABLE:
+        assert s.trigger(trigger) is True
+        assert s.state is TABLE[(state, trigger)]
+    else:
+        with pytest.raises(MachineError):
+            s.trigger(trigger)
+        assert s.state is state
+
+
+def test_unknown_trigger_rejected():
+    s = ChoiceStream(CFG)
+    with pytest.raises(AttributeError):
+        s.trigger("no_such_trigger")
+    assert s.state is ChoiceState.TEXT
+
+
+def test_path_records_taken_edges():
+    s = ChoiceStream(CFG)
+    s.feed('x<tool_call>{"name": "get_time", "arguments": {}}</tool_call>')
+    s.finish()
+    assert s.path == [("text", "tool_open_seen", "in_tool_call"), ("in_tool_call", "name_completed", "args_streaming"),
+                      ("args_streaming", "tool_close_seen", "text"), ("text", "upstream_finished", "done")]
+    assert set(s.path) <= EDGES
+
+
+def test_edges_are_the_table():
+    edges = diagram.edges()
+    assert edges == [(t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS]
+    assert set(edges) == EDGES
+
+
+def _mermaid_edges(text: str) -> set[tuple[str, str, str]]:
+    found = set()
+    for line in text.splitlines():
+        m = re.fullmatch(r"\s*(\S+)\s*-->\s*(\S+)\s*(?::\s*(\S+))?\s*", line)
+        if m and "[*]" not in (m.group(1), m.group(2)):
+            found.add((m.group(1), m.group(3), m.group(2)))
+    return found
+
+
+def _dot_edges(text: str) -> set[tuple[str, str, str]]:
+    found = set()
+    for line in text.splitlines():
+        m = re.fullmatch(r'\s*(\w+)\s*->\s*(\w+)\s*\[label="([^"]*)".*\];\s*', line)
+        if m:
+            found.add((m.group(1), m.group(3), m.group(2)))
+    return found
+
+
+def test_mermaid_contains_exactly_the_table():
+    text = diagram.render_choice_fsm("mermaid")
+    assert text.startswith("stateDiagram-v2")
+    assert _mermaid_edges(text) == EDGES
+    assert f"[*] --> {INITIAL.value}" in text
+
+
+def test_dot_contains_exactly_the_table():
+    text = diagram.render_choice_fsm("dot")
+    assert text.lstrip().startswith("digraph")
+    assert _dot_edges(text) == EDGES
+    nodes = set(re.findall(r"^\s*(\w+) \[label=", text, flags=re.M))
+    assert nodes == {s.value for s in ChoiceState}
+
+
+@pytest.mark.parametrize("current", list(ChoiceState))
+def test_current_state_highlighted_in_both_formats(current):
+    mermaid = diagram.render_choice_fsm("mermaid", current=current)
+    assert re.search(rf"^\s*class {current.value} s_active\s*$", mermaid, flags=re.M)
+    assert len(re.findall(r"s_active\s*$", mermaid, flags=re.M)) == 1
+    dot = diagram.render_choice_fsm("dot", current=current.value)
+    highlighted = [line for line in dot.splitlines() if "peripheries=2" in line]
+    assert len(highlighted) == 1 and re.match(rf"\s*{current.value} \[", highlighted[0])
+    # highlighting never changes the edges
+    assert _mermaid_edges(mermaid) == EDGES and _dot_edges(dot) == EDGES
+
+
+def test_no_highlight_without_current():
+    assert "s_active" not in diagram.render_choice_fsm("mermaid")
+    assert "peripheries=2" not in diagram.render_choice_fsm("dot")
+
+
+def test_path_drawn_bold_in_dot():
+    s = ChoiceStream(CFG)
+    s.feed('<tool_call>{"name": "get_time", "arguments": {}}</tool_call>')
+    dot = diagram.render_choice_fsm("dot", current=s.state, path=s.path)
+    bold = {e for e in _dot_edges(dot)
+            if re.search(rf'{e[0]} -> {e[2]} \[label="{e[1]}", color=blue', dot)}
+    assert bold == set(s.path)
+
+
+def test_bad_format_and_state():
+    with pytest.raises(ValueError):
+        diagram.render_choice_fsm("png")
+    with pytest.raises(ValueError):
+        diagram.render_choice_fsm("mermaid", current="nowhere")
