@@ -125,7 +125,9 @@ def current_state() -> ToolwireState:
 def make_upstream(settings: Settings) -> Upstream:
     """The upstream the settings describe: HTTP when ``upstream_url`` is set, else the embedded demo."""
     if settings.upstream_url:
-        timeout = httpx.Timeout(connect=settings.connect_timeout, read=settings.read_timeout,
-                                write=settings.write_timeout, pool=settings.pool_timeout)
+        timeout = httpx.Timeout(connect=settings.upstream_connect_timeout,
+                                read=settings.upstream_read_timeout,
+                                write=settings.upstream_write_timeout,
+                                pool=settings.upstream_pool_timeout)
         return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeout=timeout)
     return DemoUpstream(model=settings.demo_model)

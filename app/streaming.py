@@ -61,7 +61,8 @@ class ChoiceDriver:
     to ``feed``, native tool-call fragments to ``feed_tool_call``, the finish
     reason to ``finish``. A choice whose ``wants_more`` turns ``False`` is
     finished at once; once all ``n`` choices are finished and one of them was
-    cut that way, the upstream is closed without reading further. Choices still open at the end of the stream get ``finish(None)``.
+    cut that way, the upstream is closed without reading further. Choices
+    still open at the end of the stream get ``finish(None)``.
     The upstream is always closed when iteration ends or is abandoned.
 
     Attributes:

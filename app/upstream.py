@@ -213,7 +213,8 @@ def status_error(response: httpx.Response) -> UpstreamError:
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
     if status == 429:
-        return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429, retry_after=response.headers.get("Retry-After"))
+        return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429,
+                             retry_after=response.headers.get("Retry-After"))
     if status < 500:
         return UpstreamError("client_error", message or f"The upstream rejected the request (HTTP {status}).",
                              status=status,

@@ -17,6 +17,7 @@ import pytest
 from support.invariants import (
     ContractViolation,
     StreamRecorder,
+    check_chat_completion,
     check_chat_stream,
     check_error_envelope,
     check_responses_stream,
@@ -237,6 +238,44 @@ def test_wrong_status_or_content_type_is_rejected() -> None:
         check_chat_stream(sse(text_stream("x")), status=500)
     with pytest.raises(ContractViolation, match=r"\[inv 1\] content-type"):
         check_chat_stream(sse(text_stream("x")), content_type="application/json")
+
+
+# ---- non-streaming -------------------------------------------------------------------------------
+
+
+def completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
+    """A non-streaming chat completion with one choice."""
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1730000000, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "logprobs": None, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+CALL = {"id": "call_A", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+
+
+def test_section_39_completion_is_accepted() -> None:
+    check_chat_completion(completion({"content": None, "refusal": None, "tool_calls": [CALL]}, "tool_calls"), legacy=False)
+    check_chat_completion(completion({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "function_call"), legacy=True)
+    check_chat_completion(json.dumps(completion({"content": "hi"}, "stop")).encode())
+
+
+@pytest.mark.parametrize(
+    ("body", "label"),
+    [
+        (completion({"content": None, "tool_calls": [CALL]}, "stop"), "inv 15"),
+        (completion({"content": "hi"}, "tool_calls"), "inv 15"),
+        (completion({"content": "", "tool_calls": [CALL]}, "tool_calls"), "3.9"),
+        (completion({"content": None, "tool_calls": [{**CALL, "type": None}]}, "tool_calls"), "3.9"),
+        (completion({"content": None, "tool_calls": [{**CALL, "function": {"name": "f", "arguments": ""}}]}, "tool_calls"), "inv 13"),
+        (completion({"content": None, "tool_calls": [CALL, CALL]}, "tool_calls"), "inv 10"),
+        (completion({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "function_call"), "inv 16"),
+        (completion({"content": None, "tool_calls": [CALL]}, "function_call"), "inv 16"),
+        ({**completion({"content": "hi"}, "stop"), "object": "chat.completion.chunk"}, "3.9"),
+    ],
+)
+def test_broken_completion_is_rejected(body: dict[str, Any], label: str) -> None:
+    with pytest.raises(ContractViolation, match=rf"\[{label}\]"):
+        check_chat_completion(body, legacy=False)
 
 
 # ---- Responses ------------------------------------------------------------------------------------

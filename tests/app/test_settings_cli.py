@@ -29,7 +29,7 @@ def test_defaults():
 def test_environment_parsing(monkeypatch):
     monkeypatch.setenv("TOOLWIRE_UPSTREAM_URL", "http://127.0.0.1:11434/v1")
     monkeypatch.setenv("TOOLWIRE_UPSTREAM_API_KEY", "sk-secret")
-    monkeypatch.setenv("TOOLWIRE_READ_TIMEOUT", "42.5")
+    monkeypatch.setenv("TOOLWIRE_UPSTREAM_READ_TIMEOUT", "42.5")
     monkeypatch.setenv("TOOLWIRE_MODEL_MAP", '{"gpt-4o": "qwen2.5:7b"}')
     monkeypatch.setenv("TOOLWIRE_DEFAULT_UPSTREAM_MODEL", "llama3")
     monkeypatch.setenv("TOOLWIRE_HEARTBEAT_SECONDS", "3")
@@ -41,7 +41,7 @@ def test_environment_parsing(monkeypatch):
     settings = Settings()
     assert settings.upstream_url == "http://127.0.0.1:11434/v1"
     assert settings.upstream_api_key.get_secret_value() == "sk-secret"
-    assert settings.read_timeout == 42.5 and settings.heartbeat_seconds == 3
+    assert settings.upstream_read_timeout == 42.5 and settings.heartbeat_seconds == 3
     assert settings.upstream_model("gpt-4o") == "qwen2.5:7b"
     assert settings.upstream_model("other") == "llama3"
     policy = policy_from_settings(settings)

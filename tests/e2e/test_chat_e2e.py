@@ -80,11 +80,19 @@ def assert_text_only_upstream_request(exchange: Exchange, tool_names: tuple[str,
     return messages
 
 
-def raw_chat(server: ToolwireServer, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[httpx.Response, bytes]:
-    """POST a streaming chat request with plain httpx and read the whole body."""
+def raw_chat(server: ToolwireServer, body: dict[str, Any], headers: dict[str, str] | None = None,
+             *, within: float = 8.0) -> tuple[httpx.Response, bytes]:
+    """POST a streaming chat request with plain httpx and read the whole body; fail if the stream
+    has not ended ``within`` seconds (keep-alives would otherwise keep a stuck stream open)."""
+    deadline = time.monotonic() + within
+    raw = bytearray()
     with httpx.stream("POST", server.v1_url + "/chat/completions", json={"model": MODEL, "stream": True, **body},
                       headers=headers, timeout=30) as response:
-        return response, response.read()
+        for piece in response.iter_raw():
+            raw += piece
+            if time.monotonic() > deadline:
+                pytest.fail(f"stream still open after {within} s; received so far:\n{bytes(raw).decode(errors='replace')[-1500:]}")
+    return response, bytes(raw)
 
 
 def checked(response: httpx.Response, raw: bytes, **kwargs: Any) -> ChatStreamSummary:
@@ -282,7 +290,7 @@ def test_invalid_request_is_a_400_envelope_with_param(upstream: ScriptedUpstream
 def test_upstream_500_becomes_502(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
     upstream.enqueue(Script(status=500, error_body={"error": {"message": "model crashed", "type": "server_error", "param": None, "code": None}}))
     with pytest.raises(openai.APIStatusError) as caught:
-        openai_client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True)
+        openai_client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True).close()  # drained if it did not raise
     assert caught.value.status_code == 502
     check_error_envelope(502, caught.value.response.content)
 
@@ -291,7 +299,7 @@ def test_upstream_429_passes_through_with_retry_after(upstream: ScriptedUpstream
     body = {"error": {"message": "slow down, scripted", "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}}
     upstream.enqueue(Script(status=429, headers={"Retry-After": "7"}, error_body=body))
     with pytest.raises(openai.RateLimitError) as caught:
-        openai_client.chat.completions.create(model=MODEL, messages=USER, stream=True)
+        openai_client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
     assert caught.value.status_code == 429
     assert caught.value.response.headers.get("retry-after") == "7"
     assert "slow down, scripted" in check_error_envelope(429, caught.value.response.content)["message"]
@@ -301,7 +309,7 @@ def test_upstream_400_passes_through(upstream: ScriptedUpstream, openai_client: 
     body = {"error": {"message": "context too long for scripted model", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
     upstream.enqueue(Script(status=400, error_body=body))
     with pytest.raises(openai.BadRequestError) as caught:
-        openai_client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True)
+        openai_client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True).close()  # drained if it did not raise
     assert caught.value.status_code == 400
     error = check_error_envelope(400, caught.value.response.content)
     assert "context too long for scripted model" in error["message"]
@@ -311,7 +319,7 @@ def test_connection_refused_is_a_502(toolwire_factory: Callable[..., ToolwireSer
     dead = toolwire_factory(TOOLWIRE_UPSTREAM_URL=f"http://127.0.0.1:{free_port()}/v1")
     client = make_openai_client(dead)
     with pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model=MODEL, messages=USER, stream=True)
+        client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
     assert caught.value.status_code == 502
     check_error_envelope(502, caught.value.response.content)
 
@@ -327,7 +335,7 @@ def test_read_timeout_before_headers_is_a_504(upstream: ScriptedUpstream, short_
     client = make_openai_client(short_timeout_server)
     start = time.monotonic()
     with pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model=MODEL, messages=USER, stream=True)
+        client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
     assert caught.value.status_code == 504
     assert time.monotonic() - start < 2.5
     check_error_envelope(504, caught.value.response.content)
@@ -424,3 +432,28 @@ def test_demo_backend_calls_the_weather_tool(toolwire_factory: Callable[..., Too
     ((name, arguments),) = calls_of(choice.message)
     assert name == "get_weather"
     assert "Paris" in arguments["city"]
+
+
+# ---- another tool format -----------------------------------------------------------------------------
+
+
+def test_use_tool_format_prompt_parse_and_history(upstream: ScriptedUpstream, toolwire_factory: Callable[..., ToolwireServer], make_openai_client) -> None:
+    client = make_openai_client(toolwire_factory(TOOLWIRE_TOOL_FORMAT="use_tool"))
+    upstream.enqueue(Script(text='<use_tool><name>get_weather</name><args>{"city": "SF"}</args></use_tool>', chunks=5),
+                     Script(text="Sunny.", chunks=2))
+    final, _ = stream_final(client, messages=USER, tools=[WEATHER])
+    choice = final.choices[0]
+    assert calls_of(choice.message) == [("get_weather", {"city": "SF"})]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    system_text = "\n".join(m["content"] for m in upstream.chat_requests[0].body["messages"] if m["role"] in ("system", "developer"))
+    assert "<use_tool>" in system_text
+
+    (call,) = choice.message.tool_calls
+    echoed = {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}
+    history = [*USER, {"role": "assistant", "content": None, "tool_calls": [echoed]},
+               {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+    follow_up, _ = stream_final(client, messages=history, tools=[WEATHER])
+    assert follow_up.choices[0].message.content == "Sunny."
+    messages = assert_text_only_upstream_request(upstream.chat_requests[1], ("get_weather",))
+    assistant_text = "\n".join(m["content"] for m in messages if m["role"] == "assistant")
+    assert "<use_tool>" in assistant_text and "<tool_call>" not in assistant_text

@@ -5,6 +5,7 @@
   error).
 - ``check_responses_stream(raw, ...)``: Responses SSE invariants 1-3 and 21-32; returns a
   ``ResponsesStreamSummary`` whose ``response`` is the final Response object.
+- ``check_chat_completion(body, ...)``: the non-streaming shape of section 3.9; returns the body.
 - ``check_error_envelope(status, body)``: invariant 4; returns the ``error`` object.
 - ``RecordingTransport`` / ``StreamRecorder``: an httpx transport that tees every response body
   passing through it, so that a test fixture can run the right checker on every stream a client saw.
@@ -592,6 +593,71 @@ def _check_against_openai_helper(v: _Violations, summary: ChatStreamSummary) -> 
             v.add(13, f"choice {choice.index}: helper content {choice.message.content!r} != naive {mine.content!r}")
 
 
+def check_chat_completion(body: bytes | str | dict[str, Any], *, legacy: bool | None = None,
+                          seen_call_ids: set[str] | None = None) -> dict[str, Any]:
+    """Assert the non-streaming response shape of wire-contract 3.9 (messages labelled ``[3.9]``,
+    plus invariants 10, 15 and 16 applied to the message); return the parsed body."""
+    text = body if isinstance(body, str) else json.dumps(body) if isinstance(body, dict) else body.decode("utf-8", "replace")
+    v = _Violations()
+    try:
+        obj = body if isinstance(body, dict) else json.loads(text)
+    except ValueError:
+        v.add("3.9", "body is not JSON")
+        v.raise_if_any("chat completion", text)
+    if obj.get("object") != "chat.completion":
+        v.add("3.9", f"object is {obj.get('object')!r}")
+    if not isinstance(obj.get("id"), str) or not obj["id"] or not isinstance(obj.get("created"), int) or not obj.get("model"):
+        v.add("3.9", "id / created / model missing or empty")
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        v.add("3.9", f"choices is {choices!r}")
+        choices = []
+    ids_here: set[str] = set()
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(choice.get("index"), int):
+            v.add("3.9", f"choice without index or message: {choice!r}")
+            continue
+        i, finish = choice["index"], choice.get("finish_reason")
+        if message.get("role") != "assistant":
+            v.add("3.9", f"choice {i} message role {message.get('role')!r}")
+        if finish not in CHAT_FINISH_REASONS:
+            v.add("3.9", f"choice {i} finish_reason {finish!r}")
+        calls = message.get("tool_calls") or []
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or call.get("type") != "function" or not function.get("name"):
+                v.add("3.9", f"choice {i} tool call without type 'function' and a name: {call!r}")
+                continue
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id.startswith("call_") or call_id in ids_here or call_id in (seen_call_ids or ()):
+                v.add(10, f"choice {i} tool call id {call_id!r} is not a fresh 'call_…' id")
+            if isinstance(call_id, str):
+                ids_here.add(call_id)
+            if not isinstance(function.get("arguments"), str) or not _is_json_object(function["arguments"]):
+                v.add(13, f"choice {i} tool call {function.get('name')!r} arguments {function.get('arguments')!r} are not a JSON object")
+        if calls and message.get("content") == "":
+            v.add("3.9", f"choice {i} holds only tool calls but content is '' (expected null)")
+        if calls and finish == "stop":
+            v.add(15, f"choice {i} has tool calls but finish_reason 'stop'")
+        if finish == "tool_calls" and not calls:
+            v.add(15, f"choice {i} finish_reason 'tool_calls' without tool calls")
+        function_call = message.get("function_call")
+        if function_call is not None:
+            if legacy is False or calls:
+                v.add(16, f"choice {i} has message.function_call (legacy={legacy}, tool_calls={bool(calls)})")
+            if not isinstance(function_call, dict) or not function_call.get("name") or not _is_json_object(function_call.get("arguments") or ""):
+                v.add(16, f"choice {i} function_call {function_call!r} lacks a name or JSON arguments")
+        if (finish == "function_call") != (function_call is not None):
+            v.add(16, f"choice {i} finish_reason {finish!r} with function_call {function_call!r}")
+        if legacy and calls:
+            v.add(16, f"choice {i} answers a legacy functions request with tool_calls")
+    if seen_call_ids is not None:
+        seen_call_ids.update(ids_here)
+    v.raise_if_any("chat completion", text)
+    return obj
+
+
 # ---------------------------------------------------------------------------------------------
 # Responses
 # ---------------------------------------------------------------------------------------------
@@ -1077,8 +1143,9 @@ class StreamRecorder:
     """Collects ``RecordedExchange``s and checks each against the contract.
 
     ``transport()`` makes a ``RecordingTransport`` feeding this recorder; ``check_all()`` runs
-    ``check_chat_stream`` on chat streams, ``check_responses_stream`` on Responses streams and
-    ``check_error_envelope`` on error responses, and returns the failure messages.
+    ``check_chat_stream`` on chat streams, ``check_chat_completion`` on non-streaming chat
+    answers, ``check_responses_stream`` on Responses streams and ``check_error_envelope`` on error
+    responses, and returns the failure messages.
     """
 
     def __init__(self, seen_call_ids: set[str] | None = None) -> None:
@@ -1114,6 +1181,11 @@ class StreamRecorder:
         elif record.is_sse and record.path.endswith("/responses"):
             record.summary = check_responses_stream(
                 bytes(record.body), status=record.status, content_type=content_type, seen_call_ids=self.seen_call_ids
+            )
+        elif record.path.endswith("/chat/completions") and not request.get("stream"):
+            record.summary = check_chat_completion(
+                bytes(record.body), legacy=bool(request.get("functions") or request.get("function_call")),
+                seen_call_ids=self.seen_call_ids,
             )
         elif request.get("stream"):
             raise ContractViolation("stream", [f"[inv 1] stream=true answered with {content_type!r}"], bytes(record.body).decode("utf-8", "replace"))

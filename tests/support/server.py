@@ -10,6 +10,7 @@ yields a ``ToolwireServer`` and finally stops the whole process group (SIGTERM, 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -27,6 +28,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
+PR_SET_PDEATHSIG = 1
 
 
 class ServerStartError(RuntimeError):
@@ -71,6 +73,16 @@ def _environment(settings: Mapping[str, str | None]) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: str(v) for k, v in settings.items() if v is not None})
     return env
+
+
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM gunicorn when the thread that started it
+    (the test process's main thread) dies, so a killed test run leaves no orphaned server behind.
+    ``prctl`` is looked up at import time so the child only makes the call."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -132,6 +144,7 @@ def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_T
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent if _PRCTL is not None else None,
         )
     finally:
         log_file.close()

@@ -1,0 +1,30 @@
+"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging."""
+
+from __future__ import annotations
+
+import signal
+from typing import Iterator
+
+import pytest
+
+TEST_TIME_LIMIT = 20.0
+
+
+class E2ETimeout(Exception):
+    """An e2e test ran past ``TEST_TIME_LIMIT`` (typically: a stream that never ended)."""
+
+
+@pytest.fixture(autouse=True)
+def e2e_time_limit() -> Iterator[None]:
+    """Raise ``E2ETimeout`` in the test if it runs longer than ``TEST_TIME_LIMIT`` seconds."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise E2ETimeout(f"e2e test exceeded {TEST_TIME_LIMIT:.0f} s (a stream that never ended?)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIME_LIMIT)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
