@@ -127,3 +127,12 @@ def test_bad_format_and_state():
         diagram.render_choice_fsm("png")
     with pytest.raises(ValueError):
         diagram.render_choice_fsm("mermaid", current="nowhere")
+
+
+def test_svg_is_rendered_in_process_with_the_current_state():
+    # pygraphviz is part of the dev extras, so this runs wherever the tests run.
+    svg = diagram.render_choice_fsm("svg", "args_streaming")
+    assert isinstance(svg, bytes) and svg.lstrip().startswith(b"<?xml") and b"<svg" in svg
+    for t in TRANSITIONS:
+        assert t.trigger.encode() in svg
+    assert b"darksalmon" in svg
