@@ -29,3 +29,9 @@ diagram: $(VENV)/.installed
 
 clean-venv:
 	rm -rf $(VENV)
+
+.PHONY: bench
+
+# End-to-end benchmark (toolwire vs a minimal relay, see bench/run.py); prints one table, ~3 minutes.
+bench: | $(BIN)/python
+	$(BIN)/python bench/run.py

@@ -7,6 +7,8 @@ with toolwire's pool limits, orjson), none of the work: ``POST
 decoding its JSON and re-encoding it with orjson. No parsing, no state
 machine, no pump greenlet. Like toolwire it yields to the hub every 64 frames
 (house style 6.6) and closes the upstream response when the body is closed.
+It reads the upstream body to its end (past ``[DONE]``), so httpx can reuse
+the upstream connection.
 
 Run: ``gunicorn -c gunicorn.conf.py --pythonpath bench relay:app`` with
 ``RELAY_UPSTREAM_URL=http://127.0.0.1:PORT/v1``. ``GET /healthz`` answers 200.
@@ -61,7 +63,10 @@ def chat_completions() -> Response:
 
 
 def relay(upstream: httpx.Response) -> Iterator[bytes]:
-    """Each upstream ``data:`` frame, JSON decoded and re-encoded; ``[DONE]`` passed through."""
+    """Each upstream ``data:`` frame, JSON decoded and re-encoded; ``[DONE]`` passed through.
+
+    The body is read to its end, so the connection goes back to the pool.
+    """
     buffer = b""
     count = 0
     try:
@@ -74,7 +79,7 @@ def relay(upstream: httpx.Response) -> Iterator[bytes]:
                 payload = frame[6:]
                 if payload == b"[DONE]":
                     yield DONE
-                    return
+                    continue
                 yield b"data: " + orjson.dumps(orjson.loads(payload)) + b"\n\n"
                 count += 1
                 if count % COOPERATE_EVERY == 0:
