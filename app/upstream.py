@@ -18,6 +18,10 @@ from .sse import SSEDecoder
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
 _MAX_ERROR_CHARS = 2000
+# No cap on open upstream connections: gunicorn's worker_connections already bounds the streams a
+# worker holds, and a smaller pool cap queues requests inside httpx, whose pool rescans every
+# connection per queued request (it stalled the 2,000-stream benchmark at the 1,000 cap).
+_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 
 
 class HttpUpstream:
@@ -47,7 +51,7 @@ class HttpUpstream:
             if self._api_key is not None and self._api_key.get_secret_value():
                 headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
             self._client = httpx.Client(timeout=self._timeout, headers=headers, transport=self._transport,
-                                        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
+                                        limits=_LIMITS)
             self._pid = os.getpid()
         return self._client
 
@@ -116,14 +120,13 @@ class HttpStream:
                 self._response.read()
                 yield from _whole_completion(_loads(self._response.content))
                 return
-            decoder = SSEDecoder()
-            for raw in self._response.iter_bytes():
-                for payload in _decode(decoder, raw):
-                    if payload == "[DONE]":
-                        return
-                    yield parse_chunk(_loads(payload))
-            for payload in _decode(decoder, None):
+            raw_chunks = self._response.iter_bytes()
+            for payload in _payloads(raw_chunks):
                 if payload == "[DONE]":
+                    # Read the (normally empty) rest of the body: only a fully read response
+                    # goes back to the connection pool instead of being thrown away.
+                    for _ in raw_chunks:
+                        pass
                     return
                 yield parse_chunk(_loads(payload))
 
@@ -169,6 +172,14 @@ def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
                                    reasoning=message.get("reasoning_content")))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _payloads(raw_chunks: Iterator[bytes]) -> Iterator[str]:
+    """The ``data`` payloads of an SSE byte stream."""
+    decoder = SSEDecoder()
+    for raw in raw_chunks:
+        yield from _decode(decoder, raw)
+    yield from _decode(decoder, None)
 
 
 def _decode(decoder: SSEDecoder, raw: bytes | None) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -181,3 +183,42 @@ def test_through_the_app_with_a_mock_transport(make_app):
     assert response.status_code == 429 and response.headers["Retry-After"] == "3"
     assert response.get_json()["error"] == {"message": "busy", "type": "rate_limit_error", "param": None,
                                             "code": "rate_limit_exceeded"}
+
+
+
+class _KeepAliveSSE(BaseHTTPRequestHandler):
+    """Answers every POST with a short chunked SSE stream on a kept-alive connection."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).ports.append(self.client_address[1])
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for frame in (sse(chunk("hi", finish="stop")), b"data: [DONE]\n\n", b""):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_finished_stream_hands_its_connection_back():
+    """After ``[DONE]`` the body is read to its end, so the next request reuses the connection."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveSSE)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = HttpUpstream(f"http://127.0.0.1:{server.server_port}/v1")
+    try:
+        for _ in range(2):
+            stream = client.open({"model": "m", "messages": [], "stream": True})
+            assert [d.content for c in stream for d in c.choices] == ["hi"]
+            stream.close()
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()
+    ports = _KeepAliveSSE.ports
+    assert len(ports) == 2 and ports[0] == ports[1]
