@@ -216,8 +216,6 @@ class JsonCallParser:
             self.ctx.call_name(self.name)
 
     def _args(self, text: str) -> None:
-        if self.reading == "skip":
-            return
         if self.bare and self.name is None:
             self.args_pending = (self.args_pending or "") + text
             return

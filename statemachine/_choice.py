@@ -218,11 +218,6 @@ class ChoiceStream:
         """``False`` once policy (stop after the first call, max calls) says to stop reading."""
         return not self._cut and self.state is not DONE_STATE
 
-    @property
-    def tool_call_count(self) -> int:
-        """How many valid calls this choice emitted so far."""
-        return self._valid_calls
-
     # the scanner ----------------------------------------------------------------
 
     def _plain_text(self) -> bool:
@@ -244,11 +239,8 @@ class ChoiceStream:
                     pos = end
                     continue
                 self._after_body(buf[pos:end])
-                if self._body is not None:
-                    self._pending = buf[end:]
-                    return
-                pos = end  # the size valve released the block
-                continue
+                self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
+                return
             if self._in_think:
                 pos = self._scan_think(buf, pos)
             else:
@@ -477,9 +469,8 @@ class ChoiceStream:
             self._settle_rejected(call, "invalid_json", "the arguments are not a JSON object")
             return
         arguments = "".join(call.args)
-        problem = "invalid_json" if invalid or call.invalid else _object_problem(arguments)
-        if problem is None:
-            problem = self._schema_problem(call, arguments)
+        value = None if invalid or call.invalid else _json_object(arguments)
+        problem = "invalid_json" if value is None else self._schema_problem(call, value)
         valid = problem is None
         self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid))
         self._trigger("tool_close_seen")
@@ -584,7 +575,7 @@ class ChoiceStream:
         call.args.append(text)
         self._out.append(ToolCallArgumentsDelta(call.index, text))
 
-    def _schema_problem(self, call: _Call, arguments: str) -> str | None:
+    def _schema_problem(self, call: _Call, value: dict) -> str | None:
         name = call.name
         spec = self.config.tools.get(name)
         if spec is None or not spec.parameters:
@@ -593,7 +584,7 @@ class ChoiceStream:
         mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch
         if not spec.strict and mode == "emit":
             return None
-        errors = schema_errors(spec.parameters, json.loads(arguments))
+        errors = schema_errors(spec.parameters, value)
         if not errors:
             return None
         if mode == "fail":
@@ -638,9 +629,10 @@ def _strip_decorations(name: str) -> str:
     return name
 
 
-def _object_problem(arguments: str) -> str | None:
+def _json_object(arguments: str) -> dict | None:
+    """The arguments parsed (once per call), or ``None`` unless they are a JSON object."""
     try:
         value = json.loads(arguments)
     except ValueError:
-        return "invalid_json"
-    return None if isinstance(value, dict) else "invalid_json"
+        return None
+    return value if isinstance(value, dict) else None
