@@ -55,9 +55,8 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 
 def configure_logging(level: str) -> None:
-    """Root logging at ``level`` (unless the host configured it); ``transitions`` at WARNING."""
+    """Root logging at ``level`` (unless the host configured it); ``init_app`` quiets ``transitions``."""
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger(__name__).setLevel(level)
-    logging.getLogger("transitions").setLevel(logging.WARNING)

@@ -25,7 +25,8 @@ from .errors import ApiError, as_api_error, register_error_handlers
 from .extension import current_state
 from .prompting import build_upstream_messages
 from .schemas import parse_chat_request
-from .streaming import DONE, ChoiceDriver, cooperative, data_frame, sse_body
+from .driver import ChoiceDriver
+from .streaming import DONE, cooperative, data_frame, sse_body
 from .tools import chat_parser_config
 
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
