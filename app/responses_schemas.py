@@ -75,35 +75,36 @@ class MediaPart(_Lenient):
 ContentPart = Annotated[Union[TextPart, RefusalPart, MediaPart], Field(discriminator="type")]
 
 
-class MessageItem(_Lenient):
+class _EchoedItem(_Lenient):
+    """An item a client may echo back from an earlier output, with or without ``id``/``status``."""
+
+    id: str | None = None
+    status: str | None = None
+
+
+class MessageItem(_EchoedItem):
     """A message; ``type`` may be omitted (the AI SDK does)."""
 
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
     content: Union[str, list[ContentPart]]
-    id: str | None = None
-    status: str | None = None
 
 
-class FunctionCallItem(_Lenient):
+class FunctionCallItem(_EchoedItem):
     """A function call echoed from an earlier output, with or without ``id``/``status``."""
 
     type: Literal["function_call"]
     call_id: str
     name: str
     arguments: str
-    id: str | None = None
-    status: str | None = None
 
 
-class FunctionCallOutputItem(_Lenient):
+class FunctionCallOutputItem(_EchoedItem):
     """A tool result; ``output`` is a string, a part list, or (leniently) any JSON value."""
 
     type: Literal["function_call_output"]
     call_id: str
     output: Any
-    id: str | None = None
-    status: str | None = None
 
 
 class ItemReference(_Lenient):
