@@ -100,14 +100,13 @@ def chat_completions() -> Response:
     driver = ChoiceDriver(stream, config, n=req.n)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    prompt_chars = len(orjson.dumps(messages))
     legacy = config.legacy_functions
 
     if not req.stream:
         accumulator = ChatAccumulator(completion_id, created, req.model, legacy_functions=legacy)
         for index, event in cooperative(driver):
             accumulator.add(index, event)
-        return current_app.json.response(accumulator.body(_usage(driver, prompt_chars)))
+        return current_app.json.response(accumulator.body(_usage(driver, messages)))
 
     chunker = ChatChunker(completion_id, created, req.model, legacy_functions=legacy,
                           include_usage=req.include_usage)
@@ -117,7 +116,7 @@ def chat_completions() -> Response:
             for chunk in chunker.chunks(index, event):
                 yield data_frame(chunk)
         if req.include_usage:
-            yield data_frame(chunker.usage_chunk(_usage(driver, prompt_chars)))
+            yield data_frame(chunker.usage_chunk(_usage(driver, messages)))
         yield DONE
 
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
@@ -130,12 +129,13 @@ def _error_frame(exc: Exception) -> bytes:
     return data_frame(as_api_error(exc).body()) + DONE
 
 
-def _usage(driver: ChoiceDriver, prompt_chars: int) -> dict[str, int]:
+def _usage(driver: ChoiceDriver, messages: list[dict[str, Any]]) -> dict[str, int]:
     """The upstream's token counts, or an estimate (~4 characters a token) when it sent none."""
     usage = driver.usage or {}
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if isinstance(prompt, int) and isinstance(completion, int):
         return usage_object(prompt, completion)
+    prompt_chars = len(orjson.dumps(messages))  # only when estimating: most upstreams send usage
     return usage_object(math.ceil(prompt_chars / 4), math.ceil(driver.output_chars / 4))
 
 
