@@ -250,3 +250,19 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
     assert "could not store response" in caplog.text
+
+
+def test_tool_choice_none_leaves_call_text_as_text(make_app):
+    upstream = FakeUpstream(text_chunks(CALL_TEXT))
+    body = post(make_app(upstream).test_client(), tools=[WEATHER], tool_choice="none").get_json()
+    assert [item["type"] for item in body["output"]] == ["message"]
+    assert body["tool_choice"] == "none"
+
+
+def test_allowed_tools_only_emits_the_allowed_calls(make_app):
+    other = {**WEATHER, "name": "get_time"}
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_time"}]}
+    upstream = FakeUpstream(text_chunks(CALL_TEXT))
+    body = post(make_app(upstream).test_client(), tools=[WEATHER, other], tool_choice=choice).get_json()
+    assert not [item for item in body["output"] if item["type"] == "function_call"]
+    assert body["tool_choice"] == choice
