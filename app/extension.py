@@ -18,6 +18,7 @@ import logging
 import warnings
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 from flask import Flask, current_app
@@ -27,6 +28,10 @@ from .demo import DemoUpstream
 from .settings import Settings
 from .upstream import HttpUpstream
 from .upstream_types import Upstream
+
+if TYPE_CHECKING:
+    from .auth import KeyRing
+    from .limits import StreamSlots
 
 EXTENSION_KEY = "toolwire"
 
@@ -42,10 +47,14 @@ class ToolwireState:
     Fields:
         settings: the validated settings.
         upstream: the back end the endpoints call.
+        api_keys: the accepted client keys (empty = open).
+        streams: this worker's generations in flight, capped.
     """
 
     settings: Settings
     upstream: Upstream
+    api_keys: "KeyRing"
+    streams: "StreamSlots"
 
 
 class Toolwire:
@@ -75,6 +84,7 @@ class Toolwire:
             name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
         Raises:
             RuntimeError: toolwire is already registered on ``app``.
+            ValueError: the client key settings are unusable (see :func:`~app.auth.load_keyring`).
         """
         if EXTENSION_KEY in app.extensions:
             raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
@@ -84,12 +94,15 @@ class Toolwire:
                           "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
         logging.getLogger("transitions").setLevel(logging.WARNING)
-        settings = self._settings or Settings()
-        upstream = self._upstream or make_upstream(settings)
-        self._states[app] = ToolwireState(settings, upstream)
-        app.extensions[EXTENSION_KEY] = self
+        from .api import create_blueprint  # here, not at the top: these import this module
+        from .auth import load_keyring
+        from .limits import StreamSlots
 
-        from .api import create_blueprint  # here, not at the top: api imports this module
+        settings = self._settings or Settings()
+        api_keys = load_keyring(settings)
+        upstream = self._upstream or make_upstream(settings)
+        self._states[app] = ToolwireState(settings, upstream, api_keys, StreamSlots(settings.max_concurrent_streams))
+        app.extensions[EXTENSION_KEY] = self
 
         app.register_blueprint(create_blueprint(name), url_prefix=url_prefix)
 
