@@ -9,9 +9,9 @@ Stream cap: every generation (a ``POST`` under ``/v1``, streaming or not —
 both hold an upstream stream and a greenlet for their whole length) takes a
 slot from a per-worker counter before any upstream call; over
 ``max_concurrent_streams`` it gets 429 with ``Retry-After`` instead of
-slowing every other stream down. The slot is released when the WSGI server
-closes the response body (stream finished or client gone), or at request
-teardown if no response took it.
+slowing every other stream down. The slot of a streamed response is released
+when the WSGI server closes its body (stream finished or client gone); any
+other response's at request teardown.
 """
 
 from __future__ import annotations
@@ -96,9 +96,10 @@ def _take_slot() -> None:
 
 
 def _hand_slot_to_response(response: Response) -> Response:
-    slot = g.pop("toolwire_slot", None)
-    if slot is not None:
-        response.call_on_close(slot.release)
+    if response.is_streamed:  # the work happens while the body is sent; a whole body leaves it to teardown
+        slot = g.pop("toolwire_slot", None)
+        if slot is not None:
+            response.call_on_close(slot.release)
     return response
 
 
@@ -106,6 +107,22 @@ def _release_unhanded_slot(exc: BaseException | None) -> None:
     slot = g.pop("toolwire_slot", None)
     if slot is not None:
         slot.release()
+
+
+def read_body() -> bytes:
+    """The whole request body (not cached).
+
+    Raises:
+        ApiError: 413 when a body without ``Content-Length`` (chunked) goes
+            past ``max_body_bytes``: Werkzeug stops reading at the limit
+            without saying the body was longer.
+    """
+    data = request.get_data(cache=False)
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit \
+            and request.environ["wsgi.input"].read(1):
+        raise body_too_large(limit)
+    return data
 
 
 # count limits on the parsed body ------------------------------------------------------------
