@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     max_tools: int = Field(128, ge=0, description="Tools per request; 0 = no limit")
     max_tool_schema_bytes: int = Field(65536, ge=0, description="JSON size of one tool's parameters; 0 = no limit")
     max_concurrent_streams: int = Field(
-        256, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
+        512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
     log_level: str = "INFO"
 

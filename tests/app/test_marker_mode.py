@@ -91,3 +91,14 @@ def test_no_marker_in_the_prompt_when_off(make_app):
     upstream = EchoUpstream(marked_call=False)
     post(make_app(upstream).test_client())
     assert "marker=" not in str(upstream.bodies[0]["messages"])
+
+
+def test_the_demo_model_follows_marker_mode(make_app):
+    from app.demo import DemoUpstream
+
+    client = make_app(DemoUpstream(), marker_mode=True).test_client()
+    response = client.post("/v1/chat/completions", json={
+        "model": "toolwire-demo", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [WEATHER_TOOL]})
+    calls = message_of(response)["tool_calls"]
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [("get_weather", '{"city": "Paris"}')]
