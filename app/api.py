@@ -17,17 +17,17 @@ from typing import Any
 import orjson
 from flask import Blueprint, Response, current_app, g, request
 
-from statemachine import get_format
-
+from . import limits
+from .auth import api_before_request
 from .chat_wire import ChatAccumulator, ChatChunker, usage_object
-from .errors import ApiError, as_api_error, register_error_handlers
+from .errors import as_api_error, register_error_handlers
 from .extension import current_state
 from .prompting import build_upstream_messages
 from .responses_api import create_response, delete_response, get_response
 from .schemas import parse_chat_request
 from .driver import ChoiceDriver
 from .streaming import DONE, cooperative, data_frame, sse_body
-from .tools import chat_parser_config
+from .tools import chat_parser_config, prompt_format
 from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
@@ -40,6 +40,8 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     """The API Blueprint (register it with a ``url_prefix`` such as ``/v1``)."""
     bp = Blueprint(name, __name__)
     bp.before_request(_before_request)
+    bp.before_request(api_before_request)  # auth: before the limits, so a refused client takes no slot
+    limits.install(bp)
     bp.after_request(_after_request)
     register_error_handlers(bp)
     bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
@@ -53,7 +55,6 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 def _before_request() -> None:
     incoming = request.headers.get("X-Request-Id", "")
     g.toolwire_request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-    request.max_content_length = current_state().settings.max_body_bytes
 
 
 def _after_request(response: Response) -> Response:
@@ -66,9 +67,10 @@ def chat_completions() -> Response:
     state = current_state()
     settings = state.settings
     body = json_body()
+    limits.check_chat_limits(body)
     req = parse_chat_request(body)
     config = chat_parser_config(req, settings)
-    messages = build_upstream_messages(body["messages"], config, get_format(settings.tool_format))
+    messages = build_upstream_messages(body["messages"], config, prompt_format(config))
     upstream_body = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
     upstream_body.update(model=settings.upstream_model(req.model), messages=messages, stream=True,
                          stream_options={"include_usage": True})

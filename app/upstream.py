@@ -74,7 +74,7 @@ class HttpUpstream:
                     response.read()
             finally:
                 response.close()
-            raise status_error(response)
+            raise status_error(response, secret=self._api_key)
         return HttpStream(response)
 
     def models(self) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ class HttpUpstream:
         with _mapped_errors():
             response = self.client.get(f"{self.base_url}/models", headers={"Accept": "application/json"})
         if response.status_code >= 400:
-            raise status_error(response)
+            raise status_error(response, secret=self._api_key)
         try:
             data = orjson.loads(response.content).get("data")
         except (orjson.JSONDecodeError, AttributeError):
@@ -212,14 +212,23 @@ class _mapped_errors:
         raise UpstreamError("connect", "Could not reach the upstream.") from None
 
 
-def status_error(response: httpx.Response) -> UpstreamError:
-    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read)."""
+def status_error(response: httpx.Response, *, secret: SecretStr | None = None) -> UpstreamError:
+    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read).
+
+    401 and 403 are about toolwire's own upstream key, not the client's
+    request: they become a 502 whose message never quotes the upstream (which
+    may echo part of the key). Any other upstream message has ``secret``
+    masked out.
+    """
     status = response.status_code
+    if status in (401, 403):
+        return UpstreamError("auth", f"The upstream refused toolwire's credentials (HTTP {status}).",
+                             code="upstream_auth_failed")
     try:
         body: Any = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         body = response.text[:_MAX_ERROR_CHARS]
-    message = _message(body)
+    message = _redact(_message(body), secret)
     err = body.get("error") if isinstance(body, dict) else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
@@ -233,6 +242,11 @@ def status_error(response: httpx.Response) -> UpstreamError:
                              code=str(code) if code is not None else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
+
+
+def _redact(text: str, secret: SecretStr | None) -> str:
+    value = secret.get_secret_value() if secret is not None else ""
+    return text.replace(value, "**********") if value else text
 
 
 def _message(body: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from flask import g, request
 
+from . import limits
 from .errors import ApiError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -22,10 +23,10 @@ def json_body() -> dict[str, Any]:
 
     Raises:
         ApiError: 400 ``invalid_json`` when it does not parse, 400 when it is
-            not an object (413 comes from the body-size limit).
+            not an object; 413 over the body-size limit.
     """
     try:
-        body = orjson.loads(request.get_data(cache=False))
+        body = orjson.loads(limits.read_body())
     except orjson.JSONDecodeError:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):

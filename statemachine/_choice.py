@@ -89,13 +89,14 @@ class ChoiceStream:
         )
         self._parsing = config.parsing_enabled
         self._suppress_tail = config.policy.text_after_calls == "suppress"
-        formats = [get_format(name) for name in config.formats] if self._parsing else []
+        formats = [get_format(name).with_marker(config.marker) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self._closers = frozenset(fmt.closer for fmt in formats)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
+        self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
         self._think_sentinels = (THINK_CLOSE, *self._openers)
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
@@ -107,7 +108,8 @@ class ChoiceStream:
         self._release: str | None = None  # the kind of a disproved block awaiting release
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_held: list[str] | None = None  # reasoning from a call opener on
-        self._at_start = True  # nothing visible yet: a fence or bare JSON may start a call
+        # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
+        self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
         self._fence_close = False
         self._call: _Call | None = None
@@ -307,7 +309,7 @@ class ChoiceStream:
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
-        if len(tail) < 16 and any(s.startswith(tail) for s in self._sentinels):
+        if len(tail) < self._hold and any(s.startswith(tail) for s in self._sentinels):
             self._pending = tail
             return n
         self._emit_text("<")
@@ -345,7 +347,7 @@ class ChoiceStream:
                 self._in_think = False
                 return i + len(THINK_CLOSE)
             tail = buf[i:]
-            if len(tail) < 16 and any(s.startswith(tail) for s in self._think_sentinels):
+            if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
                 self._reasoning(buf[pos:i])
                 self._pending = tail
                 return n

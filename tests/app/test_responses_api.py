@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.upstream_types import UpstreamChunk, UpstreamError
@@ -246,7 +248,7 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = type(state)(state.settings, state.upstream, BrokenStore())
+        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore())
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
     assert "could not store response" in caplog.text
