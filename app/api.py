@@ -10,7 +10,6 @@ events into one body.
 from __future__ import annotations
 
 import math
-import re
 import time
 import uuid
 from typing import Any
@@ -20,6 +19,7 @@ from flask import Blueprint, Response, current_app, g, request
 
 from statemachine import get_format
 
+from . import observe
 from .chat_wire import ChatAccumulator, ChatChunker, usage_object
 from .errors import ApiError, as_api_error, register_error_handlers
 from .extension import current_state
@@ -32,7 +32,6 @@ from .tools import chat_parser_config
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                             "parallel_tool_calls", "functions", "function_call"})
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -40,7 +39,7 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     """The API Blueprint (register it with a ``url_prefix`` such as ``/v1``)."""
     bp = Blueprint(name, __name__)
     bp.before_request(_before_request)
-    bp.after_request(_after_request)
+    bp.after_request(observe.respond)
     register_error_handlers(bp)
     bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
     bp.add_url_rule("/models", view_func=list_models, methods=["GET"])
@@ -48,14 +47,8 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 
 
 def _before_request() -> None:
-    incoming = request.headers.get("X-Request-Id", "")
-    g.toolwire_request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    g.toolwire_request_id = observe.begin().request_id
     request.max_content_length = current_state().settings.max_body_bytes
-
-
-def _after_request(response: Response) -> Response:
-    response.headers["X-Request-Id"] = g.get("toolwire_request_id", "")
-    return response
 
 
 def request_id() -> str:
@@ -76,6 +69,7 @@ def json_body() -> dict[str, Any]:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body
 
 

@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     log_level: str = "INFO"
+    log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
+    debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
+                                           "for /debug/requests; off in production")
+    debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
+                                                    "unset = <tmp>/toolwire-debug")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
 
     @field_validator("tool_format")
     @classmethod
