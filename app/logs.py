@@ -27,7 +27,8 @@ class RequestIdFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One compact JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, ``request_id``, fields."""
+    """One compact JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, ``request_id``, ``pid``
+    (the gunicorn worker), then the record's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -36,6 +37,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
             "request_id": getattr(record, "request_id", None),
+            "pid": record.process,
         }
         fields = getattr(record, "fields", None)
         if fields:
