@@ -121,7 +121,10 @@ class RequestRecord:
             "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
             "duration_ms": _ms(duration)}})
         if self.debug is not None:
-            self.debug.save(self.request_id, self.debug_view())
+            try:
+                self.debug.save(self.request_id, self.debug_view())
+            except OSError as exc:  # the debug view must never break a response
+                access_log.warning("debug record not saved: %s", exc)
         if _current.get() is self:
             _current.set(None)
 

@@ -319,3 +319,13 @@ def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-2.json", "keep-3.json"]
     assert client.get("/debug/requests/keep-0").status_code == 404
     assert client.get("/debug/requests/keep-3").status_code == 200
+
+
+def test_an_unwritable_debug_dir_does_not_break_the_response(make_app, json_log, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    client = make_app(FakeUpstream(text_chunks("hi")), debug=True, debug_dir=str(blocker)).test_client()
+    assert post(client, "dbg-fail").status_code == 200
+    warnings = [line for line in records(json_log) if line["level"] == "WARNING"]
+    assert len(warnings) == 1 and warnings[0]["msg"].startswith("debug record not saved")
+    assert warnings[0]["request_id"] == "dbg-fail"
