@@ -9,15 +9,14 @@ events into one body.
 from __future__ import annotations
 
 import math
-import re
 import time
 import uuid
 from typing import Any
 
 import orjson
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, g
 
-from . import limits
+from . import limits, observe
 from .auth import api_before_request
 from .chat_wire import ChatAccumulator, ChatChunker, usage_object
 from .errors import as_api_error, register_error_handlers
@@ -33,7 +32,6 @@ from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                             "parallel_tool_calls", "functions", "function_call"})
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def create_blueprint(name: str = "toolwire") -> Blueprint:
@@ -42,7 +40,7 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     bp.before_request(_before_request)
     bp.before_request(api_before_request)  # auth: before the limits, so a refused client takes no slot
     limits.install(bp)
-    bp.after_request(_after_request)
+    bp.after_request(observe.respond)
     register_error_handlers(bp)
     bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
     bp.add_url_rule("/responses", view_func=create_response, methods=["POST"])
@@ -53,13 +51,7 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 
 
 def _before_request() -> None:
-    incoming = request.headers.get("X-Request-Id", "")
-    g.toolwire_request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-
-
-def _after_request(response: Response) -> Response:
-    response.headers["X-Request-Id"] = g.get("toolwire_request_id", "")
-    return response
+    g.toolwire_request_id = observe.begin().request_id
 
 
 def chat_completions() -> Response:

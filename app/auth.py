@@ -10,11 +10,10 @@ client keys are never forwarded.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import logging
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from flask import request
 
@@ -22,8 +21,6 @@ from .errors import ApiError
 from .extension import current_state
 
 log = logging.getLogger(__name__)
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class KeyRing:
@@ -121,24 +118,7 @@ def api_before_request() -> None:
         authorize_request()
 
 
-def require_api_key(view: F) -> F:
-    """Decorator: the view needs an accepted key (when keys are configured)."""
-
-    @functools.wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+def metrics_guard() -> None:
+    """The ``/metrics`` guard: a key is needed only when ``TOOLWIRE_METRICS_REQUIRE_KEY`` is on."""
+    if current_state().settings.metrics_require_key:
         authorize_request()
-        return view(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def protect_metrics(view: F) -> F:
-    """Decorator for the metrics view: needs a key only when ``TOOLWIRE_METRICS_REQUIRE_KEY`` is on."""
-
-    @functools.wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if current_state().settings.metrics_require_key:
-            authorize_request()
-        return view(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
     log_level: str = "INFO"
+    log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
+    debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
+                                           "for /debug/requests; off in production")
+    debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
+                                                    "unset = <tmp>/toolwire-debug")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
 
     @field_validator("tool_format")
     @classmethod

@@ -14,6 +14,7 @@ import httpx
 import orjson
 from pydantic import SecretStr
 
+from .metrics import UPSTREAM_ERRORS
 from .sse import SSEDecoder
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
@@ -68,27 +69,26 @@ class HttpUpstream:
                                             content=orjson.dumps(body), headers=headers)
         with _mapped_errors():
             response = self.client.send(request, stream=True)
-        if response.status_code >= 400:
-            try:
-                with _mapped_errors():
+            if response.status_code >= 400:
+                try:
                     response.read()
-            finally:
-                response.close()
-            raise status_error(response, secret=self._api_key)
+                finally:
+                    response.close()
+                raise status_error(response, secret=self._api_key)
         return HttpStream(response)
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
         with _mapped_errors():
             response = self.client.get(f"{self.base_url}/models", headers={"Accept": "application/json"})
-        if response.status_code >= 400:
-            raise status_error(response, secret=self._api_key)
-        try:
-            data = orjson.loads(response.content).get("data")
-        except (orjson.JSONDecodeError, AttributeError):
-            data = None
-        if not isinstance(data, list):
-            raise UpstreamError("protocol", "The upstream sent a malformed model list.")
+            if response.status_code >= 400:
+                raise status_error(response, secret=self._api_key)
+            try:
+                data = orjson.loads(response.content).get("data")
+            except (orjson.JSONDecodeError, AttributeError):
+                data = None
+            if not isinstance(data, list):
+                raise UpstreamError("protocol", "The upstream sent a malformed model list.")
         return data
 
     def ready(self) -> bool:
@@ -197,19 +197,25 @@ def _loads(payload: str | bytes) -> Any:
 
 
 class _mapped_errors:
-    """Context manager: httpx exceptions → :class:`UpstreamError`."""
+    """Context manager: httpx exceptions → :class:`UpstreamError`; every one leaving it is counted
+    in ``toolwire_upstream_errors_total`` by kind (so do not nest it)."""
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is None or isinstance(exc, UpstreamError) or not isinstance(exc, httpx.HTTPError):
+        if isinstance(exc, UpstreamError):
+            UPSTREAM_ERRORS.labels(exc.kind).inc()
+        if exc is None or not isinstance(exc, httpx.HTTPError):
             return None
         if isinstance(exc, httpx.TimeoutException):
-            raise UpstreamError("timeout", "The upstream timed out.", status=504) from None
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
-            raise UpstreamError("protocol", "The upstream broke the HTTP protocol.") from None
-        raise UpstreamError("connect", "Could not reach the upstream.") from None
+            mapped = UpstreamError("timeout", "The upstream timed out.", status=504)
+        elif isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
+            mapped = UpstreamError("protocol", "The upstream broke the HTTP protocol.")
+        else:
+            mapped = UpstreamError("connect", "Could not reach the upstream.")
+        UPSTREAM_ERRORS.labels(mapped.kind).inc()
+        raise mapped from None
 
 
 def status_error(response: httpx.Response, *, secret: SecretStr | None = None) -> UpstreamError:

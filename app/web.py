@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from flask import g, request
 
-from . import limits
+from . import limits, observe
 from .errors import ApiError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -31,6 +31,7 @@ def json_body() -> dict[str, Any]:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body
 
 

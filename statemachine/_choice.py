@@ -119,6 +119,11 @@ class ChoiceStream:
         self._incomplete = False
         self._cut = False
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
+        # Per path entry: the [start, end) offsets, in all text fed so far, of the piece being
+        # processed when it fired (a held partial sentinel included); empty for native calls and finish.
+        self.spans: list[tuple[int, int]] = []
+        self._fed = 0
+        self._span = (0, 0)
 
     # public API -------------------------------------------------------------
 
@@ -136,6 +141,8 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed() after finish()", code="usage_error")
         out = self._out = []
+        start, self._fed = self._fed - len(self._pending), self._fed + len(text)
+        self._span = (start, self._fed)
         if text and not self._cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
@@ -168,6 +175,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed_tool_call() after finish()", code="usage_error")
         out = self._out = []
+        self._span = (self._fed, self._fed)
         if self._cut:
             return out
         if self._native_index != index:
@@ -196,6 +204,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("finish() called twice", code="usage_error")
         out = self._out = []
+        self._span = (self._fed, self._fed)
         upstream = normalize_finish_reason(reason)
         self._end_native()
         if self._in_think and self._think_held is not None:
@@ -618,6 +627,7 @@ class ChoiceStream:
         source = self.state
         self.trigger(name)
         self.path.append((source.value, name, self.state.value))
+        self.spans.append(self._span)
 
 
 def _strip_decorations(name: str) -> str:

@@ -6,11 +6,8 @@ import logging
 
 import httpx
 import pytest
-from flask import Flask
 
-from app import Toolwire
-from app.auth import KeyRing, load_keyring, protect_metrics, require_api_key
-from app.errors import register_error_handlers
+from app.auth import KeyRing, load_keyring
 from app.settings import Settings
 from app.upstream import HttpUpstream
 from tests.app.conftest import FakeUpstream, text_chunks
@@ -104,16 +101,12 @@ def test_keyring_keeps_digests_only():
 @pytest.mark.parametrize("require, key, status", [
     (False, None, 200), (True, None, 401), (True, "sk-m", 200), (True, "sk-bad", 401),
 ])
-def test_metrics_decorator_follows_the_setting(require, key, status):
-    host = Flask(__name__)
-    register_error_handlers(host)
-    Toolwire(host, settings=Settings(api_keys="sk-m", metrics_require_key=require), upstream=FakeUpstream())
-    host.add_url_rule("/metrics", view_func=protect_metrics(lambda: "ok"))
-    host.add_url_rule("/private", view_func=require_api_key(lambda: "ok"), endpoint="private")
-    client = host.test_client()
+def test_metrics_key_follows_the_setting_and_debug_always_needs_one(make_app, upstream, require, key, status):
+    client = make_app(upstream, api_keys="sk-m", metrics_require_key=require, debug=True).test_client()
     assert client.get("/metrics", headers=bearer(key) if key else {}).status_code == status
-    assert client.get("/private", headers=bearer("sk-m")).status_code == 200
-    assert client.get("/private").status_code == 401
+    assert client.get("/debug/requests/nope", headers=bearer("sk-m")).status_code == 404
+    assert client.get("/debug/requests/nope").status_code == 401
+    assert client.get("/healthz").status_code == 200
 
 
 def test_client_keys_are_masked_in_settings(monkeypatch, capsys):

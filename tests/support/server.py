@@ -2,7 +2,8 @@
 
 ``run_toolwire(env)`` is a context manager: it starts
 ``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` from
-the project root with the given ``TOOLWIRE_*`` environment, waits until ``GET /healthz`` answers 200,
+the project root with the given ``TOOLWIRE_*`` environment (``WEB_CONCURRENCY`` in it sets
+``--workers``), waits until ``GET /healthz`` answers 200,
 yields a ``ToolwireServer`` and finally stops the whole process group (SIGTERM, then SIGKILL).
 ``ServerPool`` keeps one server per distinct environment for a test session.
 """
@@ -133,7 +134,8 @@ def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_T
     url = f"http://127.0.0.1:{port}"
     log_file = tempfile.NamedTemporaryFile(prefix="toolwire-gunicorn-", suffix=".log", delete=False)
     log_path = Path(log_file.name)
-    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    workers = settings.get("WEB_CONCURRENCY") or "1"
+    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", workers]
     env = _environment(settings)
     try:
         process = subprocess.Popen(
