@@ -89,6 +89,8 @@ class ChoiceStream:
         )
         self._parsing = config.parsing_enabled
         self._suppress_tail = config.policy.text_after_calls == "suppress"
+        # With only strict tools, an unknown name breaks the strict contract (strict_mismatch policy).
+        self._all_strict = bool(config.tools) and all(t.strict for t in config.tools.values())
         formats = [get_format(name) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self._closers = frozenset(fmt.closer for fmt in formats)
@@ -546,7 +548,7 @@ class ChoiceStream:
             return "accept"
         if bare:
             return "reject"
-        policy = config.policy.unknown_tool
+        policy = config.policy.strict_mismatch if self._all_strict else config.policy.unknown_tool
         if policy == "fail":
             raise ModelOutputError(f"the model called an unknown tool {name!r}", code="unknown_tool")
         return "accept" if policy == "emit" else "reject"

@@ -491,7 +491,6 @@ def test_seed5_6_7_stray_characters_repaired(body):
     tr(CFG, tc(body), [Call("get_weather", SF)], finish="tool_calls")
 
 
-@known_gap("unknown names follow Policy.unknown_tool (default text) even when every offered tool is strict")
 def test_seed8_unknown_name_strict():
     """8.3 #8 / 4.14 table: unknown name with strict tools → nothing visible, no call, error unknown_tool."""
     strict = ParserConfig.for_tools([ToolSpec("get_weather", parameters=CFG.tools["get_weather"].parameters,
