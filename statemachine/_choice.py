@@ -93,6 +93,7 @@ class ChoiceStream:
         self._all_strict = bool(config.tools) and all(t.strict for t in config.tools.values())
         formats = [get_format(name) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
+        self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
         self._closers = frozenset(fmt.closer for fmt in formats)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
@@ -117,6 +118,7 @@ class ChoiceStream:
         self._next_index = 0
         self._valid_calls = 0
         self._incomplete = False
+        self._truncated = False  # the upstream cut the output short (length, content filter)
         self._cut = False
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
 
@@ -197,6 +199,7 @@ class ChoiceStream:
             raise UsageError("finish() called twice", code="usage_error")
         out = self._out = []
         upstream = normalize_finish_reason(reason)
+        self._truncated = upstream in ("length", "content_filter")
         self._end_native()
         if self._in_think and self._think_held is not None:
             held, self._think_held = "".join(self._think_held), None
@@ -488,6 +491,20 @@ class ChoiceStream:
             self._incomplete = True
             self.note(problem, f"the arguments of {call.name!r} are not acceptable ({problem})",
                       index=call.index, name=call.name)
+
+    def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
+        """The stream ended after a complete call whose block never closed (4.11).
+
+        Accepted after a normal stop (``tail``, the arguments' closing text, is
+        sent first); when the upstream cut the output short the block may have
+        been cut too, so the call is incomplete instead.
+        """
+        if self._truncated:
+            self.call_incomplete()
+            return
+        self.note("recovered_unclosed", "the call block had no closer; its body was complete")
+        self.call_args(tail)
+        self.call_end(repaired=repaired, invalid=invalid)
 
     def call_invalid(self) -> None:
         """The body turned out malformed; a committed call ends as invalid now."""
