@@ -48,6 +48,8 @@ class JsonCallParser:
     ``tool_call`` wrapper) are interpreted, so a ``"name"`` nested in the
     arguments is never the function name. Object arguments stream verbatim;
     string arguments are collected and decoded once when the string closes.
+    The value of an alias key (``parameters``, ``args``…) is held until the
+    object closes, because a later ``arguments`` key wins over it (case 37).
 
     ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
     with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
@@ -68,8 +70,11 @@ class JsonCallParser:
         self.literal: list[str] = []
         self.key = ""
         self.name: str | None = None
-        self.saw_args = False
-        self.args_pending: str | None = None  # bare mode: args held until the name is known
+        self.saw_args = False  # an arguments value (under any arguments-like key) began
+        self.saw_arguments = False  # … under the ``arguments`` key itself
+        self.holding_alias = False  # the arguments read so far are an alias key's
+        self.before_alias = (False, False)  # (invalid, repaired) before the alias value
+        self.held: list[str] = []  # argument text not sent yet (see _args)
         self.repaired = False
         self.invalid = False
 
@@ -153,7 +158,15 @@ class JsonCallParser:
     def _start_value(self, ch: str) -> bool:
         """Start reading a value; return whether ``ch`` was consumed here."""
         key = self.key
-        if key in ARG_KEYS and not self.saw_args:
+        if key in ARG_KEYS and not self.saw_arguments and (key == "arguments" or not self.saw_args):
+            if key != "arguments":
+                self.holding_alias = True
+                self.before_alias = (self.invalid, self.repaired)
+            elif self.holding_alias:  # "arguments" replaces the alias value read before it
+                self.holding_alias = False
+                self.held = []
+                self.invalid, self.repaired = self.before_alias
+            self.saw_arguments = key == "arguments"
             self.saw_args = True
             if ch in "{[":
                 if ch == "[":
@@ -197,9 +210,8 @@ class JsonCallParser:
             self.name = self.string.decoded() or ""
             if not self.bare or self.saw_args:
                 self.ctx.call_name(self.name)
-                if self.args_pending is not None:
-                    self.ctx.call_args(self.args_pending)
-                    self.args_pending = None
+                if not self.holding_alias:
+                    self._release_held()
         elif reading == "args_string":
             decoded = self.string.decoded()
             if decoded is not None and _is_json_object(decoded):
@@ -224,10 +236,17 @@ class JsonCallParser:
             self.ctx.call_name(self.name)
 
     def _args(self, text: str) -> None:
-        if self.bare and self.name is None:
-            self.args_pending = (self.args_pending or "") + text
-            return
-        self.ctx.call_args(text)
+        """Argument text: held while it is an alias key's, or in bare mode until the name is known."""
+        if self.holding_alias or (self.bare and self.name is None):
+            self.held.append(text)
+        else:
+            self.ctx.call_args(text)
+
+    def _release_held(self) -> None:
+        if self.held:
+            text = "".join(self.held)
+            self.held = []
+            self.ctx.call_args(text)
 
     def _close_level(self) -> bool:
         self.levels -= 1
@@ -244,8 +263,8 @@ class JsonCallParser:
         if self.name is None or (self.bare and not self.saw_args):
             self.ctx.call_abort("invalid_json", "the block has no function name")
             return False
-        if self.bare and self.args_pending is not None:  # name arrived after the arguments
-            self.ctx.call_args(self.args_pending)
+        self.holding_alias = False  # no "arguments" key came after the alias: its value stands
+        self._release_held()
         if not self.saw_args:
             self.ctx.call_args("{}")
         return True
