@@ -21,6 +21,7 @@ from ._events import (
     ToolCallNote,
     ToolCallStarted,
 )
+from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
 from ._formats import get_format
 from ._schema import schema_errors
@@ -113,6 +114,7 @@ class ChoiceStream:
         self._at_start = True  # nothing visible yet: a fence or bare JSON may start a call
         self._fence = ""  # a held fence line that may wrap the message's call
         self._fence_close = False
+        self._fences = FenceTracker()  # sentinels inside a fenced block are text (case 29)
         self._call: _Call | None = None
         self._native_index: int | None = None
         self._next_index = 0
@@ -144,6 +146,7 @@ class ChoiceStream:
             if not self._sentinels:
                 out.append(TextDelta(text))
             elif "<" not in text and self._plain_text():
+                self._fences.feed(text)
                 self._emit_text(text)  # the common case: prose with nothing held
             else:
                 self._scan(self._pending + text)
@@ -267,6 +270,7 @@ class ChoiceStream:
         raw = "".join(self._raw or ())
         self._raw = None
         if kind != "suppressed" and raw:
+            self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
     def _scan_text(self, buf: str, pos: int) -> int:
@@ -277,6 +281,7 @@ class ChoiceStream:
                 j += 1
             if j == n:
                 self._ws += buf[pos:]
+                self._fences.feed(buf[pos:])
                 return n
             if self._fence_close:  # the fence that wrapped the call closes: drop it
                 if n - j < 3 and "```".startswith(buf[j:]):
@@ -289,6 +294,7 @@ class ChoiceStream:
                     return n if end == -1 else end + 1
             elif buf[j] in "{[":
                 self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
                 return j
             elif buf[j] == "`" and not self._fence:
@@ -299,27 +305,34 @@ class ChoiceStream:
                 lang = buf[j + 3:line_end].strip() if line_end != -1 else "-"
                 if buf.startswith("```", j) and (lang == "" or lang.isalnum()):
                     self._fence = buf[pos:line_end + 1]
+                    self._fences.feed(self._fence)
                     self._ws = ""
                     return line_end + 1
         i = buf.find("<", pos)
         if i == -1:
+            self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
             return n
         if i > pos:
+            self._fences.feed(buf[pos:i])
             self._emit_text(buf[pos:i])
         for s in self._sentinels:
             if buf.startswith(s, i):
+                self._fences.feed(s)
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
         if len(tail) < 16 and any(s.startswith(tail) for s in self._sentinels):
             self._pending = tail
             return n
+        self._fences.feed("<")
         self._emit_text("<")
         return i + 1
 
     def _on_sentinel(self, s: str) -> None:
-        if s == THINK_OPEN:
+        if self._fences.inside and not self._fence:
+            self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
+        elif s == THINK_OPEN:
             self._in_think = True
         elif s == THINK_CLOSE:
             pass  # a stray or duplicate closer is absorbed
@@ -456,6 +469,7 @@ class ChoiceStream:
         if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
             self._fence = ""
             self._fence_close = True
+            self._fences.reset()
         self._out.append(ToolCallStarted(call.index, call.call_id, call.name))
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
