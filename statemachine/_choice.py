@@ -313,20 +313,22 @@ class ChoiceStream:
             self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
             return n
-        if i > pos:
-            self._fences.feed(buf[pos:i])
-            self._emit_text(buf[pos:i])
         for s in self._sentinels:
             if buf.startswith(s, i):
-                self._fences.feed(s)
+                self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
+                if i > pos:
+                    self._emit_text(buf[pos:i])
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
         if len(tail) < 16 and any(s.startswith(tail) for s in self._sentinels):
+            self._fences.feed(buf[pos:i])
+            if i > pos:
+                self._emit_text(buf[pos:i])
             self._pending = tail
             return n
-        self._fences.feed("<")
-        self._emit_text("<")
+        self._fences.feed(buf[pos:i + 1])
+        self._emit_text(buf[pos:i + 1])  # a '<' that starts no sentinel is text
         return i + 1
 
     def _on_sentinel(self, s: str) -> None:

@@ -40,6 +40,8 @@ class FenceTracker:
 
     def feed(self, text: str) -> None:
         """Follow ``text``, the next piece of the choice's text."""
+        if self._phase == _SKIP and "\n" not in text:
+            return  # the common case: more of a line that is no fence line
         pos, n = 0, len(text)
         while pos < n:
             phase = self._phase
