@@ -647,12 +647,12 @@ class FunctionBody:
                         return self._invalid(pos, "no '>' after the name")
                     return MORE, pos
                 name = buf[pos:end].strip().strip("\"'")
-                if not name or any(c in name for c in " \n<"):
-                    return self._invalid(pos, "bad function or parameter name")
-                if state == "name":
-                    self._named(name)
-                else:
+                if state == "param_name":
                     self._param_open(name)
+                elif not name or any(c in name for c in " \n<"):
+                    return self._invalid(pos, "bad function name")
+                else:
+                    self._named(name)
                 pos = end + 1
                 continue
             if state == "value":

@@ -194,6 +194,13 @@ def test_c_parameter_values_that_are_not_json_stay_strings():
     tr(CFG, text, [Call("get_weather", '{"days": "{1, 2}", "extra": "[1, 2]"}')], finish="tool_calls")
 
 
+def test_c_parameter_name_without_end_is_bounded():
+    """10.1: a ``<parameter=`` whose ``>`` never comes is given up after a bounded look-ahead, the same
+    under every chunking (nothing is re-scanned without limit)."""
+    text = "<function=get_weather><parameter=" + "x" * 200
+    tr(CFG, text, [Call("get_weather", "{", valid=False), "x" * 200], finish="stop", two_split_limit=0)
+
+
 def test_use_tool_attribute_wins_over_json_name():
     """8.3: name attribute and JSON ``name`` both present → the attribute wins."""
     text = '<use_tool name="get_weather">{"name": "get_time", "city": "SF"}</use_tool>'
