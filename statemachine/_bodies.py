@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._jsonlex import StringReader, ValueLexer
+from ._jsonlex import StringReader, ValueLexer, opener_at
 
 MORE = "more"
 DONE = "done"
@@ -27,7 +27,7 @@ NAME_KEYS = frozenset({"name", "tool_name"})
 NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is a string
 ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
-_LITERAL_END = re.compile(r"[\s,}\]]")
+_LITERAL_END = re.compile(r"[\s,}\]<]")
 
 
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
@@ -48,14 +48,20 @@ class JsonCallParser:
     ``tool_call`` wrapper) are interpreted, so a ``"name"`` nested in the
     arguments is never the function name. Object arguments stream verbatim;
     string arguments are collected and decoded once when the string closes.
+    The value of an alias key (``parameters``, ``args``…) is held until the
+    object closes, because a later ``arguments`` key wins over it (case 37).
 
     ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
-    with status ``DONE`` or ``"invalid"`` (a grammar violation at ``pos``).
+    with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
+    grammar violation at ``pos``), ``"opener"`` (a call opener outside strings
+    interrupts the object at ``pos``) or ``"partial"`` (maybe an opener, cut
+    by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
     """
 
     def __init__(self, ctx: Any, *, bare: bool = False):
         self.ctx = ctx
         self.bare = bare
+        self.stops = ctx.openers
         self.levels = 0
         self.expect = "open"
         self.reading: str | None = None  # what the current sub-reader is for
@@ -64,8 +70,11 @@ class JsonCallParser:
         self.literal: list[str] = []
         self.key = ""
         self.name: str | None = None
-        self.saw_args = False
-        self.args_pending: str | None = None  # bare mode: args held until the name is known
+        self.saw_args = False  # an arguments value (under any arguments-like key) began
+        self.saw_arguments = False  # … under the ``arguments`` key itself
+        self.holding_alias = False  # the arguments read so far are an alias key's
+        self.before_alias = (False, False)  # (invalid, repaired) before the alias value
+        self.held: list[str] = []  # argument text not sent yet (see _args)
         self.repaired = False
         self.invalid = False
 
@@ -80,6 +89,8 @@ class JsonCallParser:
                         self._args(text)
                     if end is None:
                         return None
+                    if self.lexer.stopped:
+                        return self.lexer.stopped, end
                     self.repaired |= self.lexer.repaired
                     pos = end
                 elif reading == "literal":
@@ -107,6 +118,8 @@ class JsonCallParser:
             if ch in _WS:
                 pos += 1
                 continue
+            if ch == "<":  # never JSON here: a new call's opener, or a grammar violation
+                return opener_at(buf, pos, self.stops) or "invalid", pos
             expect = self.expect
             if expect == "open":
                 if ch != "{":
@@ -145,12 +158,20 @@ class JsonCallParser:
     def _start_value(self, ch: str) -> bool:
         """Start reading a value; return whether ``ch`` was consumed here."""
         key = self.key
-        if key in ARG_KEYS and not self.saw_args:
+        if key in ARG_KEYS and not self.saw_arguments and (key == "arguments" or not self.saw_args):
+            if key != "arguments":
+                self.holding_alias = True
+                self.before_alias = (self.invalid, self.repaired)
+            elif self.holding_alias:  # "arguments" replaces the alias value read before it
+                self.holding_alias = False
+                self.held = []
+                self.invalid, self.repaired = self.before_alias
+            self.saw_arguments = key == "arguments"
             self.saw_args = True
             if ch in "{[":
                 if ch == "[":
                     self.invalid = True  # arguments must be an object
-                self.lexer = ValueLexer(emit=True)
+                self.lexer = ValueLexer(emit=True, stops=self.stops)
                 self.reading = "args"
                 self._name_ready()
                 return False
@@ -171,7 +192,7 @@ class JsonCallParser:
             self.expect = "key"
             return True
         if ch in "{[":
-            self.lexer = ValueLexer(emit=False)
+            self.lexer = ValueLexer(emit=False, stops=self.stops)
             self.reading = "skip"
             return False
         if ch == '"':
@@ -189,9 +210,8 @@ class JsonCallParser:
             self.name = self.string.decoded() or ""
             if not self.bare or self.saw_args:
                 self.ctx.call_name(self.name)
-                if self.args_pending is not None:
-                    self.ctx.call_args(self.args_pending)
-                    self.args_pending = None
+                if not self.holding_alias:
+                    self._release_held()
         elif reading == "args_string":
             decoded = self.string.decoded()
             if decoded is not None and _is_json_object(decoded):
@@ -216,24 +236,37 @@ class JsonCallParser:
             self.ctx.call_name(self.name)
 
     def _args(self, text: str) -> None:
-        if self.bare and self.name is None:
-            self.args_pending = (self.args_pending or "") + text
-            return
-        self.ctx.call_args(text)
+        """Argument text: held while it is an alias key's, or in bare mode until the name is known."""
+        if self.holding_alias or (self.bare and self.name is None):
+            self.held.append(text)
+        else:
+            self.ctx.call_args(text)
+
+    def _release_held(self) -> None:
+        if self.held:
+            text = "".join(self.held)
+            self.held = []
+            self.ctx.call_args(text)
 
     def _close_level(self) -> bool:
         self.levels -= 1
         if self.levels > 0:
             self.expect = "comma"
             return False
+        return True
+
+    def complete(self) -> bool:
+        """The object closed: send what is still held; ``False`` if it was not a call.
+
+        The caller ends the call (``call_end``) once it knows the block is over.
+        """
         if self.name is None or (self.bare and not self.saw_args):
             self.ctx.call_abort("invalid_json", "the block has no function name")
-            return True
-        if self.bare and self.args_pending is not None:  # name arrived after the arguments
-            self.ctx.call_args(self.args_pending)
+            return False
+        self.holding_alias = False  # no "arguments" key came after the alias: its value stands
+        self._release_held()
         if not self.saw_args:
             self.ctx.call_args("{}")
-        self.ctx.call_end(repaired=self.repaired, invalid=self.invalid)
         return True
 
 
@@ -250,7 +283,13 @@ class JsonCallsBody:
     Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
     call objects, or a ``<function=…>`` block (Qwen3-Coder). After the calls, the
     closer (or a mismatched ``</…>`` closer) ends the block; a stray ``}``,
-    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly.
+    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly. A new
+    opener inside an unfinished object interrupts it (case 14).
+
+    A call object that closed is ended only once what follows shows the block
+    went on (the closer, a separator, the next call, prose): at the end of the
+    stream it is an unclosed block, which an upstream ``length`` makes
+    unusable (4.11). Bare JSON has no closer, so its calls end at once.
     """
 
     def __init__(self, ctx: Any, closer: str | None, *, bare: bool = False):
@@ -263,6 +302,7 @@ class JsonCallsBody:
         self.in_array = False
         self.calls = 0
         self.stray_dropped = False
+        self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
@@ -272,16 +312,25 @@ class JsonCallsBody:
                 if result is None:
                     return MORE, n
                 status, pos = result
-                self.parser = None
+                if status == "partial":
+                    return MORE, pos
+                parser, self.parser = self.parser, None
                 self.calls += 1
+                if status == "opener":
+                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+                    return DONE, pos
                 if status == "invalid":
                     if self.bare or self.calls > 1:
                         self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
                         return DONE, pos
                     self.state = "skip_to_closer"
                     self.ctx.call_invalid()
-                else:
-                    self.state = "after"
+                    continue
+                self.state = "after"
+                if parser.complete():
+                    self.ending = (parser.repaired, parser.invalid)
+                    if self.bare:
+                        self._end_call()
                 continue
             if self.inner is not None:
                 status, pos = self.inner.feed(buf, pos)
@@ -304,6 +353,7 @@ class JsonCallsBody:
                 continue
             if ch == "{":
                 if self.calls:  # the opener began the first call; later ones begin here
+                    self._end_call()
                     self.ctx.call_begin()
                 self.parser = JsonCallParser(self.ctx, bare=self.bare)
                 continue
@@ -324,6 +374,16 @@ class JsonCallsBody:
                 self.ctx.call_abort("not_a_call", "the block does not start a call")
                 return DONE, pos
             # after a call, or between array elements
+            if ch in "}]>" and not self.stray_dropped and not self.bare and not (ch == "]" and self.in_array):
+                self.stray_dropped = True
+                self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
+                pos += 1
+                continue
+            if ch == "<" and not self.bare:
+                end = buf.find(">", pos)
+                if end == -1 and n - pos <= 32:
+                    return MORE, pos  # a tag still arriving: the closer, or what comes next
+            self._end_call()  # anything else shows the call object was the whole call
             if ch in ",;":
                 pos += 1
                 continue
@@ -331,27 +391,21 @@ class JsonCallsBody:
                 self.in_array = False
                 pos += 1
                 continue
-            if ch == "<":
-                if self.bare:
-                    return self._ended(pos)
-                end = buf.find(">", pos)
-                if end == -1:
-                    if n - pos > 32:
-                        return self._ended(pos)
-                    return MORE, pos
+            if ch == "<" and not self.bare and end != -1:
                 tag = buf[pos:end + 1]
                 if tag.startswith("</"):
                     if tag != self.closer:
                         self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
                     return DONE, end + 1
-                return self._ended(pos)  # a new opener (or any tag) ends the block implicitly
-            if ch in "}]>" and not self.stray_dropped and not self.bare:
-                self.stray_dropped = True
-                self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
-                pos += 1
-                continue
-            return self._ended(pos)  # prose after the call: the block ended without its closer
+            return self._ended(pos)  # a new opener, any other tag or prose: the block ended without its closer
         return MORE, n
+
+    def _end_call(self) -> None:
+        """End the call whose object closed, now that the block is known to go on or end."""
+        if self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_end(repaired=repaired, invalid=invalid)
 
     def _ended(self, pos: int) -> tuple[str, int]:
         """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
@@ -368,6 +422,10 @@ class JsonCallsBody:
             self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
         elif self.state == "start" or not self.calls:
             self.ctx.call_abort("invalid_json", "the block ended before a call started")
+        elif self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_unclosed(repaired=repaired, invalid=invalid)
         elif not self.bare:
             self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")
 
@@ -512,8 +570,7 @@ class UseToolBody:
 
     def at_eof(self) -> None:
         if self.named and self.has_args and self.lexer is None and self.json_body is None:
-            self.ctx.note("recovered_unclosed", "the use_tool block had no closer")
-            self.ctx.call_end(repaired=self.repaired)
+            self.ctx.call_unclosed(repaired=self.repaired)
         else:
             self.ctx.call_incomplete()
 
@@ -536,20 +593,32 @@ class _TextUntil:
 
 
 class FunctionBody:
-    """Body of ``<function=NAME>``: a JSON object, or ``<parameter=K>V</parameter>`` children."""
+    """Body of ``<function=NAME>``: a JSON object, or ``<parameter=K>V</parameter>`` children.
+
+    Parameters stream as they arrive (parsing.md 2.1 C): ``{`` when the first
+    one opens, ``"K": `` when its name's ``>`` arrives, a string-typed value as
+    escaped JSON string fragments (one trailing newline held until it is known
+    not to be the last), any other value once its parameter closes (schema
+    coercion may change its text), ``, `` between, ``}`` at ``</function>``.
+    """
 
     CLOSER = "</function>"
     _PARAM_END = ("</parameter>", "<parameter=", "</function>")
+    _PARAM_OPEN = "<parameter="
+    _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
 
     def __init__(self, ctx: Any):
         self.ctx = ctx
         self.state = "name"
         self.lexer: ValueLexer | None = None
-        self.params: dict[str, str] = {}
-        self.param = ""
-        self.value: list[str] = []
         self.repaired = False
         self.streamed_json = False
+        self.props: Mapping[str, Any] = {}  # the tool's schema properties
+        self.params = 0  # parameters opened so far
+        self.schema: Mapping[str, Any] | None = None  # the current parameter's schema
+        self.held: list[str] | None = None  # a non-string value's text, held until its parameter closes
+        self.value_start = True  # nothing of the current value read yet (its first newline is trimmed)
+        self.newline = False  # a string value's trailing newline, held
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
@@ -561,24 +630,29 @@ class FunctionBody:
                     self.ctx.call_args(text)
                 if end is None:
                     return MORE, n
+                if self.lexer.stopped == "partial":
+                    return MORE, end
+                if self.lexer.stopped:
+                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+                    return DONE, end
                 self.repaired |= self.lexer.repaired
                 self.lexer = None
                 self.streamed_json = True
                 pos = end
                 continue
-            if state == "name":
-                end = buf.find(">", pos)
+            if state in ("name", "param_name"):
+                end = buf.find(">", pos, pos + self._TAG_LIMIT)
                 if end == -1:
-                    if n - pos > 128:
-                        self.ctx.call_abort("invalid_json", "no '>' after the function name")
-                        return DONE, pos
+                    if n - pos >= self._TAG_LIMIT:
+                        return self._invalid(pos, "no '>' after the name")
                     return MORE, pos
                 name = buf[pos:end].strip().strip("\"'")
-                if not name or any(c in name for c in " \n<"):
-                    self.ctx.call_abort("invalid_json", "bad function name")
-                    return DONE, pos
-                self.ctx.call_name(name)
-                self.state = "body"
+                if state == "param_name":
+                    self._param_open(name)
+                elif not name or any(c in name for c in " \n<"):
+                    return self._invalid(pos, "bad function name")
+                else:
+                    self._named(name)
                 pos = end + 1
                 continue
             if state == "value":
@@ -586,64 +660,95 @@ class FunctionBody:
                 hits = [(i, x) for i, x in hits if i != -1]
                 if not hits:
                     keep = _partial_at_end(buf, pos, self._PARAM_END)
-                    self.value.append(buf[pos:keep])
+                    self._value(buf[pos:keep])
                     return MORE, keep
                 i, hit = min(hits)
-                self.value.append(buf[pos:i])
-                self._param_done()
+                self._value(buf[pos:i])
+                self._param_close()
                 pos = i + len(hit) if hit == "</parameter>" else i
                 self.state = "body"
-                continue
-            if state == "param_name":
-                end = buf.find(">", pos)
-                if end == -1:
-                    return MORE, pos
-                self.param = buf[pos:end].strip().strip("\"'")
-                self.value = []
-                self.state = "value"
-                pos = end + 1
                 continue
             ch = buf[pos]
             if ch in _WS:
                 pos += 1
                 continue
             if ch == "{" and not self.params and not self.streamed_json:
-                self.lexer = ValueLexer(emit=True)
+                self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
                 continue
-            for tag, nxt in (("<parameter=", "param_name"), (self.CLOSER, None)):
+            for tag, nxt in ((self._PARAM_OPEN, "param_name"), (self.CLOSER, None)):
                 if buf.startswith(tag, pos):
                     pos += len(tag)
                     if nxt is None:
                         self._finish()
                         return DONE, pos
+                    if not self.params and not self.streamed_json:
+                        self.ctx.call_args("{")
                     self.state = nxt
                     break
                 if tag.startswith(buf[pos:]):
                     return MORE, pos
             else:
                 self.ctx.call_invalid()
-                self.ctx.call_abort("invalid_json", "unexpected text in the function body")
-                return DONE, pos
+                return self._invalid(pos, "unexpected text in the function body")
         return MORE, n
 
-    def _param_done(self) -> None:
-        value = "".join(self.value)
-        if value.startswith("\n"):
-            value = value[1:]
-        if value.endswith("\n"):
-            value = value[:-1]
-        self.params[self.param] = value
+    def _invalid(self, pos: int, message: str) -> tuple[str, int]:
+        self.ctx.call_abort("invalid_json", message)
+        return DONE, pos
+
+    def _named(self, name: str) -> None:
+        self.ctx.call_name(name)
+        schema = self.ctx.schema_for(self.ctx.current_name())
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        self.props = props if isinstance(props, Mapping) else {}
+        self.state = "body"
+
+    def _param_open(self, key: str) -> None:
+        self.schema = self.props.get(key)
+        string = schema_type(self.schema) in (None, "string")
+        self.held = None if string else []
+        self.value_start = True
+        self.newline = False
+        sep = ", " if self.params else ""
+        self.params += 1
+        self.ctx.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
+        self.state = "value"
+
+    def _value(self, text: str) -> None:
+        if not text:
+            return
+        if self.value_start:
+            self.value_start = False
+            if text[0] == "\n":
+                text = text[1:]
+        if self.held is not None:
+            self.held.append(text)
+            return
+        if self.newline:
+            text = "\n" + text
+        self.newline = text.endswith("\n")
+        if self.newline:
+            text = text[:-1]
+        if text:
+            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1])
+
+    def _param_close(self) -> None:
+        if self.held is None:
+            self.ctx.call_args('"')  # a held trailing newline was the value's last: trimmed
+            return
+        text = "".join(self.held)
+        if text.endswith("\n"):
+            text = text[:-1]
+        self.ctx.call_args(json.dumps(coerce_value(text, self.schema), ensure_ascii=False))
 
     def _finish(self) -> None:
         if not self.streamed_json:
-            schema = self.ctx.schema_for(self.ctx.current_name())
-            self.ctx.call_args(json.dumps(coerce_parameters(self.params, schema), ensure_ascii=False))
+            self.ctx.call_args("}" if self.params else "{}")
         self.ctx.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
         if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
-            self.ctx.note("recovered_unclosed", "the function block had no closer")
-            self._finish()
+            self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
             self.ctx.call_incomplete()
 
@@ -676,7 +781,7 @@ def schema_type(schema: Mapping[str, Any] | None) -> str | None:
 
 
 def coerce_value(text: str, schema: Mapping[str, Any] | None) -> Any:
-    """A textual parameter value as the type its schema asks for, else the string itself."""
+    """A textual parameter value as the type its schema asks for (always JSON-serialisable), else the string itself."""
     typ = schema_type(schema)
     if typ in (None, "string"):
         return text
@@ -684,6 +789,7 @@ def coerce_value(text: str, schema: Mapping[str, Any] | None) -> Any:
     for parse in (json.loads, ast.literal_eval):
         try:
             value = parse(stripped)
+            json.dumps(value, allow_nan=False)  # a Python literal (set, bytes, nan…) may not be JSON
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if typ == "integer" and isinstance(value, float) and value.is_integer():

@@ -21,6 +21,7 @@ from ._events import (
     ToolCallNote,
     ToolCallStarted,
 )
+from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
 from ._formats import get_format
 from ._schema import schema_errors
@@ -89,8 +90,11 @@ class ChoiceStream:
         )
         self._parsing = config.parsing_enabled
         self._suppress_tail = config.policy.text_after_calls == "suppress"
+        # With only strict tools, an unknown name breaks the strict contract (strict_mismatch policy).
+        self._all_strict = bool(config.tools) and all(t.strict for t in config.tools.values())
         formats = [get_format(name).with_marker(config.marker) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
+        self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
         self._closers = frozenset(fmt.closer for fmt in formats)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
@@ -112,11 +116,13 @@ class ChoiceStream:
         self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
         self._fence_close = False
+        self._fences = FenceTracker()  # sentinels inside a fenced block are text (case 29)
         self._call: _Call | None = None
         self._native_index: int | None = None
         self._next_index = 0
         self._valid_calls = 0
         self._incomplete = False
+        self._truncated = False  # the upstream cut the output short (length, content filter)
         self._cut = False
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
         # Per path entry: the [start, end) offsets, in all text fed so far, of the piece being
@@ -149,6 +155,7 @@ class ChoiceStream:
             if not self._sentinels:
                 out.append(TextDelta(text))
             elif "<" not in text and self._plain_text():
+                self._fences.feed(text)
                 self._emit_text(text)  # the common case: prose with nothing held
             else:
                 self._scan(self._pending + text)
@@ -206,6 +213,7 @@ class ChoiceStream:
         out = self._out = []
         self._span = (self._fed, self._fed)
         upstream = normalize_finish_reason(reason)
+        self._truncated = upstream in ("length", "content_filter")
         self._end_native()
         if self._in_think and self._think_held is not None:
             held, self._think_held = "".join(self._think_held), None
@@ -273,6 +281,7 @@ class ChoiceStream:
         raw = "".join(self._raw or ())
         self._raw = None
         if kind != "suppressed" and raw:
+            self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
     def _scan_text(self, buf: str, pos: int) -> int:
@@ -283,6 +292,7 @@ class ChoiceStream:
                 j += 1
             if j == n:
                 self._ws += buf[pos:]
+                self._fences.feed(buf[pos:])
                 return n
             if self._fence_close:  # the fence that wrapped the call closes: drop it
                 if n - j < 3 and "```".startswith(buf[j:]):
@@ -295,6 +305,7 @@ class ChoiceStream:
                     return n if end == -1 else end + 1
             elif buf[j] in "{[":
                 self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
                 return j
             elif buf[j] == "`" and not self._fence:
@@ -305,27 +316,36 @@ class ChoiceStream:
                 lang = buf[j + 3:line_end].strip() if line_end != -1 else "-"
                 if buf.startswith("```", j) and (lang == "" or lang.isalnum()):
                     self._fence = buf[pos:line_end + 1]
+                    self._fences.feed(self._fence)
                     self._ws = ""
                     return line_end + 1
         i = buf.find("<", pos)
         if i == -1:
+            self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
             return n
-        if i > pos:
-            self._emit_text(buf[pos:i])
         for s in self._sentinels:
             if buf.startswith(s, i):
+                self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
+                if i > pos:
+                    self._emit_text(buf[pos:i])
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
         if len(tail) < self._hold and any(s.startswith(tail) for s in self._sentinels):
+            self._fences.feed(buf[pos:i])
+            if i > pos:
+                self._emit_text(buf[pos:i])
             self._pending = tail
             return n
-        self._emit_text("<")
+        self._fences.feed(buf[pos:i + 1])
+        self._emit_text(buf[pos:i + 1])  # a '<' that starts no sentinel is text
         return i + 1
 
     def _on_sentinel(self, s: str) -> None:
-        if s == THINK_OPEN:
+        if self._fences.inside and not self._fence:
+            self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
+        elif s == THINK_OPEN:
             self._in_think = True
         elif s == THINK_CLOSE:
             pass  # a stray or duplicate closer is absorbed
@@ -462,6 +482,7 @@ class ChoiceStream:
         if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
             self._fence = ""
             self._fence_close = True
+            self._fences.reset()
         self._out.append(ToolCallStarted(call.index, call.call_id, call.name))
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
@@ -497,6 +518,20 @@ class ChoiceStream:
             self._incomplete = True
             self.note(problem, f"the arguments of {call.name!r} are not acceptable ({problem})",
                       index=call.index, name=call.name)
+
+    def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
+        """The stream ended after a complete call whose block never closed (4.11).
+
+        Accepted after a normal stop (``tail``, the arguments' closing text, is
+        sent first); when the upstream cut the output short the block may have
+        been cut too, so the call is incomplete instead.
+        """
+        if self._truncated:
+            self.call_incomplete()
+            return
+        self.note("recovered_unclosed", "the call block had no closer; its body was complete")
+        self.call_args(tail)
+        self.call_end(repaired=repaired, invalid=invalid)
 
     def call_invalid(self) -> None:
         """The body turned out malformed; a committed call ends as invalid now."""
@@ -557,7 +592,7 @@ class ChoiceStream:
             return "accept"
         if bare:
             return "reject"
-        policy = config.policy.unknown_tool
+        policy = config.policy.strict_mismatch if self._all_strict else config.policy.unknown_tool
         if policy == "fail":
             raise ModelOutputError(f"the model called an unknown tool {name!r}", code="unknown_tool")
         return "accept" if policy == "emit" else "reject"

@@ -62,7 +62,10 @@ class Policy:
         schema_mismatch: arguments that parse but do not match the schema of a
             non-strict tool: ``emit`` (with a note), ``text`` or ``fail``.
             Strict tools (``strict: true``) always use ``strict_mismatch``.
-        strict_mismatch: the same for strict tools; ``fail`` by default.
+        strict_mismatch: the same for strict tools; ``fail`` by default. When
+            every offered tool is strict, a call to an unknown name breaks the
+            strict contract too and follows this policy instead of
+            ``unknown_tool`` (``emit`` sends it, ``text`` releases it).
         text_after_calls: ``keep`` visible text after the last call, or
             ``suppress`` it (Obsidian Copilot hangs on narrative after a call).
         stop_after_first_call: stop reading after the first completed call

@@ -16,8 +16,9 @@ import re
 
 # Inside a string only quotes, backslashes and raw control characters matter.
 _IN_STRING = re.compile(r'["\\\x00-\x1f]')
-# Outside strings: structure, and commas (a trailing comma is held).
+# Outside strings: structure, and commas (a trailing comma is held); '<' when openers stop the value.
 _OUTSIDE = re.compile(r'["{}\[\],]')
+_OUTSIDE_STOPS = re.compile(r'["{}\[\],<]')
 _WS = " \t\r\n"
 _VALID_ESCAPES = frozenset('"\\/bfnrtu')
 _CONTROL = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
@@ -30,23 +31,32 @@ class ValueLexer:
     ``text`` is what may be emitted now (``""`` in skip mode) and ``end`` the
     position after the value's closing bracket, or ``None`` if the value is
     still open. ``repaired`` turns true when a local repair changed the text.
+
+    With ``stops`` (call openers), an opener outside strings interrupts the
+    value: ``end`` is then the opener's position and ``stopped`` is
+    ``"opener"``; a possible opener cut by the chunk's end gives
+    ``stopped == "partial"`` and must be fed again with the next chunk.
     """
 
-    __slots__ = ("depth", "in_string", "escape", "held", "emit", "repaired")
+    __slots__ = ("depth", "in_string", "escape", "held", "emit", "repaired", "stops", "stopped", "_outside")
 
-    def __init__(self, *, emit: bool = True):
+    def __init__(self, *, emit: bool = True, stops: tuple[str, ...] = ()):
         self.depth = 0
         self.in_string = False
         self.escape = False
         self.held = ""  # a comma (plus whitespace) waiting for the next significant char
         self.emit = emit
         self.repaired = False
+        self.stops = stops
+        self.stopped: str | None = None
+        self._outside = _OUTSIDE_STOPS if stops else _OUTSIDE
 
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
         out: list[str] = []
         emit = self.emit
         n = len(buf)
         start = pos  # start of the verbatim run not yet copied to out
+        self.stopped = None
         while pos < n:
             if self.escape:
                 self.escape = False
@@ -100,12 +110,20 @@ class ValueLexer:
                     out.append(self.held)
                 self.held = ""
                 start = pos
-            m = _OUTSIDE.search(buf, pos)
+            m = self._outside.search(buf, pos)
             if m is None:
                 pos = n
                 break
             i = m.start()
             ch = buf[i]
+            if ch == "<":
+                self.stopped = opener_at(buf, i, self.stops)
+                if self.stopped is not None:
+                    if emit and i > start:
+                        out.append(buf[start:i])
+                    return "".join(out), i
+                pos = i + 1  # an ordinary '<' stays in the verbatim run
+                continue
             if emit and i > start:
                 out.append(buf[start:i])
             pos = i + 1
@@ -129,6 +147,19 @@ class ValueLexer:
         if emit and pos > start:
             out.append(buf[start:pos])
         return "".join(out), None
+
+
+def opener_at(buf: str, i: int, openers: tuple[str, ...]) -> str | None:
+    """``"opener"`` if one of ``openers`` starts at ``buf[i]``, ``"partial"`` if ``buf[i:]``
+    is a proper prefix of one (the chunk ended inside it), else ``None``."""
+    for opener in openers:
+        if buf.startswith(opener, i):
+            return "opener"
+    if len(buf) - i < max(map(len, openers), default=0):
+        tail = buf[i:]
+        if any(opener.startswith(tail) for opener in openers):
+            return "partial"
+    return None
 
 
 class StringReader:

@@ -91,6 +91,22 @@ def test_unknown_tool_fail():
     tr_raises(cfg(policy=Policy(unknown_tool="fail")), UNKNOWN, ModelOutputError, code="unknown_tool")
 
 
+def test_unknown_name_with_only_strict_tools_follows_strict_policy():
+    """8.3 #8: when every offered tool is strict, an unknown name is a strict failure, not text."""
+    only_strict = ParserConfig.for_tools([STRICT])
+    unknown = '<tool_call>{"name": "nope", "arguments": {"a": 1}}</tool_call>'
+    tr_raises(only_strict, unknown, ModelOutputError, code="unknown_tool")
+    as_text = replace(only_strict, policy=Policy(strict_mismatch="text"))
+    tr(as_text, unknown, [unknown], finish="stop", leak_ok=True, notes=["unknown_tool"])
+    emitted = replace(only_strict, policy=Policy(strict_mismatch="emit"))
+    tr(emitted, unknown, [Call("nope", '{"a": 1}')], finish="tool_calls")
+
+
+def test_unknown_name_with_some_non_strict_tools_follows_unknown_tool_policy():
+    mixed = ParserConfig.for_tools([STRICT, *CFG.tools.values()])
+    tr(mixed, UNKNOWN, [UNKNOWN], finish="stop", leak_ok=True, notes=["unknown_tool"])
+
+
 def test_strict_schema_mismatch_fails_by_default():
     c = ParserConfig.for_tools([STRICT])
     tr_raises(c, '<tool_call>{"name": "strict_fn", "arguments": {"a": "x"}}</tool_call>', ModelOutputError)

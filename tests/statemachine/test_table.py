@@ -68,7 +68,7 @@ def test_spans_locate_the_text_that_fired_each_transition():
     assert [text[a:b] for a, b in s.spans] == [
         "<tool_call>",  # the held "<to" plus the piece that completed the opener
         '"arguments": {}}',  # the header goes out once the arguments begin
-        '"arguments": {}}',  # ... and the call closes with its JSON
+        "</tool_call>",  # ... and the call ends at its closer
         "",  # finish: no text
     ]
 
