@@ -1,7 +1,8 @@
 """Run toolwire under real gunicorn (gevent workers) for end-to-end tests.
 
 ``run_toolwire(env)`` is a context manager: it starts
-``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` from
+``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` (or
+``workers=N``) from
 the project root with the given ``TOOLWIRE_*`` environment, waits until ``GET /healthz`` answers 200,
 yields a ``ToolwireServer`` and finally stops the whole process group (SIGTERM, then SIGKILL).
 ``ServerPool`` keeps one server per distinct environment for a test session.
@@ -59,6 +60,30 @@ class ToolwireServer:
     def log(self) -> str:
         """gunicorn's output so far."""
         return self.log_path.read_text(errors="replace")
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the master's live child processes (its workers), from ``/proc``."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            return [int(pid) for pid in children.read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def socket_inodes(pid: int) -> set[int]:
+        """The inodes of the sockets process ``pid`` holds open (empty if it is gone)."""
+        inodes = set()
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(int(target[8:-1]))
+        return inodes
+
+    def worker_boots(self) -> int:
+        """How many times gunicorn has booted a worker so far (a crashed worker is replaced)."""
+        return self.log().count("Booting worker")
 
 
 def free_port() -> int:
@@ -126,14 +151,16 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, ti
 
 
 @contextlib.contextmanager
-def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT) -> Iterator[ToolwireServer]:
-    """Start toolwire under gunicorn with ``settings`` added to the environment (``None`` values
-    and every inherited ``TOOLWIRE_*`` variable are left out); yield it once ``/healthz`` is 200."""
+def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT,
+                 workers: int = 1) -> Iterator[ToolwireServer]:
+    """Start toolwire under gunicorn (``workers`` worker processes) with ``settings`` added to the
+    environment (``None`` values and every inherited ``TOOLWIRE_*`` variable are left out); yield
+    it once ``/healthz`` is 200."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_file = tempfile.NamedTemporaryFile(prefix="toolwire-gunicorn-", suffix=".log", delete=False)
     log_path = Path(log_file.name)
-    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
     env = _environment(settings)
     try:
         process = subprocess.Popen(
