@@ -1,7 +1,6 @@
-"""The OpenAI-compatible Blueprint: ``POST /chat/completions`` and ``GET /models``.
+"""The OpenAI-compatible Blueprint: chat completions, responses (:mod:`.responses_api`), models.
 
-Routes are added in :func:`create_blueprint`; a new endpoint (``/responses``)
-is one more ``add_url_rule`` there. Views read everything they need from the
+Routes are added in :func:`create_blueprint`. Views read everything they need from the
 request, open the upstream (so its refusal is an ordinary HTTP error), then
 either stream through the pump (:mod:`.streaming`) or accumulate the same
 events into one body.
@@ -24,16 +23,17 @@ from .chat_wire import ChatAccumulator, ChatChunker, usage_object
 from .errors import ApiError, as_api_error, register_error_handlers
 from .extension import current_state
 from .prompting import build_upstream_messages
+from .responses_api import create_response, delete_response, get_response
 from .schemas import parse_chat_request
 from .driver import ChoiceDriver
 from .streaming import DONE, cooperative, data_frame, sse_body
 from .tools import chat_parser_config
+from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                             "parallel_tool_calls", "functions", "function_call"})
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def create_blueprint(name: str = "toolwire") -> Blueprint:
@@ -43,6 +43,9 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     bp.after_request(_after_request)
     register_error_handlers(bp)
     bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
+    bp.add_url_rule("/responses", view_func=create_response, methods=["POST"])
+    bp.add_url_rule("/responses/<response_id>", view_func=get_response, methods=["GET"])
+    bp.add_url_rule("/responses/<response_id>", view_func=delete_response, methods=["DELETE"])
     bp.add_url_rule("/models", view_func=list_models, methods=["GET"])
     return bp
 
@@ -56,32 +59,6 @@ def _before_request() -> None:
 def _after_request(response: Response) -> Response:
     response.headers["X-Request-Id"] = g.get("toolwire_request_id", "")
     return response
-
-
-def request_id() -> str:
-    """This request's id (echoed from ``X-Request-Id`` or generated)."""
-    return g.toolwire_request_id
-
-
-def json_body() -> dict[str, Any]:
-    """The request body as a JSON object.
-
-    Raises:
-        ApiError: 400 ``invalid_json`` when it does not parse, 400 when it is
-            not an object (413 comes from the body-size limit).
-    """
-    try:
-        body = orjson.loads(request.get_data(cache=False))
-    except orjson.JSONDecodeError:
-        raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    return body
-
-
-def wants_keepalive() -> bool:
-    """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
-    return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
 
 
 def chat_completions() -> Response:

@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException
 
 from statemachine import ModelOutputError
 
+from .responses_schemas import InputError
 from .upstream_types import UpstreamError
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ def as_api_error(exc: BaseException) -> ApiError:
     """Any exception as an :class:`ApiError`; unknown ones are logged and hidden."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, InputError):
+        return ApiError(400, exc.message, param=exc.param, code=exc.code)
     if isinstance(exc, UpstreamError):
         return from_upstream(exc)
     if isinstance(exc, ModelOutputError):

@@ -25,6 +25,7 @@ from gevent import monkey
 
 from .demo import DemoUpstream
 from .settings import Settings
+from .store import ResponseStore, SQLiteResponseStore
 from .upstream import HttpUpstream
 from .upstream_types import Upstream
 
@@ -42,10 +43,12 @@ class ToolwireState:
     Fields:
         settings: the validated settings.
         upstream: the back end the endpoints call.
+        store: where Responses are kept, or ``None`` when storing is off.
     """
 
     settings: Settings
     upstream: Upstream
+    store: ResponseStore | None
 
 
 class Toolwire:
@@ -56,12 +59,15 @@ class Toolwire:
         settings: settings to use; default ``Settings()`` (environment and config file).
         upstream: a ready :class:`~app.upstream_types.Upstream`; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo).
+        store: a :class:`~app.store.ResponseStore`; default the SQLite file
+            ``response_store_path`` names (none when it is empty).
     """
 
     def __init__(self, app: Flask | None = None, *, settings: Settings | None = None,
-                 upstream: Upstream | None = None):
+                 upstream: Upstream | None = None, store: ResponseStore | None = None):
         self._settings = settings
         self._upstream = upstream
+        self._store = store
         self._states: weakref.WeakKeyDictionary[Flask, ToolwireState] = weakref.WeakKeyDictionary()
         if app is not None:
             self.init_app(app)
@@ -86,7 +92,8 @@ class Toolwire:
         logging.getLogger("transitions").setLevel(logging.WARNING)
         settings = self._settings or Settings()
         upstream = self._upstream or make_upstream(settings)
-        self._states[app] = ToolwireState(settings, upstream)
+        store = self._store or make_store(settings)
+        self._states[app] = ToolwireState(settings, upstream, store)
         app.extensions[EXTENSION_KEY] = self
 
         from .api import create_blueprint  # here, not at the top: api imports this module
@@ -131,3 +138,10 @@ def make_upstream(settings: Settings) -> Upstream:
                                 pool=settings.upstream_pool_timeout)
         return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeout=timeout)
     return DemoUpstream(model=settings.demo_model)
+
+
+def make_store(settings: Settings) -> ResponseStore | None:
+    """The embedded SQLite response store at ``response_store_path`` (``None`` when the path is empty)."""
+    if not settings.response_store_path:
+        return None
+    return SQLiteResponseStore(settings.response_store_path, settings.response_retention_seconds)

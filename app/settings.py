@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    response_store_path: str = Field(
+        "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
+    response_retention_seconds: float = Field(
+        30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     log_level: str = "INFO"
 
     @field_validator("tool_format")

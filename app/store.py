@@ -176,6 +176,7 @@ class SQLiteResponseStore(ResponseStore):
         if self._conn is None or self._pid != pid:
             if self._conn is not None:
                 self._inherited.append(self._conn)
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
             conn.execute("PRAGMA journal_mode = WAL")

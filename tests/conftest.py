@@ -61,11 +61,17 @@ def server_pool() -> Iterator[ServerPool]:
 
 
 @pytest.fixture(scope="session")
-def toolwire_factory(server_pool: ServerPool, scripted_upstream: ScriptedUpstream) -> Callable[..., ToolwireServer]:
-    """``toolwire_factory(**settings)``: a toolwire with the default settings updated by ``settings``."""
+def toolwire_factory(server_pool: ServerPool, scripted_upstream: ScriptedUpstream,
+                     tmp_path_factory: pytest.TempPathFactory) -> Callable[..., ToolwireServer]:
+    """``toolwire_factory(**settings)``: a toolwire with the default settings updated by ``settings``.
+
+    Every server of the session shares one response store file in a temporary directory.
+    """
+    store_path = str(tmp_path_factory.mktemp("store") / "responses.sqlite3")
 
     def make(**settings: str | None) -> ToolwireServer:
-        merged: dict[str, str | None] = {"TOOLWIRE_UPSTREAM_URL": scripted_upstream.v1_url, **DEFAULT_SETTINGS}
+        merged: dict[str, str | None] = {"TOOLWIRE_UPSTREAM_URL": scripted_upstream.v1_url,
+                                         "TOOLWIRE_RESPONSE_STORE_PATH": store_path, **DEFAULT_SETTINGS}
         merged.update(settings)
         return server_pool.get(merged)
 

@@ -89,12 +89,13 @@ def upstream() -> FakeUpstream:
 
 
 @pytest.fixture
-def make_app(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """Build the standalone app on a given upstream with the given settings."""
+def make_app(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[..., Any]:
+    """Build the standalone app on a given upstream with the given settings (responses stored under tmp)."""
     from app import extension
 
     def build(upstream: Any, **settings: Any):
         monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+        settings.setdefault("response_store_path", str(tmp_path / "responses.sqlite3"))
         app = create_app(Settings(**settings))
         app.testing = True
         return app

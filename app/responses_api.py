@@ -1,0 +1,142 @@
+"""The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``.
+
+A Responses request becomes the same upstream Chat request the chat endpoint
+sends (one prompt builder, one transcript flattener), its single choice runs
+through the same :class:`~app.driver.ChoiceDriver`, and
+:class:`~app.responses_wire.ResponsesEncoder` turns the core events into
+Responses events. Everything that can be refused (body shape, unknown
+``previous_response_id`` or ``item_reference``, upstream refusal) is refused
+before the first byte; a failure after it ends the stream with
+``response.failed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Iterator
+
+from flask import Response, current_app
+
+from statemachine import ParserConfig, get_format
+
+from .driver import ChoiceDriver
+from .errors import ApiError, as_api_error
+from .extension import current_state
+from .prompting import build_upstream_messages
+from .responses_input import resolve_input_items, to_chat_messages, to_tool_choice, to_tool_specs
+from .responses_schemas import ResponsesRequest, parse_responses_request
+from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
+from .store import ResponseStore
+from .streaming import cooperative, sse_body
+from .tools import build_parser_config
+from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
+
+log = logging.getLogger(__name__)
+
+#: Request fields with the same meaning in a Chat request, sent on as they are.
+_PASSTHROUGH = ("temperature", "top_p", "user")
+
+
+def create_response() -> Response:
+    """``POST /responses``, streaming or not."""
+    state = current_state()
+    settings = state.settings
+    req = parse_responses_request(json_body())
+    store = state.store
+    messages = to_chat_messages(req, store)
+    input_items = resolve_input_items(req, store) if req.store and store is not None else None
+    config = _parser_config(req)
+    upstream_body: dict[str, Any] = {
+        "model": settings.upstream_model(req.model),
+        "messages": build_upstream_messages(messages, config, get_format(settings.tool_format)),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    upstream_body.update({key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None})
+    if req.max_output_tokens is not None:
+        upstream_body["max_tokens"] = req.max_output_tokens
+
+    stream = state.upstream.open(upstream_body, request_id=request_id())
+    driver = ChoiceDriver(stream, config)
+    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo())
+
+    def keep() -> None:
+        if input_items is not None:
+            _keep(store, encoder.response(), input_items)
+
+    if not req.stream:
+        encoder.start()
+        for _, event in cooperative(driver):
+            encoder.feed(event)
+        encoder.finish(driver.usage)
+        keep()
+        return current_app.json.response(encoder.response())
+
+    def frames() -> Iterator[bytes]:
+        for event in encoder.start():
+            yield encode_sse(event)
+        for _, core_event in driver:
+            for event in encoder.feed(core_event):
+                yield encode_sse(event)
+        terminal = encoder.finish(driver.usage)
+        keep()  # before the terminal event, so a follow-up can name this response at once
+        for event in terminal:
+            yield encode_sse(event)
+
+    def failed(exc: Exception) -> bytes:
+        error = as_api_error(exc)
+        events = encoder.fail(error.code or "server_error", error.message, driver.usage)
+        keep()
+        return b"".join(encode_sse(event) for event in events)
+
+    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
+    sse = sse_body(frames(), heartbeat_seconds=heartbeat, on_error=failed, on_abandon=stream.close)
+    return Response(sse, mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+def get_response(response_id: str) -> Response:
+    """``GET /responses/{id}``: a stored Response object."""
+    response = _store().get(response_id)
+    if response is None:
+        raise _not_found(response_id)
+    return current_app.json.response(response)
+
+
+def delete_response(response_id: str) -> Response:
+    """``DELETE /responses/{id}``: forget a stored response."""
+    if not _store().delete(response_id):
+        raise _not_found(response_id)
+    return current_app.json.response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+def _parser_config(req: ResponsesRequest) -> ParserConfig:
+    """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
+    config = build_parser_config(to_tool_specs(req.tools), to_tool_choice(req.tool_choice),
+                                 parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
+                                 settings=current_state().settings)
+    if req.max_tool_calls is None:
+        return config
+    limit = config.policy.max_tool_calls
+    limit = min(limit, req.max_tool_calls) if limit else req.max_tool_calls
+    return dataclasses.replace(config, policy=dataclasses.replace(config.policy, max_tool_calls=limit))
+
+
+def _keep(store: ResponseStore, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
+    """Store a finished response; a store failure is logged, not sent: the client's answer is complete."""
+    try:
+        store.put(response, input_items)
+    except Exception:
+        log.exception("could not store response %s", response["id"])
+
+
+def _store() -> ResponseStore:
+    store = current_state().store
+    if store is None:
+        raise ApiError(404, "Responses are not stored on this server (the response store is disabled).",
+                       code="not_found")
+    return store
+
+
+def _not_found(response_id: str) -> ApiError:
+    return ApiError(404, f"Response with id {response_id!r} not found.", param="response_id", code="not_found")
