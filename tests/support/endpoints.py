@@ -151,9 +151,10 @@ class ResponsesEndpoint(Endpoint):
         kwargs = {k: v for k, v in self.body(prompt, tools, stream=stream).items() if k != "stream"}
         if stream:
             with client.responses.stream(**kwargs) as events:
-                for _ in events:
-                    pass
-                response = events.get_final_response()
+                # The helper yields ``response.failed`` as an event; only ``get_final_response()``
+                # would raise (a RuntimeError), so take the failed Response from the event.
+                failed = [e.response for e in events if e.type == "response.failed"]
+                response = failed[0] if failed else events.get_final_response()
         else:
             response = client.responses.create(**kwargs)
         if response.error:
