@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import orjson
 from flask import Flask, Response
 from flask.json.provider import JSONProvider
 
+from .debug import create_debug_blueprint
+from .auth import authorize_request, metrics_guard
 from .errors import register_error_handlers
 from .extension import Toolwire
+from .logs import configure_logging
 from .ops import create_ops_blueprint
 from .settings import Settings
 
@@ -39,24 +41,18 @@ def _fallback(obj: Any) -> Any:
 
 
 def create_app(settings: Settings | None = None) -> Flask:
-    """The standalone toolwire app: API under ``/v1``, ``/healthz``, ``/readyz``.
+    """The standalone toolwire app: API under ``/v1``, ``/healthz``, ``/readyz``, ``/metrics``, ``/debug/…``.
 
     Args:
         settings: settings to use; default read from ``TOOLWIRE_*`` and the config file.
     """
     settings = settings or Settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     app = Flask(__name__)
     app.json = OrjsonProvider(app)
     register_error_handlers(app)
     Toolwire(app, settings=settings)
-    app.register_blueprint(create_ops_blueprint())
+    app.register_blueprint(create_ops_blueprint(metrics_guard=metrics_guard))
+    app.register_blueprint(create_debug_blueprint(guard=authorize_request))  # the records hold model output
     return app
 
-
-def configure_logging(level: str) -> None:
-    """Root logging at ``level`` (unless the host configured it); ``init_app`` quiets ``transitions``."""
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger(__name__).setLevel(level)

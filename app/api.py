@@ -9,38 +9,38 @@ events into one body.
 from __future__ import annotations
 
 import math
-import re
 import time
 import uuid
 from typing import Any
 
 import orjson
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, g
 
-from statemachine import get_format
-
+from . import limits, observe
+from .auth import api_before_request
 from .chat_wire import ChatAccumulator, ChatChunker, usage_object
-from .errors import ApiError, as_api_error, register_error_handlers
+from .errors import as_api_error, register_error_handlers
 from .extension import current_state
 from .prompting import build_upstream_messages
 from .responses_api import create_response, delete_response, get_response
 from .schemas import parse_chat_request
 from .driver import ChoiceDriver
 from .streaming import DONE, cooperative, data_frame, sse_body
-from .tools import chat_parser_config
+from .tools import chat_parser_config, prompt_format
 from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                             "parallel_tool_calls", "functions", "function_call"})
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def create_blueprint(name: str = "toolwire") -> Blueprint:
     """The API Blueprint (register it with a ``url_prefix`` such as ``/v1``)."""
     bp = Blueprint(name, __name__)
     bp.before_request(_before_request)
-    bp.after_request(_after_request)
+    bp.before_request(api_before_request)  # auth: before the limits, so a refused client takes no slot
+    limits.install(bp)
+    bp.after_request(observe.respond)
     register_error_handlers(bp)
     bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
     bp.add_url_rule("/responses", view_func=create_response, methods=["POST"])
@@ -51,14 +51,7 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 
 
 def _before_request() -> None:
-    incoming = request.headers.get("X-Request-Id", "")
-    g.toolwire_request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-    request.max_content_length = current_state().settings.max_body_bytes
-
-
-def _after_request(response: Response) -> Response:
-    response.headers["X-Request-Id"] = g.get("toolwire_request_id", "")
-    return response
+    g.toolwire_request_id = observe.begin().request_id
 
 
 def chat_completions() -> Response:
@@ -66,9 +59,10 @@ def chat_completions() -> Response:
     state = current_state()
     settings = state.settings
     body = json_body()
+    limits.check_chat_limits(body)
     req = parse_chat_request(body)
     config = chat_parser_config(req, settings)
-    messages = build_upstream_messages(body["messages"], config, get_format(settings.tool_format))
+    messages = build_upstream_messages(body["messages"], config, prompt_format(config))
     upstream_body = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
     upstream_body.update(model=settings.upstream_model(req.model), messages=messages, stream=True,
                          stream_options={"include_usage": True})

@@ -67,6 +67,7 @@ _RESULT_RE = re.compile(
     + r"$",
     re.S | re.M,
 )
+_MARKER_RE = re.compile(r' marker="([A-Za-z0-9_-]+)"')
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 _QUOTED_RE = re.compile(r"\"([^\"]+)\"|“([^”]+)”|(?<!\w)'([^']+)'(?!\w)")
 _PATH_RE = re.compile(r"^(?:[\w.~-]*/[\w./~-]*|\w[\w-]*\.[A-Za-z0-9]{1,5})$")
@@ -181,10 +182,13 @@ class _ToolBlock:
         how_to = system.split(f"\n{HOW_TO_HEADING}\n", 1)[-1]
 
         def first_opener(fmt_name: str) -> int:
-            found = [i for i in (how_to.find(o) for o in get_format(fmt_name).openers) if i >= 0]
+            # Without the opener's last character, so a marked opener (<tool_call marker="…">) counts too.
+            found = [i for i in (how_to.find(o[:-1]) for o in get_format(fmt_name).openers) if i >= 0]
             return min(found, default=len(how_to))
 
-        self.format = min(registered_formats(), key=first_opener)
+        marker = _MARKER_RE.search(how_to)
+        self.format = get_format(min(registered_formats(), key=first_opener)).with_marker(
+            marker.group(1) if marker else None)
 
     @classmethod
     def find(cls, messages: list[dict[str, Any]]) -> "_ToolBlock | None":
@@ -227,7 +231,7 @@ def _reply(messages: list[dict[str, Any]]) -> tuple[str, bool]:
     if block is None or name is None:
         return f'Hello! You said: "{request}". I am the toolwire demo model, so this is a canned reply.', True
     arguments = json.dumps(_fill_arguments(block.tools[name], request), ensure_ascii=False)
-    return f"I'll use {name} for this.\n" + get_format(block.format).render_call(name, arguments), False
+    return f"I'll use {name} for this.\n" + block.format.render_call(name, arguments), False
 
 
 def _words(text: str) -> set[str]:

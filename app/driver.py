@@ -5,20 +5,32 @@ Streaming and non-streaming responses both consume it, so they cannot disagree.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections import Counter
 from typing import Any, Callable, Iterator
 
 from statemachine import (
     ChoiceStream,
     Event,
+    ModelOutputError,
     ParserConfig,
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallNote,
     ToolCallStarted,
     new_call_id,
 )
 
+from . import observe
 from .upstream_types import UpstreamStream
+
+log = logging.getLogger(__name__)
+
+_OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
+_REPAIRS = frozenset({"repaired", "recovered_unclosed"})
 
 
 class ChoiceDriver:
@@ -32,9 +44,16 @@ class ChoiceDriver:
     still open at the end of the stream get ``finish(None)``.
     The upstream is always closed when iteration ends or is abandoned.
 
+    Built inside a request, it attaches itself to the request's
+    :class:`~app.observe.RequestRecord`, which reads the counts below (and the
+    choices' paths) once the response has ended.
+
     Attributes:
         usage: the upstream's last usage object, if it sent one.
         output_chars: characters of visible text and call arguments produced.
+        outcomes: tool calls by outcome (``emitted``, ``repaired``, ``rejected``, ``failed``).
+        first_output_at: ``time.perf_counter()`` at the first text, reasoning or call header.
+        texts: per choice, the model text fed (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
@@ -49,6 +68,17 @@ class ChoiceDriver:
         self._finished: set[int] = set()
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
+        self.outcomes: Counter[str] = Counter()
+        self.first_output_at: float | None = None
+        record = observe.current()
+        self.texts: dict[int, list[str]] | None = {} if record is not None and record.keeps_text else None
+        if record is not None:
+            record.drivers.append(self)
+
+    @property
+    def choices(self) -> dict[int, ChoiceStream]:
+        """The state machine of every choice seen so far, by index."""
+        return self._choices
 
     def __iter__(self) -> Iterator[tuple[int, Event]]:
         cut = False
@@ -64,6 +94,8 @@ class ChoiceDriver:
                     if delta.reasoning:
                         events.append(ReasoningDelta(delta.reasoning))
                     if delta.content:
+                        if self.texts is not None:
+                            self.texts.setdefault(delta.index, []).append(delta.content)
                         events += choice.feed(delta.content)
                     for call in delta.tool_calls or ():
                         fn = call.get("function") or {}
@@ -80,6 +112,9 @@ class ChoiceDriver:
                     break
             for index in sorted(set(self._choices) - self._finished):
                 yield from self._emit(index, self._finish(index, None))
+        except ModelOutputError:
+            self.outcomes["failed"] += 1  # a fail policy ends the response
+            raise
         finally:
             self._stream.close()
 
@@ -94,6 +129,8 @@ class ChoiceDriver:
         return self._choices[index].finish(reason)
 
     def _emit(self, index: int, events: list[Event]) -> Iterator[tuple[int, Event]]:
+        if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
+            self.first_output_at = time.perf_counter()
         for event in events:
             if isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
@@ -101,4 +138,20 @@ class ChoiceDriver:
                 self.output_chars += len(event.fragment)
             elif isinstance(event, ToolCallStarted):
                 self.output_chars += len(event.name)
+            elif isinstance(event, ToolCallEnded):
+                self.outcomes["emitted" if event.valid else "failed"] += 1
+            elif isinstance(event, ToolCallNote):
+                self._note(index, event)
             yield index, event
+
+    def _note(self, index: int, note: ToolCallNote) -> None:
+        """Count a note's outcome and log it (its message may quote arguments: debug level only)."""
+        if note.kind in _REPAIRS:
+            self.outcomes["repaired"] += 1
+        elif note.index is None:  # the block never became a call: it went back to text or was dropped
+            self.outcomes["rejected"] += 1
+        elif note.kind == "incomplete":  # sent, but the stream ended inside it
+            self.outcomes["failed"] += 1
+        log.info("tool call %s", note.kind, extra={"fields": {
+            "kind": note.kind, "choice": index, "call_index": note.index, "tool": note.name}})
+        log.debug("tool call %s: %s", note.kind, note.message)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 from statemachine import ModelOutputError
@@ -62,6 +62,12 @@ def error_body(message: str, type: str, param: str | None = None, code: str | No
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
+def body_too_large(limit: int | None) -> ApiError:
+    """413 for a request body over ``limit`` bytes (Content-Length or chunked)."""
+    bound = f"the {limit}-byte limit" if limit else "the limit"
+    return ApiError(413, f"The request body is larger than {bound}.", code="request_entity_too_large")
+
+
 def from_upstream(exc: UpstreamError) -> ApiError:
     """The client-facing error for an upstream failure."""
     headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
@@ -92,6 +98,8 @@ def as_api_error(exc: BaseException) -> ApiError:
         return from_model_output(exc)
     if isinstance(exc, HTTPException):
         code = exc.code or 500
+        if code == 413:
+            return body_too_large(request.max_content_length if has_request_context() else None)
         type_ = "invalid_request_error" if code < 500 else "server_error"
         return ApiError(code, exc.description or exc.name, type=type_,
                         code=_HTTP_CODES.get(code, exc.name.lower().replace(" ", "_")))

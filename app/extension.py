@@ -18,6 +18,7 @@ import logging
 import warnings
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 from flask import Flask, current_app
@@ -28,6 +29,10 @@ from .settings import Settings
 from .store import ResponseStore, SQLiteResponseStore
 from .upstream import HttpUpstream
 from .upstream_types import Upstream
+
+if TYPE_CHECKING:
+    from .auth import KeyRing
+    from .limits import StreamSlots
 
 EXTENSION_KEY = "toolwire"
 
@@ -44,11 +49,15 @@ class ToolwireState:
         settings: the validated settings.
         upstream: the back end the endpoints call.
         store: where Responses are kept, or ``None`` when storing is off.
+        api_keys: the accepted client keys (empty = open).
+        streams: this worker's generations in flight, capped.
     """
 
     settings: Settings
     upstream: Upstream
     store: ResponseStore | None
+    api_keys: "KeyRing"
+    streams: "StreamSlots"
 
 
 class Toolwire:
@@ -81,6 +90,7 @@ class Toolwire:
             name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
         Raises:
             RuntimeError: toolwire is already registered on ``app``.
+            ValueError: the client key settings are unusable (see :func:`~app.auth.load_keyring`).
         """
         if EXTENSION_KEY in app.extensions:
             raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
@@ -90,13 +100,17 @@ class Toolwire:
                           "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
         logging.getLogger("transitions").setLevel(logging.WARNING)
+        from .api import create_blueprint  # here, not at the top: these import this module
+        from .auth import load_keyring
+        from .limits import StreamSlots
+
         settings = self._settings or Settings()
+        api_keys = load_keyring(settings)
         upstream = self._upstream or make_upstream(settings)
         store = self._store or make_store(settings)
-        self._states[app] = ToolwireState(settings, upstream, store)
+        self._states[app] = ToolwireState(settings, upstream, store, api_keys,
+                                          StreamSlots(settings.max_concurrent_streams))
         app.extensions[EXTENSION_KEY] = self
-
-        from .api import create_blueprint  # here, not at the top: api imports this module
 
         app.register_blueprint(create_blueprint(name), url_prefix=url_prefix)
 

@@ -1,17 +1,27 @@
-"""Operational endpoints: ``/healthz`` (liveness, no I/O) and ``/readyz`` (upstream reachable)."""
+"""Operational endpoints: ``/healthz`` (liveness, no I/O), ``/readyz`` (upstream reachable), ``/metrics``."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from flask import Blueprint, Response, current_app
 
 from .extension import current_state
+from .metrics import exposition
 
 
-def create_ops_blueprint(name: str = "toolwire_ops") -> Blueprint:
-    """The health Blueprint; register it without a prefix (``/healthz``, ``/readyz``)."""
+def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[], None] | None = None) -> Blueprint:
+    """The operational Blueprint; register it without a prefix (``/healthz``, ``/readyz``, ``/metrics``).
+
+    Args:
+        name: the Blueprint name.
+        metrics_guard: called before ``/metrics`` is served; raise an ``ApiError``
+            to refuse (e.g. an API-key check). Health routes stay open.
+    """
     bp = Blueprint(name, __name__)
     bp.add_url_rule("/healthz", view_func=healthz, methods=["GET"])
     bp.add_url_rule("/readyz", view_func=readyz, methods=["GET"])
+    bp.add_url_rule("/metrics", view_func=_guarded(metrics, metrics_guard), endpoint="metrics", methods=["GET"])
     return bp
 
 
@@ -26,3 +36,20 @@ def readyz() -> Response:
     response = current_app.json.response({"status": "ready" if ready else "unavailable"})
     response.status_code = 200 if ready else 503
     return response
+
+
+def metrics() -> Response:
+    """Prometheus metrics, aggregated over every gunicorn worker (see :mod:`app.metrics`)."""
+    body, content_type = exposition()
+    return Response(body, content_type=content_type)
+
+
+def _guarded(view: Callable[[], Response], guard: Callable[[], None] | None) -> Callable[[], Response]:
+    if guard is None:
+        return view
+
+    def guarded() -> Response:
+        guard()
+        return view()
+
+    return guarded

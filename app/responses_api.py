@@ -18,8 +18,9 @@ from typing import Any, Iterator
 
 from flask import Response, current_app
 
-from statemachine import ParserConfig, get_format
+from statemachine import ParserConfig
 
+from . import limits
 from .driver import ChoiceDriver
 from .errors import ApiError, as_api_error
 from .extension import current_state
@@ -29,7 +30,7 @@ from .responses_schemas import ResponsesRequest, parse_responses_request
 from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
 from .streaming import cooperative, sse_body
-from .tools import build_parser_config
+from .tools import build_parser_config, prompt_format
 from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,16 @@ def create_response() -> Response:
     """``POST /responses``, streaming or not."""
     state = current_state()
     settings = state.settings
-    req = parse_responses_request(json_body())
+    body = json_body()
+    limits.check_responses_limits(body)
+    req = parse_responses_request(body)
     store = state.store
     messages = to_chat_messages(req, store)
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
     config = _parser_config(req)
     upstream_body: dict[str, Any] = {
         "model": settings.upstream_model(req.model),
-        "messages": build_upstream_messages(messages, config, get_format(settings.tool_format)),
+        "messages": build_upstream_messages(messages, config, prompt_format(config)),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

@@ -57,7 +57,23 @@ class Settings(BaseSettings):
         "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
+    api_keys: SecretStr | None = Field(
+        None, description="Client keys accepted as 'Authorization: Bearer' on /v1 (comma or newline list)")
+    api_keys_file: Path | None = Field(None, description="File of client keys, one per line, '#' comments")
+    metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
+    max_messages: int = Field(2048, ge=0, description="Messages (or Responses input items) per request; 0 = no limit")
+    max_tools: int = Field(128, ge=0, description="Tools per request; 0 = no limit")
+    max_tool_schema_bytes: int = Field(65536, ge=0, description="JSON size of one tool's parameters; 0 = no limit")
+    max_concurrent_streams: int = Field(
+        512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
+    marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
     log_level: str = "INFO"
+    log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
+    debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
+                                           "for /debug/requests; off in production")
+    debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
+                                                    "unset = <tmp>/toolwire-debug")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
 
     @field_validator("tool_format")
     @classmethod

@@ -4,7 +4,8 @@
 upstream) into a bounded queue; the WSGI iterator relays them, sending a
 ``: keep-alive`` comment whenever the upstream is silent for the heartbeat
 interval; closing the iterator (the client left) kills the pump, which closes
-the upstream.
+the upstream. The body reports to the request's
+:class:`~app.observe.RequestRecord`: stream opened, first frame sent, client left.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Callable, Iterable, Iterator
 import gevent
 import orjson
 from gevent.queue import Empty, Queue
+
+from . import observe
 
 
 #: Yield to the gevent hub after this many events, so one busy stream cannot starve the others.
@@ -57,6 +60,10 @@ class SSEBody:
         self._on_abandon = on_abandon
         self._queue: Queue = Queue(maxsize=QUEUE_SIZE)
         self._pump_ran = False
+        self._ended = False  # the relay reached the end of the body
+        self._record = observe.current()
+        if self._record is not None:
+            self._record.stream_opened()
         self._pump = gevent.spawn(self._run_pump)
 
     def __iter__(self) -> Iterator[bytes]:
@@ -67,9 +74,12 @@ class SSEBody:
         self._pump.kill(block=False)
         if not self._pump_ran:
             self._on_abandon()
+        if not self._ended and self._record is not None:
+            self._record.client_left()
 
     def _run_pump(self) -> None:
         self._pump_ran = True
+        observe.bind(self._record)  # log lines from the pump carry the request id
         frames = self._frames
         try:
             try:
@@ -85,6 +95,7 @@ class SSEBody:
             self._queue.put(_END)
 
     def _relay(self) -> Iterator[bytes]:
+        record = self._record
         try:
             while True:
                 try:
@@ -92,9 +103,14 @@ class SSEBody:
                 except Empty:
                     yield KEEPALIVE
                     continue
+                if record is not None:
+                    record.first_frame_sent()
+                    record = None  # only the first one
                 if item is _END:
+                    self._ended = True
                     return
                 if isinstance(item, _Failure):
+                    self._ended = True
                     yield self._on_error(item.exc)
                     return
                 yield item

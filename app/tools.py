@@ -4,13 +4,21 @@ Chat ``tools`` / ``tool_choice`` / ``parallel_tool_calls`` and legacy
 ``functions`` / ``function_call`` normalise to the same ``ToolSpec`` list and
 ``ToolChoice``; :func:`build_parser_config` adds the operator's policy and is
 shared with the Responses endpoint.
+
+Marker mode (``TOOLWIRE_MARKER_MODE``, or ``X-Toolwire-Marker: 1`` on one
+request) gives each request a fresh random marker that the model's calls must
+repeat in their opener; :func:`prompt_format` is the format the prompt then
+describes (and re-renders earlier calls in).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING
 
-from statemachine import ParserConfig, Policy, ToolChoice, ToolSpec
+from flask import has_request_context, request
+
+from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
 from .errors import ApiError
 from .schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
@@ -30,7 +38,9 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         tool_choice: the normalised choice; names it allows must be offered.
         parallel_tool_calls: ``False`` keeps one call per choice.
         legacy_functions: the request used ``functions`` (answers use ``function_call``).
-        settings: the operator's parser policy and preferred text format.
+        settings: the operator's parser policy, preferred text format and
+            marker mode (a marker is drawn per call when it is on, see
+            :func:`request_marker`).
     Raises:
         ApiError: 400 when ``tool_choice`` names a tool that is not offered, or
             demands a call while no tool is offered.
@@ -52,7 +62,25 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         legacy_functions=legacy_functions,
         formats=(settings.tool_format, *(f for f in _DEFAULT_FORMATS if f != settings.tool_format)),
         policy=policy_from_settings(settings),
+        marker=request_marker(settings) if tools else None,
     )
+
+
+def request_marker(settings: "Settings") -> str | None:
+    """A fresh marker when marker mode is on for this request, else ``None``.
+
+    On with ``marker_mode`` or the request header ``X-Toolwire-Marker: 1``; a
+    header cannot turn off what the operator turned on.
+    """
+    header = request.headers.get("X-Toolwire-Marker", "") if has_request_context() else ""
+    if settings.marker_mode or header.strip().lower() in ("1", "true", "yes", "on"):
+        return secrets.token_urlsafe(12)
+    return None
+
+
+def prompt_format(config: ParserConfig) -> TextFormat:
+    """The format the prompt asks the model to write calls in (the preferred one, marked if ``config`` is)."""
+    return get_format(config.formats[0]).with_marker(config.marker)
 
 
 def policy_from_settings(settings: "Settings") -> Policy:

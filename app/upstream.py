@@ -14,6 +14,7 @@ import httpx
 import orjson
 from pydantic import SecretStr
 
+from .metrics import UPSTREAM_ERRORS
 from .sse import SSEDecoder
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
@@ -68,27 +69,26 @@ class HttpUpstream:
                                             content=orjson.dumps(body), headers=headers)
         with _mapped_errors():
             response = self.client.send(request, stream=True)
-        if response.status_code >= 400:
-            try:
-                with _mapped_errors():
+            if response.status_code >= 400:
+                try:
                     response.read()
-            finally:
-                response.close()
-            raise status_error(response)
+                finally:
+                    response.close()
+                raise status_error(response, secret=self._api_key)
         return HttpStream(response)
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
         with _mapped_errors():
             response = self.client.get(f"{self.base_url}/models", headers={"Accept": "application/json"})
-        if response.status_code >= 400:
-            raise status_error(response)
-        try:
-            data = orjson.loads(response.content).get("data")
-        except (orjson.JSONDecodeError, AttributeError):
-            data = None
-        if not isinstance(data, list):
-            raise UpstreamError("protocol", "The upstream sent a malformed model list.")
+            if response.status_code >= 400:
+                raise status_error(response, secret=self._api_key)
+            try:
+                data = orjson.loads(response.content).get("data")
+            except (orjson.JSONDecodeError, AttributeError):
+                data = None
+            if not isinstance(data, list):
+                raise UpstreamError("protocol", "The upstream sent a malformed model list.")
         return data
 
     def ready(self) -> bool:
@@ -197,29 +197,44 @@ def _loads(payload: str | bytes) -> Any:
 
 
 class _mapped_errors:
-    """Context manager: httpx exceptions → :class:`UpstreamError`."""
+    """Context manager: httpx exceptions → :class:`UpstreamError`; every one leaving it is counted
+    in ``toolwire_upstream_errors_total`` by kind (so do not nest it)."""
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is None or isinstance(exc, UpstreamError) or not isinstance(exc, httpx.HTTPError):
+        if isinstance(exc, UpstreamError):
+            UPSTREAM_ERRORS.labels(exc.kind).inc()
+        if exc is None or not isinstance(exc, httpx.HTTPError):
             return None
         if isinstance(exc, httpx.TimeoutException):
-            raise UpstreamError("timeout", "The upstream timed out.", status=504) from None
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
-            raise UpstreamError("protocol", "The upstream broke the HTTP protocol.") from None
-        raise UpstreamError("connect", "Could not reach the upstream.") from None
+            mapped = UpstreamError("timeout", "The upstream timed out.", status=504)
+        elif isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
+            mapped = UpstreamError("protocol", "The upstream broke the HTTP protocol.")
+        else:
+            mapped = UpstreamError("connect", "Could not reach the upstream.")
+        UPSTREAM_ERRORS.labels(mapped.kind).inc()
+        raise mapped from None
 
 
-def status_error(response: httpx.Response) -> UpstreamError:
-    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read)."""
+def status_error(response: httpx.Response, *, secret: SecretStr | None = None) -> UpstreamError:
+    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read).
+
+    401 and 403 are about toolwire's own upstream key, not the client's
+    request: they become a 502 whose message never quotes the upstream (which
+    may echo part of the key). Any other upstream message has ``secret``
+    masked out.
+    """
     status = response.status_code
+    if status in (401, 403):
+        return UpstreamError("auth", f"The upstream refused toolwire's credentials (HTTP {status}).",
+                             code="upstream_auth_failed")
     try:
         body: Any = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         body = response.text[:_MAX_ERROR_CHARS]
-    message = _message(body)
+    message = _redact(_message(body), secret)
     err = body.get("error") if isinstance(body, dict) else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
@@ -233,6 +248,11 @@ def status_error(response: httpx.Response) -> UpstreamError:
                              code=str(code) if code is not None else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
+
+
+def _redact(text: str, secret: SecretStr | None) -> str:
+    value = secret.get_secret_value() if secret is not None else ""
+    return text.replace(value, "**********") if value else text
 
 
 def _message(body: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from flask import g, request
 
+from . import limits, observe
 from .errors import ApiError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -25,17 +26,17 @@ def json_body() -> dict[str, Any]:
 
     Raises:
         ApiError: 400 ``invalid_json`` when it does not parse, is not an
-            object or nests deeper than ``MAX_JSON_DEPTH`` (413 comes from the
-            body-size limit).
+            object or nests deeper than ``MAX_JSON_DEPTH``; 413 over the body-size limit.
     """
     try:
-        body = orjson.loads(request.get_data(cache=False))
+        body = orjson.loads(limits.read_body())
     except orjson.JSONDecodeError:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     if _nests_deeper(body, MAX_JSON_DEPTH):
         raise ApiError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
+    observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body
 
 

@@ -574,8 +574,9 @@ def core_figures(table: Table) -> None:
 
 
 def toolwire_env(upstream_url: str) -> dict[str, str]:
-    """Environment for a toolwire gunicorn."""
-    return {"TOOLWIRE_UPSTREAM_URL": upstream_url, "TOOLWIRE_HEARTBEAT_SECONDS": "30"}
+    """Environment for a toolwire gunicorn (no stream cap: section 3 holds 2,000 streams on one worker)."""
+    return {"TOOLWIRE_UPSTREAM_URL": upstream_url, "TOOLWIRE_HEARTBEAT_SECONDS": "30",
+            "TOOLWIRE_MAX_CONCURRENT_STREAMS": "0"}
 
 
 def main() -> int:

@@ -89,13 +89,14 @@ class ChoiceStream:
         )
         self._parsing = config.parsing_enabled
         self._suppress_tail = config.policy.text_after_calls == "suppress"
-        formats = [get_format(name) for name in config.formats] if self._parsing else []
+        formats = [get_format(name).with_marker(config.marker) for name in config.formats] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self._closers = frozenset(fmt.closer for fmt in formats)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
+        self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
         self._think_sentinels = (THINK_CLOSE, *self._openers)
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
@@ -107,7 +108,8 @@ class ChoiceStream:
         self._release: str | None = None  # the kind of a disproved block awaiting release
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_held: list[str] | None = None  # reasoning from a call opener on
-        self._at_start = True  # nothing visible yet: a fence or bare JSON may start a call
+        # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
+        self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
         self._fence_close = False
         self._call: _Call | None = None
@@ -117,6 +119,11 @@ class ChoiceStream:
         self._incomplete = False
         self._cut = False
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
+        # Per path entry: the [start, end) offsets, in all text fed so far, of the piece being
+        # processed when it fired (a held partial sentinel included); empty for native calls and finish.
+        self.spans: list[tuple[int, int]] = []
+        self._fed = 0
+        self._span = (0, 0)
 
     # public API -------------------------------------------------------------
 
@@ -134,6 +141,8 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed() after finish()", code="usage_error")
         out = self._out = []
+        start, self._fed = self._fed - len(self._pending), self._fed + len(text)
+        self._span = (start, self._fed)
         if text and not self._cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
@@ -166,6 +175,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed_tool_call() after finish()", code="usage_error")
         out = self._out = []
+        self._span = (self._fed, self._fed)
         if self._cut:
             return out
         if self._native_index != index:
@@ -194,6 +204,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("finish() called twice", code="usage_error")
         out = self._out = []
+        self._span = (self._fed, self._fed)
         upstream = normalize_finish_reason(reason)
         self._end_native()
         if self._in_think and self._think_held is not None:
@@ -307,7 +318,7 @@ class ChoiceStream:
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
-        if len(tail) < 16 and any(s.startswith(tail) for s in self._sentinels):
+        if len(tail) < self._hold and any(s.startswith(tail) for s in self._sentinels):
             self._pending = tail
             return n
         self._emit_text("<")
@@ -345,7 +356,7 @@ class ChoiceStream:
                 self._in_think = False
                 return i + len(THINK_CLOSE)
             tail = buf[i:]
-            if len(tail) < 16 and any(s.startswith(tail) for s in self._think_sentinels):
+            if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
                 self._reasoning(buf[pos:i])
                 self._pending = tail
                 return n
@@ -616,6 +627,7 @@ class ChoiceStream:
         source = self.state
         self.trigger(name)
         self.path.append((source.value, name, self.state.value))
+        self.spans.append(self._span)
 
 
 def _strip_decorations(name: str) -> str:

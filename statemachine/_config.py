@@ -97,6 +97,9 @@ class ParserConfig:
         reasoning: recognise ``<think>…</think>`` blocks.
         starts_in_reasoning: the template pre-opened ``<think>``.
         policy: how mistakes are handled.
+        marker: when set, only call blocks whose opener repeats this marker
+            are calls (``TextFormat.with_marker``); unmarked openers, bare
+            JSON and fenced JSON stay text. ``None`` (default) = off.
     """
 
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
@@ -107,6 +110,7 @@ class ParserConfig:
     reasoning: bool = True
     starts_in_reasoning: bool = False
     policy: Policy = Policy()
+    marker: str | None = None
 
     @property
     def parsing_enabled(self) -> bool:

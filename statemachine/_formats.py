@@ -8,6 +8,7 @@ to parse a call body (a ``CallBody`` the scanner drives).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -61,6 +62,57 @@ class TextFormat:
     def new_body(self, opener: str, ctx: Any) -> Any:  # pragma: no cover - replaced by subclasses
         """Start parsing the body after ``opener`` (internal scanner protocol)."""
         raise NotImplementedError
+
+    def with_marker(self, marker: str | None) -> "TextFormat":
+        """This format with every opener carrying ``marker`` (``self`` when ``marker`` is ``None``).
+
+        The marked opener inserts `` marker="…"`` before the opener's last
+        character: ``<tool_call marker="k3J9">``, ``<use_tool marker="k3J9">``,
+        ``<function marker="k3J9"=``. Only marked openers start a call, so
+        sentinel text quoted from a tool result or a user message stays text.
+
+        Args:
+            marker: the per-request marker (letters, digits, ``-``, ``_``), or ``None``.
+        Raises:
+            ValueError: the marker is empty or has other characters.
+        """
+        if marker is None:
+            return self
+        if not _MARKER.fullmatch(marker):
+            raise ValueError("a marker is 1-64 letters, digits, '-' or '_'")
+        return _MarkedFormat(self, marker)
+
+
+_MARKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class _MarkedFormat(TextFormat):
+    """A registered format whose calls must repeat a per-request marker in the opener."""
+
+    def __init__(self, base: TextFormat, marker: str):
+        self.base = base
+        self.marker = marker
+        self.name = base.name
+        self.closer = base.closer
+        # An opener ending in a space takes free attributes (``<use_tool ``): the marked form has none.
+        self._unmarked = {f'{op[:-1]} marker="{marker}"{op[-1]}': op for op in base.openers if op[-1] != " "}
+        self.openers = tuple(self._unmarked)
+
+    def render_call(self, name: str, arguments: str) -> str:
+        text = self.base.render_call(name, arguments)
+        plain = self.base.openers[0]
+        return self.openers[0] + text[len(plain):] if text.startswith(plain) else text
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        return (super().instructions(example_name, example_arguments)
+                + f'\n- Every call must start with the opener exactly as shown, including marker="{self.marker}"; '
+                "a block without it is treated as plain text.")
+
+    def new_body(self, opener: str, ctx: Any) -> Any:
+        return self.base.new_body(self._unmarked[opener], ctx)
+
+    def with_marker(self, marker: str | None) -> TextFormat:
+        return self.base.with_marker(marker)
 
 
 def _compact_object(arguments: str) -> str:

@@ -73,6 +73,15 @@ def test_calls_the_matching_tool_in_the_prompted_format(fmt_name, prompt, name, 
 
 
 @pytest.mark.parametrize("fmt_name", FORMATS)
+def test_marker_mode_calls_repeat_the_prompted_marker(fmt_name):
+    config = ParserConfig.for_tools(list(TOOLS), marker="demo-Mark_1")
+    prompt = build_upstream_messages([{"role": "user", "content": "Please read notes.txt"}], config,
+                                     get_format(fmt_name).with_marker("demo-Mark_1"))
+    text = "".join(d.content or "" for c in DemoUpstream().open({"messages": prompt}) for d in c.choices)
+    assert text.endswith(get_format(fmt_name).with_marker("demo-Mark_1").render_call("read_file", '{"path": "notes.txt"}'))
+
+
+@pytest.mark.parametrize("fmt_name", FORMATS)
 def test_forced_tool_wins_over_word_overlap(fmt_name):
     config = ParserConfig.for_tools(list(TOOLS), tool_choice=ToolChoice("required", frozenset({"read_file"})))
     texts, _, _ = run([{"role": "user", "content": "weather in Paris, file 'a.md'"}], config=config, fmt_name=fmt_name)

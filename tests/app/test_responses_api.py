@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.upstream_types import UpstreamChunk, UpstreamError
 from tests.app.conftest import FakeUpstream, text_chunks
+from tests.app.test_marker_mode import EchoUpstream
+from tests.support.injection import QUOTED
 from tests.support.invariants import check_responses_stream
 
 WEATHER = {
@@ -246,7 +250,7 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = type(state)(state.settings, state.upstream, BrokenStore())
+        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore())
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
     assert "could not store response" in caplog.text
@@ -266,3 +270,25 @@ def test_allowed_tools_only_emits_the_allowed_calls(make_app):
     body = post(make_app(upstream).test_client(), tools=[WEATHER, other], tool_choice=choice).get_json()
     assert not [item for item in body["output"] if item["type"] == "function_call"]
     assert body["tool_choice"] == choice
+
+
+def test_limits_and_keys_cover_the_responses_routes(make_app):
+    upstream = FakeUpstream(text_chunks("never"))
+    client = make_app(upstream, max_messages=2, max_tool_schema_bytes=64, api_keys="sk-right").test_client()
+    auth = {"Authorization": "Bearer sk-right"}
+    assert client.post("/v1/responses", json={"model": "m", "input": "hi"}).status_code == 401
+    assert client.get("/v1/responses/resp_x").status_code == 401
+    too_many = client.post("/v1/responses", headers=auth, json={"model": "m", "input": ["a", "b", "c"]})
+    assert_envelope(too_many, 400, "input")
+    big = {**WEATHER, "parameters": {**WEATHER["parameters"], "description": "x" * 100}}
+    assert_envelope(client.post("/v1/responses", headers=auth, json={"model": "m", "input": "hi", "tools": [big]}),
+                    400, "tools[0].parameters")
+    assert upstream.bodies == []
+
+
+def test_marker_mode_covers_the_responses_endpoint(make_app):
+    client = make_app(EchoUpstream(marked_call=True), marker_mode=True).test_client()
+    body = post(client, tools=[WEATHER]).get_json()
+    message, call = body["output"]
+    assert QUOTED in message["content"][0]["text"]  # the quoted, unmarked sentinel stays text
+    assert (call["name"], call["arguments"]) == ("get_weather", '{"city": "Rome"}')

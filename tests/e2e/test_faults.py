@@ -252,8 +252,8 @@ def assert_serves(server: ToolwireServer, endpoint: Endpoint, upstream: Scripted
 def two_workers(upstream: ScriptedUpstream) -> Iterator[ToolwireServer]:
     """A private toolwire with two workers (the tests kill and reload them)."""
     settings = {"TOOLWIRE_UPSTREAM_URL": upstream.v1_url, "TOOLWIRE_HEARTBEAT_SECONDS": "0.2",
-                "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "10", "TOOLWIRE_GRACEFUL_TIMEOUT": "10"}
-    with run_toolwire(settings, workers=2) as server:
+                "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "10", "TOOLWIRE_GRACEFUL_TIMEOUT": "10", "WEB_CONCURRENCY": "2"}
+    with run_toolwire(settings) as server:
         deadline = time.monotonic() + 10
         while len(server.worker_pids()) < 2:
             assert time.monotonic() < deadline, "the second worker did not start"

@@ -57,6 +57,22 @@ def test_path_records_taken_edges():
     assert set(s.path) <= EDGES
 
 
+def test_spans_locate_the_text_that_fired_each_transition():
+    text = 'ok <tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+    pieces = ["ok <to", "ol_call>", '{"name": "get_time", ', '"arguments": {}}', "</tool_call>"]
+    s = ChoiceStream(CFG)
+    for piece in pieces:
+        s.feed(piece)
+    s.finish()
+    assert len(s.spans) == len(s.path)
+    assert [text[a:b] for a, b in s.spans] == [
+        "<tool_call>",  # the held "<to" plus the piece that completed the opener
+        '"arguments": {}}',  # the header goes out once the arguments begin
+        '"arguments": {}}',  # ... and the call closes with its JSON
+        "",  # finish: no text
+    ]
+
+
 def test_edges_are_the_table():
     edges = diagram.edges()
     assert edges == [(t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS]

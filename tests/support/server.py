@@ -1,9 +1,9 @@
 """Run toolwire under real gunicorn (gevent workers) for end-to-end tests.
 
 ``run_toolwire(env)`` is a context manager: it starts
-``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` (or
-``workers=N``) from
-the project root with the given ``TOOLWIRE_*`` environment, waits until ``GET /healthz`` answers 200,
+``<venv>/bin/gunicorn -c gunicorn.conf.py wsgi:app --bind 127.0.0.1:<free port> --workers 1`` from
+the project root with the given ``TOOLWIRE_*`` environment (``WEB_CONCURRENCY`` in it sets
+``--workers``), waits until ``GET /healthz`` answers 200,
 yields a ``ToolwireServer`` and finally stops the whole process group (SIGTERM, then SIGKILL).
 ``ServerPool`` keeps one server per distinct environment for a test session.
 """
@@ -151,16 +151,15 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, ti
 
 
 @contextlib.contextmanager
-def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT,
-                 workers: int = 1) -> Iterator[ToolwireServer]:
-    """Start toolwire under gunicorn (``workers`` worker processes) with ``settings`` added to the
-    environment (``None`` values and every inherited ``TOOLWIRE_*`` variable are left out); yield
-    it once ``/healthz`` is 200."""
+def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT) -> Iterator[ToolwireServer]:
+    """Start toolwire under gunicorn with ``settings`` added to the environment (``None`` values
+    and every inherited ``TOOLWIRE_*`` variable are left out); yield it once ``/healthz`` is 200."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_file = tempfile.NamedTemporaryFile(prefix="toolwire-gunicorn-", suffix=".log", delete=False)
     log_path = Path(log_file.name)
-    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
+    workers = settings.get("WEB_CONCURRENCY") or "1"
+    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", workers]
     env = _environment(settings)
     try:
         process = subprocess.Popen(

@@ -1,0 +1,124 @@
+"""Client API keys: ``Authorization: Bearer`` on every ``/v1`` route, compared in constant time.
+
+Keys come from ``TOOLWIRE_API_KEYS`` (comma or newline separated) and/or the
+file ``TOOLWIRE_API_KEYS_FILE`` (one per line, ``#`` comments). Only their
+SHA-256 digests are kept. With no keys configured the API is open (a warning
+is logged once when the app is set up). These keys are the clients'; the key
+toolwire sends upstream (``TOOLWIRE_UPSTREAM_API_KEY``) is a different one and
+client keys are never forwarded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from typing import Any
+
+from flask import request
+
+from .errors import ApiError
+from .extension import current_state
+
+log = logging.getLogger(__name__)
+
+
+class KeyRing:
+    """The SHA-256 digests of the accepted client keys.
+
+    Args:
+        keys: the keys in clear (blank entries ignored).
+    """
+
+    def __init__(self, keys: list[str]):
+        self._digests = tuple(_digest(k) for k in keys if k)
+
+    def __bool__(self) -> bool:
+        return bool(self._digests)
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def accepts(self, presented: str) -> bool:
+        """Whether ``presented`` is one of the keys.
+
+        Every digest is compared (``hmac.compare_digest``), match or not, so the
+        time taken says nothing about which key, or how much of one, matched.
+        """
+        candidate = _digest(presented)
+        found = False
+        for digest in self._digests:
+            found |= hmac.compare_digest(candidate, digest)
+        return found
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def load_keyring(settings: Any) -> KeyRing:
+    """The :class:`KeyRing` the settings describe (``api_keys`` and ``api_keys_file``).
+
+    Raises:
+        ValueError: the key file cannot be read or holds no key (a typo must
+            not leave the API open), or metrics need a key and there is none.
+    """
+    keys: list[str] = []
+    if settings.api_keys is not None:
+        raw = settings.api_keys.get_secret_value()
+        keys += [k.strip() for line in raw.splitlines() for k in line.split(",")]
+    if settings.api_keys_file is not None:
+        try:
+            text = settings.api_keys_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}: {exc.strerror}") from None
+        from_file = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if not from_file:
+            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
+        keys += from_file
+    ring = KeyRing(keys)
+    if not ring and settings.metrics_require_key:
+        raise ValueError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
+    if not ring:
+        log.warning("no client API keys configured (TOOLWIRE_API_KEYS / TOOLWIRE_API_KEYS_FILE): "
+                    "the API is open to anyone who can reach it")
+    return ring
+
+
+def bearer_token() -> str | None:
+    """The token of this request's ``Authorization: Bearer`` header, if any."""
+    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def authorize_request() -> None:
+    """Refuse the current request unless it carries an accepted key (no keys configured = open).
+
+    Raises:
+        ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
+    """
+    ring = current_state().api_keys
+    if not ring:
+        return
+    token = bearer_token()
+    if token is None:
+        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.")
+    if not ring.accepts(token):
+        raise _unauthorized("Incorrect API key provided.")
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+
+
+def api_before_request() -> None:
+    """Blueprint hook: every ``/v1`` route needs a key, except CORS preflights (``OPTIONS``)."""
+    if request.method != "OPTIONS":
+        authorize_request()
+
+
+def metrics_guard() -> None:
+    """The ``/metrics`` guard: a key is needed only when ``TOOLWIRE_METRICS_REQUIRE_KEY`` is on."""
+    if current_state().settings.metrics_require_key:
+        authorize_request()

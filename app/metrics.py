@@ -1,0 +1,58 @@
+"""Prometheus metrics (house style 8.5) and their exposition.
+
+Under gunicorn, ``gunicorn.conf.py`` exports ``PROMETHEUS_MULTIPROC_DIR`` before
+the workers start, so every worker writes its values there and :func:`exposition`
+aggregates all of them. Without it (tests, an embedding host) the process's
+default registry is served.
+
+Everything is updated once per request or per choice (see :mod:`app.observe`),
+never per token.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess
+
+# LLM requests run from milliseconds (errors) to minutes (long generations).
+_DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+_TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+REQUESTS = Counter("toolwire_requests_total", "API requests answered", ["route", "status"])
+REQUEST_DURATION = Histogram("toolwire_request_duration_seconds",
+                             "From the request's arrival to its body's end (streams included)", ["route"],
+                             buckets=_DURATION_BUCKETS)
+TIME_TO_FIRST_TOKEN = Histogram("toolwire_time_to_first_token_seconds",
+                                "From the request's arrival to the first parsed output", ["model"],
+                                buckets=_TTFT_BUCKETS)
+STREAMS_IN_FLIGHT = Gauge("toolwire_streams_in_flight", "SSE responses being sent", multiprocess_mode="livesum")
+TOOL_CALLS = Counter("toolwire_tool_calls_total",
+                     "Tool calls by outcome: emitted (sent complete and valid), repaired (a repair made to "
+                     "an emitted call), rejected (a block not sent as a call), failed (a sent call that "
+                     "ended invalid or cut, or a fail policy)", ["model", "outcome"])
+FSM_TRANSITIONS = Counter("toolwire_fsm_transitions_total", "Per-choice state machine transitions",
+                          ["source", "dest"])
+CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the client left before their end")
+UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def exposition() -> tuple[bytes, str]:
+    """The metrics text and its content type: all workers' values in multiprocess mode."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,202 @@
+"""One request's observability record: request id, timings, tool calls, its access line and metrics.
+
+The API Blueprint's hooks open a :class:`RequestRecord` per request
+(:func:`begin`) and register its :meth:`~RequestRecord.finish` to run when
+the response body is closed (:func:`respond`), so a stream is accounted for at
+its real end. The record is kept in a context variable: log lines read the
+request id from it, and :class:`~app.driver.ChoiceDriver` and
+:class:`~app.streaming.SSEBody` attach themselves to it when they are built
+in a view. The pump greenlet gets it bound explicitly (greenlets start with an
+empty context).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flask import Response, request
+
+from . import metrics
+from .debug import DebugStore, debug_store
+from .extension import current_state
+
+if TYPE_CHECKING:
+    from .driver import ChoiceDriver
+
+access_log = logging.getLogger("app.access")
+
+#: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+_current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
+
+
+@dataclass(eq=False, slots=True)
+class RequestRecord:
+    """What is known about one API request while it runs.
+
+    Fields:
+        request_id: the echoed or generated id.
+        method, route: the request line (the URL rule, not the raw path: bounded).
+        started: ``time.perf_counter()`` at arrival.
+        status: the response status, once known.
+        model: the client's ``model``; ``model_label`` is it when configured, else ``other``.
+        stream: the body is an SSE stream.
+        first_byte: when the first frame (or the whole JSON body) was handed to the server.
+        disconnected: the client left before the stream's end.
+        drivers: the choice drivers built for this request.
+        debug: where the state-machine paths go when debug is on, else ``None``.
+    """
+
+    request_id: str
+    method: str
+    route: str
+    started: float = field(default_factory=time.perf_counter)
+    status: int = 0
+    model: str | None = None
+    model_label: str = "other"
+    stream: bool = False
+    first_byte: float | None = None
+    disconnected: bool = False
+    drivers: list[ChoiceDriver] = field(default_factory=list)
+    debug: DebugStore | None = None
+    finished: bool = False
+
+    @property
+    def keeps_text(self) -> bool:
+        """Whether drivers should keep the model text (only for the debug view)."""
+        return self.debug is not None
+
+    def stream_opened(self) -> None:
+        """An SSE body started for this request."""
+        self.stream = True
+        metrics.STREAMS_IN_FLIGHT.inc()
+
+    def first_frame_sent(self) -> None:
+        """The first bytes of the body are going out."""
+        if self.first_byte is None:
+            self.first_byte = time.perf_counter()
+
+    def client_left(self) -> None:
+        """The body was closed before its end."""
+        self.disconnected = True
+
+    def finish(self) -> None:
+        """The body is closed: count the request, write its access line (and debug path). Idempotent."""
+        if self.finished:
+            return
+        self.finished = True
+        duration = time.perf_counter() - self.started
+        if self.stream:
+            metrics.STREAMS_IN_FLIGHT.dec()
+        if self.disconnected:
+            metrics.CLIENT_DISCONNECTS.inc()
+        metrics.REQUESTS.labels(self.route, str(self.status)).inc()
+        metrics.REQUEST_DURATION.labels(self.route).observe(duration)
+        outcomes: Counter[str] = Counter()
+        moves: Counter[tuple[str, str]] = Counter()
+        first_output = None
+        for driver in self.drivers:
+            outcomes.update(driver.outcomes)
+            for choice in driver.choices.values():
+                moves.update((source, dest) for source, _, dest in choice.path)
+            if driver.first_output_at is not None:
+                first_output = min(first_output or driver.first_output_at, driver.first_output_at)
+        if first_output is not None:
+            metrics.TIME_TO_FIRST_TOKEN.labels(self.model_label).observe(first_output - self.started)
+        for outcome, count in outcomes.items():
+            metrics.TOOL_CALLS.labels(self.model_label, outcome).inc(count)
+        for (source, dest), count in moves.items():
+            metrics.FSM_TRANSITIONS.labels(source, dest).inc(count)
+        access_log.info("%s %s %s", self.method, self.route, self.status, extra={"fields": {
+            "method": self.method, "route": self.route, "status": self.status, "model": self.model,
+            "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
+            "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
+            "duration_ms": _ms(duration)}})
+        if self.debug is not None:
+            try:
+                self.debug.save(self.request_id, self.debug_view())
+            except OSError as exc:  # the debug view must never break a response
+                access_log.warning("debug record not saved: %s", exc)
+        if _current.get() is self:
+            _current.set(None)
+
+    def debug_view(self) -> dict[str, Any]:
+        """The request's per-choice state-machine paths, each transition with its text span."""
+        choices = []
+        for driver in self.drivers:
+            for index, choice in sorted(driver.choices.items()):
+                text = "".join((driver.texts or {}).get(index, ()))
+                path = [{"source": s, "trigger": t, "dest": d, "span": [a, b], "text": text[a:b]}
+                        for (s, t, d), (a, b) in zip(choice.path, choice.spans)]
+                choices.append({"index": index, "state": choice.state.value, "path": path})
+        return {"request_id": self.request_id, "method": self.method, "route": self.route,
+                "status": self.status, "model": self.model, "choices": choices}
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def current() -> RequestRecord | None:
+    """The record of the request this code runs for, if any."""
+    return _current.get()
+
+
+def bind(record: RequestRecord | None) -> None:
+    """Make ``record`` current in this greenlet (the pump greenlet starts with none)."""
+    _current.set(record)
+
+
+def current_request_id() -> str | None:
+    """The current request's id, for log lines."""
+    record = _current.get()
+    return record.request_id if record is not None else None
+
+
+def begin() -> RequestRecord:
+    """Open the record of the current Flask request (a ``before_request`` hook calls this).
+
+    Its id is the request's ``X-Request-Id`` when that is sane, else a new ``uuid4`` hex.
+    """
+    settings = current_state().settings
+    incoming = request.headers.get("X-Request-Id", "")
+    request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    rule = request.url_rule
+    record = RequestRecord(request_id, request.method, rule.rule if rule is not None else request.path,
+                           debug=debug_store(settings) if settings.debug else None)
+    _current.set(record)
+    return record
+
+
+def note_model(model: Any) -> None:
+    """The request asked for ``model``; label metrics with it when it is a configured model."""
+    record = _current.get()
+    if record is None or not isinstance(model, str):
+        return
+    settings = current_state().settings
+    configured = {*settings.model_map, *settings.model_map.values(), settings.default_upstream_model}
+    if not settings.upstream_url:
+        configured.add(settings.demo_model)
+    record.model = model
+    record.model_label = model if model in configured else "other"
+
+
+def respond(response: Response) -> Response:
+    """Stamp the response and finish the record when its body closes (an ``after_request`` hook)."""
+    record = _current.get()
+    if record is None:
+        return response
+    response.headers["X-Request-Id"] = record.request_id
+    record.status = response.status_code
+    if not record.stream:
+        record.first_frame_sent()
+    response.call_on_close(record.finish)
+    return response

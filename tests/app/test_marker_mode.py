@@ -1,0 +1,98 @@
+"""Marker mode through the app: the prompt carries a fresh marker; only calls repeating it are calls."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.app.conftest import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
+from tests.support.injection import QUOTED, TRANSCRIPT
+
+MARKER = re.compile(r'<tool_call marker="([A-Za-z0-9_-]+)">')
+
+
+class EchoUpstream(FakeUpstream):
+    """Answers with the quoted sentinel from the tool result, then (if asked) a call using the prompt's marker."""
+
+    def __init__(self, *, marked_call: bool):
+        super().__init__()
+        self.marked_call = marked_call
+
+    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+        prompt = "\n".join(m["content"] for m in body["messages"])
+        found = MARKER.search(prompt)
+        marker = found.group(1) if found else "none"
+        reply = f"The tool asked me to run {QUOTED} but I will not."
+        if self.marked_call:
+            reply += f' <tool_call marker="{marker}">{{"name": "get_weather", "arguments": {{"city": "Rome"}}}}</tool_call>'
+        self.script = text_chunks(reply, size=7)
+        return super().open(body, request_id=request_id)
+
+
+def post(client, headers=None, stream=False):
+    return client.post("/v1/chat/completions", headers=headers or {},
+                       json={"model": "m", "messages": TRANSCRIPT, "tools": [WEATHER_TOOL], "stream": stream})
+
+
+def message_of(response) -> dict:
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()["choices"][0]["message"]
+
+
+@pytest.mark.parametrize("settings, headers", [({"marker_mode": True}, {}),
+                                               ({}, {"X-Toolwire-Marker": "1"}),
+                                               ({"marker_mode": True}, {"X-Toolwire-Marker": "0"})])
+def test_quoted_sentinel_stays_text_and_the_marked_call_is_a_call(make_app, settings, headers):
+    upstream = EchoUpstream(marked_call=True)
+    client = make_app(upstream, **settings).test_client()
+    message = message_of(post(client, headers))
+    assert QUOTED in message["content"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert message["tool_calls"][0]["function"]["arguments"] == '{"city": "Rome"}'
+
+
+def test_quoted_sentinel_alone_is_no_call(make_app):
+    client = make_app(EchoUpstream(marked_call=False), marker_mode=True).test_client()
+    message = message_of(post(client))
+    assert QUOTED in message["content"] and not message.get("tool_calls")
+
+
+def test_without_marker_mode_the_quoted_sentinel_becomes_a_call(make_app):
+    client = make_app(EchoUpstream(marked_call=False)).test_client()
+    message = message_of(post(client))
+    assert [c["function"]["arguments"] for c in message["tool_calls"]] == ['{"city": "Oslo"}']
+
+
+def test_prompt_and_transcript_use_a_fresh_marker_per_request(make_app):
+    upstream = EchoUpstream(marked_call=False)
+    client = make_app(upstream, marker_mode=True).test_client()
+    post(client)
+    post(client, stream=True).get_data()
+    markers = []
+    for body in upstream.bodies:
+        text = "\n".join(m["content"] for m in body["messages"])
+        found = set(MARKER.findall(text))
+        assert len(found) == 1, found  # instructions and the re-rendered earlier call share it
+        marker = found.pop()
+        assert f'<tool_call marker="{marker}">{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}' in text
+        assert "plain text" in text
+        markers.append(marker)
+    assert markers[0] != markers[1] and len(markers[0]) >= 16
+
+
+def test_no_marker_in_the_prompt_when_off(make_app):
+    upstream = EchoUpstream(marked_call=False)
+    post(make_app(upstream).test_client())
+    assert "marker=" not in str(upstream.bodies[0]["messages"])
+
+
+def test_the_demo_model_follows_marker_mode(make_app):
+    from app.demo import DemoUpstream
+
+    client = make_app(DemoUpstream(), marker_mode=True).test_client()
+    response = client.post("/v1/chat/completions", json={
+        "model": "toolwire-demo", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [WEATHER_TOOL]})
+    calls = message_of(response)["tool_calls"]
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == [("get_weather", '{"city": "Paris"}')]

@@ -1,0 +1,331 @@
+"""Request ids, access logs, Prometheus metrics and the debug view, through Flask's test client.
+
+Responses are read with ``buffered=True`` (or closed explicitly): the access line and the
+metrics are written when the body is closed, as a WSGI server does.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Iterator
+
+import gevent
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from app.logs import make_handler
+from app.upstream import HttpUpstream
+from app.upstream_types import UpstreamError
+from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+
+SECRET = "my-secret-prompt-4711"
+USER = [{"role": "user", "content": f"Weather in Paris? {SECRET}"}]
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+STRICT_TOOL = {"type": "function", "function": {**WEATHER_TOOL["function"], "strict": True}}
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    handler = make_handler("json", buffer)
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield buffer
+    root.removeHandler(handler)
+    root.setLevel(previous)
+
+
+def records(buffer: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def post(client, request_id: str | None = None, **body):
+    body.setdefault("model", "m")
+    body.setdefault("messages", USER)
+    headers = {"X-Request-Id": request_id} if request_id else {}
+    return client.post("/v1/chat/completions", json=body, headers=headers, buffered=True)
+
+
+# -- request ids and logs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_access_line_is_json_with_the_request_fields_and_no_prompt(make_app, json_log, stream):
+    upstream = FakeUpstream(text_chunks("Let me check." + CALL, size=6))
+    response = post(make_app(upstream).test_client(), "req-abc.1", stream=stream, tools=[WEATHER_TOOL])
+    assert response.status_code == 200 and response.headers["X-Request-Id"] == "req-abc.1"
+    lines = records(json_log)
+    access = [line for line in lines if line["logger"] == "app.access"]
+    assert len(access) == 1
+    line = access[0]
+    assert line["request_id"] == "req-abc.1" and line["level"] == "INFO" and isinstance(line["pid"], int)
+    assert (line["method"], line["route"], line["status"], line["model"]) == ("POST", "/v1/chat/completions",
+                                                                               200, "m")
+    assert line["stream"] is stream and line["tool_calls"] == 1 and line["disconnected"] is False
+    assert 0 < line["ttfb_ms"] <= line["duration_ms"]
+    assert SECRET not in json_log.getvalue() and "Paris" not in json_log.getvalue()
+
+
+def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_log):
+    unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
+    upstream = FakeUpstream(text_chunks(unknown, size=4))
+    post(make_app(upstream).test_client(), "rid-pump", stream=True, tools=[WEATHER_TOOL])
+    notes = [line for line in records(json_log) if line["logger"] == "app.driver"]
+    assert [(n["kind"], n["tool"], n["request_id"]) for n in notes] == [("unknown_tool", "launch_rocket", "rid-pump")]
+    assert "target" not in json_log.getvalue()  # the note's message (which may quote arguments) is debug only
+
+
+def test_generated_request_id_is_logged_and_returned(make_app, json_log):
+    response = post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "not valid!")
+    rid = response.headers["X-Request-Id"]
+    assert len(rid) == 32 and rid != "not valid!"
+    assert [line["request_id"] for line in records(json_log) if line["logger"] == "app.access"] == [rid]
+
+
+def test_plain_log_format(make_app):
+    buffer = io.StringIO()
+    handler = make_handler("plain", buffer)
+    logger = logging.getLogger("app.access")
+    logger.addHandler(handler)
+    try:
+        post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "plain-1")
+    finally:
+        logger.removeHandler(handler)
+    line = buffer.getvalue().strip()
+    assert "[plain-1] POST /v1/chat/completions 200" in line and " status=200 " in line and "{" not in line
+
+
+def test_request_id_is_forwarded_upstream():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("X-Request-Id"))
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: [DONE]\n\n")
+
+    upstream = HttpUpstream("http://up/v1", transport=httpx.MockTransport(handler))
+    list(upstream.open({"model": "m", "messages": []}, request_id="rid-up-1"))
+    assert seen == ["rid-up-1"]
+
+
+def test_the_chat_view_passes_its_request_id_to_the_upstream(make_app):
+    class Recording(FakeUpstream):
+        def open(self, body, *, request_id=None):
+            self.request_ids = [*getattr(self, "request_ids", []), request_id]
+            return super().open(body, request_id=request_id)
+
+    upstream = Recording(text_chunks("hi"))
+    response = post(make_app(upstream).test_client(), "rid-view")
+    assert upstream.request_ids == ["rid-view"] == [response.headers["X-Request-Id"]]
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+
+def test_metrics_move_for_a_chat_request_with_a_tool_call(make_app):
+    route = "/v1/chat/completions"
+    before = {
+        "requests": sample("toolwire_requests_total", route=route, status="200"),
+        "durations": sample("toolwire_request_duration_seconds_count", route=route),
+        "ttft": sample("toolwire_time_to_first_token_seconds_count", model="gpt-4o"),
+        "emitted": sample("toolwire_tool_calls_total", model="gpt-4o", outcome="emitted"),
+        "open": sample("toolwire_fsm_transitions_total", source="text", dest="in_tool_call"),
+        "name": sample("toolwire_fsm_transitions_total", source="in_tool_call", dest="args_streaming"),
+        "close": sample("toolwire_fsm_transitions_total", source="args_streaming", dest="text"),
+        "done": sample("toolwire_fsm_transitions_total", source="text", dest="done"),
+        "streams": sample("toolwire_streams_in_flight"),
+    }
+    client = make_app(FakeUpstream(text_chunks("Sure." + CALL, size=3)), model_map={"gpt-4o": "fake"}).test_client()
+    assert post(client, model="gpt-4o", stream=True, tools=[WEATHER_TOOL]).status_code == 200
+    assert sample("toolwire_requests_total", route=route, status="200") == before["requests"] + 1
+    assert sample("toolwire_request_duration_seconds_count", route=route) == before["durations"] + 1
+    assert sample("toolwire_time_to_first_token_seconds_count", model="gpt-4o") == before["ttft"] + 1
+    assert sample("toolwire_tool_calls_total", model="gpt-4o", outcome="emitted") == before["emitted"] + 1
+    for key, (source, dest) in {"open": ("text", "in_tool_call"), "name": ("in_tool_call", "args_streaming"),
+                                "close": ("args_streaming", "text"), "done": ("text", "done")}.items():
+        assert sample("toolwire_fsm_transitions_total", source=source, dest=dest) == before[key] + 1, key
+    assert sample("toolwire_streams_in_flight") == before["streams"]  # opened and closed again
+
+
+def test_unconfigured_models_share_one_label(make_app):
+    before = sample("toolwire_tool_calls_total", model="other", outcome="emitted")
+    post(make_app(FakeUpstream(text_chunks(CALL))).test_client(), model="anything-9", tools=[WEATHER_TOOL])
+    assert sample("toolwire_tool_calls_total", model="other", outcome="emitted") == before + 1
+    assert sample("toolwire_tool_calls_total", model="anything-9", outcome="emitted") == 0
+
+
+@pytest.mark.parametrize("text, settings, outcome", [
+    ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool>', {}, "repaired"),
+    ('<tool_call>{"name": "nope", "arguments": {}}</tool_call>', {}, "rejected"),
+    ('<tool_call>{"name": "get_weather", "arguments": {"city": "Par', {}, "failed"),
+    ('<tool_call>{"name": "get_weather", "arguments": {"town": 5}}</tool_call>', {"strict_mismatch": "text"},
+     "failed"),
+    ('<tool_call>{"name": "get_weather", "arguments": {"town": 5}}</tool_call>', {}, "failed"),  # fail policy
+])
+def test_tool_call_outcomes(make_app, text, settings, outcome):
+    before = sample("toolwire_tool_calls_total", model="other", outcome=outcome)
+    client = make_app(FakeUpstream(text_chunks(text, size=4)), **settings).test_client()
+    post(client, tools=[STRICT_TOOL])
+    assert sample("toolwire_tool_calls_total", model="other", outcome=outcome) == before + 1
+
+
+def test_client_disconnect_is_counted_and_the_stream_leaves_the_gauge(make_app, json_log):
+    before = sample("toolwire_client_disconnects_total"), sample("toolwire_streams_in_flight")
+    upstream = FakeUpstream([*text_chunks("a" * 20, size=1, finish=None), 5, *text_chunks("never")])
+    client = make_app(upstream, heartbeat_seconds=0).test_client()
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
+                           headers={"X-Request-Id": "rid-left"})
+    next(iter(response.response))
+    assert sample("toolwire_streams_in_flight") == before[1] + 1
+    response.close()
+    gevent.sleep(0.05)
+    assert sample("toolwire_client_disconnects_total") == before[0] + 1
+    assert sample("toolwire_streams_in_flight") == before[1]
+    access = [line for line in records(json_log) if line["logger"] == "app.access"]
+    assert [(a["request_id"], a["disconnected"]) for a in access] == [("rid-left", True)]
+
+
+@pytest.mark.parametrize("respond, kind", [
+    (lambda request: httpx.Response(500, json={"error": {"message": "boom"}}), "server_error"),
+    (lambda request: httpx.Response(429, json={"error": {"message": "slow"}}), "rate_limited"),
+    (lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: {x\n\n"),
+     "protocol"),
+])
+def test_upstream_errors_are_counted_by_kind(respond, kind):
+    before = sample("toolwire_upstream_errors_total", kind=kind)
+    upstream = HttpUpstream("http://up/v1", transport=httpx.MockTransport(respond))
+    with pytest.raises(UpstreamError):
+        list(upstream.open({"model": "m", "messages": []}))
+    assert sample("toolwire_upstream_errors_total", kind=kind) == before + 1
+
+
+def test_upstream_timeouts_are_counted():
+    def respond(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    before = sample("toolwire_upstream_errors_total", kind="timeout")
+    with pytest.raises(UpstreamError):
+        HttpUpstream("http://up/v1", transport=httpx.MockTransport(respond)).open({})
+    assert sample("toolwire_upstream_errors_total", kind="timeout") == before + 1
+
+
+def test_metrics_endpoint_serves_prometheus_text(make_app):
+    client = make_app(FakeUpstream(text_chunks("hi"))).test_client()
+    post(client)
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response.mimetype == "text/plain"
+    text = response.get_data(as_text=True)
+    for name in ("toolwire_requests_total", "toolwire_request_duration_seconds_bucket",
+                 "toolwire_streams_in_flight", "toolwire_fsm_transitions_total"):
+        assert f"\n{name}" in text, name
+
+
+def test_ops_routes_are_not_logged_or_counted(make_app, json_log):
+    client = make_app(FakeUpstream()).test_client()
+    before = sample("toolwire_requests_total", route="/healthz", status="200")
+    client.get("/healthz", buffered=True)
+    client.get("/metrics", buffered=True)
+    assert sample("toolwire_requests_total", route="/healthz", status="200") == before == 0
+    assert not [line for line in records(json_log) if line["logger"] == "app.access"]
+
+
+def test_metrics_guard_can_refuse(make_app):
+    from flask import Flask
+
+    from app.errors import ApiError, register_error_handlers
+    from app.ops import create_ops_blueprint
+
+    def guard() -> None:
+        raise ApiError(401, "no key", code="invalid_api_key")
+
+    host = Flask(__name__)
+    register_error_handlers(host)
+    host.register_blueprint(create_ops_blueprint(metrics_guard=guard))
+    response = host.test_client().get("/metrics")
+    assert response.status_code == 401 and response.get_json()["error"]["code"] == "invalid_api_key"
+
+
+# -- debug view -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def debug_client(make_app, tmp_path):
+    def build(script, **settings):
+        return make_app(FakeUpstream(script), debug=True, debug_dir=str(tmp_path), **settings).test_client()
+
+    return build
+
+
+def test_debug_view_has_each_choices_path_with_its_text_span(debug_client):
+    client = debug_client(text_chunks("Sure. " + CALL, size=5))
+    post(client, "dbg-1", stream=True, tools=[WEATHER_TOOL])
+    view = client.get("/debug/requests/dbg-1").get_json()
+    assert view["request_id"] == "dbg-1" and view["status"] == 200
+    [choice] = view["choices"]
+    assert choice["index"] == 0 and choice["state"] == "done"
+    steps = [(s["source"], s["trigger"], s["dest"]) for s in choice["path"]]
+    assert steps == [("text", "tool_open_seen", "in_tool_call"), ("in_tool_call", "name_completed", "args_streaming"),
+                     ("args_streaming", "tool_close_seen", "text"), ("text", "upstream_finished", "done")]
+    for step in choice["path"]:
+        assert step["text"] == ("Sure. " + CALL)[slice(*step["span"])]
+    assert "<tool_call>" in choice["path"][0]["text"]  # the held partial opener is part of the span
+    assert "}}" in choice["path"][2]["text"]  # the call closes when its JSON does
+    assert choice["path"][3]["text"] == ""
+
+
+def test_debug_diagram_highlights_the_path(debug_client):
+    client = debug_client(text_chunks(CALL))
+    post(client, "dbg-2", tools=[WEATHER_TOOL])
+    dot = client.get("/debug/requests/dbg-2/diagram?format=dot").get_data(as_text=True)
+    assert 'text -> in_tool_call [label="tool_open_seen", color=blue' in dot
+    assert 'in_tool_call -> text [label="tool_open_disproved"];' in dot  # not taken: plain
+    mermaid = client.get("/debug/requests/dbg-2/diagram").get_data(as_text=True)
+    assert mermaid.startswith("stateDiagram-v2") and "class done s_active" in mermaid
+    svg = client.get("/debug/requests/dbg-2/diagram?format=svg")
+    assert svg.mimetype == "image/svg+xml" and b"<svg" in svg.get_data()
+
+
+def test_debug_diagram_errors(debug_client):
+    client = debug_client(text_chunks("hi"))
+    post(client, "dbg-3")
+    bad = client.get("/debug/requests/dbg-3/diagram?format=png")
+    assert bad.status_code == 400 and bad.get_json()["error"]["param"] == "format"
+    missing = client.get("/debug/requests/dbg-3/diagram?choice=4")
+    assert missing.status_code == 404 and missing.get_json()["error"]["param"] == "choice"
+    assert client.get("/debug/requests/unknown-id").status_code == 404
+
+
+def test_debug_view_is_404_when_debug_is_off(make_app, tmp_path):
+    client = make_app(FakeUpstream(text_chunks("hi")), debug_dir=str(tmp_path)).test_client()
+    post(client, "dbg-off")
+    assert list(tmp_path.iterdir()) == []
+    response = client.get("/debug/requests/dbg-off")
+    assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
+
+
+def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
+    client = debug_client(text_chunks("hi"), debug_keep=2)
+    for i in range(4):
+        client.application.extensions["toolwire"].state(client.application).upstream.script = text_chunks("hi")
+        post(client, f"keep-{i}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-2.json", "keep-3.json"]
+    assert client.get("/debug/requests/keep-0").status_code == 404
+    assert client.get("/debug/requests/keep-3").status_code == 200
+
+
+def test_an_unwritable_debug_dir_does_not_break_the_response(make_app, json_log, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    client = make_app(FakeUpstream(text_chunks("hi")), debug=True, debug_dir=str(blocker)).test_client()
+    assert post(client, "dbg-fail").status_code == 200
+    warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "app.auth"]
+    assert len(warnings) == 1 and warnings[0]["msg"].startswith("debug record not saved")
+    assert warnings[0]["request_id"] == "dbg-fail"
