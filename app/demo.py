@@ -49,6 +49,7 @@ from .prompting import (
     TOOL_RESULT_END,
     TURN_HEADING,
     example_value,
+    object_shape,
 )
 from .upstream_types import ChoiceDelta, UpstreamChunk
 
@@ -249,7 +250,7 @@ def _pick_tool(block: _ToolBlock, request: str) -> str | None:
     asked = _words(request)
 
     def score(name: str) -> int:
-        params = set((block.tools[name].get("properties") or {}))
+        params, _ = object_shape(block.tools[name])
         return (
             3 * len(asked & _words(name))
             + len(asked & _words(" ".join(params)))
@@ -262,8 +263,7 @@ def _pick_tool(block: _ToolBlock, request: str) -> str | None:
 
 def _fill_arguments(schema: dict[str, Any], request: str) -> dict[str, Any]:
     """Arguments for the required parameters (and named enum values), from the request."""
-    props = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
+    props, required = object_shape(schema)
     used: set[str] = set()
     args: dict[str, Any] = {}
     for name, prop in props.items():

@@ -167,13 +167,14 @@ def example_value(schema: Any, depth: int = 0) -> Any:
     if kind == "object":
         if depth >= _MAX_DEPTH:
             return {}
-        props = schema.get("properties") or {}
-        keys = [k for k in schema.get("required") or () if k in props] or list(props)
+        props, required = object_shape(schema)
+        keys = [k for k in required if k in props] or list(props)
         return {k: example_value(props[k], depth + 1) for k in keys}
     if kind == "array":
         return [] if depth >= _MAX_DEPTH else [example_value(schema.get("items"), depth + 1)]
     if kind == "integer":
-        return int(schema.get("minimum", 1))
+        minimum = schema.get("minimum")
+        return int(minimum) if isinstance(minimum, (int, float)) else 1
     if kind == "number":
         return schema.get("minimum", 1.5)
     if kind == "boolean":
@@ -225,8 +226,7 @@ def _tool_guide(tool: ToolSpec) -> str:
     if tool.description:
         lines.append(tool.description.strip())
     params = _resolve(tool.parameters or _EMPTY_PARAMETERS)
-    props = params.get("properties") or {}
-    required = set(params.get("required") or ())
+    props, required = object_shape(params)
     if props:
         lines.append("Parameters:")
         for pname, pschema in props.items():
@@ -271,6 +271,15 @@ def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     elif not config.parallel_tool_calls:
         rules.append("Call at most one tool in this reply.")
     return rules
+
+
+def object_shape(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
+    """An object schema's ``properties`` and ``required`` names; client schemas are not
+    validated, so malformed values count as absent."""
+    props = schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    required = schema.get("required")
+    return props, [k for k in required if isinstance(k, str)] if isinstance(required, list) else []
 
 
 def _resolve(schema: Any) -> dict[str, Any]:

@@ -11,6 +11,9 @@ from . import limits, observe
 from .errors import ApiError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: Deepest nesting a body may have: recursive code downstream (pydantic, the JSON writers, the
+#: prompt builder) must never meet anything near Python's recursion limit or orjson's 254 levels.
+MAX_JSON_DEPTH = 128
 
 
 def request_id() -> str:
@@ -22,8 +25,8 @@ def json_body() -> dict[str, Any]:
     """The request body as a JSON object.
 
     Raises:
-        ApiError: 400 ``invalid_json`` when it does not parse, 400 when it is
-            not an object; 413 over the body-size limit.
+        ApiError: 400 ``invalid_json`` when it does not parse, is not an
+            object or nests deeper than ``MAX_JSON_DEPTH``; 413 over the body-size limit.
     """
     try:
         body = orjson.loads(limits.read_body())
@@ -31,8 +34,22 @@ def json_body() -> dict[str, Any]:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
+    if _nests_deeper(body, MAX_JSON_DEPTH):
+        raise ApiError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
     observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body
+
+
+def _nests_deeper(value: dict[str, Any], limit: int) -> bool:
+    """Whether ``value`` has containers nested more than ``limit`` levels (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def wants_keepalive() -> bool:

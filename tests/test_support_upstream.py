@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -207,3 +208,22 @@ def test_reset_releases_a_hanging_response(upstream: ScriptedUpstream) -> None:
     thread.join(timeout=3)
     assert not thread.is_alive()
     assert len(errors) == 1  # the body was cut off
+
+
+def test_open_connections_counts_client_ends_until_their_owner_closes_them(upstream: ScriptedUpstream) -> None:
+    assert upstream.open_connections() == 0
+    upstream.enqueue(Script(text="hi"))
+    sock = socket.create_connection(("127.0.0.1", upstream.port))
+    assert upstream.open_connections() == 1
+    body = b'{"model": "m", "stream": true}'
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    upstream.wait_for_chat_requests(1)
+    deadline = time.monotonic() + 5
+    while not upstream.chat_requests[0].completed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # The server finished and closed its end; ours is now CLOSE_WAIT: still open, i.e. leaked.
+    time.sleep(0.1)
+    assert upstream.open_connections() == 1
+    assert upstream.wait_connections_closed(timeout=0.2) == 1
+    sock.close()
+    assert upstream.wait_connections_closed() == 0

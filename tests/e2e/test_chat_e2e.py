@@ -1,7 +1,8 @@
 """Chat Completions end to end: openai SDK → gunicorn/gevent toolwire → scripted upstream.
 
 Every stream the SDK sees is checked against wire-contract section 9 by the recording transport
-(``openai_client`` / ``make_openai_client``); raw httpx streams are checked explicitly.
+(``openai_client`` / ``make_openai_client``); raw httpx streams are checked explicitly. Upstream and
+client faults (errors, timeouts, cuts, disconnects) are in ``test_faults.py``, for every endpoint.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import openai
 import pytest
 
 from support.invariants import SESSION_CALL_IDS, ChatStreamSummary, check_chat_stream, check_error_envelope
-from support.scripted_upstream import Exchange, Script, ScriptedUpstream
-from support.server import ToolwireServer, free_port
+from support.scripted_upstream import Exchange, Script, ScriptedUpstream, tool_call_text
+from support.server import ToolwireServer
 
 pytestmark = pytest.mark.e2e
 
@@ -41,13 +42,8 @@ USER = [{"role": "user", "content": "What's the weather in SF?"}]
 TEXT_ONLY_ROLES = {"system", "developer", "user", "assistant"}
 
 
-def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """A call in the canonical ``<tool_call>`` format."""
-    return f'<tool_call>{{"name": "{name}", "arguments": {json.dumps(arguments)}}}</tool_call>'
-
-
-SF_CALL = call_text("get_weather", {"city": "SF"})
-TOKYO_TIME_CALL = call_text("get_time", {"tz": "Asia/Tokyo"})
+SF_CALL = tool_call_text("get_weather", {"city": "SF"})
+TOKYO_TIME_CALL = tool_call_text("get_time", {"tz": "Asia/Tokyo"})
 
 
 def stream_final(client: openai.OpenAI, **kwargs: Any) -> Any:
@@ -144,7 +140,7 @@ def test_text_before_a_call(upstream: ScriptedUpstream, openai_client: openai.Op
 
 
 def test_call_split_into_one_character_chunks(upstream: ScriptedUpstream, openai_client: openai.OpenAI, stream_recorder) -> None:
-    upstream.enqueue(Script(text="Sure.\n" + call_text("get_weather", {"city": "San Francisco"}), chunks=1))
+    upstream.enqueue(Script(text="Sure.\n" + tool_call_text("get_weather", {"city": "San Francisco"}), chunks=1))
     final, _ = stream_final(openai_client, messages=USER, tools=[WEATHER])
     choice = final.choices[0]
     assert choice.message.content.strip() == "Sure."
@@ -287,24 +283,6 @@ def test_invalid_request_is_a_400_envelope_with_param(upstream: ScriptedUpstream
     assert upstream.chat_requests == []
 
 
-def test_upstream_500_becomes_502(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
-    upstream.enqueue(Script(status=500, error_body={"error": {"message": "model crashed", "type": "server_error", "param": None, "code": None}}))
-    with pytest.raises(openai.APIStatusError) as caught:
-        openai_client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True).close()  # drained if it did not raise
-    assert caught.value.status_code == 502
-    check_error_envelope(502, caught.value.response.content)
-
-
-def test_upstream_429_passes_through_with_retry_after(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
-    body = {"error": {"message": "slow down, scripted", "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}}
-    upstream.enqueue(Script(status=429, headers={"Retry-After": "7"}, error_body=body))
-    with pytest.raises(openai.RateLimitError) as caught:
-        openai_client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
-    assert caught.value.status_code == 429
-    assert caught.value.response.headers.get("retry-after") == "7"
-    assert "slow down, scripted" in check_error_envelope(429, caught.value.response.content)["message"]
-
-
 def test_upstream_400_passes_through(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
     body = {"error": {"message": "context too long for scripted model", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
     upstream.enqueue(Script(status=400, error_body=body))
@@ -313,67 +291,6 @@ def test_upstream_400_passes_through(upstream: ScriptedUpstream, openai_client: 
     assert caught.value.status_code == 400
     error = check_error_envelope(400, caught.value.response.content)
     assert "context too long for scripted model" in error["message"]
-
-
-def test_connection_refused_is_a_502(toolwire_factory: Callable[..., ToolwireServer], make_openai_client) -> None:
-    dead = toolwire_factory(TOOLWIRE_UPSTREAM_URL=f"http://127.0.0.1:{free_port()}/v1")
-    client = make_openai_client(dead)
-    with pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
-    assert caught.value.status_code == 502
-    check_error_envelope(502, caught.value.response.content)
-
-
-@pytest.fixture
-def short_timeout_server(toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
-    """A toolwire whose upstream read timeout is 0.5 s."""
-    return toolwire_factory(TOOLWIRE_UPSTREAM_READ_TIMEOUT="0.5")
-
-
-def test_read_timeout_before_headers_is_a_504(upstream: ScriptedUpstream, short_timeout_server: ToolwireServer, make_openai_client) -> None:
-    upstream.enqueue(Script(text="too late", delay_before_headers=3.0))
-    client = make_openai_client(short_timeout_server)
-    start = time.monotonic()
-    with pytest.raises(openai.APIStatusError) as caught:
-        client.chat.completions.create(model=MODEL, messages=USER, stream=True).close()  # drained if it did not raise
-    assert caught.value.status_code == 504
-    assert time.monotonic() - start < 2.5
-    check_error_envelope(504, caught.value.response.content)
-
-
-def test_read_timeout_mid_stream_is_an_error_frame(upstream: ScriptedUpstream, short_timeout_server: ToolwireServer) -> None:
-    upstream.enqueue(Script(text="Partial answer that never ends", chunks=8, hang_after_chunks=1))
-    response, raw = raw_chat(short_timeout_server, {"messages": USER})
-    summary = checked(response, raw, include_usage=False, legacy=False)
-    assert summary.error is not None
-    assert summary.done, "the error frame must be followed by data: [DONE]"
-    assert summary.choice(0).content == "Partial "
-
-
-def test_upstream_closing_mid_stream_keeps_the_complete_call(upstream: ScriptedUpstream, toolwire_server: ToolwireServer, openai_client: openai.OpenAI) -> None:
-    pieces = [SF_CALL, "\nAnd the time: ", '<tool_call>{"name": "get_time", "argu']
-    upstream.enqueue(Script(text="".join(pieces), chunks=pieces, close_after_chunks=3))
-    response, raw = raw_chat(toolwire_server, {"messages": USER, "tools": [WEATHER, TIME]})
-    summary = checked(response, raw, include_usage=False, legacy=False)
-    assert summary.error is not None and isinstance(summary.error["message"], str)
-    assert summary.done, "the error frame must be followed by data: [DONE]"
-    complete = [(c.name, c.args) for c in summary.choice(0).tool_calls if c.complete]
-    assert complete == [("get_weather", {"city": "SF"})]
-    assert summary.choice(0).finish_reason != "tool_calls" or all(c.complete for c in summary.choice(0).tool_calls)
-
-    upstream.enqueue(Script(text="".join(pieces), chunks=pieces, close_after_chunks=3))
-    with pytest.raises(openai.APIError):
-        with openai_client.chat.completions.stream(model=MODEL, messages=USER, tools=[WEATHER, TIME]) as stream:
-            for _ in stream:
-                pass
-
-
-def test_malformed_upstream_line_mid_stream_is_an_error_frame(upstream: ScriptedUpstream, toolwire_server: ToolwireServer) -> None:
-    upstream.enqueue(Script(text="Some text here", chunks=5, malformed_line=1))
-    response, raw = raw_chat(toolwire_server, {"messages": USER})
-    summary = checked(response, raw, include_usage=False)
-    assert summary.error is not None
-    assert summary.done
 
 
 # ---- keep-alives and disconnects ----------------------------------------------------------------------
@@ -394,30 +311,6 @@ def test_no_keepalive_header_turns_them_off(upstream: ScriptedUpstream, toolwire
     summary = checked(response, raw, include_usage=False)
     assert summary.choice(0).content == "Finally here."
     assert summary.comments == []
-
-
-@pytest.mark.parametrize(
-    "script",
-    [
-        Script(text="word " * 60, chunks=5, delay_between_chunks=0.1),
-        Script(text="A partial answer", chunks=4, hang_after_chunks=1),
-    ],
-    ids=["upstream-streaming", "upstream-silent"],
-)
-def test_client_disconnect_closes_the_upstream_request(upstream: ScriptedUpstream, toolwire_server: ToolwireServer, script: Script) -> None:
-    upstream.enqueue(script)
-    with httpx.Client(timeout=10) as client:
-        with client.stream("POST", toolwire_server.v1_url + "/chat/completions",
-                           json={"model": MODEL, "stream": True, "messages": USER}) as response:
-            assert response.status_code == 200
-            for line in response.iter_lines():
-                if line.startswith("data: ") and '"content":"' in line.replace(" ", "") and '"content":""' not in line.replace(" ", ""):
-                    break
-            disconnected_at = time.monotonic()
-    (exchange,) = upstream.chat_requests
-    assert exchange.peer_closed.wait(3.0), "toolwire never closed its upstream request"
-    assert exchange.peer_closed_at - disconnected_at < 1.0
-    assert not exchange.completed
 
 
 # ---- demo back end -----------------------------------------------------------------------------------

@@ -19,6 +19,10 @@ Frames of one streamed answer, in order:
 
 The faults ``hang_after_chunks``, ``close_after_chunks`` and ``malformed_line`` count pieces: ``k``
 means "right after the k-th piece frame" (``0`` = right after the role frames).
+
+Leak detection: ``open_connections()`` counts the client ends of TCP connections to this server that
+the client (toolwire) has not closed yet, read from ``/proc/net/tcp``, so a test can prove that every
+upstream request was closed after a fault (``wait_connections_closed()``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Any, Sequence
 
 MODEL_ID = "scripted-model"
 MALFORMED_LINE = b"data: {this is not json\n\n"
+# /proc/net/tcp states in which the socket's owner has not closed it: ESTABLISHED, SYN_SENT, CLOSE_WAIT.
+_OPEN_TCP_STATES = {"01", "02", "08"}
 
 
 @dataclass
@@ -346,6 +352,11 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(remaining)
 
 
+def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
+    """A call as a model writes it in the default ``<tool_call>`` format."""
+    return f'<tool_call>{{"name": "{name}", "arguments": {json.dumps(arguments)}}}</tool_call>'
+
+
 def _envelope(message: str, type_: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": None}}
 
@@ -499,6 +510,30 @@ class ScriptedUpstream:
     def chat_requests(self) -> list[Exchange]:
         """The recorded ``POST …/chat/completions`` requests."""
         return [e for e in self.exchanges if e.method == "POST" and e.path.rstrip("/").endswith("/chat/completions")]
+
+    # ---- connections -------------------------------------------------------------------------
+
+    def open_connections(self) -> int:
+        """How many client-side sockets connected to this server are still open (not closed by their
+        owner), from ``/proc/net/tcp``. A socket whose peer we closed but its owner did not shows as
+        ``CLOSE_WAIT`` and counts: that is a leaked connection."""
+        return len(self.open_connection_inodes())
+
+    def open_connection_inodes(self) -> set[int]:
+        """The socket inodes of those client ends (match them against ``/proc/<pid>/fd`` to learn
+        which process holds each connection)."""
+        remote = f"0100007F:{self.port:04X}"  # 127.0.0.1 in /proc's little-endian hex
+        with open("/proc/net/tcp") as table:
+            next(table)
+            rows = [line.split() for line in table]
+        return {int(row[9]) for row in rows if row[2] == remote and row[3] in _OPEN_TCP_STATES}
+
+    def wait_connections_closed(self, expected: int = 0, timeout: float = 3.0) -> int:
+        """Wait until ``open_connections()`` is at most ``expected``; return the last count."""
+        deadline = time.monotonic() + timeout
+        while (count := self.open_connections()) > expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return count
 
     def wait_for_chat_requests(self, count: int, timeout: float = 5.0) -> list[Exchange]:
         """Wait until at least ``count`` chat requests arrived; return them (fails on timeout)."""

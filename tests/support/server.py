@@ -61,6 +61,30 @@ class ToolwireServer:
         """gunicorn's output so far."""
         return self.log_path.read_text(errors="replace")
 
+    def worker_pids(self) -> list[int]:
+        """The pids of the master's live child processes (its workers), from ``/proc``."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            return [int(pid) for pid in children.read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def socket_inodes(pid: int) -> set[int]:
+        """The inodes of the sockets process ``pid`` holds open (empty if it is gone)."""
+        inodes = set()
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(int(target[8:-1]))
+        return inodes
+
+    def worker_boots(self) -> int:
+        """How many times gunicorn has booted a worker so far (a crashed worker is replaced)."""
+        return self.log().count("Booting worker")
+
 
 def free_port() -> int:
     """A loopback port that was free a moment ago (also usable as a dead port for refusal tests)."""
