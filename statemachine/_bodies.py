@@ -28,6 +28,7 @@ NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is 
 ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
+_NON_WS = re.compile(r"[^ \t\r\n]")
 
 
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
@@ -366,7 +367,7 @@ class JsonCallsBody:
                 if ch == "<" and not self.bare:
                     opener = "<function="
                     if buf.startswith(opener, pos):
-                        self.inner = FunctionBody(self.ctx)
+                        self.inner = FunctionBody(self.ctx, self.closer)
                         pos += len(opener)
                         continue
                     if opener.startswith(buf[pos:]):
@@ -600,16 +601,28 @@ class FunctionBody:
     escaped JSON string fragments (one trailing newline held until it is known
     not to be the last), any other value once its parameter closes (schema
     coercion may change its text), ``, `` between, ``}`` at ``</function>``.
+
+    A value may contain ``</parameter>``-like text: ``</parameter>`` closes the
+    parameter only when what follows it (after whitespace) is ``<parameter=``,
+    ``</function>``, the enclosing block's closer or the end of the stream, so
+    it and the whitespace after it are held until that is known.
     """
 
     CLOSER = "</function>"
-    _PARAM_END = ("</parameter>", "<parameter=", "</function>")
+    _PARAM_CLOSE = "</parameter>"
+    _PARAM_END = (_PARAM_CLOSE, "<parameter=", "</function>")
     _PARAM_OPEN = "<parameter="
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
+    _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Any, outer_closer: str | None = None):
         self.ctx = ctx
+        self.outer_closer = outer_closer  # the enclosing block's closer (``</tool_call>``): implies ``</function>``
+        self.tags = (self._PARAM_OPEN, self.CLOSER) + ((outer_closer,) if outer_closer else ())
         self.state = "name"
+        self.closing: list[str] | None = None  # a '</parameter>' and the whitespace after it, held
+        self.closing_len = 0
+        self.partial = False  # the last feed stopped at a tag cut by the chunk's end
         self.lexer: ValueLexer | None = None
         self.repaired = False
         self.streamed_json = False
@@ -622,6 +635,7 @@ class FunctionBody:
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
+        self.partial = False
         while pos < n:
             state = self.state
             if self.lexer is not None:
@@ -664,9 +678,20 @@ class FunctionBody:
                     return MORE, keep
                 i, hit = min(hits)
                 self._value(buf[pos:i])
-                self._param_close()
-                pos = i + len(hit) if hit == "</parameter>" else i
-                self.state = "body"
+                if hit == self._PARAM_CLOSE:
+                    self.closing = [hit]
+                    self.closing_len = len(hit)
+                    self.state = "closing"
+                    pos = i + len(hit)
+                else:  # an unclosed parameter ends at the next one or at </function>
+                    self._param_close()
+                    self.state = "body"
+                    pos = i
+                continue
+            if state == "closing":
+                pos = self._closing(buf, pos)
+                if self.partial:
+                    return MORE, pos
                 continue
             ch = buf[pos]
             if ch in _WS:
@@ -675,22 +700,57 @@ class FunctionBody:
             if ch == "{" and not self.params and not self.streamed_json:
                 self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
                 continue
-            for tag, nxt in ((self._PARAM_OPEN, "param_name"), (self.CLOSER, None)):
+            for tag in self.tags:
                 if buf.startswith(tag, pos):
-                    pos += len(tag)
-                    if nxt is None:
-                        self._finish()
-                        return DONE, pos
-                    if not self.params and not self.streamed_json:
-                        self.ctx.call_args("{")
-                    self.state = nxt
                     break
                 if tag.startswith(buf[pos:]):
                     return MORE, pos
             else:
                 self.ctx.call_invalid()
                 return self._invalid(pos, "unexpected text in the function body")
+            if tag == self._PARAM_OPEN:
+                if not self.params and not self.streamed_json:
+                    self.ctx.call_args("{")
+                self.state = "param_name"
+                pos += len(tag)
+                continue
+            if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
+                self.repaired = True
+                self._finish()
+                return DONE, pos
+            self._finish()
+            return DONE, pos + len(tag)
         return MORE, n
+
+    def _closing(self, buf: str, pos: int) -> int:
+        """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
+        n = len(buf)
+        m = _NON_WS.search(buf, pos)
+        j = n if m is None else m.start()
+        room = self._CLOSE_HOLD - self.closing_len
+        if j - pos > room:  # too much whitespace to hold: the '</parameter>' was value text
+            self._not_closed(buf[pos:pos + room])
+            return pos + room
+        self.closing.append(buf[pos:j])
+        self.closing_len += j - pos
+        if j == n:
+            return n
+        if any(buf.startswith(tag, j) for tag in self.tags):
+            self.closing = None
+            self._param_close()
+            self.state = "body"
+        elif any(tag.startswith(buf[j:]) for tag in self.tags):
+            self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
+        else:
+            self._not_closed("")
+        return j
+
+    def _not_closed(self, more: str) -> None:
+        """The held ``</parameter>`` (and whitespace) belongs to the value."""
+        text = "".join(self.closing) + more
+        self.closing = None
+        self.state = "value"
+        self._value(text)
 
     def _invalid(self, pos: int, message: str) -> tuple[str, int]:
         self.ctx.call_abort("invalid_json", message)
@@ -747,6 +807,9 @@ class FunctionBody:
         self.ctx.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
+        if self.state == "closing" and not self.partial:  # '</parameter>' then only whitespace: it closed
+            self._param_close()
+            self.state = "body"
         if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
             self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:

@@ -1,0 +1,142 @@
+"""parsing.md rules closed after the first core pass: format C ``</parameter>`` disambiguation
+(2.1 C, case 40), fences in the reasoning channel (4.13), and ``<use_tool>`` bodies that stop at
+a new call's opener (case 14). Every fixture goes through ``harness.tr`` (whole, per character,
+every two-chunk split, fixed sizes, seeded random splits).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import CFG, Call, Open, Reasoning, tr
+from statemachine import ChoiceStream, ToolCallArgumentsDelta
+
+SF = '{"city": "SF"}'
+WX = f'{{"name": "get_weather", "arguments": {SF}}}'
+TM = '{"name": "get_time", "arguments": {}}'
+FENCE = "```"
+
+
+def tc(body: str) -> str:
+    return f"<tool_call>{body}</tool_call>"
+
+
+def fn(*params: str, close: str = "</function>") -> str:
+    return "<function=get_weather>" + "".join(params) + close
+
+
+# --- 2.1 C / case 40: '</parameter>' closes a parameter only before a body tag or the end ----------
+
+@pytest.mark.parametrize("text,city", [
+    # followed by text: the '</parameter>' is part of the value
+    (fn("<parameter=city>a</parameter>b</parameter>"), "a</parameter>b"),
+    (fn("<parameter=city>\nx</parameter>\nmore\n</parameter>"), "x</parameter>\nmore"),
+    (fn("<parameter=city>x</parameter> </parameter>\t</parameter>\n</parameter>"),
+     "x</parameter> </parameter>\t</parameter>"),
+    # code fences, '<', newlines and closer-like text in one value
+    (fn("<parameter=city>\n```python\nif a < b:\n    print('</parameter>')\n```\n</parameter>\n"),
+     "```python\nif a < b:\n    print('</parameter>')\n```"),
+    # a partial closer-like tag inside the value
+    (fn("<parameter=city></param </parameter>x</parameter>"), "</param </parameter>x"),
+])
+def test_c40_parameter_value_may_contain_closer_text(text, city):
+    tr(CFG, text, [Call("get_weather", {"city": city})], finish="tool_calls")
+
+
+@pytest.mark.parametrize("text", [
+    fn("<parameter=city>SF</parameter>  \n <parameter=days>3</parameter>"),
+    fn("<parameter=city>SF</parameter>\n", "<parameter=days>\n3\n</parameter>\n"),
+    "<tool_call>\n" + fn("<parameter=city>\nSF\n</parameter>\n<parameter=days>\n3\n</parameter>\n") + "\n</tool_call>",
+])
+def test_c40_parameter_closes_before_the_next_tag(text):
+    tr(CFG, text, [Call("get_weather", {"city": "SF", "days": 3})], finish="tool_calls")
+
+
+def test_c40_block_closer_after_parameter_implies_function_close():
+    """2.1 C / 4.9: ``</parameter>`` then the enclosing ``</tool_call>`` (no ``</function>``): the
+    parameter and the function are closed, the call is accepted as a repair."""
+    text = "<tool_call><function=get_weather><parameter=city>SF</parameter>\n</tool_call> ok"
+    tr(CFG, text, [Call("get_weather", SF), " ok"], finish="tool_calls", notes=["repaired"])
+
+
+def test_c40_parameter_closer_at_the_end_of_the_stream():
+    """'</parameter>' followed only by whitespace and the end: it closed; the call has no closer (4.11)."""
+    text = fn("<parameter=city>SF</parameter>\n  ", close="")
+    tr(CFG, text, [Call("get_weather", SF)], finish="tool_calls", notes=["recovered_unclosed"])
+
+
+def test_c40_parameter_closer_cut_before_a_tag_at_the_end():
+    """'</parameter>' followed by the start of a tag that never completes: not known to be the closer,
+    so the value never closed and the call is incomplete (4.11)."""
+    text = fn("<parameter=city>SF</parameter>\n</func", close="")
+    tr(CFG, text, [Open("get_weather", '{"city": "SF')], finish="stop", notes=["incomplete"])
+
+
+def test_c40_non_string_value_with_closer_text_is_coerced_at_its_real_close():
+    text = fn("<parameter=days>[1, \"</parameter>\"]</parameter><parameter=city>x</parameter>")
+    tr(CFG, text, [Call("get_weather", {"days": [1, "</parameter>"], "city": "x"})], finish="tool_calls")
+
+
+def test_c40_whitespace_hold_after_a_closer_is_bounded():
+    """10.2: the hold after ``</parameter>`` is bounded; past it the text is value text, the same
+    under every chunking."""
+    ws = " " * 3000
+    text = fn("<parameter=city>a</parameter>" + ws + "</parameter>")
+    tr(CFG, text, [Call("get_weather", {"city": "a</parameter>" + ws})], finish="tool_calls", two_split_limit=0)
+
+
+def test_c40_string_values_stream_while_closer_text_is_held():
+    """2.1 C streaming: value text goes out as it arrives; only ``</parameter>`` and the whitespace
+    after it wait for the next tag."""
+    s = ChoiceStream(CFG)
+    sent = ""
+    for piece in ["<function=get_weather><parameter=city>ab", "c</parameter>", "  ", "d", "e</parameter>", "\n",
+                  "<parameter=", "days>3</parameter></function>"]:
+        sent += "".join(e.fragment for e in s.feed(piece) if isinstance(e, ToolCallArgumentsDelta))
+        if piece == "<function=get_weather><parameter=city>ab":
+            assert sent == '{"city": "ab'
+        elif piece in ("c</parameter>", "  "):
+            assert sent == '{"city": "abc'  # the possible closer and its whitespace are held
+        elif piece == "d":
+            assert sent == '{"city": "abc</parameter>  d'  # text followed: it was value text
+        elif piece in ("e</parameter>", "\n"):
+            assert sent == '{"city": "abc</parameter>  de'
+        elif piece == "<parameter=":
+            assert sent == '{"city": "abc</parameter>  de"'
+    s.finish()
+    assert sent == '{"city": "abc</parameter>  de", "days": 3}'
+
+
+# --- 4.13: fences in the reasoning channel are tracked ------------------------------------------
+
+EXAMPLE = "Example:\n" + FENCE + "\n" + tc(WX) + "\n" + FENCE + "\n"
+
+
+@pytest.mark.parametrize("text,expected,finish", [
+    # a fenced example in reasoning that never closes: never promoted to a call (4.12 / 4.13)
+    ("<think>" + EXAMPLE, [Reasoning(EXAMPLE)], "stop"),
+    ("<think>" + EXAMPLE + "so</think>Answer.", [Reasoning(EXAMPLE + "so"), "Answer."], "stop"),
+    # '</think>' inside a fence in reasoning is reasoning text
+    ("<think>The end tag:\n~~~\n</think>\n~~~\ndone</think>Answer.",
+     [Reasoning("The end tag:\n~~~\n</think>\n~~~\ndone"), "Answer."], "stop"),
+    # a real draft after the fence closes still counts, and is promoted when reasoning never ends
+    ("<think>" + EXAMPLE + "calling:" + tc(TM), [Reasoning(EXAMPLE + "calling:"), Call("get_time", "{}")],
+     "tool_calls"),
+    # after reasoning, a fence opened there is closed: a call in the content counts
+    ("<think>" + EXAMPLE + "</think>" + tc(TM), [Reasoning(EXAMPLE), Call("get_time", "{}")], "tool_calls"),
+    # a promoted draft is scanned again with the fence state where it began, not where reasoning stopped
+    ("<think>go:" + tc('{"name": "get_weather", "arguments": {"city": "a\n```\nb"}}') + tc(TM),
+     [Reasoning("go:"), Call("get_weather", '{"city": "a\\n```\\nb"}'), Call("get_time", "{}")], "tool_calls"),
+])
+def test_413_fences_in_reasoning(text, expected, finish):
+    tr(CFG, text, expected, finish=finish, leak_ok=True)
+
+
+def test_413_fence_in_pre_opened_reasoning():
+    """4.12 / 4.13: with a template-opened ``<think>`` a fenced example is still reasoning."""
+    from dataclasses import replace
+
+    cfg = replace(CFG, starts_in_reasoning=True)
+    text = "Format:\n```\n" + tc(TM) + "\n</think>\n```\nok</think>" + tc(TM)
+    tr(cfg, text, [Reasoning("Format:\n```\n" + tc(TM) + "\n</think>\n```\nok"), Call("get_time", "{}")],
+       finish="tool_calls")
