@@ -140,3 +140,77 @@ def test_413_fence_in_pre_opened_reasoning():
     text = "Format:\n```\n" + tc(TM) + "\n</think>\n```\nok</think>" + tc(TM)
     tr(cfg, text, [Reasoning("Format:\n```\n" + tc(TM) + "\n</think>\n```\nok"), Call("get_time", "{}")],
        finish="tool_calls")
+
+
+# --- case 14 / 4.9: a new opener ends an unfinished <use_tool> body -------------------------------
+
+UT_ARGS = '<use_tool><name>get_weather</name><args>{"city": "SF"'
+
+
+@pytest.mark.parametrize("text,expected,finish,notes", [
+    # arguments interrupted after the header went out: that call ends invalid, the next one starts
+    (UT_ARGS + tc(TM), [Call("get_weather", '{"city": "SF"', valid=False), Call("get_time", "{}")], "stop",
+     ["invalid_json"]),
+    # a complete body (name and arguments) without its closer: accepted, the next call starts
+    (UT_ARGS + "}</args>" + tc(TM), [Call("get_weather", SF), Call("get_time", "{}")], "tool_calls", []),
+    (UT_ARGS + "}</args>\n<use_tool name='get_time'></use_tool>", [Call("get_weather", SF), Call("get_time", "{}")],
+     "tool_calls", []),
+    ("<use_tool><name>localSearch</name><query>q</query>" + tc(TM),
+     [Call("localSearch", {"query": "q"}), Call("get_time", "{}")], "tool_calls", []),
+    # nothing of the call was sent: its text goes back to content
+    ("<use_tool><name>get_weather</name>" + tc(TM), ["<use_tool><name>get_weather</name>", Call("get_time", "{}")],
+     "tool_calls", ["invalid_json"]),
+    ("<use_tool><name>get_wea" + tc(TM), ["<use_tool><name>get_wea", Call("get_time", "{}")], "tool_calls",
+     ["invalid_json"]),
+    ('<use_tool>{"name": "get_weather", "city": "SF"' + tc(TM),
+     ['<use_tool>{"name": "get_weather", "city": "SF"', Call("get_time", "{}")], "tool_calls", ["invalid_json"]),
+    ('<use_tool name="get_weather"' + tc(TM), ['<use_tool name="get_weather"', Call("get_time", "{}")],
+     "tool_calls", ["invalid_json"]),
+    ("<use_tool><name>get_weather</name>oops " + tc(TM),
+     ["<use_tool><name>get_weather</name>oops ", Call("get_time", "{}")], "tool_calls", ["invalid_json"]),
+    ("<use_tool><name>get_weather</name>" + "<function=get_time></function>",
+     ["<use_tool><name>get_weather</name>", Call("get_time", "{}")], "tool_calls", ["invalid_json"]),
+    # an opener inside a JSON string or a child's value is part of the value
+    ('<use_tool><name>get_weather</name><args>{"city": "<tool_call>"}</args></use_tool>',
+     [Call("get_weather", '{"city": "<tool_call>"}')], "tool_calls", []),
+    ("<use_tool><name>localSearch</name><query>use <tool_call> tags</query></use_tool>",
+     [Call("localSearch", {"query": "use <tool_call> tags"})], "tool_calls", []),
+])
+def test_c14_opener_ends_an_unfinished_use_tool_body(text, expected, finish, notes):
+    tr(CFG, text, expected, finish=finish, notes=notes, leak_ok=True)
+
+
+def test_c14_opener_ends_a_skipped_tool_call_body():
+    """4.9: a ``<tool_call>`` body that broke its JSON is skipped to its closer, but a new call's
+    opener before that closer ends it: the broken block is text, the next call counts."""
+    text = '<tool_call>{"name": "get_weather", oops}' + tc(TM)
+    tr(CFG, text, ['<tool_call>{"name": "get_weather", oops}', Call("get_time", "{}")], finish="tool_calls",
+       notes=["invalid_json"], leak_ok=True)
+
+
+def test_c30_use_tool_opener_in_prose_is_text():
+    """4.2 / case 30: an opener followed by prose is text at once; a real block after it still counts."""
+    text = "Use <use_tool> blocks to call tools. <use_tool><name>get_time</name></use_tool>"
+    tr(CFG, text, ["Use <use_tool> blocks to call tools. ", Call("get_time", "{}")], finish="tool_calls",
+       notes=[], leak_ok=True)
+
+
+@pytest.mark.parametrize("text", [
+    '<use_tool name="' + "x" * 300 + "</use_tool> after",
+    "<use_tool><name>get_weather</name><" + "a" * 300 + "</use_tool> after",
+])
+def test_c47_use_tool_tags_are_bounded(text):
+    """10.1 / 4.1: a tag (or the opener's attributes) without its '>' is given up after a bounded
+    look-ahead: the block is malformed and goes back to text, the same under every chunking."""
+    tr(CFG, text, [text], finish="stop", notes=["invalid_json"], leak_ok=True, two_split_limit=0)
+
+
+@pytest.mark.parametrize("upstream,expected,finish,notes", [
+    ("stop", [Call("localSearch", {"query": "q"})], "tool_calls", ["recovered_unclosed"]),
+    ("length", ["<use_tool><name>localSearch</name><query>q</query>"], "length", ["incomplete"]),
+])
+def test_c16_use_tool_parameter_children_without_closer(upstream, expected, finish, notes):
+    """4.11: parameter children complete but no ``</use_tool>``: accepted after ``stop``; after
+    ``length`` nothing was sent, so the block goes back to text."""
+    text = "<use_tool><name>localSearch</name><query>q</query>"
+    tr(CFG, text, expected, finish=finish, upstream=upstream, notes=notes, leak_ok=True)
