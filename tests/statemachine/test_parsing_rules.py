@@ -6,6 +6,8 @@ every two-chunk split, fixed sizes, seeded random splits).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from harness import CFG, Call, Open, Reasoning, tr
@@ -15,6 +17,7 @@ SF = '{"city": "SF"}'
 WX = f'{{"name": "get_weather", "arguments": {SF}}}'
 TM = '{"name": "get_time", "arguments": {}}'
 FENCE = "```"
+PRE = replace(CFG, starts_in_reasoning=True)  # the template pre-opened <think>
 
 
 def tc(body: str) -> str:
@@ -134,11 +137,8 @@ def test_413_fences_in_reasoning(text, expected, finish):
 
 def test_413_fence_in_pre_opened_reasoning():
     """4.12 / 4.13: with a template-opened ``<think>`` a fenced example is still reasoning."""
-    from dataclasses import replace
-
-    cfg = replace(CFG, starts_in_reasoning=True)
     text = "Format:\n```\n" + tc(TM) + "\n</think>\n```\nok</think>" + tc(TM)
-    tr(cfg, text, [Reasoning("Format:\n```\n" + tc(TM) + "\n</think>\n```\nok"), Call("get_time", "{}")],
+    tr(PRE, text, [Reasoning("Format:\n```\n" + tc(TM) + "\n</think>\n```\nok"), Call("get_time", "{}")],
        finish="tool_calls")
 
 
@@ -214,3 +214,37 @@ def test_c16_use_tool_parameter_children_without_closer(upstream, expected, fini
     ``length`` nothing was sent, so the block goes back to text."""
     text = "<use_tool><name>localSearch</name><query>q</query>"
     tr(CFG, text, expected, finish=finish, upstream=upstream, notes=notes, leak_ok=True)
+
+
+# --- case 28: template pre-opened <think> ---------------------------------------------------------
+
+@pytest.mark.parametrize("cfg,text,expected,finish", [
+    (PRE, "thinking</think>Answer", [Reasoning("thinking"), "Answer"], "stop"),
+    # a redundant <think> at the start of reasoning is tolerated (absorbed)
+    (PRE, "<think>thinking</think>Answer", [Reasoning("thinking"), "Answer"], "stop"),
+    (PRE, "\n<think>\nthinking</think>" + tc(TM), [Reasoning("\n\nthinking"), Call("get_time", "{}")], "tool_calls"),
+    (CFG, "<think><think>a</think>Answer", [Reasoning("a"), "Answer"], "stop"),
+    # … but not later in the reasoning, where it is reasoning text
+    (PRE, "use <think> tags</think>Answer", [Reasoning("use <think> tags"), "Answer"], "stop"),
+    # a duplicate </think> is absorbed
+    (PRE, "a</think></think>Answer", [Reasoning("a"), "Answer"], "stop"),
+    (CFG, "<think>a</think>\n</think>" + tc(TM), [Reasoning("a"), Call("get_time", "{}")], "tool_calls"),
+])
+def test_c28_pre_opened_think(cfg, text, expected, finish):
+    tr(cfg, text, expected, finish=finish)
+
+
+# --- case 39: non-object arguments are flagged, never sent as non-JSON ------------------------------
+
+@pytest.mark.parametrize("text,expected,finish", [
+    # the header went out with an array: the call ends invalid (flagged), the finish is not tool_calls
+    (tc('{"name": "get_weather", "arguments": [1, 2]}'), [Call("get_weather", "[1, 2]", valid=False)], "stop"),
+    # a scalar or a string that holds no object: nothing was sent, the block is text
+    (tc('{"name": "get_weather", "arguments": 5}'), [tc('{"name": "get_weather", "arguments": 5}')], "stop"),
+    (tc('{"name": "get_weather", "arguments": "x"}'), [tc('{"name": "get_weather", "arguments": "x"}')], "stop"),
+    ("<function=get_weather>[1]</function>", ["<function=get_weather>[1]</function>"], "stop"),
+    ("<use_tool><name>get_weather</name><args>5</args></use_tool>",
+     ["<use_tool><name>get_weather</name><args>5</args></use_tool>"], "stop"),
+])
+def test_c39_non_object_arguments(text, expected, finish):
+    tr(CFG, text, expected, finish=finish, notes=["invalid_json"], leak_ok=True)
