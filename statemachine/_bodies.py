@@ -28,6 +28,8 @@ NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is 
 ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
+_NON_WS = re.compile(r"[^ \t\r\n]")
+_TAG_MARK = re.compile(r"[<>]")
 
 
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
@@ -342,11 +344,11 @@ class JsonCallsBody:
                 continue
             state = self.state
             if state == "skip_to_closer":
-                i = buf.find(self.closer, pos)
-                if i == -1:
-                    return MORE, _partial_at_end(buf, pos, (self.closer,))
+                hit, end = skip_to(buf, pos, self.closer, self.ctx.openers)
+                if hit is None:
+                    return MORE, end
                 self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-                return DONE, i + len(self.closer)
+                return DONE, end
             ch = buf[pos]
             if ch in _WS:
                 pos += 1
@@ -366,7 +368,7 @@ class JsonCallsBody:
                 if ch == "<" and not self.bare:
                     opener = "<function="
                     if buf.startswith(opener, pos):
-                        self.inner = FunctionBody(self.ctx)
+                        self.inner = FunctionBody(self.ctx, self.closer)
                         pos += len(opener)
                         continue
                     if opener.startswith(buf[pos:]):
@@ -431,9 +433,17 @@ class JsonCallsBody:
 
 
 class UseToolBody:
-    """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON."""
+    """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON.
+
+    A new call's opener where a child tag or JSON structure may stand (outside
+    JSON strings and child values) ends an unfinished block (case 14): one that
+    is named and has its arguments is accepted, any other fails. A child's value
+    is text, like a JSON string, so an opener inside it is part of the value;
+    only the ``<name>`` value can hold no tag at all.
+    """
 
     CLOSER = "</use_tool>"
+    _TAG_LIMIT = 128  # a tag (or the opener's attributes) with no '>' after this many characters is malformed
 
     def __init__(self, ctx: Any, *, has_attributes: bool):
         self.ctx = ctx
@@ -454,8 +464,12 @@ class UseToolBody:
             if state == "skip":
                 return self._skip(buf, pos)
             if self.reader is not None:
-                text, pos = self.reader.feed(buf, pos)
+                reader = self.reader
+                text, pos = reader.feed(buf, pos)
                 if text is None:
+                    if reader.stray:  # a '<' inside the name
+                        reader.stray = False
+                        return self._stray_tag(buf, pos, pos)
                     return MORE, pos
                 self.reader = None
                 self._child_text(text)
@@ -468,6 +482,10 @@ class UseToolBody:
                     self.ctx.call_args(text)
                 if end is None:
                     return MORE, n
+                if self.lexer.stopped == "partial":
+                    return MORE, end
+                if self.lexer.stopped:
+                    return self._interrupted(end)
                 self.repaired |= self.lexer.repaired
                 self.lexer = None
                 pos = end
@@ -475,9 +493,14 @@ class UseToolBody:
                     self._json_body_done()
                 continue
             if state == "attributes":
-                end = buf.find(">", pos)
-                if end == -1:
+                m = _TAG_MARK.search(buf, pos, pos + self._TAG_LIMIT)
+                if m is None:
+                    if n - pos >= self._TAG_LIMIT:
+                        return self._invalid(buf, pos)
                     return MORE, pos
+                end = m.start()
+                if buf[end] == "<":
+                    return self._stray_tag(buf, end, pos)
                 m = re.search(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""", buf[pos:end])
                 if m:
                     self._name((m.group(1) if m.group(1) is not None else m.group(2)).strip())
@@ -491,13 +514,20 @@ class UseToolBody:
             if ch == "{" and state in ("children", "args"):
                 if state == "children" and not self.named:
                     self.json_body = []  # a JSON body: {"name": …, …the arguments…}
-                self.lexer = ValueLexer(emit=True)
+                self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
                 self.has_args = True
                 continue
             if ch != "<":
+                if not (self.named or self.has_args or self.params or state == "args"):
+                    self.ctx.call_abort("not_a_call", "the block does not start a call")  # prose (4.2)
+                    return DONE, pos
                 return self._invalid(buf, pos)
-            end = buf.find(">", pos)
+            if opener_at(buf, pos, self.ctx.openers) == "opener":
+                return self._interrupted(pos)
+            end = buf.find(">", pos, pos + self._TAG_LIMIT)
             if end == -1:
+                if n - pos >= self._TAG_LIMIT:
+                    return self._invalid(buf, pos)
                 return MORE, pos
             tag = buf[pos + 1:end]
             pos = end + 1
@@ -512,7 +542,7 @@ class UseToolBody:
                 self.state = "args"
             elif re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
                 self.param = tag
-                self.reader = _TextUntil(f"</{tag}>")
+                self.reader = _TextUntil(f"</{tag}>", tagless=tag == "name" and not self.named)
             else:
                 return self._invalid(buf, pos)
         return MORE, n
@@ -545,44 +575,100 @@ class UseToolBody:
             args = json.loads(args)
         self.ctx.call_args(json.dumps(args, ensure_ascii=False))
 
+    def _complete(self) -> bool:
+        """Named, with its arguments (an ``<args>`` value, a JSON body or parameter children) all read."""
+        return (self.named and (self.has_args or bool(self.params)) and self.state != "skip"
+                and self.reader is None and self.lexer is None and self.json_body is None)
+
+    def _params_json(self) -> str:
+        """The parameter children as the arguments object (``{}`` without any)."""
+        schema = self.ctx.schema_for(self.ctx.current_name())
+        args = coerce_parameters(self.params, schema) if self.params else {}
+        return json.dumps(args, ensure_ascii=False)
+
     def _finish(self) -> None:
         if not self.named:
             self.ctx.call_abort("invalid_json", "the use_tool block has no name")
             return
         if not self.has_args:
-            schema = self.ctx.schema_for(self.ctx.current_name())
-            args = coerce_parameters(self.params, schema) if self.params else {}
-            self.ctx.call_args(json.dumps(args, ensure_ascii=False))
+            self.ctx.call_args(self._params_json())
         self.ctx.call_end(repaired=self.repaired)
 
+    def _interrupted(self, pos: int) -> tuple[str, int]:
+        """A new call's opener at ``pos`` ends this block without its closer (case 14)."""
+        if self._complete():
+            self._finish()
+        else:
+            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+        return DONE, pos
+
+    def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[str, int]:
+        """A ``<`` at ``i`` where no tag may stand: a new call's opener ends the block, anything else
+        is malformed; a possible opener cut by the chunk's end is fed again from ``keep``."""
+        hit = opener_at(buf, i, self.ctx.openers)
+        if hit == "opener":
+            return self._interrupted(i)
+        if hit == "partial":
+            return MORE, keep
+        return self._invalid(buf, i)
+
     def _invalid(self, buf: str, pos: int) -> tuple[str, int]:
-        """A malformed block: skip to the closer, then release the whole block."""
+        """A malformed block: skip to the closer (or a new call's opener), then release the whole block."""
         self.ctx.call_invalid()
         self.state = "skip"
         return self._skip(buf, pos)
 
     def _skip(self, buf: str, pos: int) -> tuple[str, int]:
-        i = buf.find(self.CLOSER, pos)
-        if i == -1:
-            return MORE, _partial_at_end(buf, pos, (self.CLOSER,))
+        hit, end = skip_to(buf, pos, self.CLOSER, self.ctx.openers)
+        if hit is None:
+            return MORE, end
         self.ctx.call_abort("invalid_json", "the use_tool block is malformed")
-        return DONE, i + len(self.CLOSER)
+        return DONE, end
 
     def at_eof(self) -> None:
-        if self.named and self.has_args and self.lexer is None and self.json_body is None:
-            self.ctx.call_unclosed(repaired=self.repaired)
+        if self._complete():
+            self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.has_args else self._params_json())
         else:
             self.ctx.call_incomplete()
 
 
-class _TextUntil:
-    """Collects text up to a literal closer, across chunks."""
+def skip_to(buf: str, pos: int, closer: str, openers: tuple[str, ...]) -> tuple[str | None, int]:
+    """Where a malformed block being skipped ends: ``("closer", after it)``, ``("opener", at it)``
+    when a new call begins first (case 14), or ``(None, keep)``: not yet, ``buf[keep:]`` may be a
+    tag cut by the chunk's end."""
+    i = buf.find("<", pos)
+    while i != -1:
+        if buf.startswith(closer, i):
+            return "closer", i + len(closer)
+        hit = opener_at(buf, i, openers)
+        if hit == "opener":
+            return "opener", i
+        if hit == "partial" or (len(buf) - i < len(closer) and closer.startswith(buf[i:])):
+            return None, i
+        i = buf.find("<", i + 1)
+    return None, len(buf)
 
-    def __init__(self, closer: str):
+
+class _TextUntil:
+    """Collects text up to a literal closer, across chunks.
+
+    With ``tagless`` the text holds no ``<`` but the closer's: at any other
+    ``<`` ``feed`` stops there and sets ``stray``; the caller decides.
+    """
+
+    def __init__(self, closer: str, *, tagless: bool = False):
         self.closer = closer
+        self.tagless = tagless
+        self.stray = False
         self.parts: list[str] = []
 
     def feed(self, buf: str, pos: int) -> tuple[str | None, int]:
+        if self.tagless:
+            i = buf.find("<", pos)
+            if i != -1 and not buf.startswith(self.closer, i) and not self.closer.startswith(buf[i:]):
+                self.parts.append(buf[pos:i])
+                self.stray = True
+                return None, i
         i = buf.find(self.closer, pos)
         if i == -1:
             keep = _partial_at_end(buf, pos, (self.closer,))
@@ -600,16 +686,28 @@ class FunctionBody:
     escaped JSON string fragments (one trailing newline held until it is known
     not to be the last), any other value once its parameter closes (schema
     coercion may change its text), ``, `` between, ``}`` at ``</function>``.
+
+    A value may contain ``</parameter>``-like text: ``</parameter>`` closes the
+    parameter only when what follows it (after whitespace) is ``<parameter=``,
+    ``</function>``, the enclosing block's closer or the end of the stream, so
+    it and the whitespace after it are held until that is known.
     """
 
     CLOSER = "</function>"
-    _PARAM_END = ("</parameter>", "<parameter=", "</function>")
+    _PARAM_CLOSE = "</parameter>"
+    _PARAM_END = (_PARAM_CLOSE, "<parameter=", "</function>")
     _PARAM_OPEN = "<parameter="
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
+    _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Any, outer_closer: str | None = None):
         self.ctx = ctx
+        self.outer_closer = outer_closer  # the enclosing block's closer (``</tool_call>``): implies ``</function>``
+        self.tags = (self._PARAM_OPEN, self.CLOSER) + ((outer_closer,) if outer_closer else ())
         self.state = "name"
+        self.closing: list[str] | None = None  # a '</parameter>' and the whitespace after it, held
+        self.closing_len = 0
+        self.partial = False  # the last feed stopped at a tag cut by the chunk's end
         self.lexer: ValueLexer | None = None
         self.repaired = False
         self.streamed_json = False
@@ -622,6 +720,7 @@ class FunctionBody:
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
+        self.partial = False
         while pos < n:
             state = self.state
             if self.lexer is not None:
@@ -664,9 +763,20 @@ class FunctionBody:
                     return MORE, keep
                 i, hit = min(hits)
                 self._value(buf[pos:i])
-                self._param_close()
-                pos = i + len(hit) if hit == "</parameter>" else i
-                self.state = "body"
+                if hit == self._PARAM_CLOSE:
+                    self.closing = [hit]
+                    self.closing_len = len(hit)
+                    self.state = "closing"
+                    pos = i + len(hit)
+                else:  # an unclosed parameter ends at the next one or at </function>
+                    self._param_close()
+                    self.state = "body"
+                    pos = i
+                continue
+            if state == "closing":
+                pos = self._closing(buf, pos)
+                if self.partial:
+                    return MORE, pos
                 continue
             ch = buf[pos]
             if ch in _WS:
@@ -675,22 +785,57 @@ class FunctionBody:
             if ch == "{" and not self.params and not self.streamed_json:
                 self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
                 continue
-            for tag, nxt in ((self._PARAM_OPEN, "param_name"), (self.CLOSER, None)):
+            for tag in self.tags:
                 if buf.startswith(tag, pos):
-                    pos += len(tag)
-                    if nxt is None:
-                        self._finish()
-                        return DONE, pos
-                    if not self.params and not self.streamed_json:
-                        self.ctx.call_args("{")
-                    self.state = nxt
                     break
                 if tag.startswith(buf[pos:]):
                     return MORE, pos
             else:
                 self.ctx.call_invalid()
                 return self._invalid(pos, "unexpected text in the function body")
+            if tag == self._PARAM_OPEN:
+                if not self.params and not self.streamed_json:
+                    self.ctx.call_args("{")
+                self.state = "param_name"
+                pos += len(tag)
+                continue
+            if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
+                self.repaired = True
+                self._finish()
+                return DONE, pos
+            self._finish()
+            return DONE, pos + len(tag)
         return MORE, n
+
+    def _closing(self, buf: str, pos: int) -> int:
+        """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
+        n = len(buf)
+        m = _NON_WS.search(buf, pos)
+        j = n if m is None else m.start()
+        room = self._CLOSE_HOLD - self.closing_len
+        if j - pos > room:  # too much whitespace to hold: the '</parameter>' was value text
+            self._not_closed(buf[pos:pos + room])
+            return pos + room
+        self.closing.append(buf[pos:j])
+        self.closing_len += j - pos
+        if j == n:
+            return n
+        if any(buf.startswith(tag, j) for tag in self.tags):
+            self.closing = None
+            self._param_close()
+            self.state = "body"
+        elif any(tag.startswith(buf[j:]) for tag in self.tags):
+            self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
+        else:
+            self._not_closed("")
+        return j
+
+    def _not_closed(self, more: str) -> None:
+        """The held ``</parameter>`` (and whitespace) belongs to the value."""
+        text = "".join(self.closing) + more
+        self.closing = None
+        self.state = "value"
+        self._value(text)
 
     def _invalid(self, pos: int, message: str) -> tuple[str, int]:
         self.ctx.call_abort("invalid_json", message)
@@ -747,6 +892,9 @@ class FunctionBody:
         self.ctx.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
+        if self.state == "closing" and not self.partial:  # '</parameter>' then only whitespace: it closed
+            self._param_close()
+            self.state = "body"
         if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
             self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:

@@ -101,7 +101,7 @@ class ChoiceStream:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
         self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
-        self._think_sentinels = (THINK_CLOSE, *self._openers)
+        self._think_sentinels = (THINK_CLOSE, THINK_OPEN, *self._openers)
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
         self._ws = ""  # whitespace held while the current stretch of text has nothing else
@@ -111,7 +111,9 @@ class ChoiceStream:
         self._raw: list[str] | None = None  # the block's text while it could still be released
         self._release: str | None = None  # the kind of a disproved block awaiting release
         self._in_think = config.starts_in_reasoning and config.reasoning
+        self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
         self._think_held: list[str] | None = None  # reasoning from a call opener on
+        self._think_fences: FenceTracker | None = None  # the fence tracker where the held draft began
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
@@ -218,6 +220,7 @@ class ChoiceStream:
         if self._in_think and self._think_held is not None:
             held, self._think_held = "".join(self._think_held), None
             self._in_think = False  # reasoning never closed: the held call was real
+            self._fences, self._think_fences = self._think_fences, None
             self._scan(held)
         if self._cut:  # what was held after the cut is never shown
             self._body = None
@@ -347,6 +350,7 @@ class ChoiceStream:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
         elif s == THINK_OPEN:
             self._in_think = True
+            self._think_fresh = True
         elif s == THINK_CLOSE:
             pass  # a stray or duplicate closer is absorbed
         elif s in self._closers:
@@ -366,31 +370,48 @@ class ChoiceStream:
 
     def _scan_think(self, buf: str, pos: int) -> int:
         n = len(buf)
+        fences = self._fences  # fences in reasoning are tracked too: a sentinel inside one is reasoning (4.13)
+        fed = pos  # buf[:fed] has been fed to the fence tracker
         i = buf.find("<", pos)
         while i != -1:
-            if buf.startswith(THINK_CLOSE, i):
-                self._reasoning(buf[pos:i])
-                if self._think_held is not None:
-                    self._out.append(ReasoningDelta("".join(self._think_held)))
-                    self._think_held = None
-                self._in_think = False
-                return i + len(THINK_CLOSE)
-            tail = buf[i:]
-            if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
-                self._reasoning(buf[pos:i])
-                self._pending = tail
-                return n
-            if self._think_held is None and any(buf.startswith(s, i) for s in self._openers):
-                self._reasoning(buf[pos:i])
-                self._think_held = []
-                pos = i
+            fences.feed(buf[fed:i])
+            fed = i
+            if not fences.inside:  # a sentinel holds no newline: inside-ness at i is final
+                if buf.startswith(THINK_CLOSE, i):
+                    fences.feed(THINK_CLOSE)
+                    self._reasoning(buf[pos:i])
+                    if self._think_held is not None:
+                        self._out.append(ReasoningDelta("".join(self._think_held)))
+                        self._think_held = None
+                        self._think_fences = None
+                    self._in_think = False
+                    return i + len(THINK_CLOSE)
+                if self._think_fresh and buf.startswith(THINK_OPEN, i) and (i == pos or buf[pos:i].isspace()):
+                    fences.feed(THINK_OPEN)
+                    self._reasoning(buf[pos:i])
+                    pos = fed = i + len(THINK_OPEN)
+                    i = buf.find("<", pos)
+                    continue
+                tail = buf[i:]
+                if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
+                    self._reasoning(buf[pos:i])
+                    self._pending = tail
+                    return n
+                if self._think_held is None and any(buf.startswith(s, i) for s in self._openers):
+                    self._reasoning(buf[pos:i])
+                    self._think_held = []
+                    self._think_fences = fences.copy()  # a promoted draft is scanned again from here
+                    pos = i
             i = buf.find("<", i + 1)
+        fences.feed(buf[fed:])
         self._reasoning(buf[pos:])
         return n
 
     def _reasoning(self, text: str) -> None:
         if not text:
             return
+        if self._think_fresh and not text.isspace():
+            self._think_fresh = False
         if self._think_held is not None:
             self._think_held.append(text)
         else:

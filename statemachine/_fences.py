@@ -33,6 +33,13 @@ class FenceTracker:
         self._run = 0
         self._rest_ok = True
 
+    def copy(self) -> "FenceTracker":
+        """An independent tracker in the same state."""
+        twin = FenceTracker.__new__(FenceTracker)
+        for slot in self.__slots__:
+            setattr(twin, slot, getattr(self, slot))
+        return twin
+
     def reset(self) -> None:
         """Forget an open fence (it wrapped a call); the current line is not a fence line."""
         self.inside = False
