@@ -41,6 +41,10 @@ def test_streams_pieces_as_separate_frames_and_records_the_request(upstream: Scr
     (exchange,) = upstream.chat_requests
     assert exchange.body["messages"] == [{"role": "user", "content": "hi"}]
     assert exchange.headers["content-type"] == "application/json"
+    # the client can read the last chunk before the server thread records that it wrote it
+    deadline = time.monotonic() + 5
+    while not exchange.completed and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert exchange.completed and exchange.pieces_sent == 4 and not exchange.peer_closed.is_set()
 
 
