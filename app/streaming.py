@@ -115,10 +115,8 @@ class SSEBody:
                     if not self._ready.wait(self._heartbeat):
                         yield KEEPALIVE
                         continue
-                batch, self._batch = self._batch, []
-                self._drained.set()
-                if batch:
-                    yield b"".join(batch)
+                if self._batch:
+                    yield self._take()
                 elif isinstance(self._end, _Failure):
                     yield self._on_error(self._end.exc)
                     return
@@ -126,6 +124,12 @@ class SSEBody:
                     return
         finally:
             self.close()
+
+    def _take(self) -> bytes:
+        """The batch as one write (not kept here while the relay waits); the pump may go on."""
+        batch, self._batch = self._batch, []
+        self._drained.set()
+        return b"".join(batch)
 
 
 def sse_body(frames: Iterator[bytes], *, heartbeat_seconds: float | None,

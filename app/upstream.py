@@ -61,11 +61,14 @@ class HttpUpstream:
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        headers = {"Content-Type": "application/json"}
+        payload = orjson.dumps(body)
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(payload))}
         if request_id:
             headers["X-Request-Id"] = request_id
+        # Sent from an iterator, which lets go of the bytes once written: as plain content they would stay
+        # on the response's request for the whole stream (the prompt, often the largest thing a stream holds).
         request = self.client.build_request("POST", f"{self.base_url}/chat/completions",
-                                            content=orjson.dumps(body), headers=headers)
+                                            content=iter((payload,)), headers=headers)
         with _mapped_errors():
             response = self.client.send(request, stream=True)
         if response.status_code >= 400:
