@@ -84,6 +84,8 @@ class Toolwire:
                           "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
         logging.getLogger("transitions").setLevel(logging.WARNING)
+        # httpx logs each upstream request at INFO: a second log line per request, before its first byte.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         settings = self._settings or Settings()
         upstream = self._upstream or make_upstream(settings)
         self._states[app] = ToolwireState(settings, upstream)

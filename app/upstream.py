@@ -15,6 +15,7 @@ import orjson
 from pydantic import SecretStr
 
 from .sse import SSEDecoder
+from .upstream_transport import make_transport
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
 _MAX_ERROR_CHARS = 2000
@@ -50,8 +51,8 @@ class HttpUpstream:
             headers = {"Accept": "text/event-stream"}
             if self._api_key is not None and self._api_key.get_secret_value():
                 headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-            self._client = httpx.Client(timeout=self._timeout, headers=headers, transport=self._transport,
-                                        limits=_LIMITS)
+            self._client = httpx.Client(timeout=self._timeout, headers=headers,
+                                        transport=self._transport or make_transport(_LIMITS))
             self._pid = os.getpid()
         return self._client
 
