@@ -86,13 +86,14 @@ class SSEBody:
         try:
             try:
                 for count, frame in enumerate(frames, 1):
-                    batch = self._batch
-                    batch.append(frame)
-                    if len(batch) == 1:
+                    # No local for the batch: the relay takes it while this waits for the upstream.
+                    self._batch.append(frame)
+                    pending = len(self._batch)
+                    if pending == 1:
                         self._ready.set()
                         if count == 1:
                             gevent.sleep(0)  # the first frame (and the headers) go out before more work
-                    if len(batch) >= BATCH_FRAMES:
+                    if pending >= BATCH_FRAMES:
                         self._drained.clear()
                         self._drained.wait()
                     elif count % COOPERATE_EVERY == 0:
