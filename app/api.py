@@ -79,15 +79,17 @@ def chat_completions() -> Response:
             accumulator.add(index, event)
         return current_app.json.response(accumulator.body(_usage(driver, messages)))
 
-    chunker = ChatChunker(completion_id, created, req.model, legacy_functions=legacy,
-                          include_usage=req.include_usage)
+    include_usage = req.include_usage
+    chunker = ChatChunker(completion_id, created, req.model, legacy_functions=legacy, include_usage=include_usage)
+    # An open stream keeps the prompt only for a usage estimate it may send (memory per stream).
+    prompt = messages if include_usage else []
 
     def frames():
         for index, event in driver:
             for chunk in chunker.chunks(index, event):
                 yield data_frame(chunk)
-        if req.include_usage:
-            yield data_frame(chunker.usage_chunk(_usage(driver, messages)))
+        if include_usage:
+            yield data_frame(chunker.usage_chunk(_usage(driver, prompt)))
         yield DONE
 
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None

@@ -100,6 +100,8 @@ class Toolwire:
                           "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
         logging.getLogger("transitions").setLevel(logging.WARNING)
+        # httpx logs each upstream request at INFO: a second log line per request, before its first byte.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         from .api import create_blueprint  # here, not at the top: these import this module
         from .auth import load_keyring
         from .limits import StreamSlots

@@ -5,70 +5,76 @@ even inside a UTF-8 sequence or a CRLF pair) and get back the complete
 events' data. Handles LF, CR and CRLF line ends, ``data:`` with or without the
 space, multi-line data, comments, and ignores ``event:``/``id:``/``retry:``.
 ``[DONE]`` is returned like any other payload.
+
+Lines are split as bytes (``bytes.split`` over everything received) and only
+``data`` values are decoded: a per-line regex over decoded text cost about a
+tenth of a worker's CPU on a fast stream.
 """
 
 from __future__ import annotations
 
-import codecs
-import re
-
-_LINE_END = re.compile(r"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
 
 
 class SSEDecoder:
     """Decode one SSE stream.
 
-    Raises ``UnicodeDecodeError`` on bytes that are not UTF-8.
+    Raises ``UnicodeDecodeError`` on ``data`` that is not UTF-8.
     """
 
+    __slots__ = ("_pending", "_data", "_started")
+
     def __init__(self) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")()
-        self._buffer = ""
+        self._pending: list[bytes] = []  # an unfinished line, in the pieces it arrived in
         self._data: list[str] = []
         self._started = False
 
     def feed(self, chunk: bytes) -> list[str]:
         """Feed bytes; return the data of every event they complete."""
-        text = self._utf8.decode(chunk)
-        if not self._started and text:
-            self._started = True
-            text = text.removeprefix("\ufeff")
-        self._buffer += text
-        return self._drain(final=False)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            if chunk:
+                self._pending.append(chunk)  # no line ends yet: nothing to scan (no quadratic rescans)
+            return []
+        buffer = b"".join(self._pending) + chunk if self._pending else chunk
+        self._pending = []
+        return self._drain(buffer, final=False)
 
     def end(self) -> list[str]:
         """The stream ended: flush a last event that lacked its blank line."""
-        self._buffer += self._utf8.decode(b"", final=True)
-        out = self._drain(final=True)
-        if self._buffer:
-            self._line(self._buffer, out)
-            self._buffer = ""
+        buffer = b"".join(self._pending)
+        self._pending = []
+        out = self._drain(buffer, final=True)
         if self._data:
             out.append("\n".join(self._data))
             self._data = []
         return out
 
-    def _drain(self, *, final: bool) -> list[str]:
+    def _drain(self, buffer: bytes, *, final: bool) -> list[str]:
+        if not self._started:
+            self._started = True
+            buffer = buffer.removeprefix(_BOM)  # a line end arrived, so a BOM is complete by now
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r") and not final:
+                held, buffer = b"\r", buffer[:-1]  # maybe the first half of a CRLF still in flight
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buffer.split(b"\n")
+        rest = lines.pop()
+        if final:
+            lines.append(rest)
+        elif rest or held:
+            self._pending.append(rest + held)
         out: list[str] = []
-        buffer = self._buffer
-        pos = 0
-        for match in _LINE_END.finditer(buffer):
-            # A trailing CR may be the first half of a CRLF still in flight.
-            if match.group() == "\r" and match.end() == len(buffer) and not final:
-                break
-            self._line(buffer[pos:match.start()], out)
-            pos = match.end()
-        self._buffer = buffer[pos:]
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    out.append("\n".join(data))
+                    data = self._data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append((value[1:] if value.startswith(b" ") else value).decode())
+            elif line == b"data":
+                data.append("")
+            # comments (":…") and the other fields carry nothing toolwire uses
         return out
-
-    def _line(self, line: str, out: list[str]) -> None:
-        if not line:
-            if self._data:
-                out.append("\n".join(self._data))
-                self._data = []
-            return
-        if line.startswith(":"):
-            return
-        field, _, value = line.partition(":")
-        if field == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)

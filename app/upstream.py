@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from .metrics import UPSTREAM_ERRORS
 from .sse import SSEDecoder
+from .upstream_transport import make_transport
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
 _MAX_ERROR_CHARS = 2000
@@ -51,8 +52,8 @@ class HttpUpstream:
             headers = {"Accept": "text/event-stream"}
             if self._api_key is not None and self._api_key.get_secret_value():
                 headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-            self._client = httpx.Client(timeout=self._timeout, headers=headers, transport=self._transport,
-                                        limits=_LIMITS)
+            self._client = httpx.Client(timeout=self._timeout, headers=headers,
+                                        transport=self._transport or make_transport(_LIMITS))
             self._pid = os.getpid()
         return self._client
 
@@ -62,11 +63,14 @@ class HttpUpstream:
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        headers = {"Content-Type": "application/json"}
+        payload = orjson.dumps(body)
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(payload))}
         if request_id:
             headers["X-Request-Id"] = request_id
+        # Sent from an iterator, which lets go of the bytes once written: as plain content they would stay
+        # on the response's request for the whole stream (the prompt, often the largest thing a stream holds).
         request = self.client.build_request("POST", f"{self.base_url}/chat/completions",
-                                            content=orjson.dumps(body), headers=headers)
+                                            content=iter((payload,)), headers=headers)
         with _mapped_errors():
             response = self.client.send(request, stream=True)
             if response.status_code >= 400:

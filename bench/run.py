@@ -21,6 +21,9 @@ shared and noisy:
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
+
+``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
+runs, so it comes with it); the default is all five.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -580,6 +583,9 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default="1,2,3,4,5", help="comma-separated sections to run (default all)")
+    sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
     gevent.signal_handler(signal.SIGTERM, _terminate, procs)
@@ -602,23 +608,28 @@ def main() -> int:
         for server in (relay, toolwire):
             measure(server, body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast["chunks"])
 
-        table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire vs "
-                      f"minimal relay, {ROUNDS} interleaved rounds; requests per server: "
-                      + ", ".join(f"c={c}: {n * ROUNDS}" for c, n in RELAY_PLAN))
-        table.add("1", "toolwire output check (httpx, 1 stream)", check)
-        figures = relay_overhead(table, upstream, relay, toolwire, body, fast["chunks"])
-        table.section(f"2 added latency at c=1 ({RELAY_PLAN[0][1] * ROUNDS} requests per server, "
-                      f"{RELAY_PLAN[0][1]} direct to the upstream)")
-        added_latency(table, figures[1])
-        table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker")
-        open_streams(table, procs, upstream_url, body, fast["chunks"])
-        table.section("4 linearity: one tool call, argument text in 1-character upstream chunks, c=1, end to end")
-        linearity(table, toolwire)
+        if sections & {"1", "2"}:
+            table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire "
+                          f"vs minimal relay, {ROUNDS} interleaved rounds; requests per server: "
+                          + ", ".join(f"c={c}: {n * ROUNDS}" for c, n in RELAY_PLAN))
+            table.add("1", "toolwire output check (httpx, 1 stream)", check)
+            figures = relay_overhead(table, upstream, relay, toolwire, body, fast["chunks"])
+            table.section(f"2 added latency at c=1 ({RELAY_PLAN[0][1] * ROUNDS} requests per server, "
+                          f"{RELAY_PLAN[0][1]} direct to the upstream)")
+            added_latency(table, figures[1])
+        if "3" in sections:
+            table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker")
+            open_streams(table, procs, upstream_url, body, fast["chunks"])
+        if "4" in sections:
+            table.section("4 linearity: one tool call, argument text in 1-character upstream chunks, c=1, "
+                          "end to end")
+            linearity(table, toolwire)
         for server in (relay, toolwire):
             if worker_pid(server.proc.pid) != server.worker:
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
-        table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
-        core_figures(table)
+        if "5" in sections:
+            table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
+            core_figures(table)
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())

@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-Every response choice gets its own :class:`~statemachine.ChoiceStream`, which
-owns one ``transitions.Machine`` built from :data:`TRANSITIONS`. The machine
-moves between four states:
+Every response choice gets its own :class:`~statemachine.ChoiceStream`, whose
+``state`` moves on one shared, model-less ``transitions.Machine`` built from
+:data:`TRANSITIONS`. The machine moves between four states:
 
 * ``TEXT``: ordinary visible text. The scanner holds back only the longest
   suffix that could still become a sentinel and emits everything else.
