@@ -1,7 +1,7 @@
 """The minimal pass-through relay: the baseline toolwire is measured against.
 
 Same stack as toolwire (Flask under gunicorn + gevent, httpx upstream client
-with toolwire's pool limits, orjson), none of the work: ``POST
+with toolwire's pool limits and transport, orjson), none of the work: ``POST
 /v1/chat/completions`` forwards the body to ``RELAY_UPSTREAM_URL`` +
 ``/chat/completions``, and streams back each upstream ``data:`` frame after
 decoding its JSON and re-encoding it with orjson. No parsing, no state
@@ -25,6 +25,8 @@ import httpx
 import orjson
 from flask import Flask, Response, request
 
+from app.upstream_transport import make_transport
+
 COOPERATE_EVERY = 64
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -41,8 +43,9 @@ def client() -> httpx.Client:
     """This worker's upstream client, created after the fork (the app is not preloaded)."""
     global _client
     if _client is None:
-        _client = httpx.Client(timeout=httpx.Timeout(300.0, connect=10.0),
-                               limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+        _client = httpx.Client(timeout=httpx.Timeout(300.0, connect=10.0), limits=limits,
+                               transport=make_transport(limits))
     return _client
 
 
