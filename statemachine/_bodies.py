@@ -17,7 +17,8 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._jsonlex import StringReader, ValueLexer, opener_at
+from ._jsonlex import StringReader, ValueLexer
+from ._openers import opener_at
 
 MORE = "more"
 DONE = "done"
