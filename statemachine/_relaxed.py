@@ -62,25 +62,28 @@ class RelaxedValue:
         opening: the innermost container's opening bracket was not written yet.
         stops: call openers; one outside strings interrupts the value, as in
             :class:`~statemachine._jsonlex.ValueLexer` (``stopped``).
+        halt: stop reading at the first character that is not relaxed JSON
+            either (``feed`` then returns its position, with ``failed`` set).
 
     ``feed(buf, pos)`` returns the position after the value's closing bracket,
     or ``None`` while it is open. :meth:`text` is then the canonical text (the
     continuation), or ``None`` when the value is not even relaxed JSON
-    (``failed``; reading then only follows brackets, strings and comments to
-    find the end).
+    (``failed``; without ``halt``, reading then only follows brackets, strings
+    and comments to find the end).
     """
 
-    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "stopped", "quote", "escape", "key",
+    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "halt", "stopped", "quote", "escape", "key",
                  "word", "comment", "star")
 
     def __init__(self, stack: list[str] | None = None, expect: str = VALUE, *, comma: bool = False,
-                 opening: bool = False, stops: tuple[str, ...] = ()):
+                 opening: bool = False, stops: tuple[str, ...] = (), halt: bool = False):
         self.stack = list(stack or ())
         self.expect = expect
         self.comma = comma
         self.out: list[str] = [self.stack[-1]] if opening and self.stack else []
         self.failed = False
         self.stops = stops
+        self.halt = halt
         self.stopped: str | None = None
         self.quote = ""  # the open string's quote character
         self.escape = False
@@ -97,6 +100,8 @@ class RelaxedValue:
         n = len(buf)
         self.stopped = None
         while pos < n:
+            if self.failed and self.halt:
+                return pos
             if self.quote:
                 pos = self._string(buf, pos)
                 continue
@@ -135,7 +140,7 @@ class RelaxedValue:
                     return pos
             elif self.failed:
                 pos -= 1  # read it again as a failed value's character
-        return None
+        return pos if self.failed and self.halt else None
 
     def _token(self, ch: str) -> bool:
         """A character that starts a token outside strings; ``True`` when it closed a container."""
