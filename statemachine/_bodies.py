@@ -89,6 +89,7 @@ class JsonCallParser:
         self.invalid = False
         self.raw: list[str] | None = []  # the object's text while no argument text was reported
         self.relaxed: RelaxedValue | None = None
+        self.relaxed_room = 0  # how much more of a relaxed call object may be held
         self._start = 0  # where the current feed began
 
     def feed(self, buf: str, pos: int) -> tuple[str, int] | None:
@@ -104,12 +105,7 @@ class JsonCallParser:
             reading = self.reading
             if reading is not None:
                 if reading == "relaxed":
-                    end = self.relaxed.feed(buf, pos)
-                    if end is None:
-                        return None
-                    if self.relaxed.stopped:
-                        return self.relaxed.stopped, end
-                    return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
+                    return self._feed_relaxed(buf, pos)
                 if reading in ("args", "skip"):
                     text, end = self.lexer.feed(buf, pos)
                     if text:
@@ -193,8 +189,26 @@ class JsonCallParser:
         self.holding_alias = False
         self.relaxed = RelaxedValue(stops=self.stops, halt=True)
         self.relaxed.feed(text, 0)  # strict JSON so far, so it neither ends nor fails here
+        self.relaxed_room = self.ctx.config.policy.hold_limit - len(text)
         self.reading = "relaxed"
         return self._feed(buf, pos)
+
+    def _feed_relaxed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """Read on in the relaxed call object; nothing of it went out, so it is held, at most
+        ``hold_limit`` characters (the size valve, 4.1): past that it is not a call."""
+        room = self.relaxed_room
+        cut = len(buf) - pos > room
+        end = self.relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
+        stopped = self.relaxed.stopped
+        if end is None or (cut and stopped == "partial"):
+            if cut:
+                return "invalid", pos + max(room, 0) if end is None else end
+            self.relaxed_room -= len(buf) - pos
+            return None
+        if stopped:
+            self.relaxed_room -= end - pos
+            return stopped, end
+        return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
 
     def _relaxed_call(self, end: int) -> tuple[str, int]:
         """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
@@ -276,6 +290,7 @@ class JsonCallParser:
             decoded = self.string.decoded()
             arguments = None if decoded is None else object_text(decoded)
             if arguments is not None:
+                self.repaired |= arguments != decoded.strip()  # relaxed JSON, made canonical
                 self._name_ready()
                 self._args(arguments)
             else:
