@@ -31,6 +31,7 @@ ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", 
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
 _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")
 _TAG_MARK = re.compile(r"[<>]")
 
@@ -38,12 +39,17 @@ _TAG_MARK = re.compile(r"[<>]")
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
     """Where a proper prefix of one of ``needles`` starts at the end of ``buf`` (or ``len(buf)``)."""
     n = len(buf)
-    longest = max(len(x) for x in needles)
-    for i in range(max(pos, n - longest + 1), n):
-        tail = buf[i:]
-        if any(x.startswith(tail) for x in needles):
-            return i
-    return n
+    start = max(pos, n - max(map(len, needles)) + 1)
+    found = n
+    for first in {x[0] for x in needles}:  # only where a needle's first character stands (per chunk: O(1) finds)
+        i = buf.find(first, start)
+        while i != -1 and i < found:
+            tail = buf[i:]
+            if any(x.startswith(tail) for x in needles):
+                found = i
+                break
+            i = buf.find(first, i + 1)
+    return found
 
 
 class JsonCallParser:
@@ -813,6 +819,7 @@ class FunctionBody:
     CLOSER = "</function>"
     _PARAM_CLOSE = "</parameter>"
     _PARAM_END = (_PARAM_CLOSE, "<parameter=", "</function>")
+    _PARAM_END_RE = re.compile("|".join(map(re.escape, _PARAM_END)))  # what ends a parameter value
     _PARAM_OPEN = "<parameter="
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
     _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
@@ -872,13 +879,13 @@ class FunctionBody:
                 pos = end + 1
                 continue
             if state == "value":
-                hits = [(buf.find(x, pos), x) for x in self._PARAM_END]
-                hits = [(i, x) for i, x in hits if i != -1]
-                if not hits:
-                    keep = _partial_at_end(buf, pos, self._PARAM_END)
+                m = self._PARAM_END_RE.search(buf, pos)
+                if m is None:
+                    # every tag starts with '<': without one the whole rest is value text
+                    keep = n if buf.find("<", pos) == -1 else _partial_at_end(buf, pos, self._PARAM_END)
                     self._value(buf[pos:keep])
                     return MORE, keep
-                i, hit = min(hits)
+                i, hit = m.start(), m.group()
                 self._value(buf[pos:i])
                 if hit == self._PARAM_CLOSE:
                     self.closing = [hit]
@@ -992,7 +999,8 @@ class FunctionBody:
         if self.newline:
             text = text[:-1]
         if text:
-            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1])
+            # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
+            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
 
     def _param_close(self) -> None:
         if self.held is None:
