@@ -220,7 +220,10 @@ class JsonCallParser:
         """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
         self.reading = None
         self.repaired = True
-        name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
+        try:
+            name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
+        except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
+            return "invalid", end
         if name is None:
             return "invalid", end
         self.name = name

@@ -43,6 +43,7 @@ _KEYWORDS = {"true": "true", "True": "true", "false": "false", "False": "false",
 _IN_DOUBLE = re.compile(r'["\\\x00-\x1f]')
 _IN_SINGLE = re.compile(r'[\'"\\\x00-\x1f]')
 _OPENING = {"}": "{", "]": "["}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 def control_escape(ch: str) -> str:
@@ -72,8 +73,8 @@ class RelaxedValue:
     and comments to find the end).
     """
 
-    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "halt", "stopped", "quote", "escape", "key",
-                 "word", "comment", "star")
+    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "halt", "stopped", "quote", "escape", "hexits",
+                 "key", "word", "comment", "star")
 
     def __init__(self, stack: list[str] | None = None, expect: str = VALUE, *, comma: bool = False,
                  opening: bool = False, stops: tuple[str, ...] = (), halt: bool = False):
@@ -87,6 +88,7 @@ class RelaxedValue:
         self.stopped: str | None = None
         self.quote = ""  # the open string's quote character
         self.escape = False
+        self.hexits: str | None = None  # the hex digits read so far after a '\\u'
         self.key = False  # the string or word being read is a key
         self.word: list[str] | None = None  # an unquoted word (key, keyword or number) being read
         self.comment = ""  # "/" (the next character decides), "line" or "block"
@@ -205,10 +207,23 @@ class RelaxedValue:
 
     def _string(self, buf: str, pos: int) -> int:
         out = None if self.failed else self.out
+        if self.hexits is not None:  # a '\\u' escape stands only with four hex digits, else its backslash is literal
+            ch = buf[pos]
+            if ch in _HEX_DIGITS:
+                self.hexits += ch
+                if len(self.hexits) < 4:
+                    return pos + 1
+                pos += 1
+            if out is not None:
+                out.append(("\\u" if len(self.hexits) == 4 else "\\\\u") + self.hexits)
+            self.hexits = None
+            return pos  # a character that is no hex digit is read again as string text
         if self.escape:
             self.escape = False
             ch = buf[pos]
-            if out is not None:
+            if ch == "u":
+                self.hexits = ""
+            elif out is not None:
                 if ch in VALID_ESCAPES:
                     out.append("\\" + ch)
                 elif ch == "'":

@@ -54,6 +54,8 @@ def tc(body: str) -> str:
     ("<use_tool>{'name': 'get_weather', 'city': 'SF', 'days': 3}</use_tool>", CANON),
     ('<use_tool name="get_weather"><args>{"city": "SF", "days": 3, /* done */}</args></use_tool>', CANON),
     # escapes inside single-quoted strings: \' is an apostrophe, a double quote gets escaped
+    (tc("""{"name": "get_weather", "arguments": {'city': '\\u00e9\\u2603 \\uZZ'}}"""),
+     '{"city": "\\u00e9\\u2603 \\\\uZZ"}'),
     (tc("""{"name": "get_weather", "arguments": {'city': 'say \\'hi\\' and "bye"'}}"""),
      '{"city": "say \'hi\' and \\"bye\\""}'),
     # Python/JS literals and numbers
@@ -168,6 +170,8 @@ def test_c25_relaxed_call_object_is_bounded_by_the_hold_limit():
     ('["a", \'b\', -1.5e3, 007]', ["a", "b", -1.5e3, 7]),
     ('{"tab": "a\tb", \'nl\': \'x\ny\'}', {"tab": "a\tb", "nl": "x\ny"}),
     ("{'k': 'caf\u00e9 \u2603'}", {"k": "caf\u00e9 \u2603"}),
+    # a \u escape with its four hex digits stays one; without them its backslash is a literal one
+    ("{'k': '\\u00e9 \\uZ1 \\u12'}", {"k": "\u00e9 \\uZ1 \\u12"}),
 ])
 def test_relaxed_loads(text, value):
     assert relaxed_loads(text) == value
