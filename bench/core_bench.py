@@ -53,6 +53,13 @@ def call_text(argument_chars: int) -> str:
     return f'<tool_call>{{"name": "write_file", "arguments": {args}}}</tool_call>'
 
 
+def format_c_text(value_chars: int) -> str:
+    """A Qwen3-Coder style call whose string parameter value is ``value_chars`` long."""
+    content = ("x" * 63 + "\n") * (value_chars // 64)
+    return ("<tool_call>\n<function=write_file>\n<parameter=path>\n/tmp/a.txt\n</parameter>\n"
+            f"<parameter=content>\n{content}</parameter>\n</function>\n</tool_call>")
+
+
 def main() -> None:
     rows = []
     plain = chunks_of(PROSE * 2000, 16)
@@ -66,6 +73,12 @@ def main() -> None:
     t_base_args = best_of(5, lambda: baseline(arg_chunks))
     rows.append(("inside arguments, 16-char chunks", t_args / len(arg_chunks) * 1e6,
                  t_base_args / len(arg_chunks) * 1e6, 6.0))
+
+    param_chunks = chunks_of(format_c_text(64_000), 16)
+    t_param = best_of(5, lambda: feed_all(param_chunks))
+    t_base_param = best_of(5, lambda: baseline(param_chunks))
+    rows.append(("format C parameter value, 16-char", t_param / len(param_chunks) * 1e6,
+                 t_base_param / len(param_chunks) * 1e6, 6.0))
 
     small = chunks_of(call_text(100_000), 1)
     large = chunks_of(call_text(1_000_000), 1)

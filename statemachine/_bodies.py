@@ -17,7 +17,9 @@ import json
 import re
 from typing import Any, Mapping
 
-from ._jsonlex import StringReader, ValueLexer, opener_at
+from ._jsonlex import StringReader, ValueLexer
+from ._openers import opener_at
+from ._relaxed import RelaxedValue, relaxed_loads
 
 MORE = "more"
 DONE = "done"
@@ -28,6 +30,8 @@ NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is 
 ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
+_JSON_VALUE_START = frozenset('"{[-0123456789tfn')
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")
 _TAG_MARK = re.compile(r"[<>]")
 
@@ -35,12 +39,17 @@ _TAG_MARK = re.compile(r"[<>]")
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
     """Where a proper prefix of one of ``needles`` starts at the end of ``buf`` (or ``len(buf)``)."""
     n = len(buf)
-    longest = max(len(x) for x in needles)
-    for i in range(max(pos, n - longest + 1), n):
-        tail = buf[i:]
-        if any(x.startswith(tail) for x in needles):
-            return i
-    return n
+    start = max(pos, n - max(map(len, needles)) + 1)
+    found = n
+    for first in {x[0] for x in needles}:  # only where a needle's first character stands (per chunk: O(1) finds)
+        i = buf.find(first, start)
+        while i != -1 and i < found:
+            tail = buf[i:]
+            if any(x.startswith(tail) for x in needles):
+                found = i
+                break
+            i = buf.find(first, i + 1)
+    return found
 
 
 class JsonCallParser:
@@ -52,6 +61,11 @@ class JsonCallParser:
     string arguments are collected and decoded once when the string closes.
     The value of an alias key (``parameters``, ``args``…) is held until the
     object closes, because a later ``arguments`` key wins over it (case 37).
+
+    Relaxed JSON (case 25): a grammar violation in the arguments is the value
+    lexer's business; one in the call object itself, before any argument text
+    was reported, restarts the object as relaxed JSON: it is read to its end,
+    parsed once, and its name and canonical arguments are reported then.
 
     ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
     with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
@@ -79,12 +93,25 @@ class JsonCallParser:
         self.held: list[str] = []  # argument text not sent yet (see _args)
         self.repaired = False
         self.invalid = False
+        self.raw: list[str] | None = []  # the object's text while no argument text was reported
+        self.relaxed: RelaxedValue | None = None
+        self.relaxed_room = 0  # how much more of a relaxed call object may be held
+        self._start = 0  # where the current feed began
 
     def feed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        self._start = pos
+        result = self._feed(buf, pos)
+        if self.raw is not None:
+            self.raw.append(buf[pos:len(buf) if result is None else result[1]])
+        return result
+
+    def _feed(self, buf: str, pos: int) -> tuple[str, int] | None:
         n = len(buf)
         while pos < n:
             reading = self.reading
             if reading is not None:
+                if reading == "relaxed":
+                    return self._feed_relaxed(buf, pos)
                 if reading in ("args", "skip"):
                     text, end = self.lexer.feed(buf, pos)
                     if text:
@@ -94,6 +121,7 @@ class JsonCallParser:
                     if self.lexer.stopped:
                         return self.lexer.stopped, end
                     self.repaired |= self.lexer.repaired
+                    self.invalid |= self.lexer.failed
                     pos = end
                 elif reading == "literal":
                     m = _LITERAL_END.search(buf, pos)
@@ -124,9 +152,7 @@ class JsonCallParser:
                 return opener_at(buf, pos, self.stops) or "invalid", pos
             expect = self.expect
             if expect == "open":
-                if ch != "{":
-                    return "invalid", pos
-                self.levels = 1
+                self.levels = 1  # a parser starts at its object's '{'
                 self.expect = "key"
             elif expect == "key":
                 if ch == '"':
@@ -136,12 +162,14 @@ class JsonCallParser:
                     if self._close_level():
                         return DONE, pos + 1
                 else:
-                    return "invalid", pos
+                    return self._relax(buf, pos)
             elif expect == "colon":
                 if ch != ":":
-                    return "invalid", pos
+                    return self._relax(buf, pos)
                 self.expect = "value"
             elif expect == "value":
+                if ch not in _JSON_VALUE_START:
+                    return self._relax(buf, pos)
                 if not self._start_value(ch):
                     continue  # the value's reader consumes this character itself
             else:  # comma
@@ -151,9 +179,62 @@ class JsonCallParser:
                     if self._close_level():
                         return DONE, pos + 1
                 else:
-                    return "invalid", pos
+                    return self._relax(buf, pos)
             pos += 1
         return None
+
+    # relaxed JSON (case 25) ----------------------------------------------------
+
+    def _relax(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """The call object broke strict JSON at ``pos``: read it again from its start as relaxed JSON."""
+        if self.raw is None:  # argument text went out already: too late
+            return "invalid", pos
+        text = "".join(self.raw) + buf[self._start:pos]
+        self.raw = None
+        self.held = []
+        self.holding_alias = False
+        self.relaxed = RelaxedValue(stops=self.stops, halt=True)
+        self.relaxed.feed(text, 0)  # strict JSON so far, so it neither ends nor fails here
+        self.relaxed_room = self.ctx.config.policy.hold_limit - len(text)
+        self.reading = "relaxed"
+        return self._feed(buf, pos)
+
+    def _feed_relaxed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """Read on in the relaxed call object; nothing of it went out, so it is held, at most
+        ``hold_limit`` characters (the size valve, 4.1): past that it is not a call."""
+        room = self.relaxed_room
+        cut = len(buf) - pos > room
+        end = self.relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
+        stopped = self.relaxed.stopped
+        if end is None or (cut and stopped == "partial"):
+            if cut:
+                return "invalid", pos + max(room, 0) if end is None else end
+            self.relaxed_room -= len(buf) - pos
+            return None
+        if stopped:
+            self.relaxed_room -= end - pos
+            return stopped, end
+        return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
+
+    def _relaxed_call(self, end: int) -> tuple[str, int]:
+        """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
+        self.reading = None
+        self.repaired = True
+        try:
+            name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
+        except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
+            return "invalid", end
+        if name is None:
+            return "invalid", end
+        self.name = name
+        self.saw_args = has_args
+        if not self.bare or has_args:
+            self.ctx.call_name(name)
+        if arguments is None:
+            self.invalid = has_args  # arguments that hold no object are never sent
+        else:
+            self._send(arguments)
+        return DONE, end
 
     # value dispatch -------------------------------------------------------
 
@@ -216,9 +297,11 @@ class JsonCallParser:
                     self._release_held()
         elif reading == "args_string":
             decoded = self.string.decoded()
-            if decoded is not None and _is_json_object(decoded):
+            arguments = None if decoded is None else object_text(decoded)
+            if arguments is not None:
+                self.repaired |= arguments != decoded.strip()  # relaxed JSON, made canonical
                 self._name_ready()
-                self._args(decoded.strip())
+                self._args(arguments)
             else:
                 self.invalid = True  # a string that does not hold an object is not unwrapped
 
@@ -242,13 +325,17 @@ class JsonCallParser:
         if self.holding_alias or (self.bare and self.name is None):
             self.held.append(text)
         else:
-            self.ctx.call_args(text)
+            self._send(text)
+
+    def _send(self, text: str) -> None:
+        self.raw = None  # reported: the object can no longer be read again as relaxed JSON
+        self.ctx.call_args(text)
 
     def _release_held(self) -> None:
         if self.held:
             text = "".join(self.held)
             self.held = []
-            self.ctx.call_args(text)
+            self._send(text)
 
     def _close_level(self) -> bool:
         self.levels -= 1
@@ -268,15 +355,55 @@ class JsonCallParser:
         self.holding_alias = False  # no "arguments" key came after the alias: its value stands
         self._release_held()
         if not self.saw_args:
-            self.ctx.call_args("{}")
+            self._send("{}")
         return True
 
 
-def _is_json_object(text: str) -> bool:
+def object_text(text: str) -> str | None:
+    """``text`` if it is a JSON object; a relaxed JSON object's canonical text; else ``None``."""
     try:
-        return isinstance(json.loads(text), dict)
+        if isinstance(json.loads(text), dict):
+            return text.strip()
     except ValueError:
-        return False
+        value = relaxed_loads(text)
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
+    """A parsed call object's name, arguments as JSON object text, and whether it had an arguments key.
+
+    The same keys count as for the streamed object: wrappers are entered, the first
+    string under a name key is the name, ``arguments`` wins over the aliases; null
+    arguments are ``{}``, a string holding an object is unwrapped, anything else gives
+    ``None`` arguments.
+    """
+    name = None
+    args: dict[str, Any] = {}
+
+    def walk(level: dict) -> None:
+        nonlocal name
+        for key, value in level.items():
+            if key in WRAPPER_KEYS and isinstance(value, dict):
+                walk(value)
+            elif key in NAME_KEYS or key in NAME_ALIASES:
+                if name is None and isinstance(value, str):
+                    name = value
+            elif key in ARG_KEYS:
+                args.setdefault(key, value)
+
+    if not isinstance(obj, dict):
+        return None, None, False
+    walk(obj)
+    if not args:
+        return name, None, False
+    value = args.get("arguments", next(iter(args.values())))
+    if value is None:
+        return name, "{}", True
+    if isinstance(value, str):
+        return name, object_text(value), True
+    return name, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None, True
 
 
 class JsonCallsBody:
@@ -571,9 +698,8 @@ class UseToolBody:
             return
         args = next((obj.pop(k) for k in ("arguments", "parameters", "args") if k in obj), obj)
         self._name(name)
-        if isinstance(args, str) and _is_json_object(args):
-            args = json.loads(args)
-        self.ctx.call_args(json.dumps(args, ensure_ascii=False))
+        text = object_text(args) if isinstance(args, str) else None
+        self.ctx.call_args(json.dumps(args, ensure_ascii=False) if text is None else text)
 
     def _complete(self) -> bool:
         """Named, with its arguments (an ``<args>`` value, a JSON body or parameter children) all read."""
@@ -696,6 +822,7 @@ class FunctionBody:
     CLOSER = "</function>"
     _PARAM_CLOSE = "</parameter>"
     _PARAM_END = (_PARAM_CLOSE, "<parameter=", "</function>")
+    _PARAM_END_RE = re.compile("|".join(map(re.escape, _PARAM_END)))  # what ends a parameter value
     _PARAM_OPEN = "<parameter="
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
     _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
@@ -755,13 +882,13 @@ class FunctionBody:
                 pos = end + 1
                 continue
             if state == "value":
-                hits = [(buf.find(x, pos), x) for x in self._PARAM_END]
-                hits = [(i, x) for i, x in hits if i != -1]
-                if not hits:
-                    keep = _partial_at_end(buf, pos, self._PARAM_END)
+                m = self._PARAM_END_RE.search(buf, pos)
+                if m is None:
+                    # every tag starts with '<': without one the whole rest is value text
+                    keep = n if buf.find("<", pos) == -1 else _partial_at_end(buf, pos, self._PARAM_END)
                     self._value(buf[pos:keep])
                     return MORE, keep
-                i, hit = min(hits)
+                i, hit = m.start(), m.group()
                 self._value(buf[pos:i])
                 if hit == self._PARAM_CLOSE:
                     self.closing = [hit]
@@ -875,7 +1002,8 @@ class FunctionBody:
         if self.newline:
             text = text[:-1]
         if text:
-            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1])
+            # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
+            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
 
     def _param_close(self) -> None:
         if self.held is None:

@@ -6,6 +6,7 @@ every two-chunk split, fixed sizes, seeded random splits).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -248,3 +249,15 @@ def test_c28_pre_opened_think(cfg, text, expected, finish):
 ])
 def test_c39_non_object_arguments(text, expected, finish):
     tr(CFG, text, expected, finish=finish, notes=["invalid_json"], leak_ok=True)
+
+
+# --- 2.1 C: string parameter values are escaped exactly as json.dumps would, however they are cut ------
+
+@pytest.mark.parametrize("value", [
+    'a\t"b" \\ c <b> <param x\x01',
+    "caf\u00e9 \u2603 < <parameter <function",
+    "plain text with no escapes at all",
+])
+def test_format_c_string_value_escaping(value):
+    text = fn(f"<parameter=city>\n{value}\n</parameter>")
+    tr(CFG, text, [Call("get_weather", json.dumps({"city": value}, ensure_ascii=False))], finish="tool_calls")

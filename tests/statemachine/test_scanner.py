@@ -414,9 +414,10 @@ def test_c14_new_opener_after_incomplete_body():
     ('<tool_call>{"arguments": {"a": 1, ' + tc(TM), ['<tool_call>{"arguments": {"a": 1, ', Call("get_time", "{}")]),
     ('<function=get_weather>{"city": "SF", "days": 3' + tc(TM),
      [Call("get_weather", '{"city": "SF", "days": 3', valid=False), Call("get_time", "{}")]),
-    # an opener inside a string, or a '<' that opens nothing, is part of the value
+    # an opener inside a string is part of the value; a '<' that opens nothing is not JSON (not even
+    # relaxed): nothing after it is sent, the call ends invalid with what went out before it
     (tc('{"name": "get_weather", "arguments": {"city": "<tool_call>", "n": 1<2}}'),
-     [Call("get_weather", '{"city": "<tool_call>", "n": 1<2}', valid=False)]),
+     [Call("get_weather", '{"city": "<tool_call>", "n": 1', valid=False)]),
 ])
 def test_c14_opener_interrupts_an_incomplete_body(text, expected):
     """7.14 / 4.9: an opener outside strings ends an incomplete body; the failure policy applies to it."""
