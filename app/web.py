@@ -28,13 +28,16 @@ def json_body() -> dict[str, Any]:
         ApiError: 400 ``invalid_json`` when it does not parse, is not an
             object or nests deeper than ``MAX_JSON_DEPTH``; 413 over the body-size limit.
     """
+    raw = limits.read_body()
     try:
-        body = orjson.loads(limits.read_body())
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    if _nests_deeper(body, MAX_JSON_DEPTH):
+    # Nesting needs an opening bracket per level, so a body with few brackets (most bodies: counting
+    # is C-fast) skips the walk, which costs tens of µs per request before the upstream call.
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _nests_deeper(body, MAX_JSON_DEPTH):
         raise ApiError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
     observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body

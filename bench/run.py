@@ -14,7 +14,8 @@ shared and noisy:
 2. added latency at concurrency 1: first byte and first content, toolwire
    versus the upstream itself and versus the relay;
 3. open streams: 2,000 concurrent slow streams on a fresh toolwire worker,
-   RSS per open stream from ``/proc/PID/status``;
+   RSS per open stream from ``/proc/PID/status``, set against the same run
+   on a fresh minimal relay worker (the floor: gunicorn, Flask, httpx);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is).
 
@@ -460,15 +461,16 @@ def added_latency(table: Table, c1: dict[str, Figures]) -> None:
 
 
 def open_streams(table: Table, procs: Processes, upstream_url: str, fast_body: bytes, fast_chunks: int) -> None:
-    """Section 3: ``OPEN_STREAMS`` slow streams at once on a fresh toolwire worker.
+    """Section 3: ``OPEN_STREAMS`` slow streams at once on a fresh toolwire worker, then on a fresh relay.
 
-    If that does not get them all open and completed, the run is repeated with
-    half as many streams on another fresh worker, so that a per-stream memory
-    figure exists even when the target count fails.
+    If that does not get them all open and completed on toolwire, the run is
+    repeated with half as many streams on another fresh worker, so that a
+    per-stream memory figure exists even when the target count fails.
     """
     count = OPEN_STREAMS
     figures = open_streams_run(procs, upstream_url, fast_body, fast_chunks, count)
-    _open_stream_rows(table, figures, count, target=True)
+    relay = open_streams_run(procs, upstream_url, fast_body, fast_chunks, count, relay=True)
+    _open_stream_rows(table, figures, count, target=True, relay=relay)
     if figures["ok"] < count or figures["peak_open"] < count:
         count //= 2
         _open_stream_rows(table, open_streams_run(procs, upstream_url, fast_body, fast_chunks, count), count,
@@ -476,21 +478,26 @@ def open_streams(table: Table, procs: Processes, upstream_url: str, fast_body: b
 
 
 def open_streams_run(procs: Processes, upstream_url: str, fast_body: bytes, fast_chunks: int,
-                     count: int) -> dict:
-    """``count`` slow streams on a fresh, warmed-up toolwire worker, its RSS sampled every 50 ms.
+                     count: int, *, relay: bool = False) -> dict:
+    """``count`` slow streams on a fresh, warmed-up toolwire (or relay) worker, its RSS sampled every 50 ms.
 
     The RSS kept is the one at the moment the most streams were open (had
     their first byte and not ended); requests sent but not yet answered (the
     worker holds them too) are reported as well.
     """
-    server = start_gunicorn(procs, f"toolwire-open-{count}", ["wsgi:app"], toolwire_env(upstream_url))
+    if relay:
+        server = start_gunicorn(procs, f"relay-open-{count}", ["--pythonpath", str(BENCH), "relay:app"],
+                                {"RELAY_UPSTREAM_URL": upstream_url})
+    else:
+        server = start_gunicorn(procs, f"toolwire-open-{count}", ["wsgi:app"], toolwire_env(upstream_url))
     try:
         measure(server, fast_body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast_chunks)
         gevent.sleep(1.0)
         idle = rss_kb(server.worker)
         request = load.build_request(server.port, PATH, request_body("bench-slow"))
         counters = load.Progress()
-        progress(f"3: {count} slow streams ({SLOW_INTERVAL} s between chunks) on one fresh worker")
+        progress(f"3: {count} slow streams ({SLOW_INTERVAL} s between chunks) on one fresh "
+                 f"{'relay' if relay else 'toolwire'} worker")
         job = gevent.spawn(load.run_load, server.port, request, concurrency=count, requests=count,
                            time_limit=OPEN_RAMP_LIMIT, read_timeout=OPEN_READ_TIMEOUT, progress=counters)
         start = time.monotonic()
@@ -514,7 +521,12 @@ def open_streams_run(procs: Processes, upstream_url: str, fast_body: bytes, fast
         procs.stop(server.proc)
 
 
-def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool) -> None:
+def _per_open(f: dict) -> float:
+    """Worker RSS growth per open stream at the peak, KiB."""
+    return (f["peak_rss"] - f["idle"]) / f["peak_open"] if f["peak_open"] else float("nan")
+
+
+def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool, relay: dict | None = None) -> None:
     s = "3"
     label = f"{count} streams" + ("" if target else " (reference: half the target count)")
     all_ok = f["ok"] == count and not f["restarted"]
@@ -528,11 +540,16 @@ def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool) -> Non
               f"{f['peak_open'] / count:.2f}")
     table.add(s, "  worker RSS idle -> at peak, MiB", f"{f['idle'] / 1024:.1f} -> {f['peak_rss'] / 1024:.1f}")
     grown = f["peak_rss"] - f["idle"]
-    per_open = grown / f["peak_open"] if f["peak_open"] else float("nan")
+    per_open = _per_open(f)
     table.add(s, "  worker RSS per open stream, KiB", f"{per_open:.1f}",
               f"{grown / f['peak_inflight']:.1f} per in-flight" if f["peak_inflight"] else "", "",
               f"<= {TARGET_RSS_KB:.0f} KB" if target else "",
               verdict(per_open <= TARGET_RSS_KB) if target else "")
+    if relay is not None:
+        # The minimal relay's own figure is the floor of this stack (gunicorn worker, Flask, httpx).
+        table.add(s, "  minimal relay, same run: RSS per open stream KiB",
+                  f"{per_open:.1f}", f"{relay['ok']} / {relay['peak_open']}, {_per_open(relay):.1f} relay",
+                  f"{per_open / _per_open(relay):.2f}", "", "relay: " + verdict(_per_open(relay) <= TARGET_RSS_KB))
     table.add(s, "  stream total time p50 / p99 s",
               f"{pct(f['totals'], 0.5):.2f} / {pct(f['totals'], 0.99):.2f}",
               f"{scripted.script('bench-slow')['chunks'] * SLOW_INTERVAL:.1f} scripted")
@@ -618,7 +635,8 @@ def main() -> int:
                           f"{RELAY_PLAN[0][1]} direct to the upstream)")
             added_latency(table, figures[1])
         if "3" in sections:
-            table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker")
+            table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker, "
+                          "then one fresh relay worker")
             open_streams(table, procs, upstream_url, body, fast["chunks"])
         if "4" in sections:
             table.section("4 linearity: one tool call, argument text in 1-character upstream chunks, c=1, "
