@@ -12,6 +12,7 @@ never per token.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -46,6 +47,21 @@ CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the c
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+#: Children :func:`child` keeps; past it the cache starts over (routes of unrouted paths are unbounded).
+CHILD_CACHE_SIZE = 1024
+_children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, cached: label sets repeat, and ``labels()`` validates and locks every call."""
+    key = (metric, labels)
+    found = _children.get(key)
+    if found is None:
+        if len(_children) >= CHILD_CACHE_SIZE:
+            _children.clear()
+        found = _children[key] = metric.labels(*labels)
+    return found
 
 
 def exposition() -> tuple[bytes, str]:

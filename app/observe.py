@@ -98,8 +98,8 @@ class RequestRecord:
             metrics.STREAMS_IN_FLIGHT.dec()
         if self.disconnected:
             metrics.CLIENT_DISCONNECTS.inc()
-        metrics.REQUESTS.labels(self.route, str(self.status)).inc()
-        metrics.REQUEST_DURATION.labels(self.route).observe(duration)
+        metrics.child(metrics.REQUESTS, self.route, str(self.status)).inc()
+        metrics.child(metrics.REQUEST_DURATION, self.route).observe(duration)
         outcomes: Counter[str] = Counter()
         moves: Counter[tuple[str, str]] = Counter()
         first_output = None
@@ -110,16 +110,20 @@ class RequestRecord:
             if driver.first_output_at is not None:
                 first_output = min(first_output or driver.first_output_at, driver.first_output_at)
         if first_output is not None:
-            metrics.TIME_TO_FIRST_TOKEN.labels(self.model_label).observe(first_output - self.started)
+            metrics.child(metrics.TIME_TO_FIRST_TOKEN, self.model_label).observe(first_output - self.started)
         for outcome, count in outcomes.items():
-            metrics.TOOL_CALLS.labels(self.model_label, outcome).inc(count)
+            metrics.child(metrics.TOOL_CALLS, self.model_label, outcome).inc(count)
         for (source, dest), count in moves.items():
-            metrics.FSM_TRANSITIONS.labels(source, dest).inc(count)
-        access_log.info("%s %s %s", self.method, self.route, self.status, extra={"fields": {
-            "method": self.method, "route": self.route, "status": self.status, "model": self.model,
-            "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
-            "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
-            "duration_ms": _ms(duration)}})
+            metrics.child(metrics.FSM_TRANSITIONS, source, dest).inc(count)
+        if access_log.isEnabledFor(logging.INFO):
+            # A record made here: Logger.info would also walk the stack to find this line.
+            access_log.handle(access_log.makeRecord(
+                access_log.name, logging.INFO, __file__, 0, "%s %s %s", (self.method, self.route, self.status),
+                None, "finish", {"fields": {
+                    "method": self.method, "route": self.route, "status": self.status, "model": self.model,
+                    "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
+                    "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
+                    "duration_ms": _ms(duration)}}))
         if self.debug is not None:
             try:
                 self.debug.save(self.request_id, self.debug_view())

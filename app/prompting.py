@@ -24,7 +24,10 @@ plain ``system``/``user``/``assistant`` messages with string content:
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any, Mapping
+
+import orjson
 
 from statemachine import ParserConfig, TextFormat, ToolSpec
 
@@ -87,7 +90,7 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
     """
     system_texts: list[str] = []
     if config.parsing_enabled:
-        system_texts.append(_tool_block(config, fmt))
+        system_texts.append(_cached_tool_block(config, fmt))
     elif config.tools:
         system_texts.append(_NO_CALLS_LINE)
 
@@ -185,6 +188,32 @@ def example_value(schema: Any, depth: int = 0) -> Any:
 
 
 # --- tool block ---------------------------------------------------------------
+
+#: Rendered tool blocks kept: agents resend the same tools every turn, and rendering costs ~100 µs.
+TOOL_BLOCK_CACHE_SIZE = 64
+_tool_blocks: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+
+
+def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
+    """:func:`_tool_block`, from a small LRU keyed by everything the block is rendered from.
+
+    A marked request is never cached: its marker is fresh per request, and its text is its own.
+    """
+    if config.marker is not None:
+        return _tool_block(config, fmt)
+    try:
+        tools = orjson.dumps([(t.name, t.description, t.parameters, t.strict) for t in config.tools.values()])
+    except TypeError:  # a schema JSON cannot hold (only from an embedding host): render it uncached
+        return _tool_block(config, fmt)
+    key = (fmt, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
+    block = _tool_blocks.get(key)
+    if block is None:
+        block = _tool_blocks[key] = _tool_block(config, fmt)
+        if len(_tool_blocks) > TOOL_BLOCK_CACHE_SIZE:
+            _tool_blocks.popitem(last=False)
+    else:
+        _tool_blocks.move_to_end(key)
+    return block
 
 
 def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:

@@ -104,6 +104,26 @@ def test_plain_log_format(make_app):
     assert "[plain-1] POST /v1/chat/completions 200" in line and " status=200 " in line and "{" not in line
 
 
+def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json_log):
+    client = make_app(FakeUpstream(text_chunks("hi"))).test_client()
+    logger = logging.getLogger("app.access")
+    before = sample("toolwire_requests_total", route="/v1/chat/completions", status="200")
+    logger.setLevel(logging.WARNING)
+    try:
+        post(client, "quiet-1")
+    finally:
+        logger.setLevel(logging.NOTSET)
+    dropped = logging.Filter("nothing-passes")
+    logger.addFilter(dropped)
+    try:
+        post(client, "quiet-2")
+    finally:
+        logger.removeFilter(dropped)
+    post(client, "heard-3")
+    assert [line["request_id"] for line in records(json_log) if line["logger"] == "app.access"] == ["heard-3"]
+    assert sample("toolwire_requests_total", route="/v1/chat/completions", status="200") == before + 3
+
+
 def test_request_id_is_forwarded_upstream():
     seen = []
 
@@ -331,3 +351,18 @@ def test_an_unwritable_debug_dir_does_not_break_the_response(make_app, json_log,
     warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "app.auth"]
     assert len(warnings) == 1 and warnings[0]["msg"].startswith("debug record not saved")
     assert warnings[0]["request_id"] == "dbg-fail"
+
+
+def test_metric_children_are_cached_and_the_cache_is_bounded(monkeypatch):
+    from app import metrics
+
+    monkeypatch.setattr(metrics, "_children", {})
+    monkeypatch.setattr(metrics, "CHILD_CACHE_SIZE", 2)
+    first = metrics.child(metrics.REQUESTS, "/cache-test", "200")
+    assert first is metrics.REQUESTS.labels("/cache-test", "200") is metrics.child(metrics.REQUESTS, "/cache-test", "200")
+    before = sample("toolwire_requests_total", route="/cache-test", status="200")
+    first.inc()
+    assert sample("toolwire_requests_total", route="/cache-test", status="200") == before + 1
+    metrics.child(metrics.REQUEST_DURATION, "/cache-test")
+    metrics.child(metrics.REQUESTS, "/cache-test", "404")  # past the bound: starts over
+    assert list(metrics._children) == [(metrics.REQUESTS, ("/cache-test", "404"))]

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from app import prompting
 from app.prompting import TOOL_BLOCK_TITLE, TOOL_RESULT_END, build_upstream_messages, example_value
 from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 
@@ -263,3 +264,66 @@ def test_multi_step_flow_offers_tools_every_turn():
     assert_text_only(out)
     assert "write_file" in out[0]["content"] and "read_file" in out[0]["content"]
     assert out[-1]["role"] == "user" and out[-1]["content"].startswith("Tool result for read_file (call_id r1):")
+
+
+# --- the tool block cache --------------------------------------------------------------------------
+
+
+def system_text(tools=(WEATHER,), fmt=TOOL_CALL, **config):
+    return build([{"role": "user", "content": "hi"}], tools, fmt, **config)[0]["content"]
+
+
+def uncached_block(tools=(WEATHER,), fmt=TOOL_CALL, **config):
+    return prompting._tool_block(ParserConfig.for_tools(list(tools), **config), fmt)
+
+
+@pytest.fixture
+def empty_cache():
+    prompting._tool_blocks.clear()
+    yield prompting._tool_blocks
+    prompting._tool_blocks.clear()
+
+
+def test_a_repeated_tool_block_comes_from_the_cache_and_equals_a_fresh_render(empty_cache):
+    first = system_text(tools=(WEATHER, WRITE))
+    assert len(empty_cache) == 1
+    assert system_text(tools=(WEATHER, WRITE)) == first == uncached_block(tools=(WEATHER, WRITE))
+    assert len(empty_cache) == 1
+
+
+@pytest.mark.parametrize("variant", [
+    {"tools": (WRITE, WEATHER)},
+    {"tools": (WEATHER, ToolSpec("get_weather_v2", WEATHER.description, WEATHER.parameters))},
+    {"tools": (ToolSpec(WEATHER.name, "Another description.", WEATHER.parameters),)},
+    {"tools": (ToolSpec(WEATHER.name, WEATHER.description, {**WEATHER.parameters, "required": []}),)},
+    {"tools": (ToolSpec(WEATHER.name, WEATHER.description, WEATHER.parameters, strict=True),)},
+    {"tool_choice": ToolChoice("required")},
+    {"tool_choice": ToolChoice("required", frozenset({"get_weather"}))},
+    {"parallel_tool_calls": False},
+    {"legacy_functions": True},
+    {"fmt": get_format("use_tool")},
+])
+def test_every_input_of_the_block_is_part_of_its_cache_key(empty_cache, variant):
+    system_text()
+    kwargs = {"tools": (WEATHER,), **variant}
+    assert system_text(**kwargs) == uncached_block(**kwargs)
+    assert len(empty_cache) == 2
+
+
+def test_a_marked_block_is_never_cached_nor_shared(empty_cache):
+    plain = system_text()
+    marked = [system_text(fmt=TOOL_CALL.with_marker(m), marker=m) for m in ("k3J9", "Zz_1")]
+    assert 'marker="k3J9"' in marked[0] and 'marker="Zz_1"' in marked[1]
+    assert "marker=" not in plain
+    assert list(empty_cache.values()) == [plain]
+
+
+def test_the_cache_keeps_the_most_recently_used_blocks(empty_cache, monkeypatch):
+    monkeypatch.setattr(prompting, "TOOL_BLOCK_CACHE_SIZE", 2)
+    tools = [ToolSpec(f"tool_{i}") for i in range(3)]
+    system_text(tools=(tools[0],))
+    system_text(tools=(tools[1],))
+    system_text(tools=(tools[0],))  # used again: now the most recent
+    system_text(tools=(tools[2],))  # evicts tool_1
+    names = {json.loads(key[-1])[0][0] for key in empty_cache}
+    assert names == {"tool_0", "tool_2"}

@@ -1,0 +1,170 @@
+"""Per-request CPU micro-benchmark: one streamed chat request offering one tool, in process.
+
+Calls the WSGI app directly (no sockets, no gunicorn) with a scripted
+in-memory upstream, the bench's client request (``bench/run.py``), metrics in
+Prometheus multiprocess mode and JSON access lines written to ``/dev/null``,
+as under gunicorn. Each request is timed in three phases:
+
+- ``first frame``: from the WSGI call to the first body bytes (hooks, body
+  parsing, prompt building, the upstream ``open``, the pump's first frame);
+- ``rest``: the remaining frames;
+- ``close``: closing the body (the request's metrics and access line).
+
+The baseline is a bare Flask view streaming the same frames, measured the same
+way in the same run. Figures are microseconds: per phase, the lowest of five
+rounds' medians (the apps take turns). Run:
+``.venv/bin/python bench/request_bench.py [--requests N] [--profile]``
+(``--profile`` prints the top cProfile entries of the toolwire requests).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Multiprocess metrics, as gunicorn.conf.py sets them up: must precede importing prometheus_client.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="toolwire-request-bench-"))
+
+import argparse  # noqa: E402
+import cProfile  # noqa: E402
+import io  # noqa: E402
+import logging  # noqa: E402
+import pstats  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable, Iterator  # noqa: E402
+
+from flask import Flask, Response  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from app import create_app, extension  # noqa: E402
+from app.logs import make_handler  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.upstream_types import ChoiceDelta, UpstreamChunk  # noqa: E402
+from run import request_body  # noqa: E402
+
+WARMUP = 200
+ROUNDS = 5
+MODEL = "bench-fast"
+CHUNKS = (UpstreamChunk([ChoiceDelta(content="Hello")]), UpstreamChunk([ChoiceDelta(content=" world.")]),
+          UpstreamChunk([ChoiceDelta(finish_reason="stop")]),
+          UpstreamChunk(usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}))
+
+
+class _Stream:
+    def __iter__(self) -> Iterator[UpstreamChunk]:
+        return iter(CHUNKS)
+
+    def close(self) -> None:
+        pass
+
+
+class _Upstream:
+    """An upstream that answers every request with :data:`CHUNKS` at once."""
+
+    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> _Stream:
+        return _Stream()
+
+    def models(self) -> list[dict[str, Any]]:
+        return [{"id": MODEL}]
+
+    def ready(self) -> bool:
+        return True
+
+
+def toolwire_app() -> Flask:
+    """The standalone app on the in-memory upstream, access lines (JSON) to ``/dev/null``."""
+    root = logging.getLogger()
+    root.addHandler(make_handler("json", open(os.devnull, "w")))
+    root.setLevel("INFO")
+    extension.make_upstream = lambda settings: _Upstream()
+    return create_app(Settings(response_store_path="", log_level="INFO", default_upstream_model=MODEL))
+
+
+def bare_app() -> Flask:
+    """The baseline: a Flask view streaming the same number of frames, no other work."""
+    app = Flask("bare")
+
+    @app.post("/v1/chat/completions")
+    def chat() -> Response:
+        frames = (b'data: {"choices":[{"delta":{"content":"Hello"}}]}\n\n',
+                  b'data: {"choices":[{"delta":{"content":" world."}}]}\n\n', b"data: [DONE]\n\n")
+        return Response(iter(frames), mimetype="text/event-stream")
+
+    return app
+
+
+def environ(body: bytes) -> dict[str, Any]:
+    """A fresh WSGI environ for ``POST /v1/chat/completions`` with ``body``."""
+    return {
+        "REQUEST_METHOD": "POST", "PATH_INFO": "/v1/chat/completions", "QUERY_STRING": "", "SERVER_NAME": "bench",
+        "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE":
+        "application/json", "CONTENT_LENGTH": str(len(body)), "HTTP_HOST": "bench", "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": False,
+        "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.version": (1, 0),
+    }
+
+
+def _start_response(status: str, headers: list, exc_info: Any = None) -> Callable[[bytes], None]:
+    assert status.startswith("200"), status
+    return lambda data: None
+
+
+def one(app: Flask, body: bytes) -> tuple[float, float, float]:
+    """One request: seconds to the first frame, to the body's end, to its close."""
+    clock = time.thread_time  # CPU time: other processes on the machine do not count
+    start = clock()
+    result = app(environ(body), _start_response)
+    frames = iter(result)
+    next(frames)
+    first = clock()
+    for _ in frames:
+        pass
+    end = clock()
+    result.close()
+    return first - start, end - first, clock() - end
+
+
+def measure(apps: list[Flask], body: bytes, requests: int) -> list[list[float]]:
+    """Per app, microseconds per phase: the lowest of the rounds' medians.
+
+    The apps take turns, ``ROUNDS`` rounds of ``requests / ROUNDS`` requests each, so load from
+    other processes on the machine falls on all of them alike; the lowest median drops the rounds it hit.
+    """
+    for app in apps:
+        for _ in range(WARMUP):
+            one(app, body)
+    medians: list[list[list[float]]] = [[] for _ in apps]
+    for _ in range(ROUNDS):
+        for app, rounds in zip(apps, medians):
+            runs = [one(app, body) for _ in range(max(1, requests // ROUNDS))]
+            rounds.append([statistics.median(phase) * 1e6 for phase in zip(*runs)])
+    return [[min(phase) for phase in zip(*rounds)] for rounds in medians]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--profile", action="store_true", help="print cProfile's top entries for toolwire")
+    args = parser.parse_args()
+    body = request_body(MODEL)
+    tw = toolwire_app()
+    rows = list(zip(("bare Flask view", "toolwire"), measure([bare_app(), tw], body, args.requests)))
+    print(f"{'median µs':<18}{'first frame':>12}{'rest':>8}{'close':>8}{'total':>8}")
+    for name, (first, rest, close) in rows:
+        print(f"{name:<18}{first:>12.1f}{rest:>8.1f}{close:>8.1f}{first + rest + close:>8.1f}")
+    (b_first, _, b_close), (t_first, _, t_close) = rows[0][1], rows[1][1]
+    print(f"{'toolwire - bare':<18}{t_first - b_first:>12.1f}{'':>8}{t_close - b_close:>8.1f}")
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(lambda: [one(tw, body) for _ in range(args.requests)])
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
