@@ -138,11 +138,12 @@ def current_state() -> ToolwireState:
     Raises:
         RuntimeError: toolwire is not registered on the current app.
     """
-    ext = current_app.extensions.get(EXTENSION_KEY)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
+    ext = app.extensions.get(EXTENSION_KEY)
     if ext is None:
         raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
                            "'Toolwire.init_app(app)'?")
-    return ext.state(current_app._get_current_object())  # type: ignore[attr-defined]
+    return ext.state(app)
 
 
 def make_upstream(settings: Settings) -> Upstream:

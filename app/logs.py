@@ -8,8 +8,9 @@ Nothing here logs prompt text: what a line holds is up to its caller.
 from __future__ import annotations
 
 import logging
+import math
 import sys
-from datetime import datetime, timezone
+import time
 from typing import IO, Any
 
 import orjson
@@ -26,13 +27,34 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+_second: tuple[float, str] = (-1.0, "")
+
+
+def utc_timestamp(created: float) -> str:
+    """``created`` as ``datetime.fromtimestamp(created, timezone.utc).isoformat(timespec="milliseconds")``
+    writes it (microseconds rounded half to even first, then cut to milliseconds), at a fraction of the cost:
+    the text of the second is kept while lines keep coming within it."""
+    global _second
+    fraction, whole = math.modf(created)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole += 1
+        micros -= 1_000_000
+    elif micros < 0:  # before 1970: modf keeps the sign
+        whole -= 1
+        micros += 1_000_000
+    if _second[0] != whole:
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{_second[1]}.{micros // 1000:03d}+00:00"
+
+
 class JsonFormatter(logging.Formatter):
     """One compact JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, ``request_id``, ``pid``
     (the gunicorn worker), then the record's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "ts": utc_timestamp(record.created),
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),

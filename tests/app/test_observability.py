@@ -366,3 +366,17 @@ def test_metric_children_are_cached_and_the_cache_is_bounded(monkeypatch):
     metrics.child(metrics.REQUEST_DURATION, "/cache-test")
     metrics.child(metrics.REQUESTS, "/cache-test", "404")  # past the bound: starts over
     assert list(metrics._children) == [(metrics.REQUESTS, ("/cache-test", "404"))]
+
+
+def test_log_timestamps_match_datetime_isoformat_to_the_millisecond():
+    import random
+    from datetime import datetime, timezone
+
+    from app.logs import utc_timestamp
+
+    edges = [0.0, 0.0005, 0.0009995, 1763792205.9999995, 1763792205.9999994, 1763792205.0019995,
+             1e9 + 0.9999996, -0.5, -1.0000004, -1.9999996, 253402300799.999]
+    rng = random.Random(7)
+    values = edges + [rng.uniform(0, 4e9) for _ in range(20000)] + [1763792205 + i / 7919 for i in range(20000)]
+    for value in values:
+        assert utc_timestamp(value) == datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="milliseconds")
