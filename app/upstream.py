@@ -20,6 +20,8 @@ from .upstream_transport import make_transport
 from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 
 _MAX_ERROR_CHARS = 2000
+#: Bytes of one read decoded at a time (see :func:`_payloads`).
+DECODE_BYTES = 4096
 # No cap on open upstream connections: gunicorn's worker_connections already bounds the streams a
 # worker holds, and a smaller pool cap queues requests inside httpx, whose pool rescans every
 # connection per queued request (it stalled the 2,000-stream benchmark at the 1,000 cap).
@@ -179,10 +181,18 @@ def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
 
 
 def _payloads(raw_chunks: Iterator[bytes]) -> Iterator[str]:
-    """The ``data`` payloads of an SSE byte stream."""
+    """The ``data`` payloads of an SSE byte stream.
+
+    A read can hold hundreds of events (up to 64 KB from a fast upstream); it is decoded in
+    :data:`DECODE_BYTES` pieces, so the first event goes on before the rest are decoded.
+    """
     decoder = SSEDecoder()
     for raw in raw_chunks:
-        yield from _decode(decoder, raw)
+        if len(raw) <= DECODE_BYTES:
+            yield from _decode(decoder, raw)
+            continue
+        for start in range(0, len(raw), DECODE_BYTES):
+            yield from _decode(decoder, raw[start:start + DECODE_BYTES])
     yield from _decode(decoder, None)
 
 

@@ -222,3 +222,25 @@ def test_a_finished_stream_hands_its_connection_back():
         server.server_close()
     ports = _KeepAliveSSE.ports
     assert len(ports) == 2 and ports[0] == ports[1]
+
+
+def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monkeypatch):
+    from app import upstream as upstream_module
+    from app.sse import SSEDecoder
+
+    fed: list[int] = []
+
+    class CountingDecoder(SSEDecoder):
+        def feed(self, chunk: bytes) -> list[str]:
+            fed.append(len(chunk))
+            return super().feed(chunk)
+
+    monkeypatch.setattr(upstream_module, "SSEDecoder", CountingDecoder)
+    events = [f'{{"n": {i}, "text": "{"é" * (i % 7)}\\r\\n"}}' for i in range(2000)]
+    burst = "".join(f"data: {e}\r\n\r\n" for e in events).encode()
+    assert len(burst) > 20 * upstream_module.DECODE_BYTES
+    payloads = upstream_module._payloads(iter([burst[:100], burst[100:]]))
+    assert next(payloads) == events[0]
+    assert sum(fed) <= 100 + upstream_module.DECODE_BYTES
+    assert [events[0], *payloads] == events
+    assert max(fed) <= upstream_module.DECODE_BYTES
