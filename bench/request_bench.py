@@ -1,6 +1,6 @@
 """Per-request CPU micro-benchmark: one streamed chat request offering one tool, in process.
 
-Calls the WSGI app directly (no sockets, no gunicorn) with a scripted
+Calls the WSGI app directly (no sockets, no gunicorn; gevent-patched like a worker) with a scripted
 in-memory upstream, the bench's client request (``bench/run.py``), metrics in
 Prometheus multiprocess mode and JSON access lines written to ``/dev/null``,
 as under gunicorn. Each request is timed in three phases:
@@ -10,17 +10,25 @@ as under gunicorn. Each request is timed in three phases:
 - ``rest``: the remaining frames;
 - ``close``: closing the body (the request's metrics and access line).
 
-The baseline is a bare Flask view streaming the same frames, measured the same
-way in the same run. Figures are microseconds: per phase, the lowest of five
-rounds' medians (the apps take turns). Run:
-``.venv/bin/python bench/request_bench.py [--requests N] [--profile]``
+The baseline is a bare Flask view streaming three frames, measured the same
+way in the same run. ``--long`` streams a real 500-chunk tool-call script
+instead (the bare view is unchanged): the close then runs after a stream's worth
+of work, as at concurrency 1 under gunicorn, and measures two to three times the
+short figure (likely colder CPU caches). Figures are this thread's CPU
+microseconds (``time.thread_time``: other processes do not count): per phase,
+the lowest of five rounds' medians (the apps take turns). Run:
+``.venv/bin/python bench/request_bench.py [--requests N] [--long] [--profile]``
 (``--profile`` prints the top cProfile entries of the toolwire requests).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+from gevent import monkey
+
+monkey.patch_all()  # as in a gunicorn gevent worker: locks (logging, metrics) are gevent's
+
+import os  # noqa: E402
+import tempfile  # noqa: E402
 
 # Multiprocess metrics, as gunicorn.conf.py sets them up: must precede importing prometheus_client.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="toolwire-request-bench-"))
@@ -46,6 +54,7 @@ from app import create_app, extension  # noqa: E402
 from app.logs import make_handler  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.upstream_types import ChoiceDelta, UpstreamChunk  # noqa: E402
+import upstream as scripted  # noqa: E402
 from run import request_body  # noqa: E402
 
 WARMUP = 200
@@ -151,7 +160,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="print cProfile's top entries for toolwire")
+    parser.add_argument("--long", action="store_true",
+                        help="stream bench/upstream.py's bench-fast script (prose and a write_file call in ~500 "
+                             "chunks) instead of two words: the close then follows a real stream's work")
     args = parser.parse_args()
+    if args.long:
+        global CHUNKS
+        CHUNKS = (*(UpstreamChunk([ChoiceDelta(content=piece)]) for piece in scripted.script(MODEL)["pieces"]),
+                  *CHUNKS[2:])
     body = request_body(MODEL)
     tw = toolwire_app()
     rows = list(zip(("bare Flask view", "toolwire"), measure([bare_app(), tw], body, args.requests)))
