@@ -30,7 +30,7 @@ from .responses_schemas import ResponsesRequest, parse_responses_request
 from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
 from .streaming import cooperative, sse_body
-from .tools import build_parser_config, prompt_format
+from .tools import build_parser_config, is_json_format, prompt_format
 from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ def create_response() -> Response:
     upstream_body.update({key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None})
     if req.max_output_tokens is not None:
         upstream_body["max_tokens"] = req.max_output_tokens
+    response_format = _chat_response_format((req.text or {}).get("format"))
+    if response_format is not None:
+        upstream_body["response_format"] = response_format
 
     stream = state.upstream.open(upstream_body, request_id=request_id())
     driver = ChoiceDriver(stream, config)
@@ -117,12 +120,22 @@ def _parser_config(req: ResponsesRequest) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
     config = build_parser_config(to_tool_specs(req.tools), to_tool_choice(req.tool_choice),
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
-                                 settings=current_state().settings)
+                                 settings=current_state().settings,
+                                 json_output=is_json_format((req.text or {}).get("format")))
     if req.max_tool_calls is None:
         return config
     limit = config.policy.max_tool_calls
     limit = min(limit, req.max_tool_calls) if limit else req.max_tool_calls
     return dataclasses.replace(config, policy=dataclasses.replace(config.policy, max_tool_calls=limit))
+
+
+def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
+    """A Responses ``text.format`` as the Chat ``response_format`` the back end understands (``None`` for text)."""
+    if not is_json_format(fmt):
+        return None
+    if fmt["type"] == "json_object":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
 def _keep(store: ResponseStore, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:

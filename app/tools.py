@@ -30,7 +30,7 @@ _DEFAULT_FORMATS = ParserConfig().formats
 
 
 def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, parallel_tool_calls: bool,
-                        legacy_functions: bool, settings: "Settings") -> ParserConfig:
+                        legacy_functions: bool, settings: "Settings", json_output: bool = False) -> ParserConfig:
     """The parser configuration for one request.
 
     Args:
@@ -41,6 +41,8 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         settings: the operator's parser policy, preferred text format and
             marker mode (a marker is drawn per call when it is on, see
             :func:`request_marker`).
+        json_output: the client asked for JSON output, so a bare JSON
+            answer is content, not a call (parsing.md case 31).
     Raises:
         ApiError: 400 when ``tool_choice`` names a tool that is not offered, or
             demands a call while no tool is offered.
@@ -63,6 +65,7 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         formats=(settings.tool_format, *(f for f in _DEFAULT_FORMATS if f != settings.tool_format)),
         policy=policy_from_settings(settings),
         marker=request_marker(settings) if tools else None,
+        bare_json=not json_output,
     )
 
 
@@ -81,6 +84,11 @@ def request_marker(settings: "Settings") -> str | None:
 def prompt_format(config: ParserConfig) -> TextFormat:
     """The format the prompt asks the model to write calls in (the preferred one, marked if ``config`` is)."""
     return get_format(config.formats[0]).with_marker(config.marker)
+
+
+def is_json_format(value: object) -> bool:
+    """Whether a ``response_format`` / ``text.format`` object asks for JSON (``json_object``, ``json_schema``)."""
+    return isinstance(value, dict) and value.get("type") in ("json_object", "json_schema")
 
 
 def policy_from_settings(settings: "Settings") -> Policy:
@@ -106,14 +114,15 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
     if req.tools and req.functions:
         raise ApiError(400, "Use either 'tools' or the legacy 'functions', not both.", param="functions",
                        code="invalid_value")
+    json_output = is_json_format((req.model_extra or {}).get("response_format"))
     if req.functions:
         tools = [_spec(f) for f in req.functions]
         return build_parser_config(tools, _legacy_choice(req.function_call), parallel_tool_calls=False,
-                                   legacy_functions=True, settings=settings)
+                                   legacy_functions=True, settings=settings, json_output=json_output)
     tools = [_spec(t.function) for t in req.tools or ()]
     parallel = req.parallel_tool_calls is not False
     return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
-                               legacy_functions=False, settings=settings)
+                               legacy_functions=False, settings=settings, json_output=json_output)
 
 
 def _spec(fn: FunctionDef) -> ToolSpec:

@@ -311,7 +311,7 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
-            elif buf[j] in "{[":
+            elif buf[j] in "{[" and self.config.bare_json:
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")

@@ -103,6 +103,9 @@ class ParserConfig:
         marker: when set, only call blocks whose opener repeats this marker
             are calls (``TextFormat.with_marker``); unmarked openers, bare
             JSON and fenced JSON stay text. ``None`` (default) = off.
+        bare_json: recognise a bare JSON call at the start of the message;
+            off when the client asked for JSON output (``response_format``),
+            where a JSON answer is content (case 31).
     """
 
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
@@ -114,6 +117,7 @@ class ParserConfig:
     starts_in_reasoning: bool = False
     policy: Policy = Policy()
     marker: str | None = None
+    bare_json: bool = True
 
     @property
     def parsing_enabled(self) -> bool:

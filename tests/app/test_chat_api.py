@@ -409,3 +409,18 @@ def test_choices_the_upstream_never_sent_are_still_finished(client, upstream):
     summary = check_chat_stream(body)
     assert summary.choices[1].finish_reason == "stop"
     assert len(post(client, n=2).get_json()["choices"]) == 2
+
+
+@pytest.mark.parametrize("response_format, calls", [
+    ({"type": "json_object"}, 0),
+    ({"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}}}, 0),
+    ({"type": "text"}, 1),
+])
+def test_json_output_requests_keep_a_bare_json_answer_as_content(make_app, response_format, calls):
+    answer = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    upstream = FakeUpstream(text_chunks(answer))
+    body = post(make_app(upstream).test_client(), tools=[WEATHER_TOOL], response_format=response_format).get_json()
+    message = body["choices"][0]["message"]
+    assert len(message.get("tool_calls") or []) == calls
+    assert (message["content"] == answer) == (calls == 0)
+    assert upstream.bodies[0]["response_format"] == response_format  # still asked of the back end

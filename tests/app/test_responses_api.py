@@ -292,3 +292,20 @@ def test_marker_mode_covers_the_responses_endpoint(make_app):
     message, call = body["output"]
     assert QUOTED in message["content"][0]["text"]  # the quoted, unmarked sentinel stays text
     assert (call["name"], call["arguments"]) == ("get_weather", '{"city": "Rome"}')
+
+
+def test_json_text_format_keeps_a_bare_json_answer_as_content(make_app):
+    answer = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    upstream = FakeUpstream(text_chunks(answer))
+    client = make_app(upstream).test_client()
+    fmt = {"type": "json_schema", "name": "w", "schema": {"type": "object"}, "strict": True}
+    body = post(client, tools=[WEATHER], text={"format": fmt}).get_json()
+    assert [item["type"] for item in body["output"]] == ["message"]
+    assert body["output"][0]["content"][0]["text"] == answer
+    assert body["text"] == {"format": fmt}
+    assert upstream.bodies[0]["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True}}
+    post(client, text={"format": {"type": "json_object"}})
+    post(client, text={"format": {"type": "text"}})
+    assert upstream.bodies[1]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in upstream.bodies[2]

@@ -709,3 +709,17 @@ def test_summary_helpers_are_consistent():
     assert items == ["a", Call("get_time", "{}"), "b"] and finish == "tool_calls"
     with pytest.raises(AssertionError):
         tr(CFG, "a" + tc(TM) + "b", ["a", Call("get_time", "{}"), "c"], finish="tool_calls")
+
+
+@pytest.mark.parametrize("text", [
+    WX,  # a bare call-shaped object at message start
+    "[" + WX + "]",
+    "```json\n" + WX + "\n```",  # fenced
+])
+def test_c31_json_output_requests_keep_bare_json_as_content(text):
+    """31: when the client asked for JSON output, a JSON answer shaped like a call is content."""
+    tr(replace(EXTRA_TOOLS, bare_json=False), text, [text], finish="stop")
+
+
+def test_c31_json_output_requests_still_parse_sentinel_calls():
+    tr(replace(EXTRA_TOOLS, bare_json=False), tc(WX), [Call("get_weather", SF)], finish="tool_calls")
