@@ -1,9 +1,9 @@
 """The OpenAI-compatible Blueprint: chat completions, responses (:mod:`.responses_api`), models.
 
 Routes are added in :func:`create_blueprint`. Views read everything they need from the
-request, open the upstream (so its refusal is an ordinary HTTP error), then
-either stream through the pump (:mod:`.streaming`) or accumulate the same
-events into one body.
+request, open the upstream (:func:`.web.open_upstream`, so its refusal is an ordinary
+HTTP error), then either stream through the pump (:func:`.web.sse_response`) or
+accumulate the same events into one body.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from .prompting import build_upstream_messages
 from .responses_api import create_response, delete_response, get_response
 from .schemas import parse_chat_request
 from .driver import ChoiceDriver
-from .streaming import DONE, cooperative, data_frame, sse_body
+from .streaming import DONE, cooperative, data_frame
 from .tools import chat_parser_config, prompt_format
-from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
+from .web import json_body, open_upstream, sse_response
 
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
@@ -56,18 +56,13 @@ def _before_request() -> None:
 
 def chat_completions() -> Response:
     """``POST /chat/completions``, streaming or not."""
-    state = current_state()
-    settings = state.settings
     body = json_body()
     limits.check_chat_limits(body)
     req = parse_chat_request(body)
-    config = chat_parser_config(req, settings)
+    config = chat_parser_config(req, current_state().settings)
     messages = build_upstream_messages(body["messages"], config, prompt_format(config))
-    upstream_body = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
-    upstream_body.update(model=settings.upstream_model(req.model), messages=messages, stream=True,
-                         stream_options={"include_usage": True})
-
-    stream = state.upstream.open(upstream_body, request_id=request_id())
+    passthrough = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
+    stream = open_upstream(req.model, messages, passthrough)
     driver = ChoiceDriver(stream, config, n=req.n)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
@@ -92,9 +87,7 @@ def chat_completions() -> Response:
             yield data_frame(chunker.usage_chunk(_usage(driver, prompt)))
         yield DONE
 
-    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
-    sse = sse_body(frames(), heartbeat_seconds=heartbeat, on_error=_error_frame, on_abandon=stream.close)
-    return Response(sse, mimetype="text/event-stream", headers=SSE_HEADERS)
+    return sse_response(frames(), on_error=_error_frame, on_abandon=stream.close)
 
 
 def _error_frame(exc: Exception) -> bytes:

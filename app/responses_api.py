@@ -29,9 +29,9 @@ from .responses_input import resolve_input_items, to_chat_messages, to_tool_choi
 from .responses_schemas import ResponsesRequest, parse_responses_request
 from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
-from .streaming import cooperative, sse_body
+from .streaming import cooperative
 from .tools import build_parser_config, is_json_format, prompt_format
-from .web import SSE_HEADERS, json_body, request_id, wants_keepalive
+from .web import json_body, open_upstream, sse_response
 
 log = logging.getLogger(__name__)
 
@@ -41,29 +41,20 @@ _PASSTHROUGH = ("temperature", "top_p", "user")
 
 def create_response() -> Response:
     """``POST /responses``, streaming or not."""
-    state = current_state()
-    settings = state.settings
     body = json_body()
     limits.check_responses_limits(body)
     req = parse_responses_request(body)
-    store = state.store
+    store = current_state().store
     messages = to_chat_messages(req, store)
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
     config = _parser_config(req)
-    upstream_body: dict[str, Any] = {
-        "model": settings.upstream_model(req.model),
-        "messages": build_upstream_messages(messages, config, prompt_format(config)),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    upstream_body.update({key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None})
+    fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
     if req.max_output_tokens is not None:
-        upstream_body["max_tokens"] = req.max_output_tokens
+        fields["max_tokens"] = req.max_output_tokens
     response_format = _chat_response_format((req.text or {}).get("format"))
     if response_format is not None:
-        upstream_body["response_format"] = response_format
-
-    stream = state.upstream.open(upstream_body, request_id=request_id())
+        fields["response_format"] = response_format
+    stream = open_upstream(req.model, build_upstream_messages(messages, config, prompt_format(config)), fields)
     driver = ChoiceDriver(stream, config)
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo())
 
@@ -96,9 +87,7 @@ def create_response() -> Response:
         keep()
         return b"".join(encode_sse(event) for event in events)
 
-    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
-    sse = sse_body(frames(), heartbeat_seconds=heartbeat, on_error=failed, on_abandon=stream.close)
-    return Response(sse, mimetype="text/event-stream", headers=SSE_HEADERS)
+    return sse_response(frames(), on_error=failed, on_abandon=stream.close)
 
 
 def get_response(response_id: str) -> Response:

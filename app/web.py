@@ -1,14 +1,17 @@
-"""Request helpers shared by the endpoints: the body, the request id, streaming preferences."""
+"""Request helpers shared by the endpoints: the body, the request id, the upstream call, the SSE response."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import orjson
-from flask import g, request
+from flask import Response, g, request
 
 from . import limits, observe
 from .errors import ApiError
+from .extension import current_state
+from .streaming import sse_body
+from .upstream_types import UpstreamStream
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 #: Deepest nesting a body may have: recursive code downstream (pydantic, the JSON writers, the
@@ -58,3 +61,29 @@ def _nests_deeper(value: dict[str, Any], limit: int) -> bool:
 def wants_keepalive() -> bool:
     """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
     return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
+
+
+def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
+    """Open the upstream's answer to ``messages`` for the client's ``model``.
+
+    ``fields`` are the other request parameters the back end gets; it is always
+    asked for a stream with usage (a non-streaming answer is accumulated from it).
+
+    Raises:
+        UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
+    """
+    state = current_state()
+    body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
+            "stream_options": {"include_usage": True}}
+    return state.upstream.open(body, request_id=request_id())
+
+
+def sse_response(frames: Iterator[bytes], *, on_error: Callable[[Exception], bytes],
+                 on_abandon: Callable[[], None]) -> Response:
+    """The ``text/event-stream`` response pumping ``frames``, with keep-alives unless the client opted out.
+
+    ``on_error`` and ``on_abandon`` are :func:`~app.streaming.sse_body`'s.
+    """
+    heartbeat = current_state().settings.heartbeat_seconds if wants_keepalive() else None
+    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon)
+    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

@@ -95,7 +95,7 @@ def test_upstream_request_carries_the_translated_parameters(make_app):
     post(client, instructions="Be brief.", tools=[WEATHER], max_output_tokens=50, temperature=0.2, top_p=0.9,
          user="u-1", metadata={"k": "v"}, store=False)
     (sent,) = upstream.bodies
-    assert sent["stream"] is True and sent["max_tokens"] == 50
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True} and sent["max_tokens"] == 50
     assert (sent["temperature"], sent["top_p"], sent["user"]) == (0.2, 0.9, "u-1")
     for key in ("tools", "tool_choice", "input", "instructions", "metadata", "store", "max_output_tokens"):
         assert key not in sent
