@@ -77,7 +77,7 @@ class ChoiceDriver:
 
     @property
     def choices(self) -> dict[int, ChoiceStream]:
-        """The state machine of every choice seen so far, by index."""
+        """The state machine of every choice, by index: the ``n`` requested and any other the upstream sent."""
         return self._choices
 
     def __iter__(self) -> Iterator[tuple[int, Event]]:

@@ -41,11 +41,13 @@ class UpstreamChunk:
 class UpstreamError(Exception):
     """The upstream failed; ``kind`` says how, ``status`` what the client gets.
 
-    Kinds: ``client_error`` (upstream 4xx other than 429, passed through with
-    its status and message), ``rate_limited`` (429, ``retry_after`` seconds
-    when known), ``server_error`` (upstream 5xx → 502), ``connect`` (refused,
-    DNS, reset before a response → 502), ``timeout`` (→ 504), ``protocol``
-    (malformed SSE or JSON mid-stream → 502).
+    Kinds: ``client_error`` (upstream 4xx other than 401, 403 and 429, passed
+    through with its status and message), ``auth`` (upstream 401/403: toolwire's
+    own key was refused → 502, never quoting the upstream), ``rate_limited`` (429,
+    ``retry_after`` seconds when known), ``server_error`` (upstream 5xx or an error
+    object mid-stream → 502), ``connect`` (refused, DNS, a reset connection →
+    502), ``timeout`` (→ 504), ``protocol`` (broken HTTP, malformed SSE or JSON
+    → 502).
     """
 
     def __init__(self, kind: str, message: str, *, status: int = 502,

@@ -352,7 +352,7 @@ def test_upstream_failure_mid_stream_is_one_error_frame_then_done(make_app):
     assert upstream.streams[0].closed
 
 
-def test_unexpected_failure_mid_stream_hides_the_details(make_app, caplog):
+def test_unexpected_failure_mid_stream_hides_the_details(make_app):
     upstream = FakeUpstream([*text_chunks("partial", finish=None), RuntimeError("secret internals")])
     response = post(make_app(upstream).test_client(), stream=True)
     body = response.get_data().decode()

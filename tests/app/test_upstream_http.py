@@ -40,7 +40,7 @@ def stream_response(body: bytes, status: int = 200, headers=None) -> httpx.Respo
     return httpx.Response(status, content=body, headers={"content-type": "text/event-stream", **(headers or {})})
 
 
-def test_streams_chunks_and_sends_the_request(capture=None):
+def test_streams_chunks_and_sends_the_request():
     seen = {}
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -183,7 +183,6 @@ def test_through_the_app_with_a_mock_transport(make_app):
     assert response.status_code == 429 and response.headers["Retry-After"] == "3"
     assert response.get_json()["error"] == {"message": "busy", "type": "rate_limit_error", "param": None,
                                             "code": "rate_limit_exceeded"}
-
 
 
 class _KeepAliveSSE(BaseHTTPRequestHandler):
