@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test diagram clean-venv
+.PHONY: serve test bench diagram clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,6 @@ diagram: $(VENV)/.installed
 clean-venv:
 	rm -rf $(VENV)
 
-.PHONY: bench
-
-# End-to-end benchmark (toolwire vs a minimal relay, see bench/run.py); prints one table, ~3 minutes.
-bench: | $(BIN)/python
+# End-to-end benchmark (toolwire vs a minimal relay, see bench/run.py); prints one table, ~2 minutes.
+bench: $(VENV)/.installed
 	$(BIN)/python bench/run.py

@@ -32,11 +32,6 @@ DEFAULT_SETTINGS = {
 }
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``e2e`` marker."""
-    config.addinivalue_line("markers", "e2e: starts real gunicorn + gevent against a scripted loopback upstream")
-
-
 @pytest.fixture(scope="session")
 def scripted_upstream() -> Iterator[ScriptedUpstream]:
     """The session's scripted upstream server."""
