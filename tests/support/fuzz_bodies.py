@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .invariants import check_chat_stream, check_error_envelope, check_responses_stream
+from .invariants import check_chat_completion, check_chat_stream, check_error_envelope, check_responses_stream
 
 MB_STRING = "a" * 1_000_000
 DEEP = 10_000
@@ -234,7 +234,8 @@ def judge(endpoint: str, status: int, content_type: str | None, body: bytes) -> 
     """What is wrong with toolwire's answer to a fuzz case (``None``: nothing).
 
     Wrong: a 5xx; an error without a well-formed envelope; a success that breaks the wire
-    contract (the endpoint's stream checker, or a non-JSON body).
+    contract (the endpoint's stream checker; for Chat the completion checker, for Responses a
+    non-JSON body).
     """
     if status >= 500:
         return f"status {status}: {body[:300]!r}"
@@ -243,6 +244,8 @@ def judge(endpoint: str, status: int, content_type: str | None, body: bytes) -> 
             check_error_envelope(status, body)
         elif (content_type or "").startswith("text/event-stream"):
             (check_chat_stream if endpoint == "chat" else check_responses_stream)(body)
+        elif endpoint == "chat":
+            check_chat_completion(body)
         else:
             json.loads(body)
     except (AssertionError, ValueError) as exc:
