@@ -14,36 +14,15 @@ import openai
 import pytest
 
 from support.invariants import SESSION_CALL_IDS, StreamRecorder, check_error_envelope, check_responses_stream
-from support.scripted_upstream import Script, ScriptedUpstream
+from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer
+from support.tools import STRICT_TIME as TIME, STRICT_WEATHER as WEATHER
 
 pytestmark = pytest.mark.e2e
 
 MODEL = "scripted-model"
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-                   "additionalProperties": False},
-    "strict": True,
-}
-TIME = {
-    "type": "function",
-    "name": "get_time",
-    "description": "Current time in a time zone.",
-    "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"],
-                   "additionalProperties": False},
-    "strict": True,
-}
 QUESTION = "What's the weather in SF?"
-
-
-def call_text(name: str, arguments: dict[str, Any]) -> str:
-    return f'<tool_call>{{"name": "{name}", "arguments": {json.dumps(arguments)}}}</tool_call>'
-
-
-SF_CALL = call_text("get_weather", {"city": "SF"})
+SF_CALL = tool_call_text("get_weather", {"city": "SF"})
 
 
 def stream_final(client: openai.OpenAI, **kwargs: Any) -> tuple[Any, list[Any]]:
@@ -81,7 +60,7 @@ def test_a_call_streams_as_a_function_call_item(upstream: ScriptedUpstream, open
 
 
 def test_two_parallel_calls_in_one_character_chunks(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
-    upstream.enqueue(Script(text=SF_CALL + call_text("get_time", {"tz": "Asia/Tokyo"}), chunks=1))
+    upstream.enqueue(Script(text=SF_CALL + tool_call_text("get_time", {"tz": "Asia/Tokyo"}), chunks=1))
     final, _ = stream_final(openai_client, input=QUESTION, tools=[WEATHER, TIME])
     assert calls_of(final) == [("get_weather", {"city": "SF"}), ("get_time", {"tz": "Asia/Tokyo"})]
     assert len({item.call_id for item in final.output}) == 2
@@ -164,7 +143,7 @@ def test_upstream_429_before_the_stream(upstream: ScriptedUpstream, openai_clien
 
 def test_cut_mid_stream_fails_and_keeps_the_complete_call(upstream: ScriptedUpstream,
                                                           toolwire_server: ToolwireServer) -> None:
-    text = SF_CALL + "\nAnd now the time " + call_text("get_time", {"tz": "Europe/Paris"})
+    text = SF_CALL + "\nAnd now the time " + tool_call_text("get_time", {"tz": "Europe/Paris"})
     upstream.enqueue(Script(text=text, chunks=10, close_after_chunks=8))
     body = {"model": MODEL, "input": QUESTION, "tools": [WEATHER, TIME], "stream": True}
     with httpx.stream("POST", toolwire_server.v1_url + "/responses", json=body, timeout=15) as response:

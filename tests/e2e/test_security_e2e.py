@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -116,6 +117,7 @@ def test_stream_cap_429_then_released_after_disconnect_and_after_the_end(upstrea
 # -- marker mode ---------------------------------------------------------------------------------
 
 
+@dataclass
 class EchoScript(Script):
     """A model that repeats the tool result's sentinel and, if ``call``, writes a call with the prompt's marker."""
 
@@ -133,9 +135,7 @@ class EchoScript(Script):
 def test_marker_mode_quoted_sentinel_stays_text_and_marked_call_is_a_call(upstream: ScriptedUpstream, toolwire_factory,
                                                                           make_openai_client) -> None:
     client = make_openai_client(toolwire_factory(TOOLWIRE_MARKER_MODE="true"))
-    echo_only, with_call = EchoScript(chunks=5), EchoScript(chunks=3)
-    with_call.call = True
-    upstream.enqueue(echo_only, with_call)
+    upstream.enqueue(EchoScript(chunks=5), EchoScript(chunks=3, call=True))
 
     message = client.chat.completions.create(model=MODEL, messages=TRANSCRIPT, tools=[WEATHER]).choices[0]
     assert message.finish_reason == "stop" and not message.message.tool_calls

@@ -4,4 +4,8 @@ Modules:
     scripted_upstream: an OpenAI-compatible loopback server whose answers tests script.
     server: starts real gunicorn (gevent workers) serving toolwire and stops it cleanly.
     invariants: checkers for wire-contract section 9 and an httpx transport that records streams.
+    endpoints: one adapter per endpoint (Chat, Responses), so a test runs against both.
+    fuzz_bodies: hostile request bodies and the judge of what toolwire answered to them.
+    injection: a transcript quoting call text back (marker-mode tests).
+    tools: function tool definitions shared by the tests.
 """

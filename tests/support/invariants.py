@@ -161,6 +161,19 @@ def parse_sse(text: str, v: _Violations) -> list[SseBlock]:
     return blocks
 
 
+def _payload_object(v: _Violations, payload: str, *, not_object: int) -> dict[str, Any] | None:
+    """A ``data`` payload as a JSON object; ``None`` after noting invariant 1 (not JSON) or ``not_object``."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        v.add(1, f"data payload is not JSON: {payload[:120]!r}")
+        return None
+    if not isinstance(obj, dict):
+        v.add(not_object, f"data payload is not an object: {payload[:120]!r}")
+        return None
+    return obj
+
+
 def _check_http(v: _Violations, status: int | None, content_type: str | None) -> None:
     if status is not None and status != 200:
         v.add(1, f"stream answered with status {status}, expected 200")
@@ -283,15 +296,10 @@ def check_chat_stream(
             done_count += 1
             summary.done = after_terminal = True
             continue
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            v.add(1, f"data payload is not JSON: {payload[:120]!r}")
-            continue
         if summary.error is not None:
             v.add(19, f"frame after the error frame: {payload[:120]!r}")
-        if not isinstance(obj, dict):
-            v.add(5, f"data payload is not an object: {payload[:120]!r}")
+        obj = _payload_object(v, payload, not_object=5)
+        if obj is None:
             continue
         if obj.get("error"):
             _check_error_frame(v, obj)
@@ -725,13 +733,8 @@ def check_responses_stream(
         if payload == "[DONE]":
             v.add(22, "Responses stream sends data: [DONE]")
             continue
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            v.add(1, f"data payload is not JSON: {payload[:120]!r}")
-            continue
-        if not isinstance(event, dict):
-            v.add(21, f"event is not an object: {payload[:120]!r}")
+        event = _payload_object(v, payload, not_object=21)
+        if event is None:
             continue
         kind = event.get("type")
         if block.event != kind:

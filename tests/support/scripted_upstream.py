@@ -244,17 +244,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- response side -----------------------------------------------------------------------
 
-    def _send_json(self, exchange: Exchange, status: int, body: Any, headers: dict[str, str]) -> None:
-        payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    def _send_head(self, exchange: Exchange, status: int, fixed: list[tuple[str, str]], extra: dict[str, str]) -> None:
+        """The status line, the ``fixed`` headers, ``Connection: close``, then the script's ``extra``."""
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Connection", "close")
-        for name, value in headers.items():
+        for name, value in [*fixed, ("Connection", "close"), *extra.items()]:
             self.send_header(name, value)
         self.end_headers()
         exchange.headers_sent_at = time.monotonic()
         self.close_connection = True
+
+    def _send_json(self, exchange: Exchange, status: int, body: Any, headers: dict[str, str]) -> None:
+        payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self._send_head(exchange, status, [("Content-Type", "application/json"),
+                                           ("Content-Length", str(len(payload)))], headers)
         try:
             self.wfile.write(payload)
         except OSError:
@@ -263,16 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
         exchange.completed = True
 
     def _stream(self, exchange: Exchange, script: Script, request_body: dict[str, Any]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
-        for name, value in script.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        exchange.headers_sent_at = time.monotonic()
-        self.close_connection = True
+        self._send_head(exchange, 200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+                                        ("Transfer-Encoding", "chunked")], script.headers)
         if script.delay_after_headers:
             self._wait(exchange, script.delay_after_headers)
 
