@@ -10,7 +10,7 @@ import pytest
 from app.upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
 from statemachine import ModelOutputError
 from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
-from tests.support.invariants import check_chat_stream
+from support.invariants import check_chat_stream
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 CALL_TEXT = 'Let me check.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'

@@ -9,17 +9,10 @@ import pytest
 from app.upstream_types import UpstreamChunk, UpstreamError
 from tests.app.conftest import FakeUpstream, text_chunks
 from tests.app.test_marker_mode import EchoUpstream
-from tests.support.injection import QUOTED
-from tests.support.invariants import check_responses_stream
+from support.injection import QUOTED
+from support.invariants import check_responses_stream
+from support.tools import STRICT_WEATHER, WEATHER
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-                   "additionalProperties": False},
-}
-STRICT_WEATHER = {**WEATHER, "strict": True}
 CALL_TEXT = 'Let me check.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
