@@ -135,8 +135,8 @@ class ChoiceStream:
         # Per path entry: the [start, end) offsets, in all text fed so far, of the piece being
         # processed when it fired (a held partial sentinel included); empty for native calls and finish.
         self.spans: list[tuple[int, int]] = []
-        self._fed = 0
-        self._span = (0, 0)
+        self._fed = 0  # characters fed so far
+        self._span_start = 0  # where the current piece began; it ends at ``_fed`` (made a span only on a transition)
 
     # public API -------------------------------------------------------------
 
@@ -154,8 +154,8 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed() after finish()", code="usage_error")
         out = self._out = []
-        start, self._fed = self._fed - len(self._pending), self._fed + len(text)
-        self._span = (start, self._fed)
+        self._span_start = self._fed - len(self._pending)
+        self._fed += len(text)
         if text and not self._cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
@@ -189,7 +189,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("feed_tool_call() after finish()", code="usage_error")
         out = self._out = []
-        self._span = (self._fed, self._fed)
+        self._span_start = self._fed
         if self._cut:
             return out
         if self._native_index != index:
@@ -218,7 +218,7 @@ class ChoiceStream:
         if self.state is DONE_STATE:
             raise UsageError("finish() called twice", code="usage_error")
         out = self._out = []
-        self._span = (self._fed, self._fed)
+        self._span_start = self._fed
         upstream = normalize_finish_reason(reason)
         self._truncated = upstream in ("length", "content_filter")
         self._end_native()
@@ -517,10 +517,7 @@ class ChoiceStream:
         if call is None:
             return
         self._call = None
-        if call.valved:
-            self._settle_rejected(call, "invalid_json", "the arguments grew past the hold limit before the name")
-            return
-        if call.decision != "accept":
+        if call.decision != "accept":  # never accepted (a valved call never gets a decision)
             self._settle_rejected(call, "invalid_json" if call.name is None else None)
             return
         if not call.header_sent:  # accepted, but its arguments never became an object
@@ -702,7 +699,7 @@ class ChoiceStream:
         source = self.state
         self.trigger(name)
         self.path.append((source.value, name, self.state.value))
-        self.spans.append(self._span)
+        self.spans.append((self._span_start, self._fed))
 
 
 def _strip_decorations(name: str) -> str:
