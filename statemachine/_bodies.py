@@ -34,6 +34,8 @@ _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")
 _TAG_MARK = re.compile(r"[<>]")
+_NAME_ATTRIBUTE = re.compile(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # in a ``<use_tool …>`` opener
+_CHILD_TAG = re.compile(r"[A-Za-z_][\w.-]*")
 
 
 def _partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
@@ -251,21 +253,14 @@ class JsonCallParser:
                 self.invalid, self.repaired = self.before_alias
             self.saw_arguments = key == "arguments"
             self.saw_args = True
-            if ch in "{[":
-                if ch == "[":
-                    self.invalid = True  # arguments must be an object
-                self.lexer = ValueLexer(emit=True, stops=self.stops)
-                self.reading = "args"
+            if ch == "[":
+                self.invalid = True  # arguments must be an object
+            consumed = self._read_value(ch, "args")
+            if self.reading == "args":
                 self._name_ready()
-                return False
-            if ch == '"':
-                self.string = StringReader()
-                self.reading = "args_string"
-                return True
-            self.reading = "literal"
-            self.literal = []
-            self.key = "args_literal"
-            return False
+            elif self.reading == "literal":
+                self.key = "args_literal"  # only ``null`` is accepted (as {})
+            return consumed
         if (key in NAME_KEYS or key in NAME_ALIASES) and ch == '"' and self.name is None:
             self.string = StringReader()
             self.reading = "name"
@@ -274,13 +269,18 @@ class JsonCallParser:
             self.levels += 1
             self.expect = "key"
             return True
+        return self._read_value(ch, "skip")
+
+    def _read_value(self, ch: str, kind: str) -> bool:
+        """Start the reader for a value beginning with ``ch``: ``kind`` ``"args"`` streams an object or
+        array value, ``"skip"`` passes over it. Return whether ``ch`` was consumed here."""
         if ch in "{[":
-            self.lexer = ValueLexer(emit=False, stops=self.stops)
-            self.reading = "skip"
+            self.lexer = ValueLexer(emit=kind == "args", stops=self.stops)
+            self.reading = kind
             return False
         if ch == '"':
             self.string = StringReader()
-            self.reading = "skip_string"
+            self.reading = kind + "_string"
             return True
         self.reading = "literal"
         self.literal = []
@@ -628,7 +628,7 @@ class UseToolBody:
                 end = m.start()
                 if buf[end] == "<":
                     return self._stray_tag(buf, end, pos)
-                m = re.search(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""", buf[pos:end])
+                m = _NAME_ATTRIBUTE.search(buf, pos, end)
                 if m:
                     self._name((m.group(1) if m.group(1) is not None else m.group(2)).strip())
                 self.state = "children"
@@ -667,7 +667,7 @@ class UseToolBody:
                 return DONE, pos
             elif tag == "args":
                 self.state = "args"
-            elif re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
+            elif _CHILD_TAG.fullmatch(tag):
                 self.param = tag
                 self.reader = _TextUntil(f"</{tag}>", tagless=tag == "name" and not self.named)
             else:

@@ -20,7 +20,8 @@ import json
 import re
 
 from ._openers import opener_at
-from ._relaxed import AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape
+from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
+                       escape_text)
 
 # Inside a string only quotes, backslashes and raw control characters matter.
 _IN_STRING = re.compile(r'["\\\x00-\x1f]')
@@ -80,13 +81,8 @@ class ValueLexer:
                 self.escape = False
                 ch = buf[pos]
                 if emit:
-                    if ch in VALID_ESCAPES:
-                        out.append("\\" + ch)
-                    elif ch == "'":
-                        out.append("'")
-                        self.repaired = True
-                    else:  # \d, \_ …: keep the backslash as a literal one
-                        out.append("\\\\" + (control_escape(ch) if ch < " " else ch))
+                    out.append(escape_text(ch))
+                    if ch not in VALID_ESCAPES:
                         self.repaired = True
                 pos += 1
                 continue

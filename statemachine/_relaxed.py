@@ -51,6 +51,16 @@ def control_escape(ch: str) -> str:
     return CONTROL.get(ch) or "\\u%04x" % ord(ch)
 
 
+def escape_text(ch: str) -> str:
+    """JSON text for a backslash followed by ``ch`` in a string: a valid escape stays, ``\\'`` is an
+    apostrophe, anything else (``\\d``, ``\\_`` …) is a literal backslash and ``ch``."""
+    if ch in VALID_ESCAPES:
+        return "\\" + ch
+    if ch == "'":
+        return "'"
+    return "\\\\" + (control_escape(ch) if ch < " " else ch)
+
+
 class RelaxedValue:
     """Reads (the rest of) one relaxed JSON object/array and transcodes it to canonical JSON.
 
@@ -224,12 +234,7 @@ class RelaxedValue:
             if ch == "u":
                 self.hexits = ""
             elif out is not None:
-                if ch in VALID_ESCAPES:
-                    out.append("\\" + ch)
-                elif ch == "'":
-                    out.append("'")
-                else:  # \d, \_ …: a literal backslash
-                    out.append("\\\\" + (control_escape(ch) if ch < " " else ch))
+                out.append(escape_text(ch))
             return pos + 1
         m = (_IN_SINGLE if self.quote == "'" else _IN_DOUBLE).search(buf, pos)
         if m is None:
