@@ -1,6 +1,7 @@
 """Core benchmark: per-chunk cost of the choice stream, and linearity on long arguments.
 
-Run: ``python bench/core_bench.py`` (or ``make bench-core``). Prints one table.
+Run: ``python bench/core_bench.py`` (``make bench`` runs it too, as section 5 of
+``bench/run.py``). Prints one table.
 Each figure is compared with a baseline measured in the same run (a loop that
 only wraps each chunk in a TextDelta), so the ratios stay meaningful on a
 shared, noisy machine; the absolute microseconds are for the issue's targets.
@@ -32,13 +33,12 @@ def best_of(runs: int, fn) -> float:
     return best
 
 
-def feed_all(chunks: list[str], finish: bool = True) -> None:
+def feed_all(chunks: list[str]) -> None:
     stream = ChoiceStream(TOOLS)
     feed = stream.feed
     for chunk in chunks:
         feed(chunk)
-    if finish:
-        stream.finish("stop")
+    stream.finish("stop")
 
 
 def baseline(chunks: list[str]) -> None:

@@ -1,7 +1,8 @@
 """toolwire's sans-IO core: model text in, OpenAI tool-call events out.
 
 There is no networking code here at all: no Flask, sockets, clocks, threads or
-logging side effects. The only third-party import is ``transitions``.
+logging side effects. The only third-party import is ``transitions`` (and
+``jsonschema``, imported on first use to check a strict tool's arguments).
 """
 
 from ._choice import ChoiceStream, new_call_id
