@@ -60,6 +60,10 @@ def test_every_format_renders_a_marked_call_that_parses(name):
 def test_marked_opener_inside_reasoning_is_held_like_a_plain_one():
     text = f"<think>let me call {MARKED}</think>ok"
     tr(MCFG, text, [Reasoning(f"let me call {MARKED}"), "ok"])
+    # Held, not just passed through: reasoning that never closes makes the held draft a real call,
+    # and only the marked opener was held (an unmarked one stays reasoning).
+    tr(MCFG, f"<think>let me call {MARKED}", [Reasoning("let me call "), Call("get_weather", SF)], finish="tool_calls")
+    tr(MCFG, f"<think>let me call {PLAIN}", [Reasoning(f"let me call {PLAIN}")])
 
 
 def test_instructions_carry_the_marker_and_unmarked_format_is_unchanged():

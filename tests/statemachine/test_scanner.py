@@ -226,8 +226,6 @@ def test_use_tool_two_blocks_refeed_adds_nothing():
 
 # --- parsing.md section 7 ----------------------------------------------------------------
 
-LONG_ARGS = '{"path": "a.txt", "content": "' + ("lorem ipsum \\n " * 40) + '"}'
-
 SECTION7 = [
     # 1. sentinel split at every byte: the harness splits everywhere; text on both sides survives
     ("c01-split-everywhere", "ab" + tc(TM) + "cd", ["ab", Call("get_time", "{}"), "cd"], "tool_calls", {}),
