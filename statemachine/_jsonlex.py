@@ -21,7 +21,7 @@ import re
 
 from ._openers import opener_at
 from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
-                       escape_text)
+                       escape_text, unicode_escape_step)
 
 # Inside a string only quotes, backslashes and raw control characters matter.
 _IN_STRING = re.compile(r'["\\\x00-\x1f]')
@@ -51,7 +51,7 @@ class ValueLexer:
     ``stopped == "partial"`` and must be fed again with the next chunk.
     """
 
-    __slots__ = ("stack", "expect", "in_string", "escape", "held", "opening", "literal", "emit", "repaired",
+    __slots__ = ("stack", "expect", "in_string", "escape", "hexits", "held", "opening", "literal", "emit", "repaired",
                  "failed", "stops", "stopped", "relaxed")
 
     def __init__(self, *, emit: bool = True, stops: tuple[str, ...] = ()):
@@ -59,6 +59,7 @@ class ValueLexer:
         self.expect = VALUE
         self.in_string = False
         self.escape = False
+        self.hexits: str | None = None  # the hex digits of a ``\\u`` escape being read
         self.held = ""  # emit mode: the opening bracket or a comma, and the whitespace after it
         self.opening = False  # ``held`` is the value's opening bracket
         self.literal: list[str] | None = None  # a keyword or number being read
@@ -77,10 +78,23 @@ class ValueLexer:
         emit = self.emit
         n = len(buf)
         while pos < n:
+            if self.hexits is not None:
+                self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
+                if text is None:
+                    pos += 1
+                    continue
+                if emit:
+                    out.append(text)
+                    self.repaired = self.repaired or not consumed
+                self.hexits = None
+                pos += consumed  # a character that is no hex digit is read again as string text
+                continue
             if self.escape:
                 self.escape = False
                 ch = buf[pos]
-                if emit:
+                if ch == "u":
+                    self.hexits = ""
+                elif emit:
                     out.append(escape_text(ch))
                     if ch not in VALID_ESCAPES:
                         self.repaired = True

@@ -61,6 +61,19 @@ def escape_text(ch: str) -> str:
     return "\\\\" + (control_escape(ch) if ch < " " else ch)
 
 
+def unicode_escape_step(hexits: str, ch: str) -> tuple[str, str | None, bool]:
+    """One character after ``\\u`` and ``hexits``: ``(hexits, text, consumed)``.
+
+    A ``\\u`` escape stands only with four hex digits; otherwise its backslash is
+    literal (``\\\\u`` and the digits read so far) and ``ch``, not consumed, is read
+    again as string text. ``text`` is ``None`` while undecided.
+    """
+    if ch in _HEX_DIGITS:
+        hexits += ch
+        return hexits, ("\\u" + hexits if len(hexits) == 4 else None), True
+    return hexits, "\\\\u" + hexits, False
+
+
 class RelaxedValue:
     """Reads (the rest of) one relaxed JSON object/array and transcodes it to canonical JSON.
 
@@ -217,17 +230,14 @@ class RelaxedValue:
 
     def _string(self, buf: str, pos: int) -> int:
         out = None if self.failed else self.out
-        if self.hexits is not None:  # a '\\u' escape stands only with four hex digits, else its backslash is literal
-            ch = buf[pos]
-            if ch in _HEX_DIGITS:
-                self.hexits += ch
-                if len(self.hexits) < 4:
-                    return pos + 1
-                pos += 1
+        if self.hexits is not None:
+            self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
+            if text is None:
+                return pos + 1
             if out is not None:
-                out.append(("\\u" if len(self.hexits) == 4 else "\\\\u") + self.hexits)
+                out.append(text)
             self.hexits = None
-            return pos  # a character that is no hex digit is read again as string text
+            return pos + 1 if consumed else pos  # a character that is no hex digit is read again as string text
         if self.escape:
             self.escape = False
             ch = buf[pos]

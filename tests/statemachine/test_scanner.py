@@ -721,3 +721,18 @@ def test_c31_json_output_requests_keep_bare_json_as_content(text):
 
 def test_c31_json_output_requests_still_parse_sentinel_calls():
     tr(replace(EXTRA_TOOLS, bare_json=False), tc(WX), [Call("get_weather", SF)], finish="tool_calls")
+
+
+@pytest.mark.parametrize("value, decoded", [
+    (r'"a\uZZ"', "a\\uZZ"),  # no hex digit: the backslash is literal
+    (r'"a\u00ZZ"', "a\\u00ZZ"),  # two hex digits, then none
+    (r'"x\u12"', "x\\u12"),  # the string closes inside the escape
+    (r'"caf\u00e9"', "café"),  # a whole escape passes through verbatim
+])
+def test_c24_unicode_escapes_without_four_hex_digits_repaired(value, decoded):
+    """7.24: a ``\\u`` escape stands only with four hex digits, else it is repaired at the escape (every split)."""
+    text = tc('{"name": "get_weather", "arguments": {"city": ' + value + "}}")
+    one_shot = calls_of(run_chunks(CFG, [text]))
+    assert len(one_shot) == 1 and one_shot[0].valid
+    assert json.loads(one_shot[0].arguments) == {"city": decoded}
+    tr(CFG, text, [Call("get_weather", one_shot[0].arguments)], finish="tool_calls")
