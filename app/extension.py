@@ -51,6 +51,7 @@ class ToolwireState:
         store: where Responses are kept, or ``None`` when storing is off.
         api_keys: the accepted client keys (empty = open).
         streams: this worker's generations in flight, capped.
+        metric_models: the configured model names, which label metrics as themselves (others are ``other``).
     """
 
     settings: Settings
@@ -58,6 +59,7 @@ class ToolwireState:
     store: ResponseStore | None
     api_keys: "KeyRing"
     streams: "StreamSlots"
+    metric_models: frozenset[str]
 
 
 class Toolwire:
@@ -111,7 +113,7 @@ class Toolwire:
         upstream = self._upstream or make_upstream(settings)
         store = self._store or make_store(settings)
         self._states[app] = ToolwireState(settings, upstream, store, api_keys,
-                                          StreamSlots(settings.max_concurrent_streams))
+                                          StreamSlots(settings.max_concurrent_streams), configured_models(settings))
         app.extensions[EXTENSION_KEY] = self
 
         app.register_blueprint(create_blueprint(name), url_prefix=url_prefix)
@@ -144,6 +146,17 @@ def current_state() -> ToolwireState:
         raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
                            "'Toolwire.init_app(app)'?")
     return ext.state(app)
+
+
+def configured_models(settings: Settings) -> frozenset[str]:
+    """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
+    ``demo_model`` while the demo answers (no ``upstream_url``)."""
+    names = {*settings.model_map, *settings.model_map.values()}
+    if settings.default_upstream_model is not None:
+        names.add(settings.default_upstream_model)
+    if not settings.upstream_url:
+        names.add(settings.demo_model)
+    return frozenset(names)
 
 
 def make_upstream(settings: Settings) -> Upstream:

@@ -185,12 +185,8 @@ def note_model(model: Any) -> None:
     record = _current.get()
     if record is None or not isinstance(model, str):
         return
-    settings = current_state().settings
-    configured = {*settings.model_map, *settings.model_map.values(), settings.default_upstream_model}
-    if not settings.upstream_url:
-        configured.add(settings.demo_model)
     record.model = model
-    record.model_label = model if model in configured else "other"
+    record.model_label = model if model in current_state().metric_models else "other"
 
 
 def respond(response: Response) -> Response:

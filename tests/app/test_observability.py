@@ -16,7 +16,9 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from app.extension import configured_models
 from app.logs import make_handler
+from app.settings import Settings
 from app.upstream import HttpUpstream
 from app.upstream_types import UpstreamError
 from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
@@ -180,6 +182,16 @@ def test_unconfigured_models_share_one_label(make_app):
     post(make_app(FakeUpstream(text_chunks(CALL))).test_client(), model="anything-9", tools=[WEATHER_TOOL])
     assert sample("toolwire_tool_calls_total", model="other", outcome="emitted") == before + 1
     assert sample("toolwire_tool_calls_total", model="anything-9", outcome="emitted") == 0
+
+
+def test_configured_model_names_label_metrics_as_themselves(make_app):
+    assert configured_models(Settings(upstream_url=None, model_map={"gpt-4o": "qwen"}, default_upstream_model="llama")) \
+        == {"gpt-4o", "qwen", "llama", "toolwire-demo"}
+    assert configured_models(Settings(upstream_url="http://up/v1")) == frozenset()
+    before = sample("toolwire_tool_calls_total", model="llama", outcome="emitted")
+    client = make_app(FakeUpstream(text_chunks(CALL)), default_upstream_model="llama").test_client()
+    post(client, model="llama", tools=[WEATHER_TOOL])
+    assert sample("toolwire_tool_calls_total", model="llama", outcome="emitted") == before + 1
 
 
 @pytest.mark.parametrize("text, settings, outcome", [
