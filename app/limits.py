@@ -72,23 +72,21 @@ class Slot:
 
 def install(bp: Blueprint) -> None:
     """Add the body-size limit and the stream cap to ``bp`` (after auth, so a refused client takes no slot)."""
-    bp.before_request(_limit_body)
-    bp.before_request(_take_slot)
+    bp.before_request(_admit)
     bp.after_request(_hand_slot_to_response)
     bp.teardown_request(_release_unhanded_slot)
 
 
-def _limit_body() -> None:
-    limit = current_state().settings.max_body_bytes
+def _admit() -> None:
+    """The body-size limit, then (for a ``POST``) a stream slot."""
+    state = current_state()
+    limit = state.settings.max_body_bytes
     request.max_content_length = limit  # chunked bodies: Werkzeug raises 413 while reading
     if request.content_length is not None and request.content_length > limit:
         raise body_too_large(limit)
-
-
-def _take_slot() -> None:
     if request.method != "POST":
         return
-    slot = current_state().streams.try_acquire()
+    slot = state.streams.try_acquire()
     if slot is None:
         raise ApiError(429, "Too many concurrent requests on this server; retry shortly.", type="rate_limit_error",
                        code="concurrency_limit_exceeded", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
