@@ -9,17 +9,16 @@ that ``prompting.build_upstream_messages`` takes. Stored items come from a
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 
-from statemachine import ToolChoice, ToolSpec
+from statemachine import ToolChoice
 
 from .responses_schemas import (
     AllowedToolsChoice,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionTool,
     FunctionToolChoice,
     InputError,
     ItemReference,
@@ -31,6 +30,7 @@ from .responses_schemas import (
     parse_input_item,
 )
 from .store import ResponseStore
+from .tools import tool_specs as to_tool_specs  # one conversion for Chat and Responses tools
 
 __all__ = ["InputError", "resolve_input_items", "to_chat_messages", "to_tool_choice", "to_tool_specs"]
 
@@ -49,21 +49,15 @@ def resolve_input_items(request: ResponsesRequest, lookup: ResponseStore | None)
     Raises:
         InputError: an ``item_reference`` that is not stored (``param`` ``input[i].id``).
     """
-    items = []
-    for i, item in enumerate(request.input):
-        if isinstance(item, ItemReference):
-            stored = lookup.get_item(item.id) if lookup is not None else None
-            if stored is None:
-                raise InputError(
-                    f"Item with id {item.id!r} not found." + _NO_STORE_HINT, f"input[{i}].id", "item_not_found"
-                )
-            items.append(stored)
-        else:
-            items.append(item.model_dump(exclude_none=True))
-    return items
+    return [
+        _stored_item(item, i, lookup) if isinstance(item, ItemReference) else item.model_dump(exclude_none=True)
+        for i, item in enumerate(request.input)
+    ]
 
 
-def to_chat_messages(request: ResponsesRequest, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+def to_chat_messages(
+    request: ResponsesRequest, lookup: ResponseStore | None, input_items: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
     Order: ``instructions`` (a system message; never carried over from an
@@ -71,6 +65,9 @@ def to_chat_messages(request: ResponsesRequest, lookup: ResponseStore | None) ->
     ``previous_response_id`` chain, oldest first, then this request's input.
     Consecutive function calls (and a call right after assistant text) share
     one assistant message; the Responses ``call_id`` is the tool-call id.
+
+    ``input_items`` is :func:`resolve_input_items`'s answer when the caller has
+    it already (only its referenced items are read: the store is not asked again).
 
     Raises:
         InputError: unknown ``previous_response_id``, unresolvable
@@ -84,17 +81,23 @@ def to_chat_messages(request: ResponsesRequest, lookup: ResponseStore | None) ->
     if request.previous_response_id is not None:
         for item in _history(request.previous_response_id, lookup):
             builder.add(parse_input_item(item, "previous_response_id"), "previous_response_id")
-    for i, item in enumerate(resolve_input_items(request, lookup)):
-        builder.add(parse_input_item(item, f"input[{i}]"), f"input[{i}]")
+    # The request's own items are parsed already; only a referenced (stored) one needs parsing,
+    # and every reference is resolved before any item is added, as resolve_input_items does.
+    stored = {i: input_items[i] if input_items is not None else _stored_item(item, i, lookup)
+              for i, item in enumerate(request.input) if isinstance(item, ItemReference)}
+    for i, item in enumerate(request.input):
+        param = f"input[{i}]"
+        builder.add(parse_input_item(stored[i], param) if i in stored else item, param)
     return builder.messages
 
 
-def to_tool_specs(tools: Iterable[FunctionTool]) -> list[ToolSpec]:
-    """The request's function tools as core ``ToolSpec``s (``strict`` only when sent as true)."""
-    return [
-        ToolSpec(name=t.name, description=t.description or "", parameters=t.parameters, strict=bool(t.strict))
-        for t in tools
-    ]
+def _stored_item(reference: ItemReference, index: int, lookup: ResponseStore | None) -> dict[str, Any]:
+    stored = lookup.get_item(reference.id) if lookup is not None else None
+    if stored is None:
+        raise InputError(
+            f"Item with id {reference.id!r} not found." + _NO_STORE_HINT, f"input[{index}].id", "item_not_found"
+        )
+    return stored
 
 
 def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:

@@ -14,7 +14,7 @@ describes (and re-renders earlier calls in).
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from flask import has_request_context, request
 
@@ -24,6 +24,7 @@ from .errors import ApiError
 from .schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
+    from .responses_schemas import FunctionTool as ResponsesFunctionTool
     from .settings import Settings
 
 _DEFAULT_FORMATS = ParserConfig().formats
@@ -116,18 +117,20 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
                        code="invalid_value")
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
     if req.functions:
-        tools = [_spec(f) for f in req.functions]
+        tools = tool_specs(req.functions)
         return build_parser_config(tools, _legacy_choice(req.function_call), parallel_tool_calls=False,
                                    legacy_functions=True, settings=settings, json_output=json_output)
-    tools = [_spec(t.function) for t in req.tools or ()]
+    tools = tool_specs(t.function for t in req.tools or ())
     parallel = req.parallel_tool_calls is not False
     return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
                                legacy_functions=False, settings=settings, json_output=json_output)
 
 
-def _spec(fn: FunctionDef) -> ToolSpec:
-    return ToolSpec(name=fn.name, description=fn.description or "", parameters=fn.parameters,
-                    strict=bool(fn.strict))
+def tool_specs(functions: Iterable[FunctionDef | ResponsesFunctionTool]) -> list[ToolSpec]:
+    """Function definitions (Chat ``tools[].function`` or ``functions[]``, Responses flat ``tools[]``) as
+    core ``ToolSpec``s (``strict`` only when sent as true)."""
+    return [ToolSpec(name=fn.name, description=fn.description or "", parameters=fn.parameters,
+                     strict=bool(fn.strict)) for fn in functions]
 
 
 def _chat_choice(choice: object) -> ToolChoice:

@@ -265,6 +265,26 @@ def test_resolved_input_items_replace_references(store):
         response["output"][0], {"type": "message", "role": "user", "content": "next"}]
 
 
+def test_already_resolved_input_items_are_not_looked_up_again(store):
+    response = stored_turn(store, {"input": "q"}, [TextDelta("a"), ChoiceFinished("stop")])
+    request = parse_responses_request({"model": "m", "input": [
+        {"type": "item_reference", "id": response["output"][0]["id"]}, {"role": "user", "content": "next"}]})
+
+    class NoLookups:
+        def get_item(self, item_id):
+            raise AssertionError(f"{item_id} looked up again")
+
+    expected = [{"role": "assistant", "content": "a"}, {"role": "user", "content": "next"}]
+    assert to_chat_messages(request, NoLookups(), resolve_input_items(request, store)) == expected
+    assert to_chat_messages(request, store) == expected
+
+
+def test_references_are_resolved_before_any_item_is_read(store):
+    error = rejected({"input": [{"type": "function_call_output", "call_id": "call_none", "output": "x"},
+                                {"type": "item_reference", "id": "msg_gone"}]}, store)
+    assert (error.param, error.code) == ("input[1].id", "item_not_found")
+
+
 def test_unresolvable_item_reference_is_400(store):
     for lookup in (store, None):
         error = rejected({"input": [{"type": "item_reference", "id": "msg_gone"}]}, lookup)
