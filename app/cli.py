@@ -9,7 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .settings import Settings
+from statemachine.diagram import FORMATS
+
+from .settings import ENV_PREFIX, Settings
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
 
     diagram = commands.add_parser("diagram", help="render the per-choice state machine")
-    diagram.add_argument("--format", choices=("mermaid", "dot", "svg"), default="mermaid")
+    diagram.add_argument("--format", choices=FORMATS, default="mermaid")
     diagram.add_argument("--state", help="highlight this state (text, in_tool_call, args_streaming, done)")
     diagram.add_argument("-o", "--output", help="write to this file instead of stdout")
 
@@ -59,7 +61,7 @@ def _config(args: argparse.Namespace) -> int:
     rows = settings.describe()
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
-        env = f"TOOLWIRE_{name.upper()}"
+        env = f"{ENV_PREFIX}{name.upper()}"
         print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
     return 0
 

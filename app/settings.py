@@ -25,13 +25,14 @@ from statemachine import get_format
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
+_NESTED = "__"
 _MASK = "**********"
 
 
 class Settings(BaseSettings):
     """Every knob toolwire reads. Environment variable = ``TOOLWIRE_`` + field name, upper case."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
 
     upstream_url: str | None = Field(
         None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
@@ -116,9 +117,11 @@ class Settings(BaseSettings):
         """
         file_keys = set(_read_toml(config_file_path()))
         explicit = self.model_fields_set
+        # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
+        env_keys = {key.upper().split(_NESTED, 1)[0] for key in os.environ}
         rows = []
         for name in type(self).model_fields:
-            if any(key.startswith(f"{ENV_PREFIX}{name.upper()}") for key in os.environ):
+            if f"{ENV_PREFIX}{name.upper()}" in env_keys:
                 source = "env"
             elif name in file_keys:
                 source = "file"

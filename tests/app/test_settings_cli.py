@@ -76,6 +76,19 @@ def test_toml_file_with_env_taking_precedence(monkeypatch, tmp_path):
     assert sources["log_level"] == "default"
 
 
+def test_describe_names_only_the_variables_pydantic_reads(monkeypatch):
+    monkeypatch.setenv("TOOLWIRE_DEBUG_DIR", "/tmp/x")  # not TOOLWIRE_DEBUG, though it starts so
+    monkeypatch.setenv("TOOLWIRE_API_KEYS_FILE", "/dev/null")
+    monkeypatch.setenv("toolwire_log_level", "debug")  # names are read in any case
+    monkeypatch.setenv("TOOLWIRE_MODEL_MAP__gpt-4o", "qwen")  # a nested value
+    settings = Settings()
+    assert settings.log_level == "DEBUG" and settings.model_map == {"gpt-4o": "qwen"}
+    sources = {name: source for name, _, source in settings.describe()}
+    assert (sources["debug_dir"], sources["debug"]) == ("env", "default")
+    assert (sources["api_keys_file"], sources["api_keys"]) == ("env", "default")
+    assert sources["log_level"] == sources["model_map"] == "env"
+
+
 def test_secrets_are_masked_everywhere():
     settings = Settings(upstream_api_key="sk-very-secret", upstream_url="http://user:pw123@host:9000/v1")
     assert "sk-very-secret" not in repr(settings) and "sk-very-secret" not in str(settings.model_dump())
