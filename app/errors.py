@@ -21,13 +21,6 @@ from .upstream_types import UpstreamError
 
 log = logging.getLogger(__name__)
 
-_HTTP_CODES = {
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "request_entity_too_large",
-    415: "unsupported_media_type",
-}
-
 
 class ApiError(Exception):
     """An error answered to the client in the OpenAI envelope.
@@ -102,7 +95,7 @@ def as_api_error(exc: BaseException) -> ApiError:
             return body_too_large(request.max_content_length if has_request_context() else None)
         type_ = "invalid_request_error" if code < 500 else "server_error"
         return ApiError(code, exc.description or exc.name, type=type_,
-                        code=_HTTP_CODES.get(code, exc.name.lower().replace(" ", "_")))
+                        code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
     log.error("unhandled error", exc_info=exc)
     return ApiError(500, "The server had an error while processing your request.", type="server_error",
                     code="server_error")

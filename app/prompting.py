@@ -40,6 +40,7 @@ __all__ = [
     "TURN_HEADING",
     "build_upstream_messages",
     "example_value",
+    "object_shape",
     "tool_result_label",
 ]
 
