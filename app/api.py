@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import orjson
-from flask import Blueprint, Response, current_app, g
+from flask import Blueprint, Response, current_app
 
 from . import limits, observe
 from .auth import api_before_request
@@ -51,7 +51,7 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 
 
 def _before_request() -> None:
-    g.toolwire_request_id = observe.begin().request_id
+    observe.begin()  # not the hook itself: a before_request hook's return value would be the response
 
 
 def chat_completions() -> Response:
