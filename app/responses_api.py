@@ -25,12 +25,12 @@ from .driver import ChoiceDriver
 from .errors import ApiError, as_api_error
 from .extension import current_state
 from .prompting import build_upstream_messages
-from .responses_input import resolve_input_items, to_chat_messages, to_tool_choice, to_tool_specs
+from .responses_input import resolve_input_items, to_chat_messages, to_tool_choice
 from .responses_schemas import ResponsesRequest, parse_responses_request
 from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
 from .streaming import cooperative
-from .tools import build_parser_config, is_json_format, prompt_format
+from .tools import build_parser_config, is_json_format, prompt_format, tool_specs
 from .web import json_body, open_upstream, sse_response
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,9 @@ def create_response() -> Response:
     limits.check_responses_limits(body)
     req = parse_responses_request(body)
     store = current_state().store
-    messages = to_chat_messages(req, store)
+    # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
+    messages = to_chat_messages(req, store, input_items)
     config = _parser_config(req)
     fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
     if req.max_output_tokens is not None:
@@ -107,7 +108,7 @@ def delete_response(response_id: str) -> Response:
 
 def _parser_config(req: ResponsesRequest) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
-    config = build_parser_config(to_tool_specs(req.tools), to_tool_choice(req.tool_choice),
+    config = build_parser_config(tool_specs(req.tools), to_tool_choice(req.tool_choice),
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
                                  settings=current_state().settings,
                                  json_output=is_json_format((req.text or {}).get("format")))

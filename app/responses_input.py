@@ -30,9 +30,8 @@ from .responses_schemas import (
     parse_input_item,
 )
 from .store import ResponseStore
-from .tools import tool_specs as to_tool_specs  # one conversion for Chat and Responses tools
 
-__all__ = ["InputError", "resolve_input_items", "to_chat_messages", "to_tool_choice", "to_tool_specs"]
+__all__ = ["InputError", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
 
 _NO_STORE_HINT = (
     " Responses are only kept when created with store enabled and within the retention period. "

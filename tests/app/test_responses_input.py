@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.responses_input import InputError, resolve_input_items, to_chat_messages, to_tool_choice, to_tool_specs
+from app.responses_input import InputError, resolve_input_items, to_chat_messages, to_tool_choice
+from app.tools import tool_specs
 from app.responses_schemas import parse_responses_request
 from app.responses_wire import ResponsesEncoder
 from app.store import SQLiteResponseStore
@@ -294,11 +295,11 @@ def test_unresolvable_item_reference_is_400(store):
 
 # -- tools and tool_choice ------------------------------------------------------------------------
 
-def test_to_tool_specs():
+def test_tool_specs_from_responses_tools():
     request = parse_responses_request({"model": "m", "tools": [
         WEATHER, {"type": "function", "name": "ping", "description": "Ping.", "strict": False},
         {"type": "function", "name": "bare"}]})
-    assert to_tool_specs(request.tools) == [
+    assert tool_specs(request.tools) == [
         ToolSpec("get_weather", "", {"type": "object"}, True),
         ToolSpec("ping", "Ping.", None, False),
         ToolSpec("bare", "", None, False),
