@@ -1,4 +1,4 @@
-"""Request limits: body size (413), messages / tools / tool-schema size (400), concurrent streams (429).
+"""Request limits: body size (413), nesting depth, messages / tools / tool-schema size (400), concurrent streams (429).
 
 The body-size and stream-cap checks run as Blueprint hooks (see
 :func:`install`), so every ``/v1`` route gets them by construction. The
@@ -177,3 +177,32 @@ def _dig(value: Any, path: str) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+#: Deepest nesting a body may have: recursive code downstream (pydantic, the JSON writers, the
+#: prompt builder) must never meet anything near Python's recursion limit or orjson's 254 levels.
+MAX_JSON_DEPTH = 128
+
+
+def check_nesting(raw: bytes, body: dict[str, Any]) -> None:
+    """Refuse a parsed body (``raw`` its bytes) nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+        ApiError: 400 ``invalid_json``.
+    """
+    # Nesting needs an opening bracket per level, so a body with few brackets (most bodies: counting
+    # is C-fast) skips the walk, which costs tens of µs per request before the upstream call.
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _nests_deeper(body, MAX_JSON_DEPTH):
+        raise ApiError(400, f"The request body nests deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json")
+
+
+def _nests_deeper(value: dict[str, Any], limit: int) -> bool:
+    """Whether ``value`` has containers nested more than ``limit`` levels (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
