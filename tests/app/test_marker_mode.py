@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.app.conftest import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
-from tests.support.injection import QUOTED, TRANSCRIPT
+from support.injection import QUOTED, TRANSCRIPT
 
 MARKER = re.compile(r'<tool_call marker="([A-Za-z0-9_-]+)">')
 
