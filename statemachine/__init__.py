@@ -16,6 +16,7 @@ from ._events import (
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallEnded,
+    ToolCallInputDelta,
     ToolCallNote,
     ToolCallStarted,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "TextFormat",
     "ToolCallArgumentsDelta",
     "ToolCallEnded",
+    "ToolCallInputDelta",
     "ToolCallNote",
     "ToolCallStarted",
     "ToolChoice",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from typing import Any, Callable, Mapping
 
@@ -10,14 +11,18 @@ from transitions import Machine
 
 from ._bodies import DONE, JsonCallsBody
 from ._config import ParserConfig
+from ._custom import CustomToolFormat
 from ._errors import ModelOutputError, UsageError
 from ._events import (
+    CUSTOM,
+    FUNCTION,
     ChoiceFinished,
     Event,
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallEnded,
+    ToolCallInputDelta,
     ToolCallNote,
     ToolCallStarted,
 )
@@ -52,11 +57,12 @@ def new_call_id() -> str:
 class _Call:
     """Book-keeping for the call being parsed."""
 
-    __slots__ = ("name", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native",
+    __slots__ = ("name", "kind", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native",
                  "valved")
 
     def __init__(self, native: bool = False):
         self.name: str | None = None
+        self.kind = FUNCTION
         self.decision: str | None = None  # accept | reject | suppress
         self.index = -1
         self.call_id = ""
@@ -97,7 +103,10 @@ class ChoiceStream:
         self._suppress_tail = config.policy.text_after_calls == "suppress"
         # With only strict tools, an unknown name breaks the strict contract (strict_mismatch policy).
         self._all_strict = bool(config.tools) and all(t.strict for t in config.tools.values())
-        formats = [get_format(name).with_marker(config.marker) for name in config.formats] if self._parsing else []
+        names = list(config.formats)
+        if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
+            names.append(CustomToolFormat.name)  # custom tools have no other format
+        formats = [get_format(name).with_marker(config.marker) for name in names] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
         self._closers = frozenset(fmt.closer for fmt in formats)
@@ -466,19 +475,25 @@ class ChoiceStream:
         self._trigger("tool_open_seen")
         self._call = _Call(native)
 
-    def call_name(self, name: str) -> None:
-        """The call's complete name; decide whether the call is accepted."""
+    def call_name(self, name: str, *, kind: str = FUNCTION) -> None:
+        """The call's complete name and kind (``function`` or ``custom``); decide whether it is accepted.
+
+        A custom call's header goes out at once (its input may be empty); a
+        function call's waits for its arguments to begin.
+        """
         call = self._call
         if call is None or call.name is not None:
             return
         call.name = _strip_decorations(name)
+        call.kind = kind
         if call.valved:
             return
-        call.decision = self._decide(call.name, bare=getattr(self._body, "bare", False))
-        if call.decision == "accept" and call.pre_args:
+        call.decision = self._decide(call.name, kind, bare=getattr(self._body, "bare", False))
+        if call.decision == "accept" and (call.pre_args or kind == CUSTOM):
             self._send_header(call)
-            self._args_out(call, "".join(call.pre_args))
-            call.pre_args = []
+            if call.pre_args:
+                self._args_out(call, "".join(call.pre_args))
+                call.pre_args = []
 
     def call_args(self, text: str) -> None:
         """A fragment of the call's arguments text."""
@@ -509,7 +524,7 @@ class ChoiceStream:
             self._fence = ""
             self._fence_close = True
             self._fences.reset()
-        self._out.append(ToolCallStarted(call.index, call.call_id, call.name))
+        self._out.append(ToolCallStarted(call.index, call.call_id, call.name, call.kind))
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
         """The call's arguments are complete; validate and close it."""
@@ -524,10 +539,13 @@ class ChoiceStream:
             self._settle_rejected(call, "invalid_json", "the arguments are not a JSON object")
             return
         arguments = "".join(call.args)
-        value = None if invalid or call.invalid else _json_object(arguments)
-        problem = "invalid_json" if value is None else self._schema_problem(call, value)
+        if call.kind == CUSTOM:
+            problem = self._grammar_problem(call, arguments)
+        else:
+            value = None if invalid or call.invalid else _json_object(arguments)
+            problem = "invalid_json" if value is None else self._schema_problem(call, value)
         valid = problem is None
-        self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid))
+        self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid, call.kind))
         self._trigger("tool_close_seen")
         self._after_call = True
         if valid:
@@ -606,12 +624,13 @@ class ChoiceStream:
 
     # helpers ------------------------------------------------------------------
 
-    def _decide(self, name: str, *, bare: bool) -> str:
+    def _decide(self, name: str, kind: str, *, bare: bool) -> str:
         config = self.config
         if self._valid_calls and (not config.parallel_tool_calls or config.legacy_functions):
             return "suppress"
         allowed = config.tool_choice.allowed
-        if name in config.tools and (allowed is None or name in allowed):
+        spec = config.tools.get(name)
+        if spec is not None and spec.kind == kind and (allowed is None or name in allowed):
             return "accept"
         if bare:
             return "reject"
@@ -642,7 +661,8 @@ class ChoiceStream:
 
     def _args_out(self, call: _Call, text: str) -> None:
         call.args.append(text)
-        self._out.append(ToolCallArgumentsDelta(call.index, text))
+        delta = ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta
+        self._out.append(delta(call.index, text))
 
     def _schema_problem(self, call: _Call, value: dict) -> str | None:
         name = call.name
@@ -662,6 +682,28 @@ class ChoiceStream:
         if mode == "emit":
             self.note("schema_mismatch", errors[0], index=call.index, name=name)
             return None
+        return "schema_mismatch"
+
+    def _grammar_problem(self, call: _Call, text: str) -> str | None:
+        """A custom tool with a ``regex`` grammar: the whole input must match it (schema policies apply)."""
+        spec = self.config.tools.get(call.name)
+        grammar = (spec.input_format if spec else None) or {}
+        if grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
+            return None
+        try:
+            matched = re.fullmatch(grammar.get("definition", ""), text) is not None
+        except (re.error, TypeError):  # a pattern Python cannot read (OpenAI's are Rust regexes): not checked
+            return None
+        policy = self.config.policy
+        mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch
+        if matched or mode == "emit":
+            if not matched:
+                self.note("schema_mismatch", "the input does not match the tool's regex", index=call.index,
+                          name=call.name)
+            return None
+        if mode == "fail":
+            raise ModelOutputError(f"the input for {call.name!r} does not match its regex",
+                                   code="tool_arguments_invalid")
         return "schema_mismatch"
 
     def _end_native(self) -> None:

@@ -12,19 +12,28 @@ SchemaPolicy = Literal["emit", "text", "fail"]
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One function tool offered by the request.
+    """One tool offered by the request: a function tool, or a custom (freeform) one.
 
     Fields:
-        name: the function name.
+        name: the tool name.
         description: the tool's description ("" when absent).
-        parameters: its JSON Schema (``None`` when absent).
+        parameters: a function tool's JSON Schema (``None`` when absent).
         strict: ``True`` when the arguments must match the schema exactly.
+        kind: ``"function"`` (JSON arguments) or ``"custom"`` (raw text
+            input, written in the ``custom_tool_call`` format).
+        input_format: a custom tool's OpenAI ``format`` object
+            (``{"type": "text"}`` or ``{"type": "grammar", "syntax": "lark" |
+            "regex", "definition": …}``); ``None`` means free text. A
+            ``regex`` grammar is checked against the whole input when the call
+            ends (a mismatch follows the schema policies).
     """
 
     name: str
     description: str = ""
     parameters: Mapping[str, Any] | None = None
     strict: bool = False
+    kind: Literal["function", "custom"] = "function"
+    input_format: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,8 @@ class ParserConfig:
         legacy_functions: the request used ``functions``; the finish reason of
             a choice with a call is then ``function_call`` (one call at most).
         formats: names of the registered text formats to recognise, in order.
+            When a custom tool is offered, ``custom_tool_call`` is recognised
+            too even if it is not listed (custom tools have no other format).
         reasoning: recognise ``<think>…</think>`` blocks.
         starts_in_reasoning: the template pre-opened ``<think>``.
         policy: how mistakes are handled.

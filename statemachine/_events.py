@@ -5,9 +5,18 @@ deltas into a flat list of these events. Encoders in ``app/`` turn them into
 Chat Completions chunks or Responses events; the core knows neither format.
 
 For every call the order is always ``ToolCallStarted`` → zero or more
-``ToolCallArgumentsDelta`` → ``ToolCallEnded``; the fragments of one call
-concatenate to the ``arguments`` of its ``ToolCallEnded``. ``ChoiceFinished``
-comes exactly once, last.
+deltas → ``ToolCallEnded``; the fragments of one call concatenate to the
+``arguments`` of its ``ToolCallEnded``. ``ChoiceFinished`` comes exactly once,
+last.
+
+Two kinds of call exist, told apart by ``kind`` on ``ToolCallStarted`` and
+``ToolCallEnded``:
+
+* ``"function"``: a function tool; its fragments are ``ToolCallArgumentsDelta``
+  and its ``arguments`` are a JSON object text.
+* ``"custom"``: an OpenAI custom (freeform) tool; its fragments are
+  ``ToolCallInputDelta`` and its ``arguments`` (also readable as ``input``) are
+  the raw input text, verbatim, never JSON.
 """
 
 from __future__ import annotations
@@ -38,6 +47,12 @@ class ReasoningDelta:
     text: str
 
 
+#: ``kind`` of a call to a function tool (JSON arguments).
+FUNCTION = "function"
+#: ``kind`` of a call to a custom (freeform) tool (raw text input).
+CUSTOM = "custom"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
     """A tool call's header: its name is complete and accepted.
@@ -45,12 +60,15 @@ class ToolCallStarted:
     Fields:
         index: the call's position in this choice, 0, 1, 2… in order.
         call_id: a fresh ``call_…`` id, stable for the call's life.
-        name: the complete function name.
+        name: the complete tool name.
+        kind: ``"function"`` (``ToolCallArgumentsDelta`` follow) or
+            ``"custom"`` (``ToolCallInputDelta`` follow).
     """
 
     index: int
     call_id: str
     name: str
+    kind: str = FUNCTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +85,34 @@ class ToolCallArgumentsDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallInputDelta:
+    """A fragment of a custom tool call's raw input, verbatim and never retracted.
+
+    Fields:
+        index: the call this fragment belongs to.
+        fragment: a non-empty piece of the input text.
+    """
+
+    index: int
+    fragment: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallEnded:
     """A call is complete.
 
     Fields:
         index: the call's position.
         call_id: the id from its ``ToolCallStarted``.
-        name: the function name.
-        arguments: the full arguments, a JSON object text; equal to the
-            concatenation of the call's fragments.
+        name: the tool name.
+        arguments: the full arguments, a JSON object text (for a custom call
+            the raw input text); equal to the concatenation of the call's
+            fragments.
         valid: ``False`` when the arguments could not be parsed or failed a
-            strict schema after the header had already been sent (a
-            ``ToolCallNote`` says why); the call then does not count towards
-            the ``tool_calls`` finish reason.
+            strict schema (or a custom tool's regex grammar) after the header
+            had already been sent (a ``ToolCallNote`` says why); the call then
+            does not count towards the ``tool_calls`` finish reason.
+        kind: ``"function"`` or ``"custom"``, as on ``ToolCallStarted``.
     """
 
     index: int
@@ -87,6 +120,12 @@ class ToolCallEnded:
     name: str
     arguments: str
     valid: bool = True
+    kind: str = FUNCTION
+
+    @property
+    def input(self) -> str:
+        """A custom call's raw input (the same text as ``arguments``)."""
+        return self.arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +151,7 @@ NOTE_KINDS = (
     "recovered_unclosed",  # no closer before the end, but the body was complete
     "invalid_json",  # the block could not be parsed; policy decided
     "unknown_tool",  # the name is not offered (or not allowed by tool_choice)
-    "schema_mismatch",  # arguments do not match the tool's JSON Schema
+    "schema_mismatch",  # arguments do not match the tool's JSON Schema (or a custom tool's regex)
     "incomplete",  # the stream ended inside a call
     "suppressed",  # dropped by parallel_tool_calls=false or max_tool_calls
 )
@@ -135,6 +174,7 @@ Event = Union[
     ReasoningDelta,
     ToolCallStarted,
     ToolCallArgumentsDelta,
+    ToolCallInputDelta,
     ToolCallEnded,
     ToolCallNote,
     ChoiceFinished,

@@ -63,6 +63,15 @@ class TextFormat:
         """Start parsing the body after ``opener`` (internal scanner protocol)."""
         raise NotImplementedError
 
+    def marked_openers(self, marker: str) -> dict[str, str]:
+        """Each marked opener with the plain opener it stands for (see :meth:`with_marker`).
+
+        The marked opener inserts `` marker="…"`` before the opener's last
+        character. An opener ending in a space takes free attributes
+        (``<use_tool ``); its format has a tag form too, so it has no marked form.
+        """
+        return {f'{op[:-1]} marker="{marker}"{op[-1]}': op for op in self.openers if op[-1] != " "}
+
     def with_marker(self, marker: str | None) -> "TextFormat":
         """This format with every opener carrying ``marker`` (``self`` when ``marker`` is ``None``).
 
@@ -94,8 +103,7 @@ class _MarkedFormat(TextFormat):
         self.marker = marker
         self.name = base.name
         self.closer = base.closer
-        # An opener ending in a space takes free attributes (``<use_tool ``): the marked form has none.
-        self._unmarked = {f'{op[:-1]} marker="{marker}"{op[-1]}': op for op in base.openers if op[-1] != " "}
+        self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 
     def render_call(self, name: str, arguments: str) -> str:

@@ -22,6 +22,8 @@ compares the reference run with ``expected``.
 * ``Call(name, arguments, valid=True)``: one complete call; ``arguments`` is a
   ``str`` (compared byte for byte) or any other JSON value (compared after
   ``json.loads``),
+* ``Custom(name, input, valid=True)``: one complete custom (freeform) tool call;
+  ``input`` is compared byte for byte,
 * ``Open(name, arguments)``: a call whose header went out but that never ended
   (only legal together with an ``incomplete`` note for its index).
 
@@ -45,13 +47,14 @@ from statemachine import (
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallEnded,
+    ToolCallInputDelta,
     ToolCallNote,
     ToolCallStarted,
     ToolSpec,
 )
 
 #: Substrings that must never appear in visible text unless the fixture says so.
-SENTINELS = ("<tool_call", "</tool_call>", "<use_tool", "<function=", "<think")
+SENTINELS = ("<tool_call", "</tool_call>", "<use_tool", "<function=", "<think", "<custom_tool_call")
 FIXED_SIZES = (1, 2, 3, 5, 8)
 RANDOM_SPLITS = 20
 TWO_SPLIT_LIMIT = 400
@@ -68,6 +71,15 @@ class Reasoning:
 class Call:
     name: str
     arguments: Any
+    valid: bool = True
+
+
+@dataclass(frozen=True)
+class Custom:
+    """A complete call to a custom (freeform) tool, with its raw input."""
+
+    name: str
+    input: str
     valid: bool = True
 
 
@@ -166,16 +178,19 @@ def check_invariants(events: Sequence, *, leak_ok: bool = False, label: str = ""
             assert e.call_id.startswith("call_") and e.name, f"bad header{where}: {e!r}"
             next_index += 1
             open_call, fragments = e, []
-        elif isinstance(e, ToolCallArgumentsDelta):
+        elif isinstance(e, (ToolCallArgumentsDelta, ToolCallInputDelta)):
             assert open_call is not None and e.index == open_call.index, f"delta outside its call{where}: {events!r}"
+            expected_type = ToolCallInputDelta if open_call.kind == "custom" else ToolCallArgumentsDelta
+            assert type(e) is expected_type, f"{type(e).__name__} in a {open_call.kind} call{where}: {events!r}"
             assert isinstance(e.fragment, str) and e.fragment, f"empty fragment{where}: {e!r}"
             fragments.append(e.fragment)
         elif isinstance(e, ToolCallEnded):
             assert open_call is not None and e.index == open_call.index, f"Ended without Started{where}: {events!r}"
-            assert (e.call_id, e.name) == (open_call.call_id, open_call.name), f"Ended differs from Started{where}"
+            assert (e.call_id, e.name, e.kind) == (open_call.call_id, open_call.name, open_call.kind), (
+                f"Ended differs from Started{where}")
             assert "".join(fragments) == e.arguments, (
                 f"fragments {''.join(fragments)!r} != Ended.arguments {e.arguments!r}{where}")
-            if e.valid:
+            if e.valid and e.kind == "function":
                 assert isinstance(json.loads(e.arguments), dict), f"valid call with non-object arguments{where}"
             open_call = None
     if open_call is not None:
@@ -201,9 +216,9 @@ def normalize(events: Sequence) -> tuple[list, list[tuple]]:
             merged[-1] = TextDelta(last.text + e.text)
         elif isinstance(e, ReasoningDelta) and isinstance(last, ReasoningDelta):
             merged[-1] = ReasoningDelta(last.text + e.text)
-        elif (isinstance(e, ToolCallArgumentsDelta) and isinstance(last, ToolCallArgumentsDelta)
+        elif (isinstance(e, (ToolCallArgumentsDelta, ToolCallInputDelta)) and type(last) is type(e)
               and last.index == e.index):
-            merged[-1] = ToolCallArgumentsDelta(e.index, last.fragment + e.fragment)
+            merged[-1] = type(e)(e.index, last.fragment + e.fragment)
         else:
             merged.append(e)
     return merged, notes
@@ -224,10 +239,10 @@ def summarize(merged: Sequence) -> tuple[list, str | None]:
             if open_call is not None:
                 items.append(Open(open_call.name, args))
             open_call, args = e, ""
-        elif isinstance(e, ToolCallArgumentsDelta):
+        elif isinstance(e, (ToolCallArgumentsDelta, ToolCallInputDelta)):
             args += e.fragment
         elif isinstance(e, ToolCallEnded):
-            items.append(Call(e.name, e.arguments, e.valid))
+            items.append(Custom(e.name, e.input, e.valid) if e.kind == "custom" else Call(e.name, e.arguments, e.valid))
             open_call = None
         elif isinstance(e, ChoiceFinished):
             if open_call is not None:
@@ -243,7 +258,10 @@ def items_match(actual: list, expected: list) -> bool:
     for a, x in zip(actual, expected):
         if type(a) is not type(x):
             return False
-        if isinstance(x, (Call, Open)):
+        if isinstance(x, Custom):
+            if a != x:
+                return False
+        elif isinstance(x, (Call, Open)):
             if a.name != x.name or (isinstance(x, Call) and a.valid != x.valid):
                 return False
             if isinstance(x.arguments, str):
