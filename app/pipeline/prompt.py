@@ -40,6 +40,7 @@ __all__ = [
     "TURN_HEADING",
     "build_upstream_messages",
     "example_value",
+    "media_placeholder",
     "object_shape",
     "tool_result_label",
 ]
@@ -416,7 +417,11 @@ def _part_text(part: Any) -> str:
         return part["text"]
     if isinstance(part.get("refusal"), str):
         return part["refusal"]
-    kind = str(part.get("type") or "content")
+    return media_placeholder(str(part.get("type") or "content"))
+
+
+def media_placeholder(kind: str) -> str:
+    """What the text-only model reads in place of a content part of type ``kind`` (``[image]``, ``[file]``…)."""
     return _PART_PLACEHOLDERS.get(kind, f"[{kind}]")
 
 
