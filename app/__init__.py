@@ -8,12 +8,12 @@ import orjson
 from flask import Flask, Response
 from flask.json.provider import JSONProvider
 
-from .debug import create_debug_blueprint
-from .auth import authorize_request, metrics_guard
-from .errors import register_error_handlers
-from .extension import Toolwire
-from .logs import configure_logging
-from .ops import create_ops_blueprint
+from .observability.debug import create_debug_blueprint
+from .http.auth import authorize_request, metrics_guard
+from .http.errors import register_error_handlers
+from .http.extension import Toolwire
+from .observability.logs import configure_logging
+from .http.ops import create_ops_blueprint
 from .settings import Settings
 
 __all__ = ["OrjsonProvider", "Settings", "Toolwire", "create_app"]

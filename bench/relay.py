@@ -25,7 +25,7 @@ import httpx
 import orjson
 from flask import Flask, Response, request
 
-from app.upstream_transport import make_transport
+from app.upstreams.transport import make_transport
 
 COOPERATE_EVERY = 64
 DONE = b"data: [DONE]\n\n"

@@ -50,10 +50,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from app import create_app, extension  # noqa: E402
-from app.logs import make_handler  # noqa: E402
+from app import create_app  # noqa: E402
+from app.http import extension  # noqa: E402
+from app.observability.logs import make_handler  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from app.upstream_types import ChoiceDelta, UpstreamChunk  # noqa: E402
+from app.upstreams.base import ChoiceDelta, UpstreamChunk  # noqa: E402
 import upstream as scripted  # noqa: E402
 from run import request_body  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 
 from app import create_app
 from app.settings import Settings
-from app.upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
 
 WEATHER_TOOL = {
     "type": "function",
@@ -53,7 +53,7 @@ class FakeStream:
 
 
 class FakeUpstream:
-    """An :class:`~app.upstream_types.Upstream` that plays a script.
+    """An :class:`~app.upstreams.base.Upstream` that plays a script.
 
     ``script`` items: ``UpstreamChunk`` (delivered), a number (sleep that many
     seconds), an exception (raised mid-stream). ``open_error`` is raised by
@@ -91,7 +91,7 @@ def upstream() -> FakeUpstream:
 @pytest.fixture
 def make_app(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[..., Any]:
     """Build the standalone app on a given upstream with the given settings (responses stored under tmp)."""
-    from app import extension
+    from app.http import extension
 
     def build(upstream: Any, **settings: Any):
         monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)

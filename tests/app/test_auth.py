@@ -7,9 +7,9 @@ import logging
 import httpx
 import pytest
 
-from app.auth import KeyRing, load_keyring
+from app.http.auth import KeyRing, load_keyring
 from app.settings import Settings
-from app.upstream import HttpUpstream
+from app.upstreams.http import HttpUpstream
 from tests.app.conftest import FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
@@ -61,10 +61,10 @@ def test_health_stays_open(keyed):
 
 
 def test_no_keys_means_open_with_one_warning(make_app, upstream, caplog):
-    with caplog.at_level(logging.WARNING, logger="app.auth"):
+    with caplog.at_level(logging.WARNING, logger="app.http.auth"):
         client = make_app(upstream).test_client()
     assert client.post("/v1/chat/completions", json=BODY).status_code == 200
-    warnings = [r for r in caplog.records if r.name == "app.auth"]
+    warnings = [r for r in caplog.records if r.name == "app.http.auth"]
     assert len(warnings) == 1 and "open" in warnings[0].getMessage()
 
 
@@ -157,7 +157,7 @@ def test_upstream_key_is_masked_in_other_upstream_messages():
 
     from pydantic import SecretStr
 
-    from app.upstream_types import UpstreamError
+    from app.upstreams.base import UpstreamError
 
     upstream = HttpUpstream("http://up.test/v1", api_key=SecretStr(UPSTREAM_KEY),
                             transport=httpx.MockTransport(handler))

@@ -7,7 +7,7 @@ import json
 import gevent
 import pytest
 
-from app.upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
 from statemachine import ModelOutputError
 from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
 from support.invariants import check_chat_stream

@@ -1,4 +1,4 @@
-"""app.demo: the rule-based demo model reads toolwire's prompt and follows its protocol."""
+"""app.upstreams.demo: the rule-based demo model reads toolwire's prompt and follows its protocol."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from app.demo import DemoUpstream
-from app.prompting import build_upstream_messages
-from app.upstream_types import UpstreamChunk
+from app.upstreams.demo import DemoUpstream
+from app.pipeline.prompt import build_upstream_messages
+from app.upstreams.base import UpstreamChunk
 from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 
 WEATHER = ToolSpec(

@@ -6,7 +6,8 @@ import pytest
 from flask import Flask
 
 from app import Toolwire, create_app
-from app.extension import UnpatchedSocketWarning, current_state
+from app.http.extension import UnpatchedSocketWarning
+from app.state import current_state
 from app.settings import Settings
 from tests.app.conftest import FakeUpstream, text_chunks
 

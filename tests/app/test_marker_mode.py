@@ -88,7 +88,7 @@ def test_no_marker_in_the_prompt_when_off(make_app):
 
 
 def test_the_demo_model_follows_marker_mode(make_app):
-    from app.demo import DemoUpstream
+    from app.upstreams.demo import DemoUpstream
 
     client = make_app(DemoUpstream(), marker_mode=True).test_client()
     response = client.post("/v1/chat/completions", json={

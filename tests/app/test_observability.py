@@ -16,11 +16,11 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from app.extension import configured_models
-from app.logs import make_handler
+from app.http.extension import configured_models
+from app.observability.logs import make_handler
 from app.settings import Settings
-from app.upstream import HttpUpstream
-from app.upstream_types import UpstreamError
+from app.upstreams.http import HttpUpstream
+from app.upstreams.base import UpstreamError
 from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
 
 SECRET = "my-secret-prompt-4711"
@@ -81,7 +81,7 @@ def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_lo
     unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
     upstream = FakeUpstream(text_chunks(unknown, size=4))
     post(make_app(upstream).test_client(), "rid-pump", stream=True, tools=[WEATHER_TOOL])
-    notes = [line for line in records(json_log) if line["logger"] == "app.driver"]
+    notes = [line for line in records(json_log) if line["logger"] == "app.pipeline.driver"]
     assert [(n["kind"], n["tool"], n["request_id"]) for n in notes] == [("unknown_tool", "launch_rocket", "rid-pump")]
     assert "target" not in json_log.getvalue()  # the note's message (which may quote arguments) is debug only
 
@@ -274,8 +274,8 @@ def test_ops_routes_are_not_logged_or_counted(make_app, json_log):
 def test_metrics_guard_can_refuse(make_app):
     from flask import Flask
 
-    from app.errors import ApiError, register_error_handlers
-    from app.ops import create_ops_blueprint
+    from app.http.errors import ApiError, register_error_handlers
+    from app.http.ops import create_ops_blueprint
 
     def guard() -> None:
         raise ApiError(401, "no key", code="invalid_api_key")
@@ -360,13 +360,13 @@ def test_an_unwritable_debug_dir_does_not_break_the_response(make_app, json_log,
     blocker.write_text("not a directory")
     client = make_app(FakeUpstream(text_chunks("hi")), debug=True, debug_dir=str(blocker)).test_client()
     assert post(client, "dbg-fail").status_code == 200
-    warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "app.auth"]
+    warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "app.http.auth"]
     assert len(warnings) == 1 and warnings[0]["msg"].startswith("debug record not saved")
     assert warnings[0]["request_id"] == "dbg-fail"
 
 
 def test_metric_children_are_cached_and_the_cache_is_bounded(monkeypatch):
-    from app import metrics
+    from app.observability import metrics
 
     monkeypatch.setattr(metrics, "_children", {})
     monkeypatch.setattr(metrics, "CHILD_CACHE_SIZE", 2)
@@ -384,7 +384,7 @@ def test_log_timestamps_match_datetime_isoformat_to_the_millisecond():
     import random
     from datetime import datetime, timezone
 
-    from app.logs import utc_timestamp
+    from app.observability.logs import utc_timestamp
 
     edges = [0.0, 0.0005, 0.0009995, 1763792205.9999995, 1763792205.9999994, 1763792205.0019995,
              1e9 + 0.9999996, -0.5, -1.0000004, -1.9999996, 253402300799.999]

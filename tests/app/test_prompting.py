@@ -1,4 +1,4 @@
-"""app.prompting: the system tool block and history flattening (parsing.md section 3)."""
+"""app.pipeline.prompt: the system tool block and history flattening (parsing.md section 3)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from app import prompting
-from app.prompting import TOOL_BLOCK_TITLE, TOOL_RESULT_END, build_upstream_messages, example_value
+from app.pipeline import prompt as prompting
+from app.pipeline.prompt import TOOL_BLOCK_TITLE, TOOL_RESULT_END, build_upstream_messages, example_value
 from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 
 WEATHER = ToolSpec(

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from app.upstream_types import UpstreamChunk, UpstreamError
+from app.upstreams.base import UpstreamChunk, UpstreamError
 from tests.app.conftest import FakeUpstream, text_chunks
 from tests.app.test_marker_mode import EchoUpstream
 from support.injection import QUOTED
@@ -239,7 +239,7 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
         get_input_items = get_item = get
 
     app = make_app(FakeUpstream([UpstreamChunk([])] + text_chunks("Hello.")))
-    from app.extension import current_state
+    from app.state import current_state
 
     with app.app_context():
         state = current_state()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.responses_input import InputError, resolve_input_items, to_chat_messages, to_tool_choice
-from app.tools import tool_specs
-from app.responses_schemas import parse_responses_request
-from app.responses_wire import ResponsesEncoder
-from app.store import SQLiteResponseStore
+from app.responses.input import InputError, resolve_input_items, to_chat_messages, to_tool_choice
+from app.pipeline.plan import tool_specs
+from app.responses.schemas import parse_responses_request
+from app.responses.encoder import ResponsesEncoder
+from app.responses.store import SQLiteResponseStore
 from statemachine import ChoiceFinished, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
 from statemachine import ToolChoice, ToolSpec
 

@@ -15,8 +15,8 @@ from openai.lib.streaming.responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from app.responses_schemas import parse_responses_request
-from app.responses_wire import ResponsesEncoder, encode_sse, new_item_id, new_response_id, responses_usage
+from app.responses.schemas import parse_responses_request
+from app.responses.encoder import ResponsesEncoder, encode_sse, new_item_id, new_response_id, responses_usage
 from statemachine import (
     ChoiceFinished,
     ChoiceStream,

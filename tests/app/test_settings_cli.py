@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from app.cli import main
 from app.settings import Settings, mask_url
-from app.tools import policy_from_settings
+from app.pipeline.plan import policy_from_settings
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.sse import SSEDecoder
+from app.upstreams.sse import SSEDecoder
 
 
 def decode_whole(data: bytes) -> list[str]:

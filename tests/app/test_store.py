@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.store import ResponseStore, SQLiteResponseStore
+from app.responses.store import ResponseStore, SQLiteResponseStore
 
 
 def response(response_id, *items, previous=None):

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.upstream import HttpUpstream
-from app.upstream_types import UpstreamError
+from app.upstreams.http import HttpUpstream
+from app.upstreams.base import UpstreamError
 from tests.app.conftest import WEATHER_TOOL
 
 
@@ -224,8 +224,8 @@ def test_a_finished_stream_hands_its_connection_back():
 
 
 def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monkeypatch):
-    from app import upstream as upstream_module
-    from app.sse import SSEDecoder
+    from app.upstreams import http as upstream_module
+    from app.upstreams.sse import SSEDecoder
 
     fed: list[int] = []
 

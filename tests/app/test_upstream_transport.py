@@ -9,8 +9,8 @@ import textwrap
 import threading
 from http.server import ThreadingHTTPServer
 
-from app.upstream import HttpUpstream
-from app.upstream_transport import socket_readable
+from app.upstreams.http import HttpUpstream
+from app.upstreams.transport import socket_readable
 from tests.app.test_upstream_http import _KeepAliveSSE
 
 
@@ -35,7 +35,7 @@ def test_socket_readable_does_not_switch_greenlets_under_the_gevent_patch():
         from gevent import monkey
         monkey.patch_all()
         import socket, gevent
-        from app.upstream_transport import socket_readable
+        from app.upstreams.transport import socket_readable
         ran = []
         gevent.spawn(ran.append, 1)
         a, b = socket.socketpair()

@@ -47,7 +47,7 @@ def test_hostile_bodies_never_get_a_5xx_or_a_malformed_answer(client, endpoint: 
 
 
 def test_a_body_nested_deeper_than_the_limit_is_a_400(client) -> None:
-    from app.limits import MAX_JSON_DEPTH
+    from app.http.limits import MAX_JSON_DEPTH
 
     deep = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH  # one level too deep inside the body object
     body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + deep.encode() + b"}"

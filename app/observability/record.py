@@ -4,8 +4,8 @@ The API Blueprint's hooks open a :class:`RequestRecord` per request
 (:func:`begin`) and register its :meth:`~RequestRecord.finish` to run when
 the response body is closed (:func:`respond`), so a stream is accounted for at
 its real end. The record is kept in a context variable: log lines read the
-request id from it, and :class:`~app.driver.ChoiceDriver` and
-:class:`~app.streaming.SSEBody` attach themselves to it when they are built
+request id from it, and :class:`~app.pipeline.driver.ChoiceDriver` and
+:class:`~app.pipeline.streaming.SSEBody` attach themselves to it when they are built
 in a view. The pump greenlet gets it bound explicitly (greenlets start with an
 empty context).
 """
@@ -25,10 +25,10 @@ from flask import Response, request
 
 from . import metrics
 from .debug import DebugStore, debug_store
-from .extension import current_state
+from ..state import current_state
 
 if TYPE_CHECKING:
-    from .driver import ChoiceDriver
+    from ..pipeline.driver import ChoiceDriver
 
 access_log = logging.getLogger("app.access")
 

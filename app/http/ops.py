@@ -6,8 +6,8 @@ from typing import Callable
 
 from flask import Blueprint, Response, current_app
 
-from .extension import current_state
-from .metrics import exposition
+from ..state import current_state
+from ..observability.metrics import exposition
 
 
 def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[], None] | None = None) -> Blueprint:
@@ -39,7 +39,7 @@ def readyz() -> Response:
 
 
 def metrics() -> Response:
-    """Prometheus metrics, aggregated over every gunicorn worker (see :mod:`app.metrics`)."""
+    """Prometheus metrics, aggregated over every gunicorn worker (see :mod:`app.observability.metrics`)."""
     body, content_type = exposition()
     return Response(body, content_type=content_type)
 

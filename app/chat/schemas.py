@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ApiError
+from ..http.errors import ApiError
 
 
 class _Open(BaseModel):

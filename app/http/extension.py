@@ -17,49 +17,23 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import httpx
 from flask import Flask, current_app
 from gevent import monkey
 
-from .demo import DemoUpstream
-from .settings import Settings
-from .store import ResponseStore, SQLiteResponseStore
-from .upstream import HttpUpstream
-from .upstream_types import Upstream
-
-if TYPE_CHECKING:
-    from .auth import KeyRing
-    from .limits import StreamSlots
-
-EXTENSION_KEY = "toolwire"
+from ..responses.store import ResponseStore, SQLiteResponseStore
+from ..settings import Settings
+from ..state import EXTENSION_KEY, ToolwireState
+from ..upstreams.base import Upstream
+from ..upstreams.demo import DemoUpstream
+from ..upstreams.http import HttpUpstream
+from .auth import load_keyring
+from .blueprint import create_blueprint
+from .limits import StreamSlots
 
 
 class UnpatchedSocketWarning(RuntimeWarning):
     """toolwire is served without gevent's socket patch (one blocked worker per stream)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolwireState:
-    """What toolwire keeps per Flask app.
-
-    Fields:
-        settings: the validated settings.
-        upstream: the back end the endpoints call.
-        store: where Responses are kept, or ``None`` when storing is off.
-        api_keys: the accepted client keys (empty = open).
-        streams: this worker's generations in flight, capped.
-        metric_models: the configured model names, which label metrics as themselves (others are ``other``).
-    """
-
-    settings: Settings
-    upstream: Upstream
-    store: ResponseStore | None
-    api_keys: "KeyRing"
-    streams: "StreamSlots"
-    metric_models: frozenset[str]
 
 
 class Toolwire:
@@ -68,9 +42,9 @@ class Toolwire:
     Args:
         app: a Flask app to register on now (or call :meth:`init_app` later).
         settings: settings to use; default ``Settings()`` (environment and config file).
-        upstream: a ready :class:`~app.upstream_types.Upstream`; default built
+        upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo).
-        store: a :class:`~app.store.ResponseStore`; default the SQLite file
+        store: a :class:`~app.responses.store.ResponseStore`; default the SQLite file
             ``response_store_path`` names (none when it is empty).
     """
 
@@ -92,7 +66,7 @@ class Toolwire:
             name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
         Raises:
             RuntimeError: toolwire is already registered on ``app``.
-            ValueError: the client key settings are unusable (see :func:`~app.auth.load_keyring`).
+            ValueError: the client key settings are unusable (see :func:`~app.http.auth.load_keyring`).
         """
         if EXTENSION_KEY in app.extensions:
             raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
@@ -104,9 +78,6 @@ class Toolwire:
         logging.getLogger("transitions").setLevel(logging.WARNING)
         # httpx logs each upstream request at INFO: a second log line per request, before its first byte.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        from .api import create_blueprint  # here, not at the top: these import this module
-        from .auth import load_keyring
-        from .limits import StreamSlots
 
         settings = self._settings or Settings()
         api_keys = load_keyring(settings)
@@ -132,20 +103,6 @@ class Toolwire:
             raise RuntimeError("The current Flask app is not registered with this 'Toolwire' instance. "
                                "Did you forget to call 'init_app', or did you create multiple "
                                "'Toolwire' instances?") from None
-
-
-def current_state() -> ToolwireState:
-    """The current app's toolwire state.
-
-    Raises:
-        RuntimeError: toolwire is not registered on the current app.
-    """
-    app = current_app._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
-    ext = app.extensions.get(EXTENSION_KEY)
-    if ext is None:
-        raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
-                           "'Toolwire.init_app(app)'?")
-    return ext.state(app)
 
 
 def configured_models(settings: Settings) -> frozenset[str]:

@@ -24,8 +24,8 @@ from statemachine import (
     new_call_id,
 )
 
-from . import observe
-from .upstream_types import UpstreamStream
+from ..observability import record as observe
+from ..upstreams.base import UpstreamStream
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ChoiceDriver:
     The upstream is always closed when iteration ends or is abandoned.
 
     Built inside a request, it attaches itself to the request's
-    :class:`~app.observe.RequestRecord`, which reads the counts below (and the
+    :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
     choices' paths) once the response has ended.
 
     Attributes:

@@ -24,9 +24,9 @@ from flask import Blueprint, Response, current_app, request
 
 from statemachine.diagram import FORMATS, render_choice_fsm
 
-from .errors import ApiError
-from .extension import current_state
-from .settings import Settings
+from ..http.errors import ApiError
+from ..state import current_state
+from ..settings import Settings
 
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
 

@@ -18,7 +18,7 @@ from typing import Any
 from flask import request
 
 from .errors import ApiError
-from .extension import current_state
+from ..state import current_state
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 :class:`DemoUpstream` never sees ``tools``: like a real text-only back end it
 reads only ``body["messages"]`` as produced by
-:func:`app.prompting.build_upstream_messages`, and answers:
+:func:`app.pipeline.prompt.build_upstream_messages`, and answers:
 
 - When the system message carries the tool block and the last message is a
   user request (not a tool result), it calls the best-matching tool: the one
@@ -22,7 +22,7 @@ reads only ``body["messages"]`` as produced by
     the whole request; a value already used for another parameter is skipped;
   - enums: the value named in the request, else the schema's example value;
   - numbers: a number in the request, else the schema's example value;
-  - anything else: :func:`app.prompting.example_value`.
+  - anything else: :func:`app.pipeline.prompt.example_value`.
 - When the last message ends with a tool result, it answers in prose quoting
   the result(s). It makes one call per request; it does not chain calls.
 - Otherwise it answers in prose, echoing the request.
@@ -41,7 +41,7 @@ from typing import Any, Iterator
 
 from statemachine import get_format, registered_formats
 
-from .prompting import (
+from ..pipeline.prompt import (
     GUIDE_HEADING,
     HOW_TO_HEADING,
     MANIFEST_HEADING,
@@ -51,7 +51,7 @@ from .prompting import (
     example_value,
     object_shape,
 )
-from .upstream_types import ChoiceDelta, UpstreamChunk
+from .base import ChoiceDelta, UpstreamChunk
 
 __all__ = ["DemoUpstream"]
 
@@ -75,7 +75,7 @@ _EDGE_PUNCT = ".,;:!?()[]{}\"'"
 
 
 class DemoUpstream:
-    """The embedded demo model (implements ``app.upstream_types.Upstream``).
+    """The embedded demo model (implements ``app.upstreams.base.Upstream``).
 
     Args:
         model: the model id it reports.

@@ -5,7 +5,7 @@ the workers start, so every worker writes its values there and :func:`exposition
 aggregates all of them. Without it (tests, an embedding host) the process's
 default registry is served.
 
-Everything is updated once per request or per choice (see :mod:`app.observe`),
+Everything is updated once per request or per choice (see :mod:`app.observability.record`),
 never per token.
 """
 

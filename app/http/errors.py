@@ -16,8 +16,8 @@ from werkzeug.exceptions import HTTPException
 
 from statemachine import ModelOutputError
 
-from .responses_schemas import InputError
-from .upstream_types import UpstreamError
+from ..responses.schemas import InputError
+from ..upstreams.base import UpstreamError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import orjson
 from flask import Blueprint, Response, g, request
 
 from .errors import ApiError, body_too_large
-from .extension import current_state
+from ..state import current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
 RETRY_AFTER_SECONDS = 1

@@ -2,8 +2,8 @@
 
 A Responses request becomes the same upstream Chat request the chat endpoint
 sends (one prompt builder, one transcript flattener), its single choice runs
-through the same :class:`~app.driver.ChoiceDriver`, and
-:class:`~app.responses_wire.ResponsesEncoder` turns the core events into
+through the same :class:`~app.pipeline.driver.ChoiceDriver`, and
+:class:`~app.responses.encoder.ResponsesEncoder` turns the core events into
 Responses events. Everything that can be refused (body shape, unknown
 ``previous_response_id`` or ``item_reference``, upstream refusal) is refused
 before the first byte; a failure after it ends the stream with
@@ -20,18 +20,18 @@ from flask import Response, current_app
 
 from statemachine import ParserConfig
 
-from . import limits
-from .driver import ChoiceDriver
-from .errors import ApiError, as_api_error
-from .extension import current_state
-from .prompting import build_upstream_messages
-from .responses_input import resolve_input_items, to_chat_messages, to_tool_choice
-from .responses_schemas import ResponsesRequest, parse_responses_request
-from .responses_wire import ResponsesEncoder, encode_sse, new_response_id
+from ..http import limits
+from ..pipeline.driver import ChoiceDriver
+from ..http.errors import ApiError, as_api_error
+from ..state import current_state
+from ..pipeline.prompt import build_upstream_messages
+from .input import resolve_input_items, to_chat_messages, to_tool_choice
+from .schemas import ResponsesRequest, parse_responses_request
+from .encoder import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
-from .streaming import cooperative
-from .tools import build_parser_config, is_json_format, prompt_format, tool_specs
-from .web import json_body, open_upstream, sse_response
+from ..pipeline.streaming import cooperative
+from ..pipeline.plan import build_parser_config, is_json_format, prompt_format, tool_specs
+from ..http.request import json_body, open_upstream, sse_response
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import httpx
 import orjson
 from pydantic import SecretStr
 
-from .metrics import UPSTREAM_ERRORS
+from ..observability.metrics import UPSTREAM_ERRORS
 from .sse import SSEDecoder
-from .upstream_transport import make_transport
-from .upstream_types import ChoiceDelta, UpstreamChunk, UpstreamError
+from .transport import make_transport
+from .base import ChoiceDelta, UpstreamChunk, UpstreamError
 
 _MAX_ERROR_CHARS = 2000
 #: Bytes of one read decoded at a time (see :func:`_payloads`).

@@ -3,7 +3,7 @@
 The back end only speaks Chat, so ``instructions``, the history of a
 ``previous_response_id`` chain and the ``input`` items become the message dicts
 that ``prompting.build_upstream_messages`` takes. Stored items come from a
-:class:`~app.store.ResponseStore`; anything that can't be resolved is an
+:class:`~app.responses.store.ResponseStore`; anything that can't be resolved is an
 :class:`InputError` (400) raised before the first byte is sent.
 """
 
@@ -15,7 +15,7 @@ import orjson
 
 from statemachine import ToolChoice
 
-from .responses_schemas import (
+from .schemas import (
     AllowedToolsChoice,
     FunctionCallItem,
     FunctionCallOutputItem,

@@ -20,12 +20,12 @@ from flask import has_request_context, request
 
 from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
-from .errors import ApiError
-from .schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
+from ..http.errors import ApiError
+from ..chat.schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
-    from .responses_schemas import FunctionTool as ResponsesFunctionTool
-    from .settings import Settings
+    from ..responses.schemas import FunctionTool as ResponsesFunctionTool
+    from ..settings import Settings
 
 _DEFAULT_FORMATS = ParserConfig().formats
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from .observe import current_request_id
+from .record import current_request_id
 
 
 class RequestIdFilter(logging.Filter):

@@ -5,7 +5,7 @@ upstream) into a bounded batch; the WSGI iterator relays each batch as one
 write, sending a ``: keep-alive`` comment whenever the upstream is silent for
 the heartbeat interval; closing the iterator (the client left) kills the pump,
 which closes the upstream. The body reports to the request's
-:class:`~app.observe.RequestRecord`: stream opened, first frame sent, client left.
+:class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import gevent
 import orjson
 from gevent.event import Event
 
-from . import observe
+from ..observability import record as observe
 
 
 #: Yield to the gevent hub after this many events, so one busy stream cannot starve the others.

@@ -7,11 +7,12 @@ from typing import Any, Callable, Iterator
 import orjson
 from flask import Response, request
 
-from . import limits, observe
+from . import limits
+from ..observability import record as observe
 from .errors import ApiError
-from .extension import current_state
-from .streaming import sse_body
-from .upstream_types import UpstreamStream
+from ..state import current_state
+from ..pipeline.streaming import sse_body
+from ..upstreams.base import UpstreamStream
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -64,7 +65,7 @@ def sse_response(frames: Iterator[bytes], *, on_error: Callable[[Exception], byt
                  on_abandon: Callable[[], None]) -> Response:
     """The ``text/event-stream`` response pumping ``frames``, with keep-alives unless the client opted out.
 
-    ``on_error`` and ``on_abandon`` are :func:`~app.streaming.sse_body`'s.
+    ``on_error`` and ``on_abandon`` are :func:`~app.pipeline.streaming.sse_body`'s.
     """
     heartbeat = current_state().settings.heartbeat_seconds if wants_keepalive() else None
     body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon)
