@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping
 
 from transitions import Machine
 
-from ._bodies import DONE, JsonCallsBody
+from ._jsoncall import JsonCallsBody
+from ._scanning import DONE
 from ._config import ParserConfig
-from ._custom import CustomToolFormat
 from ._errors import ModelOutputError, UsageError
 from ._events import (
     CUSTOM,
@@ -28,7 +28,8 @@ from ._events import (
 )
 from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
-from ._formats import get_format
+from .formats import get_format
+from .formats.custom import CustomToolFormat
 from ._schema import schema_errors
 from ._table import DONE as DONE_STATE, INITIAL, TRANSITIONS, ChoiceState
 
