@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 from transitions import Machine
 
 from ._jsoncall import JsonCallsBody
-from ._scanning import DONE
+from ._scanning import DONE, opener_at
 from ._config import ParserConfig
 from ._errors import ModelOutputError, UsageError
 from ._events import (
@@ -114,11 +114,16 @@ class ChoiceStream:
         formats = [get_format(name).with_marker(config.marker) for name in names] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
-        self._closers = frozenset(fmt.closer for fmt in formats)
+        self._closers = frozenset(fmt.closer for fmt in formats if fmt.closer)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
+        # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
+        # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
+        starts = {s[0] for s in sentinels} | {"<"}
+        self._lt_only = starts == {"<"}
+        self._start_chars = re.compile("[" + re.escape("".join(sorted(starts))) + "]")
         self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
         self._think_sentinels = (THINK_CLOSE, THINK_OPEN, *self._openers)
         self._out: list[Event] = []
@@ -177,7 +182,7 @@ class ChoiceStream:
                 self._end_native()  # text after native fragments: that call is complete
             if not self._sentinels:
                 out.append(TextDelta(text))
-            elif "<" not in text and self._plain_text():
+            elif ("<" not in text if self._lt_only else not self._start_chars.search(text)) and self._plain_text():
                 self._fences.feed(text)
                 self._emit_text(text)  # the common case: prose with nothing held
             else:
@@ -339,7 +344,8 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
-            elif buf[j] in "{[" and self.config.bare_json:
+            elif (buf[j] in "{[" and self.config.bare_json
+                  and (self._lt_only or not opener_at(buf, j, self.openers))):  # not a registered opener
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
@@ -355,7 +361,7 @@ class ChoiceStream:
                     self._fences.feed(self._fence)
                     self._ws = ""
                     return line_end + 1
-        i = buf.find("<", pos)
+        i = self._next_start(buf, pos)
         if i == -1:
             self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
@@ -375,7 +381,7 @@ class ChoiceStream:
             self._pending = tail
             return n
         self._fences.feed(buf[pos:i + 1])
-        self._emit_text(buf[pos:i + 1])  # a '<' that starts no sentinel is text
+        self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
         return i + 1
 
     def _on_sentinel(self, s: str) -> None:
@@ -405,7 +411,7 @@ class ChoiceStream:
         n = len(buf)
         fences = self._fences  # fences in reasoning are tracked too: a sentinel inside one is reasoning (4.13)
         fed = pos  # buf[:fed] has been fed to the fence tracker
-        i = buf.find("<", pos)
+        i = self._next_start(buf, pos)
         while i != -1:
             fences.feed(buf[fed:i])
             fed = i
@@ -423,7 +429,7 @@ class ChoiceStream:
                     fences.feed(THINK_OPEN)
                     self._reasoning(buf[pos:i])
                     pos = fed = i + len(THINK_OPEN)
-                    i = buf.find("<", pos)
+                    i = self._next_start(buf, pos)
                     continue
                 tail = buf[i:]
                 if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
@@ -435,10 +441,17 @@ class ChoiceStream:
                     self._think_held = []
                     self._think_fences = fences.copy()  # a promoted draft is scanned again from here
                     pos = i
-            i = buf.find("<", i + 1)
+            i = self._next_start(buf, i + 1)
         fences.feed(buf[fed:])
         self._reasoning(buf[pos:])
         return n
+
+    def _next_start(self, buf: str, pos: int) -> int:
+        """Where the next character that may start a sentinel stands in ``buf[pos:]``, or -1."""
+        if self._lt_only:
+            return buf.find("<", pos)
+        m = self._start_chars.search(buf, pos)
+        return -1 if m is None else m.start()
 
     def _reasoning(self, text: str) -> None:
         if not text:

@@ -393,6 +393,10 @@ class JsonCallsBody:
     went on (the closer, a separator, the next call, prose): at the end of the
     stream it is an unclosed block, which an upstream ``length`` makes
     unusable (4.11). Bare JSON has no closer, so its calls end at once.
+
+    ``closer`` ``None`` reads a block that ends by syntax alone (a registered
+    format such as Mistral's ``[TOOL_CALLS][…]``): it ends at the first text
+    that is no call, separator or array end.
     """
 
     def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
@@ -423,7 +427,7 @@ class JsonCallsBody:
                     self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
                     return DONE, pos
                 if status == "invalid":
-                    if self.bare or self.calls > 1:
+                    if self.bare or self.calls > 1 or not self.closer:
                         self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
                         return DONE, pos
                     self.state = "skip_to_closer"
@@ -484,7 +488,7 @@ class JsonCallsBody:
                 self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
                 pos += 1
                 continue
-            if ch == "<" and not self.bare:
+            if ch == "<" and self.closer:
                 end = buf.find(">", pos)
                 if end == -1 and n - pos <= 32:
                     return MORE, pos  # a tag still arriving: the closer, or what comes next
@@ -496,7 +500,7 @@ class JsonCallsBody:
                 self.in_array = False
                 pos += 1
                 continue
-            if ch == "<" and not self.bare and end != -1:
+            if ch == "<" and self.closer and end != -1:
                 tag = buf[pos:end + 1]
                 if tag.startswith("</"):
                     if tag != self.closer:
@@ -531,5 +535,5 @@ class JsonCallsBody:
             repaired, invalid = self.ending
             self.ending = None
             self.ctx.call_unclosed(repaired=repaired, invalid=invalid)
-        elif not self.bare:
+        elif self.closer:
             self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")
