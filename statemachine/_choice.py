@@ -140,6 +140,7 @@ class ChoiceStream:
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
         self._think_held: list[str] | None = None  # reasoning from a call opener on
         self._think_fences: FenceTracker | None = None  # the fence tracker where the held draft began
+        self._draft_text_is_reasoning = False  # at the end, unclosed reasoning's held draft is read again
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
@@ -246,6 +247,7 @@ class ChoiceStream:
         if self._in_think and self._think_held is not None:
             held, self._think_held = "".join(self._think_held), None
             self._in_think = False  # reasoning never closed: the held call was real
+            self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
             self._fences, self._think_fences = self._think_fences, None
             self._scan(held)
         if self._cut:  # what was held after the cut is never shown
@@ -465,6 +467,10 @@ class ChoiceStream:
 
     def _emit_text(self, text: str) -> None:
         """Visible text. Whitespace-only stretches around calls are dropped, so they are held."""
+        if self._draft_text_is_reasoning:
+            if text:
+                self._out.append(ReasoningDelta(text))
+            return
         if self._suppress_tail and self._valid_calls:
             self._ws = ""
             return
@@ -496,7 +502,7 @@ class ChoiceStream:
         if final and self._fence:
             self._out.append(TextDelta(self._take_fence()))
         if final and self._ws and not self._valid_calls and self._next_index == 0:
-            self._out.append(TextDelta(self._ws))
+            self._out.append(ReasoningDelta(self._ws) if self._draft_text_is_reasoning else TextDelta(self._ws))
         if final:
             self._ws = ""
 

@@ -483,7 +483,8 @@ class JsonCallsBody:
                 self.ctx.call_abort("not_a_call", "the block does not start a call")
                 return DONE, pos
             # after a call, or between array elements
-            if ch in "}]>" and not self.stray_dropped and not self.bare and not (ch == "]" and self.in_array):
+            # one stray '}', ']' (or, in a tag, '>') after the calls is dropped: a model's miscounted brackets
+            if ch in ("}]" if self.bare else "}]>") and not self.stray_dropped and not (ch == "]" and self.in_array):
                 self.stray_dropped = True
                 self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
                 pos += 1
