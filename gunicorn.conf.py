@@ -21,6 +21,11 @@ graceful_timeout = int(os.environ.get("TOOLWIRE_GRACEFUL_TIMEOUT", "300"))
 # Above common load-balancer idle timeouts (60 s).
 keepalive = 75
 max_requests = 0
+# Request heads: gunicorn's defaults take 100 fields of 8 KiB (~800 KiB a request, read and parsed before
+# any check of toolwire's). Real clients send about 15 (Codex, the heaviest, 12, with ~2 KiB of metadata).
+limit_request_line = 8190
+limit_request_fields = 32
+limit_request_field_size = 8190
 # Workers import the app after gunicorn's gevent patch; preloading would import it unpatched.
 preload_app = False
 # toolwire writes its own access line per request when the body really ends (streams included),

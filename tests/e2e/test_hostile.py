@@ -112,3 +112,17 @@ def test_instances_do_not_share_gunicorns_per_user_control_socket(tmp_path):
     with run_toolwire({"HOME": str(home), "TOOLWIRE_CONTROL_SOCKET": str(own)}):
         assert stat.S_ISSOCK(own.stat().st_mode)
     assert not (home / ".gunicorn").exists()
+
+
+def test_request_heads_are_bounded(upstream: ScriptedUpstream, guarded: ToolwireServer) -> None:
+    """Heads of ~800 KiB (100 fields of 8 KiB, gunicorn's defaults) are refused; a heavy real client's pass."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    bloated = {**auth, **{f"X-Pad-{i}": "p" * 8000 for i in range(60)}}
+    refused = httpx.post(guarded.v1_url + "/chat/completions", json={"model": MODEL, "messages": USER},
+                         headers=bloated, timeout=10)
+    assert refused.status_code == 431
+    upstream.enqueue(Script(text="Fine."))
+    heavy = {**auth, **{f"X-Codex-{i}": "m" * 2000 for i in range(14)}}
+    answered = httpx.post(guarded.v1_url + "/chat/completions", json={"model": MODEL, "messages": USER},
+                          headers=heavy, timeout=10)
+    assert answered.status_code == 200
