@@ -17,10 +17,10 @@ from flask import Response, current_app
 
 from ..http import limits
 from ..http.errors import as_api_error
-from ..http.request import json_body, open_upstream, sse_response
+from ..http.request import json_body, sse_response
 from ..pipeline.driver import ChoiceDriver
-from ..pipeline.plan import chat_parser_config, prompt_format
-from ..pipeline.prompt import build_upstream_messages
+from ..pipeline.native import open_with_tools
+from ..pipeline.plan import chat_parser_config
 from ..pipeline.streaming import DONE, cooperative, data_frame
 from ..state import current_state
 from .encoder import ChatAccumulator, ChatChunker, usage_object
@@ -37,9 +37,8 @@ def chat_completions() -> Response:
     limits.check_chat_limits(body)
     req = parse_chat_request(body)
     config = chat_parser_config(req, current_state().settings)
-    messages = build_upstream_messages(body["messages"], config, prompt_format(config))
     passthrough = {key: value for key, value in body.items() if key not in _CONSUMED_KEYS}
-    stream = open_upstream(req.model, messages, passthrough)
+    stream, config, messages, _ = open_with_tools(req.model, config, body["messages"], passthrough)
     driver = ChoiceDriver(stream, config, n=req.n)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())

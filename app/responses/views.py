@@ -24,14 +24,14 @@ from ..http import limits
 from ..pipeline.driver import ChoiceDriver
 from ..http.errors import ApiError, as_api_error
 from ..state import current_state
-from ..pipeline.prompt import build_upstream_messages
+from ..pipeline.native import open_with_tools
 from .input import resolve_input_items, to_chat_messages, to_tool_choice
 from .schemas import ResponsesRequest, parse_responses_request
 from .encoder import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
 from ..pipeline.streaming import cooperative
-from ..pipeline.plan import build_parser_config, is_json_format, prompt_format, tool_specs
-from ..http.request import json_body, open_upstream, sse_response
+from ..pipeline.plan import build_parser_config, is_json_format, tool_specs
+from ..http.request import json_body, sse_response
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def create_response() -> Response:
     response_format = _chat_response_format((req.text or {}).get("format"))
     if response_format is not None:
         fields["response_format"] = response_format
-    stream = open_upstream(req.model, build_upstream_messages(messages, config, prompt_format(config)), fields)
+    stream, config, _, _ = open_with_tools(req.model, config, messages, fields)
     driver = ChoiceDriver(stream, config)
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo())
 
