@@ -206,6 +206,8 @@ class ChoiceStream:
         if self._native_index != index:
             self._flush_text()
             self._end_native()
+            if self._cut:  # ending the previous call reached a limit: this one never begins
+                return out
             self._native_index = index
             self.call_begin(native=True)
         if name:

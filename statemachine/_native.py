@@ -6,8 +6,8 @@ native calls meet the same state machine and policies as parsed ones:
 
 - a missing ``index`` (or every call on index 0): once a call's name went out
   and its arguments followed, a fragment naming a different function starts the
-  next call, and so does the same name with arguments that do not extend a
-  complete JSON value;
+  next call, and so does the same name after a complete JSON value, with
+  arguments that do not extend it or as a header (``id`` or ``type``);
 - ids missing or changing per fragment: ignored (the core makes one id per call);
 - a name split over fragments, or repeated in every fragment: joined, and handed
   to the core whole, once, when the arguments begin or the call ends (a name is
@@ -115,7 +115,7 @@ class NativeCalls:
             out.append(ToolCallNote("invalid_json", "a fragment arrived for a call that had already ended; dropped"))
             return
         if slot is None or (index is not None and slot.upstream_index != index) or self._starts_next(
-                slot, name, arguments):
+                slot, name, arguments, "id" in fragment or "type" in fragment):
             out += self.close()
             slot = self._slot = _Slot(self._count, index)
             self._count += 1
@@ -140,7 +140,7 @@ class NativeCalls:
             out += self._choice.feed_tool_call(slot.number)
 
     @staticmethod
-    def _starts_next(slot: _Slot, name: str, arguments: str) -> bool:
+    def _starts_next(slot: _Slot, name: str, arguments: str, header: bool) -> bool:
         """Whether a fragment on the open call's index (or none) is really the next call.
 
         Only once the open call's name went out (its arguments followed it): a
@@ -150,7 +150,9 @@ class NativeCalls:
             return False
         if name != slot.name:
             return True
-        return bool(arguments) and not arguments.startswith(slot.args) and _complete_json(slot.args)
+        if arguments:
+            return not arguments.startswith(slot.args) and _complete_json(slot.args)
+        return header and _complete_json(slot.args)  # the same name's header again, after a whole call
 
     @staticmethod
     def _new_suffix(slot: _Slot, text: str) -> str | None:
