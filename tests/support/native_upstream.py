@@ -74,7 +74,7 @@ def native_frames(calls: Sequence[tuple[str, dict[str, Any]]], *, quirks: Iterab
 
 def _call_fragments(n: int, name: str, arguments: dict[str, Any], quirks: frozenset[str],
                     chunk: int | None) -> list[dict[str, Any]]:
-    text = json.dumps(arguments)
+    text = json.dumps(arguments, separators=(",", ":"))  # as OpenAI's models write them
     pieces: list[Any] = [arguments] if "object_args" in quirks else cut(text, chunk)
     names = [name[: len(name) // 2], name[len(name) // 2:]] if "split_name" in quirks else [name]
     # (name piece, argument piece) per fragment, in the order the back end sends them
