@@ -29,7 +29,7 @@ with an ``invalid_json`` note rather than merged into another call.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 from ._choice import ChoiceStream
 from ._errors import ModelOutputError
@@ -41,16 +41,33 @@ _NO_EVENTS: tuple[Event, ...] = ()
 class _Slot:
     """One upstream call as assembled so far."""
 
-    __slots__ = ("number", "upstream_index", "name", "name_sent", "args", "cumulative", "broken")
+    __slots__ = ("number", "upstream_index", "name", "name_sent", "_parts", "length", "cumulative", "broken")
 
     def __init__(self, number: int, upstream_index: int | None):
         self.number = number  # the call's position in this choice: the index the core sees
         self.upstream_index = upstream_index
         self.name = ""
         self.name_sent = False
-        self.args = ""
+        self._parts: list[str] = []  # the arguments so far, joined only when compared (no copy per fragment)
+        self.length = 0
         self.cumulative = False
         self.broken = False
+
+    @property
+    def args(self) -> str:
+        """The argument text so far."""
+        parts = self._parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
+
+    def add(self, suffix: str, whole: str | None = None) -> None:
+        """Append ``suffix``; ``whole`` is the new text entire, when the caller has it."""
+        if whole is not None:
+            self._parts[:] = [whole]
+        else:
+            self._parts.append(suffix)
+        self.length += len(suffix)
 
 
 class NativeCalls:
@@ -69,17 +86,36 @@ class NativeCalls:
         self._ended: set[int] = set()  # upstream indexes of calls that ended
         self._count = 0
 
-    def feed(self, fragments: Iterable[Any]) -> list[Event]:
+    def feed(self, fragments: Sequence[Any]) -> list[Event]:
         """One delta's ``tool_calls`` entries (dicts, as the back end sent them), in order.
 
         Raises:
             ModelOutputError: a ``fail`` policy rejected a call.
         """
+        if len(fragments) == 1:  # the usual delta: one piece of the open call's arguments
+            fast = self._next_piece(fragments[0])
+            if fast is not None:
+                return fast
         out: list[Event] = []
         for fragment in fragments:
             if isinstance(fragment, dict):
                 self._fragment(fragment, out)
         return out
+
+    def _next_piece(self, fragment: Any) -> list[Event] | None:
+        """The events of a fragment that only continues the open call's incremental arguments, else ``None``."""
+        slot = self._slot
+        if slot is None or not slot.name_sent or slot.cumulative or slot.broken or not isinstance(fragment, dict):
+            return None
+        function = fragment.get("function")
+        if not isinstance(function, dict) or function.get("name") or fragment.get("index", slot.upstream_index) \
+                != slot.upstream_index:
+            return None
+        text = function.get("arguments")
+        if not isinstance(text, str) or not text or len(text) >= slot.length:
+            return None  # (a longer fragment may be a cumulative repeat: the full path checks)
+        slot.add(text)
+        return self._choice.feed_tool_call(slot.number, arguments=text)
 
     def close(self) -> list[Event] | tuple[Event, ...]:
         """End the open call (text or the finish follows): its held name goes to the core now."""
@@ -94,7 +130,7 @@ class NativeCalls:
             if slot.name and not slot.name_sent:
                 out += self._choice.feed_tool_call(slot.number, name=slot.name)
                 slot.name_sent = True
-            if slot.name_sent and not slot.args:
+            if slot.name_sent and not slot.length:
                 out += self._choice.feed_tool_call(slot.number, arguments="{}")  # a call without parameters
         return out
 
@@ -135,7 +171,7 @@ class NativeCalls:
                 else:
                     out += self._choice.feed_tool_call(slot.number, arguments=suffix)
                 return
-        if not slot.name_sent and not slot.args:
+        if not slot.name_sent and not slot.length:
             # Nothing for the core yet, but make it begin this call so the choice's order holds.
             out += self._choice.feed_tool_call(slot.number)
 
@@ -157,16 +193,15 @@ class NativeCalls:
     @staticmethod
     def _new_suffix(slot: _Slot, text: str) -> str | None:
         """The new part of ``text``; ``None`` when it breaks a cumulative stream."""
-        have = slot.args
-        if have and len(text) >= len(have) and text.startswith(have):
+        if slot.length and len(text) >= slot.length and text.startswith(slot.args):
             slot.cumulative = True
-            suffix = text[len(have):]
-        elif slot.cumulative:
+            suffix = text[slot.length:]
+            slot.add(suffix, whole=text)
+            return suffix
+        if slot.cumulative:
             return None
-        else:
-            suffix = text
-        slot.args = have + suffix
-        return suffix
+        slot.add(text)
+        return text
 
     def _break(self, slot: _Slot) -> list[Event]:
         """A cumulative call's fragment did not extend it: the call is invalid under the policy."""
