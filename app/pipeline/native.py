@@ -46,8 +46,6 @@ REFUSES_TOOLS = re.compile(
     r"|unsupported (?:param(?:eter)?|field|argument)s?:? ['\"]?(?:tools|functions|tool_choice)"
     r"|--jinja|--enable-auto-tool-choice|--tool-call-parser",
     re.IGNORECASE)
-#: Upstream statuses that can carry such a refusal (llama.cpp uses 500; 401/403/429 never do).
-_REFUSAL_STATUSES = frozenset({400, 404, 422, 500, 501})
 #: (upstream, model) pairs remembered at most; past it the oldest is forgotten.
 FALLBACK_MEMORY_SIZE = 1024
 
@@ -105,10 +103,9 @@ FALLBACKS = FallbackMemory()
 
 
 def refuses_tools(error: UpstreamError) -> bool:
-    """Whether an upstream error is the back end saying it cannot take tools."""
-    return error.kind in ("client_error", "server_error") and (
-        error.status in _REFUSAL_STATUSES or error.kind == "server_error") and bool(
-        REFUSES_TOOLS.search(error.message))
+    """Whether an upstream error is the back end saying it cannot take tools (a 4xx or 5xx answer;
+    never an auth, rate-limit, connection or timeout failure)."""
+    return error.kind in ("client_error", "server_error") and REFUSES_TOOLS.search(error.message) is not None
 
 
 def open_with_tools(model: str, config: ParserConfig, messages: list[dict[str, Any]],
