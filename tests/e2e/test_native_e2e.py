@@ -304,3 +304,23 @@ def test_auto_stays_native_on_a_back_end_with_tools(native: ToolwireServer, upst
     outcome = send(native.v1_url, RESPONSES, body(RESPONSES, stream=True, model="auto-ok"))
     assert outcome.calls == CALLS
     assert "tools" in upstream.chat_requests[-1].body
+
+
+@pytest.mark.parametrize("stream", (True, False), ids=("stream", "whole"))
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: e.name)
+def test_a_repeat_that_does_not_extend_the_arguments_is_an_error_never_a_merge(
+        toolwire_factory: Callable[..., ToolwireServer], upstream: ScriptedUpstream, endpoint: Endpoint,
+        stream: bool) -> None:
+    """Under ``TOOLWIRE_INVALID_JSON=fail`` the broken call ends the answer with an error (the default
+    ``text`` policy ends the call as invalid: tests/statemachine/test_native_calls.py)."""
+    strict = toolwire_factory(TOOLWIRE_TOOL_MODE="native", TOOLWIRE_INVALID_JSON="fail")
+    frames = [[{"index": 0, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"ci'}}],
+              [{"index": 0, "function": {"name": "get_weather", "arguments": '{"city": "Pa'}}],
+              [{"index": 0, "function": {"name": "get_weather", "arguments": '{"town": "Paris"}'}}]]
+    upstream.enqueue(Script(tool_calls=frames, finish_reason="stop"))
+    outcome = send(strict.v1_url, endpoint, body(endpoint, stream=stream))
+    assert outcome.kind == ("stream_error" if stream else "envelope"), outcome.body[-500:]
+    # (Responses stream events carry only published error codes: there the code travels in the message.)
+    assert outcome.error["message"].startswith("the back end repeated a call's arguments")
+    assert outcome.error["code"] == "invalid_json" or outcome.error["message"].endswith("(invalid_json)")
+    assert b"town" not in outcome.body
