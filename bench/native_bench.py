@@ -1,6 +1,6 @@
 """Native versus prompt tool mode: toolwire's cost per relayed upstream chunk.
 
-Run: ``python bench/native_bench.py`` (``make bench`` runs it as section 6 of
+Run: ``python bench/native_bench.py`` (``make bench`` runs it as section 7 of
 ``bench/run.py``). Prints one table.
 
 Both modes relay the same ``write_file`` call (64 KB of arguments) in 16-character

@@ -13,28 +13,22 @@
   ``--jinja``, an Ollama model without tool support, vLLM without a tool parser)
   the same request is sent once more in prompt mode, and that (upstream, model)
   stays in prompt mode for ``tool_mode_fallback_seconds`` in this worker.
+
+:func:`~app.pipeline.generate.generate` opens the back end in the model's mode;
+this module holds what that needs: the native request's tools and transcript,
+the refusal test and the fallback memory.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import re
 import threading
 import time
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
 from statemachine import ParserConfig, ToolChoice, ToolSpec
 
-from ..http.request import open_upstream
-from ..observability import metrics
-from ..observability import record as observe
-from ..state import current_state
-from ..upstreams.base import UpstreamError, UpstreamStream
-from .plan import prompt_format
-from .prompt import build_upstream_messages
-
-log = logging.getLogger(__name__)
+from ..upstreams.base import UpstreamError
 
 #: What a back end says when it cannot take tools. Seen in the wild: llama.cpp ``tools param requires
 #: --jinja flag`` (500) and, older, ``Unsupported param: tools``; Ollama ``<model> does not support tools``
@@ -48,22 +42,6 @@ REFUSES_TOOLS = re.compile(
     re.IGNORECASE)
 #: (upstream, model) pairs remembered at most; past it the oldest is forgotten.
 FALLBACK_MEMORY_SIZE = 1024
-
-
-class Opened(NamedTuple):
-    """An open upstream answer and how it was asked for.
-
-    Fields:
-        stream: the upstream's answer.
-        config: the parser configuration for it (no marker in native mode: the model never saw one).
-        messages: the messages sent (for a usage estimate).
-        mode: ``native`` or ``prompt``: the mode actually used.
-    """
-
-    stream: UpstreamStream
-    config: ParserConfig
-    messages: list[dict[str, Any]]
-    mode: str
 
 
 class FallbackMemory:
@@ -106,43 +84,6 @@ def refuses_tools(error: UpstreamError) -> bool:
     """Whether an upstream error is the back end saying it cannot take tools (a 4xx or 5xx answer;
     never an auth, rate-limit, connection or timeout failure)."""
     return error.kind in ("client_error", "server_error") and REFUSES_TOOLS.search(error.message) is not None
-
-
-def open_with_tools(model: str, config: ParserConfig, messages: list[dict[str, Any]],
-                    fields: dict[str, Any]) -> Opened:
-    """Open the upstream for a request in ``model``'s tool mode.
-
-    Args:
-        model: the client's model.
-        config: the request's parser configuration (tools, choice, policy).
-        messages: the Chat transcript, with ``tool_calls`` and ``role: "tool"`` messages as the client
-            (or the Responses input conversion) wrote them.
-        fields: the other request parameters for the back end.
-    Raises:
-        UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or
-            the prompt-mode retry's refusal).
-    """
-    state = current_state()
-    settings = state.settings
-    mode = settings.tool_mode_for(model)
-    if mode != "prompt":
-        key = (_upstream_name(state.upstream), settings.upstream_model(model))
-        if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
-            native_config = dataclasses.replace(config, marker=None) if config.marker else config
-            sent = native_messages(messages)
-            try:
-                return Opened(open_upstream(model, sent, {**fields, **native_tools(config)}), native_config,
-                              sent, "native")
-            except UpstreamError as exc:
-                if mode == "native" or not refuses_tools(exc):
-                    raise
-                FALLBACKS.remember(key)
-                record = observe.current()
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
-                log.warning("the back end refused tools; prompt mode for %s", key[1],
-                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
-    sent = build_upstream_messages(messages, config, prompt_format(config))
-    return Opened(open_upstream(model, sent, fields), config, sent, "prompt")
 
 
 def native_tools(config: ParserConfig) -> dict[str, Any]:
@@ -217,5 +158,6 @@ def _chat_tool_choice(choice: ToolChoice) -> Any:
         "mode": choice.mode, "tools": [{"type": "function", "function": {"name": n}} for n in sorted(choice.allowed)]}}
 
 
-def _upstream_name(upstream: Any) -> str:
+def upstream_name(upstream: Any) -> str:
+    """What tells back ends apart in the fallback memory: the base URL (or the class of an in-process one)."""
     return getattr(upstream, "base_url", None) or type(upstream).__name__
