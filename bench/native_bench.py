@@ -8,7 +8,7 @@ pieces through the whole per-chunk path, sockets aside: decode the upstream SSE
 payload (:func:`app.upstreams.http.parse_chunk`), run it through the
 :class:`~app.pipeline.driver.ChoiceDriver` (prompt mode: ``delta.content``
 scanned for the ``<tool_call>`` block; native mode: ``delta.tool_calls`` through
-:class:`statemachine.NativeCalls`), encode the Chat chunks and their SSE frames.
+:class:`statemachine.NativeCalls`), encode the Chat SSE frames (:class:`~app.chat.encoder.ChatEncoder`).
 The baseline, measured in the same run, is the minimal relay's work per chunk
 (decode the payload, encode it again), so the ratios hold on a noisy machine.
 The cumulative row is a back end that repeats the whole argument text in every
@@ -27,9 +27,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.chat.encoder import ChatChunker  # noqa: E402
+from app.chat.encoder import ChatEncoder  # noqa: E402
 from app.pipeline.driver import ChoiceDriver  # noqa: E402
-from app.pipeline.streaming import data_frame  # noqa: E402
 from app.upstreams.http import parse_chunk  # noqa: E402
 from statemachine import ParserConfig, ToolSpec  # noqa: E402
 
@@ -87,11 +86,11 @@ class _Upstream:
 
 def relay(payloads: list[bytes]) -> int:
     """Everything toolwire does per chunk; returns the bytes it would send."""
-    chunker = ChatChunker("chatcmpl-x", 1700000000, "bench")
+    encoder = ChatEncoder("chatcmpl-x", 1700000000, "bench")
     sent = 0
     for index, event in ChoiceDriver(_Upstream(payloads), TOOLS):
-        for chunk in chunker.chunks(index, event):
-            sent += len(data_frame(chunk))
+        for frame in encoder.frames(index, event):
+            sent += len(frame)
     return sent
 
 
