@@ -7,21 +7,37 @@ triggered each transition), which is why this is off by default.
 
 Routes (404 while debug is off):
 
-- ``GET /debug/requests/<request_id>``: the paths as JSON.
+- ``GET /debug/``: the debug page (``page/`` beside this module: plain HTML, CSS and
+  JS, no build step), drawn from the JSON routes below and polling them.
+- ``GET /debug/requests``: the recent requests' summaries, newest first.
+- ``GET /debug/machine``: the transition table, each edge with how often it fired
+  across the recent requests.
+- ``GET /debug/requests/<request_id>``: one request's summary and per-choice paths,
+  calls, notes and finish reasons.
 - ``GET /debug/requests/<request_id>/diagram?format=mermaid|dot|svg&choice=0``: the
   state diagram with that choice's path highlighted.
+
+The list and the machine carry an ``ETag`` that changes only when a record is
+written or pruned, so a page polling them costs one directory scan per poll.
+Nothing runs for the debug view unless someone asks: the API path only writes
+its record.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import tempfile
+from collections import Counter
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
 import orjson
 from flask import Blueprint, Response, current_app, request
 
+from statemachine import INITIAL, TRANSITIONS, ChoiceState
 from statemachine.diagram import FORMATS, render_choice_fsm
 
 from ..http.errors import ApiError
@@ -29,6 +45,13 @@ from ..state import current_state
 from ..settings import Settings
 
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
+#: The page's own files, by URL name: ``(file in page/, mimetype)``.
+_PAGE_FILES = {"": ("index.html", "text/html"), "page.css": ("page.css", "text/css"),
+               "page.js": ("page.js", "text/javascript")}
+# Only the page's own files run: model text that slipped into markup could not execute (inline
+# scripts and styles are refused), and nothing is loaded from elsewhere.
+_PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 class DebugStore:
@@ -60,15 +83,41 @@ class DebugStore:
         except (FileNotFoundError, orjson.JSONDecodeError):
             return None
 
-    def _prune(self) -> None:
+    def recent(self) -> list[dict[str, Any]]:
+        """Every kept request's view, newest first."""
+        views = []
+        for _, path in reversed(self._entries()):
+            try:
+                views.append(orjson.loads(Path(path).read_bytes()))
+            except (FileNotFoundError, orjson.JSONDecodeError):  # pruned meanwhile
+                continue
+        return views
+
+    def version(self) -> str:
+        """A tag of the kept records: it changes whenever one is written or pruned."""
+        digest = hashlib.blake2b(digest_size=12)
+        for mtime, path in self._entries():
+            digest.update(f"{mtime} {os.path.basename(path)}\n".encode())
+        return digest.hexdigest()
+
+    def _entries(self) -> list[tuple[int, str]]:
+        """``(mtime_ns, path)`` of every record, oldest first."""
         entries = []
-        for entry in os.scandir(self.directory):
+        try:
+            scan = list(os.scandir(self.directory))
+        except FileNotFoundError:  # nothing recorded yet
+            return []
+        for entry in scan:
             if entry.name.endswith(".json"):
                 try:
                     entries.append((entry.stat().st_mtime_ns, entry.path))
                 except FileNotFoundError:  # another worker pruned it first
                     continue
         entries.sort()
+        return entries
+
+    def _prune(self) -> None:
+        entries = self._entries()
         for _, path in entries[:max(0, len(entries) - self.keep)]:
             try:
                 os.unlink(path)
@@ -93,9 +142,79 @@ def create_debug_blueprint(name: str = "toolwire_debug", guard: Callable[[], Non
     bp = Blueprint(name, __name__)
     if guard is not None:
         bp.before_request(guard)
+    bp.add_url_rule("/debug/", view_func=page_file, defaults={"name": ""}, methods=["GET"])
+    bp.add_url_rule("/debug/<any(\"page.css\", \"page.js\"):name>", view_func=page_file, methods=["GET"])
+    bp.add_url_rule("/debug/requests", view_func=recent_requests, methods=["GET"])
+    bp.add_url_rule("/debug/machine", view_func=machine, methods=["GET"])
     bp.add_url_rule("/debug/requests/<request_id>", view_func=request_path, methods=["GET"])
     bp.add_url_rule("/debug/requests/<request_id>/diagram", view_func=request_diagram, methods=["GET"])
     return bp
+
+
+def page_file(name: str) -> Response:
+    """``GET /debug/`` and its stylesheet and script: the debug page."""
+    _store()
+    filename, mimetype = _PAGE_FILES[name]
+    response = Response(_page_file(filename), mimetype=mimetype)
+    response.headers["Content-Security-Policy"] = _PAGE_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+@functools.cache
+def _page_file(filename: str) -> bytes:
+    return resources.files(__package__).joinpath("page", filename).read_bytes()
+
+
+def recent_requests() -> Response:
+    """``GET /debug/requests``: the kept requests' summaries (no paths or text), newest first."""
+    store = _store()
+    return _tagged(store, lambda: {"object": "list", "data": [summary(view) for view in store.recent()]})
+
+
+def machine() -> Response:
+    """``GET /debug/machine``: the states and edges of the transition table, each edge with its recent count."""
+    store = _store()
+    return _tagged(store, lambda: machine_view(store.recent()))
+
+
+def summary(view: dict[str, Any]) -> dict[str, Any]:
+    """One request's line in the list: the record without its per-choice details."""
+    line = {key: value for key, value in view.items() if key != "choices"}
+    line["choices"] = len(view.get("choices", ()))
+    return line
+
+
+def machine_view(views: list[dict[str, Any]]) -> dict[str, Any]:
+    """The state machine as data for a drawing: states, the initial one, and every edge with its count.
+
+    Args:
+        views: the request records whose paths are counted.
+    """
+    fired: Counter[tuple[str, str, str]] = Counter(
+        (step["source"], step["trigger"], step["dest"])
+        for view in views for choice in view.get("choices", ()) for step in choice["path"])
+    sources = {t.source for t in TRANSITIONS}
+    return {
+        "initial": INITIAL.value,
+        "states": [{"name": state.value, "terminal": state not in sources} for state in ChoiceState],
+        "edges": [{"source": t.source.value, "trigger": t.trigger, "dest": t.dest.value, "observed": t.observed,
+                   "count": fired[t.source.value, t.trigger, t.dest.value]} for t in TRANSITIONS],
+        "requests": len(views),
+    }
+
+
+def _tagged(store: DebugStore, body: Callable[[], Any]) -> Response:
+    """``body()`` as JSON with the store's version as ETag, or 304 when the client has that version."""
+    etag = store.version()
+    if request.if_none_match.contains(etag):
+        response = Response(status=304)
+    else:
+        response = current_app.json.response(body())
+    response.set_etag(etag)
+    response.headers["Cache-Control"] = "no-cache"
+    return response
 
 
 def request_path(request_id: str) -> Response:
@@ -121,10 +240,16 @@ def request_diagram(request_id: str) -> Response:
     return Response(diagram, mimetype=_MIMETYPES[fmt])
 
 
-def _view(request_id: str) -> dict[str, Any]:
+def _store() -> DebugStore:
+    """The debug store, or 404 while debug is off."""
     settings = current_state().settings
-    view = debug_store(settings).load(request_id) if settings.debug else None
+    if not settings.debug:
+        raise ApiError(404, "The debug view is off (TOOLWIRE_DEBUG).", code="not_found")
+    return debug_store(settings)
+
+
+def _view(request_id: str) -> dict[str, Any]:
+    view = _store().load(request_id)
     if view is None:
-        raise ApiError(404, f"No debug record for request {request_id!r}"
-                       + ("." if settings.debug else " (debug is off)."), code="not_found")
+        raise ApiError(404, f"No debug record for request {request_id!r}.", code="not_found")
     return view
