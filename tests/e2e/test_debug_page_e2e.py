@@ -187,3 +187,19 @@ def test_model_text_with_markup_is_shown_as_text_never_run(browser, debug_server
 
     assert browser.execute_script("return window.__pwned === undefined")
     assert browser.execute_script("return document.querySelectorAll('main script, main img').length") == 0
+
+
+def test_with_client_keys_the_browser_opens_the_page_with_the_key_as_password(browser, toolwire_factory, upstream,
+                                                                              tmp_path):
+    server = toolwire_factory(TOOLWIRE_DEBUG="true", TOOLWIRE_DEBUG_DIR=str(tmp_path / "debug"),
+                              TOOLWIRE_API_KEYS="sk-page-key")
+    upstream.enqueue(Script(text=PLAIN))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(server.v1_url + "/chat/completions", json=body, headers={
+        "Authorization": "Bearer sk-page-key", "X-Request-Id": "page-keyed"}, timeout=10).status_code == 200
+    assert httpx.get(server.url + "/debug/").status_code == 401
+
+    host = server.url.removeprefix("http://")
+    browser.get(f"http://operator:sk-page-key@{host}/debug/")  # as typed into the address bar
+    wait_for(browser, lambda: len(css(browser, "#requests tbody tr")) == 1, "the request listed")
+    assert css(browser, "#detail-caption")[0].text == "page-keyed"  # the newest is shown at once

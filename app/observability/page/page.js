@@ -44,7 +44,10 @@ const edgeKey = (e) => `${e.source}|${e.trigger}|${e.dest}`;
 /** GET a JSON route; with ``tagged``, null when it has not changed since the last time (ETag). */
 async function getJSON(url, tagged = false) {
   const headers = tagged && page.etags[url] ? {"If-None-Match": page.etags[url]} : {};
-  const response = await fetch(url, {headers, cache: "no-store", credentials: "same-origin"});
+  // Resolved against the page without any user:key@ in its address (fetch refuses those); the browser
+  // still sends the Basic credentials it holds for this place.
+  const address = new URL(url, location.origin + location.pathname);
+  const response = await fetch(address, {headers, cache: "no-store", credentials: "same-origin"});
   if (response.status === 304) return null;
   if (!response.ok) {
     const error = new Error(`${url}: HTTP ${response.status}`);
@@ -269,10 +272,9 @@ function renderRequests() {
     && (!route || r.route === route) && (!onlyTroubled || troubled(r)));
   const rows = shown.map((r) => {
     const row = h("tr", {"data-request-id": r.request_id, tabIndex: 0},
-      h("td", {title: new Date(r.started_at * 1000).toISOString()}, clock(r.started_at)),
-      h("td", {className: "id", title: r.request_id}, r.request_id),
-      h("td", {title: r.method}, r.route),
-      h("td", {}, r.model ?? "—"),
+      h("td", {title: new Date(r.started_at * 1000).toISOString()}, clock(r.started_at),
+        h("div", {className: "sub id", title: r.request_id}, r.request_id)),
+      h("td", {title: `${r.method} ${r.route}`}, r.route, h("div", {className: "sub"}, r.model ?? "—")),
       h("td", {}, h("span", {className: `http s${String(r.status)[0]}xx`}, String(r.status))),
       callBadges(r.tool_calls),
       h("td", {className: "num"}, (r.duration_ms ?? 0).toFixed(1)));
