@@ -47,7 +47,7 @@ from ..settings import Settings
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
 #: The page's own files, by URL name: ``(file in page/, mimetype)``.
 _PAGE_FILES = {"": ("index.html", "text/html"), "page.css": ("page.css", "text/css"),
-               "page.js": ("page.js", "text/javascript")}
+               "page.js": ("page.js", "text/javascript"), "favicon.svg": ("favicon.svg", "image/svg+xml")}
 # Only the page's own files run: model text that slipped into markup could not execute (inline
 # scripts and styles are refused), and nothing is loaded from elsewhere.
 _PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -143,7 +143,8 @@ def create_debug_blueprint(name: str = "toolwire_debug", guard: Callable[[], Non
     if guard is not None:
         bp.before_request(guard)
     bp.add_url_rule("/debug/", view_func=page_file, defaults={"name": ""}, methods=["GET"])
-    bp.add_url_rule("/debug/<any(\"page.css\", \"page.js\"):name>", view_func=page_file, methods=["GET"])
+    files = ", ".join(f'"{name}"' for name in _PAGE_FILES if name)
+    bp.add_url_rule(f"/debug/<any({files}):name>", view_func=page_file, methods=["GET"])
     bp.add_url_rule("/debug/requests", view_func=recent_requests, methods=["GET"])
     bp.add_url_rule("/debug/machine", view_func=machine, methods=["GET"])
     bp.add_url_rule("/debug/requests/<request_id>", view_func=request_path, methods=["GET"])
@@ -152,7 +153,7 @@ def create_debug_blueprint(name: str = "toolwire_debug", guard: Callable[[], Non
 
 
 def page_file(name: str) -> Response:
-    """``GET /debug/`` and its stylesheet and script: the debug page."""
+    """``GET /debug/`` and its stylesheet, script and icon: the debug page."""
     _store()
     filename, mimetype = _PAGE_FILES[name]
     response = Response(_page_file(filename), mimetype=mimetype)

@@ -112,6 +112,7 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(debug_app):
     assert script.mimetype == "text/javascript" and b"textContent" in script.get_data()
     assert b"innerHTML" not in script.get_data()  # model text only ever becomes text nodes
     assert client.get("/debug/page.css").mimetype == "text/css"
+    assert client.get("/debug/favicon.svg").mimetype == "image/svg+xml"
     assert client.get("/debug").status_code == 308  # to /debug/
     assert client.get("/debug/other.js").status_code == 404
 

@@ -164,6 +164,8 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     Select(css(browser, "#filter-route")[0]).select_by_value("")
     Select(css(browser, "#filter-status")[0]).select_by_value("4")
     assert [r.get_attribute("data-request-id") for r in css(browser, "#requests tbody tr")] == ["page-bad"]
+    # No script error and nothing the Content-Security-Policy had to refuse.
+    assert [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
 
 
 def test_model_text_with_markup_is_shown_as_text_never_run(browser, debug_server, upstream):

@@ -61,6 +61,7 @@ def headless_chromium(profile_dir: Path) -> Iterator["webdriver.Chrome"]:  # noq
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={profile_dir}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console messages: driver.get_log("browser")
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     try:
         driver.set_page_load_timeout(15)
