@@ -32,7 +32,7 @@ import tempfile
 from collections import Counter
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import orjson
 from flask import Blueprint, Response, current_app, request
@@ -52,6 +52,28 @@ _PAGE_FILES = {"": ("index.html", "text/html"), "page.css": ("page.css", "text/c
 # scripts and styles are refused), and nothing is loaded from elsewhere.
 _PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
                 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+class Digest(NamedTuple):
+    """What the request list and the machine need of one record.
+
+    Fields:
+        line: the record without its per-choice details (see :func:`summary`).
+        fired: how often each ``(source, trigger, dest)`` edge fired in its choices.
+    """
+
+    line: dict[str, Any]
+    fired: Counter[tuple[str, str, str]]
+
+    @classmethod
+    def of(cls, view: dict[str, Any]) -> Digest:
+        """The digest of one request's view."""
+        return cls(summary(view), Counter((step["source"], step["trigger"], step["dest"])
+                                          for choice in view.get("choices", ()) for step in choice["path"]))
+
+
+#: Per worker: the digest of every record file read so far, by path, with the mtime it was read at.
+_digests: dict[str, tuple[int, Digest]] = {}
 
 
 class DebugStore:
@@ -83,25 +105,8 @@ class DebugStore:
         except (FileNotFoundError, orjson.JSONDecodeError):
             return None
 
-    def recent(self) -> list[dict[str, Any]]:
-        """Every kept request's view, newest first."""
-        views = []
-        for _, path in reversed(self._entries()):
-            try:
-                views.append(orjson.loads(Path(path).read_bytes()))
-            except (FileNotFoundError, orjson.JSONDecodeError):  # pruned meanwhile
-                continue
-        return views
-
-    def version(self) -> str:
-        """A tag of the kept records: it changes whenever one is written or pruned."""
-        digest = hashlib.blake2b(digest_size=12)
-        for mtime, path in self._entries():
-            digest.update(f"{mtime} {os.path.basename(path)}\n".encode())
-        return digest.hexdigest()
-
-    def _entries(self) -> list[tuple[int, str]]:
-        """``(mtime_ns, path)`` of every record, oldest first."""
+    def entries(self) -> list[tuple[int, str]]:
+        """``(mtime_ns, path)`` of every kept record, oldest first."""
         entries = []
         try:
             scan = list(os.scandir(self.directory))
@@ -116,8 +121,23 @@ class DebugStore:
         entries.sort()
         return entries
 
+    def digests(self, entries: list[tuple[int, str]]) -> list[Digest]:
+        """The digest of each of ``entries``, newest first; a file is read once per worker, not per poll."""
+        kept: dict[str, tuple[int, Digest]] = {}
+        for mtime, path in reversed(entries):
+            known = _digests.get(path)
+            if known is None or known[0] != mtime:
+                try:
+                    known = (mtime, Digest.of(orjson.loads(Path(path).read_bytes())))
+                except (FileNotFoundError, orjson.JSONDecodeError):  # pruned meanwhile
+                    continue
+            kept[path] = known
+        _digests.clear()  # forget the pruned ones
+        _digests.update(kept)
+        return [digest for _, digest in kept.values()]
+
     def _prune(self) -> None:
-        entries = self._entries()
+        entries = self.entries()
         for _, path in entries[:max(0, len(entries) - self.keep)]:
             try:
                 os.unlink(path)
@@ -170,14 +190,12 @@ def _page_file(filename: str) -> bytes:
 
 def recent_requests() -> Response:
     """``GET /debug/requests``: the kept requests' summaries (no paths or text), newest first."""
-    store = _store()
-    return _tagged(store, lambda: {"object": "list", "data": [summary(view) for view in store.recent()]})
+    return _tagged(lambda digests: {"object": "list", "data": [digest.line for digest in digests]})
 
 
 def machine() -> Response:
     """``GET /debug/machine``: the states and edges of the transition table, each edge with its recent count."""
-    store = _store()
-    return _tagged(store, lambda: machine_view(store.recent()))
+    return _tagged(machine_view)
 
 
 def summary(view: dict[str, Any]) -> dict[str, Any]:
@@ -187,39 +205,42 @@ def summary(view: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
-def machine_view(views: list[dict[str, Any]]) -> dict[str, Any]:
+def machine_view(digests: list[Digest]) -> dict[str, Any]:
     """The state machine as data for a drawing: states, the initial one, and every edge with its count.
 
     Args:
-        views: the request records whose paths are counted.
+        digests: the records whose paths are counted.
     """
-    fired: Counter[tuple[str, str, str]] = Counter(
-        (step["source"], step["trigger"], step["dest"])
-        for view in views for choice in view.get("choices", ()) for step in choice["path"])
+    fired = sum((digest.fired for digest in digests), Counter())
     sources = {t.source for t in TRANSITIONS}
     return {
         "initial": INITIAL.value,
         "states": [{"name": state.value, "terminal": state not in sources} for state in ChoiceState],
         "edges": [{"source": t.source.value, "trigger": t.trigger, "dest": t.dest.value, "observed": t.observed,
                    "count": fired[t.source.value, t.trigger, t.dest.value]} for t in TRANSITIONS],
-        "requests": len(views),
+        "requests": len(digests),
     }
 
 
-def _tagged(store: DebugStore, body: Callable[[], Any]) -> Response:
-    """``body()`` as JSON with the store's version as ETag, or 304 when the client has that version."""
-    etag = store.version()
+def _tagged(body: Callable[[list[Digest]], Any]) -> Response:
+    """``body(digests)`` as JSON, tagged with the kept records' names and times; 304 when the client has that tag."""
+    store = _store()
+    entries = store.entries()
+    tag = hashlib.blake2b(digest_size=12)
+    for mtime, path in entries:
+        tag.update(f"{mtime} {os.path.basename(path)}\n".encode())
+    etag = tag.hexdigest()
     if request.if_none_match.contains(etag):
         response = Response(status=304)
     else:
-        response = current_app.json.response(body())
+        response = current_app.json.response(body(store.digests(entries)))
     response.set_etag(etag)
     response.headers["Cache-Control"] = "no-cache"
     return response
 
 
 def request_path(request_id: str) -> Response:
-    """``GET /debug/requests/<id>``: the request's per-choice paths."""
+    """``GET /debug/requests/<id>``: the request's summary and per-choice paths, calls, notes and finish reasons."""
     return current_app.json.response(_view(request_id))
 
 

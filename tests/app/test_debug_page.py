@@ -147,3 +147,25 @@ def test_a_browser_may_send_the_key_as_a_basic_password(debug_app, headers, stat
     # The API itself still wants a Bearer token.
     api = client.post("/v1/chat/completions", json={"model": "m", "messages": USER}, headers=basic("u", "sk-debug"))
     assert api.status_code == 401 and api.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_each_record_is_read_once_per_worker_and_forgotten_once_pruned(debug_app, monkeypatch):
+    from app.observability import debug
+
+    monkeypatch.setattr(debug, "_digests", {})
+    reads = []
+    real = debug.Digest.of
+    monkeypatch.setattr(debug.Digest, "of", classmethod(lambda cls, view: reads.append(view["request_id"])
+                                                          or real(view)))
+    app = debug_app(debug_keep=2)
+    client = app.test_client()
+    send(app, "a", CALL)
+    send(app, "b", "text")
+    assert [line["request_id"] for line in client.get("/debug/requests").get_json()["data"]] == ["b", "a"]
+    assert client.get("/debug/machine").get_json()["requests"] == 2
+    assert sorted(reads) == ["a", "b"]  # the machine reused what the list read
+    send(app, "a", "now plain text")  # the same id written again: read again
+    assert client.get("/debug/requests").get_json()["data"][0]["tool_calls"] == {}
+    send(app, "c", "text")  # prunes b
+    assert [line["request_id"] for line in client.get("/debug/requests").get_json()["data"]] == ["c", "a"]
+    assert reads == ["b", "a", "a", "c"] and len(debug._digests) == 2
