@@ -204,4 +204,6 @@ def test_with_client_keys_the_browser_opens_the_page_with_the_key_as_password(br
     host = server.url.removeprefix("http://")
     browser.get(f"http://operator:sk-page-key@{host}/debug/")  # as typed into the address bar
     wait_for(browser, lambda: len(css(browser, "#requests tbody tr")) == 1, "the request listed")
-    assert css(browser, "#detail-caption")[0].text == "page-keyed"  # the newest is shown at once
+    # The newest request is shown without a click (its details come from one more keyed fetch).
+    wait_for(browser, lambda: css(browser, "#detail-caption")[0].text == "page-keyed", "the request's details")
+    assert css(browser, "#finish-reason")[0].text == "stop"
