@@ -77,6 +77,11 @@ class RequestRecord:
         """Whether drivers should keep the model text (only for the debug view)."""
         return self.debug is not None
 
+    @property
+    def ttfb_ms(self) -> float | None:
+        """Milliseconds from arrival to the first bytes of the body, once they went out."""
+        return _ms(self.first_byte - self.started) if self.first_byte is not None else None
+
     def stream_opened(self) -> None:
         """An SSE body started for this request."""
         self.stream = True
@@ -125,7 +130,7 @@ class RequestRecord:
                 None, "finish", {"fields": {
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
                     "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
-                    "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
+                    "ttfb_ms": self.ttfb_ms,
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
             try:
@@ -157,6 +162,7 @@ class RequestRecord:
         return {"request_id": self.request_id, "method": self.method, "route": self.route,
                 "status": self.status, "model": self.model, "stream": self.stream,
                 "started_at": self.started_at, "duration_ms": _ms(duration),
+                "ttfb_ms": self.ttfb_ms,
                 "tool_calls": dict(outcomes), "choices": choices}
 
 

@@ -45,6 +45,7 @@ def test_the_list_is_newest_first_with_summaries_only(debug_app):
     assert one["tool_calls"] == {"emitted": 1} and two["tool_calls"] == {}
     assert (one["stream"], two["stream"]) == (False, True)
     assert one["choices"] == 1 and one["duration_ms"] > 0 and one["started_at"] <= two["started_at"]
+    assert 0 < one["ttfb_ms"] <= one["duration_ms"]
 
 
 def test_a_choice_carries_its_calls_notes_and_finish_reason(debug_app):

@@ -96,6 +96,11 @@ def save_screenshot(driver, path: Path) -> None:
         shutil.copyfile(path, os.environ["TOOLWIRE_SCREENSHOT"])
 
 
+def step_triggers(driver) -> list[str]:
+    """The triggers of the steps the page lists for the shown choice."""
+    return [item.find_element("css selector", ".trigger").text for item in css(driver, "#steps li")]
+
+
 def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, debug_server, upstream, tmp_path):
     chat(debug_server, upstream, "page-clean", CLEAN)
     chat(debug_server, upstream, "page-rejected", REJECTED, chunks=None)  # one piece: the span is the whole block
@@ -189,6 +194,24 @@ def test_model_text_with_markup_is_shown_as_text_never_run(browser, debug_server
 
     assert browser.execute_script("return window.__pwned === undefined")
     assert browser.execute_script("return document.querySelectorAll('main script, main img').length") == 0
+
+
+def test_each_choice_of_a_request_has_its_own_path(browser, debug_server, upstream):
+    upstream.enqueue(Script(text=[CLEAN, PLAIN], chunks=9))
+    body = {"model": "m", "n": 2, "stream": True, "tools": [WEATHER], "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(debug_server.v1_url + "/chat/completions", json=body, headers={"X-Request-Id": "page-two"},
+                      timeout=10).status_code == 200
+    browser.get(debug_server.url + "/debug/")
+    wait_for(browser, lambda: css(browser, "#detail-caption")[0].text == "page-two", "the request shown")
+    assert step_triggers(browser) == ["tool_open_seen", "name_completed", "tool_close_seen", "upstream_finished"]
+    css(browser, "#step-next")[0].click()
+    css(browser, "#step-next")[0].click()
+    assert css(browser, "g.edge.current")[0].get_attribute("data-trigger") == "tool_close_seen"
+    assert [tab.text for tab in css(browser, "#choice-tabs button")] == ["choice 0", "choice 1"]
+    css(browser, "#choice-tabs button")[1].click()
+    assert step_triggers(browser) == ["upstream_finished"]
+    assert css(browser, "#finish-reason")[0].text == "stop" and css(browser, "#calls li")[0].text == "none"
+    assert {e.get_attribute("data-trigger") for e in css(browser, "g.edge.taken")} == {"upstream_finished"}
 
 
 def test_with_client_keys_the_browser_opens_the_page_with_the_key_as_password(browser, toolwire_factory, upstream,

@@ -317,7 +317,8 @@ function renderDetail() {
   $("detail-caption").textContent = view.request_id;
   const facts = [["route", `${view.method} ${view.route}`], ["model", view.model ?? "—"], ["status", String(view.status)],
                  ["stream", view.stream ? "yes" : "no"], ["started", new Date(view.started_at * 1000).toLocaleString()],
-                 ["duration", `${(view.duration_ms ?? 0).toFixed(1)} ms`],
+                 ["duration", `${(view.duration_ms ?? 0).toFixed(1)} ms`
+                              + (view.ttfb_ms == null ? "" : ` (first byte after ${view.ttfb_ms.toFixed(1)} ms)`)],
                  ["tool calls", Object.entries(view.tool_calls ?? {}).map(([k, n]) => `${n} ${k}`).join(", ") || "none"]];
   $("detail-summary").replaceChildren(...facts.flatMap(([term, value]) => [h("dt", {}, term), h("dd", {}, value)]));
   $("choice-tabs").replaceChildren(...view.choices.map((choice, i) => {
@@ -382,6 +383,8 @@ function scrollIntoList(list, item) {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const id of ["filter-status", "filter-route", "filter-troubled"]) $(id).addEventListener("change", renderRequests);
+  $("step-back").addEventListener("click", () => setStep(page.step - 1));
+  $("step-next").addEventListener("click", () => setStep(page.step + 1));
   document.addEventListener("keydown", (event) => {
     if (event.target.closest?.("select, input")) return;
     if (event.key === "ArrowRight" || event.key === "ArrowDown") { setStep(page.step + 1); event.preventDefault(); }
