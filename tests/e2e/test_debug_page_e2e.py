@@ -15,6 +15,9 @@ from typing import Callable, Iterator
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from support.browser import chromium_unavailable, headless_chromium
 from support.scripted_upstream import Script
@@ -68,14 +71,11 @@ def chat(server, upstream, request_id: str, text: str, *, chunks: int | None = 7
 
 def wait_for(driver, condition: Callable[[], object], what: str):
     """Poll ``condition`` in the page until it is truthy; fail naming ``what``."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
     return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(lambda _: condition(), message=what)
 
 
 def css(driver, selector: str) -> list:
-    from selenium.webdriver.common.by import By
-
+    """The elements ``selector`` matches."""
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
@@ -98,7 +98,7 @@ def save_screenshot(driver, path: Path) -> None:
 
 def step_triggers(driver) -> list[str]:
     """The triggers of the steps the page lists for the shown choice."""
-    return [item.find_element("css selector", ".trigger").text for item in css(driver, "#steps li")]
+    return [item.find_element(By.CSS_SELECTOR, ".trigger").text for item in css(driver, "#steps li")]
 
 
 def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, debug_server, upstream, tmp_path):
@@ -123,7 +123,7 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     taken = {(e.get_attribute("data-source"), e.get_attribute("data-dest")) for e in css(browser, "g.edge.taken")}
     assert taken == {("text", "in_tool_call"), ("in_tool_call", "text"), ("text", "done")}
     # Step by step: the second step is the disproof, drawn as the current edge, its span beside it.
-    browser.find_element("css selector", "body").send_keys("\ue014")  # arrow right
+    css(browser, "body")[0].send_keys(Keys.ARROW_RIGHT)
     current = css(browser, "g.edge.current")
     assert [(e.get_attribute("data-source"), e.get_attribute("data-trigger"), e.get_attribute("data-dest"))
             for e in current] == [("in_tool_call", "tool_open_disproved", "text")]
@@ -131,7 +131,7 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     step = view["choices"][0]["path"][1]
     assert step["trigger"] == "tool_open_disproved" and "launch_rocket" in step["text"]
     current_step = css(browser, "#steps li.current")[0]
-    assert current_step.find_element("css selector", "pre.span").text == step["text"]
+    assert current_step.find_element(By.CSS_SELECTOR, "pre.span").text == step["text"]
     assert css(browser, "#finish-reason")[0].text == "stop"
     notes = [note.text for note in css(browser, "#notes li")]
     assert len(notes) == 1 and notes[0].startswith("unknown_tool") and "launch_rocket" in notes[0]
@@ -143,8 +143,8 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     css(browser, 'tr[data-request-id="page-clean"]')[0].click()
     wait_for(browser, lambda: css(browser, "#detail-caption")[0].text == "page-clean", "the clean request shown")
     call = css(browser, "#calls li")[0]
-    assert call.find_element("css selector", "strong").text == "get_weather"
-    assert call.find_element("css selector", "pre.arguments").text == '{"city": "Oslo"}'
+    assert call.find_element(By.CSS_SELECTOR, "strong").text == "get_weather"
+    assert call.find_element(By.CSS_SELECTOR, "pre.arguments").text == '{"city": "Oslo"}'
     assert css(browser, "#finish-reason")[0].text == "tool_calls"
 
     # Filters: the troubled ones, then by route and status once other requests arrive.
@@ -162,8 +162,6 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     assert bad.status_code == 400
     wait_for(browser, lambda: len(css(browser, "#requests tbody tr")) == 6, "the new requests listed")
     assert edge_counts(browser)[("text", "upstream_finished", "done")] == 5
-    from selenium.webdriver.support.ui import Select
-
     Select(css(browser, "#filter-route")[0]).select_by_value("/v1/responses")
     assert [r.get_attribute("data-request-id") for r in css(browser, "#requests tbody tr")] == ["page-live"]
     Select(css(browser, "#filter-route")[0]).select_by_value("")

@@ -15,6 +15,9 @@ import subprocess
 from pathlib import Path
 from typing import Iterator
 
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PACKAGES = ("chromium", "chromium-driver")
@@ -52,11 +55,8 @@ def _installed() -> bool:
 
 
 @contextlib.contextmanager
-def headless_chromium(profile_dir: Path) -> Iterator["webdriver.Chrome"]:  # noqa: F821 - imported lazily
+def headless_chromium(profile_dir: Path) -> Iterator[webdriver.Chrome]:
     """A headless Chromium WebDriver using ``profile_dir`` as its profile; quit on exit."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (*FLAGS, f"--user-data-dir={profile_dir}"):
