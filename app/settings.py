@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    body_timeout_seconds: float = Field(
+        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
     response_store_path: str = Field(
         "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
     response_retention_seconds: float = Field(

@@ -171,9 +171,14 @@ def read_body() -> bytes:
     Raises:
         ApiError: 413 when a body without ``Content-Length`` (chunked) goes
             past ``max_body_bytes``: Werkzeug stops reading at the limit
-            without saying the body was longer; 429 when every stream slot is taken.
+            without saying the body was longer; 408 when the whole body took longer than
+            ``body_timeout_seconds``; 429 when every stream slot is taken.
     """
-    data = request.get_data(cache=False)
+    try:
+        with gevent.Timeout(current_state().settings.body_timeout_seconds or None):
+            data = request.get_data(cache=False)
+    except gevent.Timeout:
+        raise ApiError(408, "The request body did not arrive in time.", code="request_timeout") from None
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit \
             and request.environ["wsgi.input"].read(1):
