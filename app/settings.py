@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     max_concurrent_streams: int = Field(
         512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
+    auto_marker: bool = Field(
+        True, description="Marker mode for a request whose user text or tool results already hold call syntax")
     log_level: str = "INFO"
     log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
     debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
