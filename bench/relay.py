@@ -16,7 +16,7 @@ that must not hold events back would use it:
   and its idle-connection check that never yields (set on a private httpcore
   attribute, as toolwire did until issue 15: kept here unchanged, so the
   reference does not move);
-* ``geventhttpclient``: its ``HTTPClient``, one line per ``readline``;
+* ``geventhttpclient``: its ``HTTPClient``, read an event at a time (``readline``) as toolwire does;
 * ``urllib3``: a ``PoolManager``, ``read1`` (whatever one receive brings).
 
 Run: ``gunicorn -c gunicorn.conf.py --pythonpath bench relay:app`` with
@@ -114,8 +114,10 @@ def httpx_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None
 
 
 def geventhttpclient_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:
-    """geventhttpclient's ``HTTPClient``; the body read line by line (``read(n)`` waits for ``n`` bytes)."""
+    """geventhttpclient's ``HTTPClient``; the body read an event at a time, as toolwire reads it."""
     from geventhttpclient import HTTPClient
+
+    from app.upstreams.http import event_reads
 
     client = HTTPClient(_upstream.hostname, _upstream.port, concurrency=10_000, connection_timeout=10.0,
                         network_timeout=300.0)
@@ -123,7 +125,7 @@ def geventhttpclient_client() -> Callable[[bytes], tuple[Iterator[bytes], Callab
 
     def open_(body: bytes) -> tuple[Iterator[bytes], Callable[[], None]]:
         response = client.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-        return iter(lambda: response.readline(b"\n"), b""), response.release
+        return event_reads(response), response.release
 
     return open_
 

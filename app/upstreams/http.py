@@ -110,12 +110,12 @@ class HttpStream:
                 # Some servers ignore ``stream: true``; their whole completion is one chunk.
                 yield from _whole_completion(_loads(self._response.read()))
                 return
-            lines = _lines(self._response)
-            for payload in _payloads(lines):
+            pieces = event_reads(self._response)
+            for payload in _payloads(pieces):
                 if payload == "[DONE]":
                     # Read the (normally empty) rest of the body: only a complete response
                     # gives its connection back to the pool instead of closing it.
-                    for _ in lines:
+                    for _ in pieces:
                         pass
                     return
                 yield parse_chunk(_loads(payload))
@@ -125,10 +125,21 @@ class HttpStream:
         self._response.release()
 
 
-def _lines(response: HTTPSocketPoolResponse) -> Iterator[bytes]:
-    """The body as it arrives, a line at a time (``read(n)`` would wait for ``n`` bytes and hold events
-    back); then whatever the body ended with after its last line end."""
-    yield from iter(partial(response.readline, b"\n"), b"")
+def event_reads(response: HTTPSocketPoolResponse) -> Iterator[bytes]:
+    """The body as it arrives, one SSE event at a time, then whatever followed the last event's end.
+
+    ``read(n)`` would wait for ``n`` bytes and hold events back, so the body is read with
+    ``readline``: line by line up to the first blank line, which shows the stream's line end; from
+    there on each read ends at the next blank line (a stream that changes its line ends midway is
+    still decoded whole, its later events only at the end).
+    """
+    readline = response.readline
+    while line := readline(b"\n"):
+        yield line
+        if line == b"\n" or line == b"\r\n":
+            blank_line = b"\n\n" if line == b"\n" else b"\r\n\r\n"
+            yield from iter(partial(readline, blank_line), b"")
+            break
     rest = response.read()
     if rest:
         yield rest

@@ -124,6 +124,9 @@ def test_no_answer_before_the_read_timeout_is_a_timeout(serve):
 
 @pytest.mark.parametrize("answer, kind, status", [
     (sse_answer(sse(chunk("a")), then="hang", hang_seconds=1.0), "timeout", 504),
+    (sse_answer(sse(chunk("a")).replace(b"\n", b"\r\n"), then="hang", hang_seconds=1.0), "timeout", 504),
+    (sse_answer(sse(chunk("a")) + sse(chunk("a")).replace(b"\n", b"\r\n")[:-2], then="hang", hang_seconds=1.0),
+     "timeout", 504),
     (sse_answer(sse(chunk("a")), then="close"), "protocol", 502),
     (sse_answer(sse(chunk("a")), then="reset"), "connect", 502),
     (sse_answer(sse(chunk("a")) + b"data: {not json\n\n"), "protocol", 502),
