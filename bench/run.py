@@ -10,7 +10,7 @@ stderr). Every figure is set against a baseline measured in the same run, as a
 ratio, because the machine is small, shared and noisy; servers compared take
 turns in rounds, and requests/s ratios are the median of the rounds' ratios:
 
-6. short streams (run first): ~100-chunk streams ending in a tool call with
+0. short streams (run first): ~100-chunk streams ending in a tool call with
    an escaped JSON argument, concurrency 64, toolwire and every relay;
 1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
    toolwire and every relay, with the worker's CPU time read from
@@ -21,14 +21,16 @@ turns in rounds, and requests/s ratios are the median of the rounds' ratios:
    RSS per open stream from ``/proc/PID/status``, set against the same run
    on fresh relay workers (httpx and geventhttpclient: the floor of the stack);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
-5. the core's per-chunk figures (``bench/core_bench.py``, run as is).
+5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
+6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
+7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is).
 
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all six.
+runs, so it comes with it); the default is all eight.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ CHOSEN_CLIENT = "geventhttpclient"
 #: Section 1: (concurrency, requests per round); each round runs every server in turn.
 RELAY_PLAN = ((1, 100), (64, 320), (512, 1024))
 ROUNDS = 2
-#: Section 6: short tool-call streams, (concurrency, requests per round) and rounds.
+#: Section 0: short tool-call streams, (concurrency, requests per round) and rounds.
 SHORT_PLAN = (64, 800)
 SHORT_ROUNDS = 3
 RUN_TIME_LIMIT = 60.0
@@ -484,14 +486,14 @@ def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], b
 
 
 def short_streams(table: Table, servers: dict[str, Server]) -> None:
-    """Section 6: ~100-chunk streams ending in a tool call, c=64, every server interleaved in rounds."""
+    """Section 0: ~100-chunk streams ending in a tool call, c=64, every server interleaved in rounds."""
     concurrency, per_round = SHORT_PLAN
     chunks = scripted.script("bench-short")["chunks"]
     runs = interleaved(servers, request_body("bench-short"), concurrency=concurrency, requests=per_round,
-                       chunks=chunks, rounds=SHORT_ROUNDS, label="6")
+                       chunks=chunks, rounds=SHORT_ROUNDS, label="0")
     figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
     tw = figures["toolwire"]
-    s = "6"
+    s = "0"
     table.add(s, "toolwire output check (httpx, 1 stream)", check_output(servers["toolwire"],
                                                                          request_body("bench-short"),
                                                                          scripted.script("bench-short")))
@@ -657,15 +659,14 @@ def linearity(table: Table, toolwire: Server) -> None:
               f"{ratio:.1f}", f"<= {TARGET_LINEARITY:.0f}", verdict(ratio <= TARGET_LINEARITY))
 
 
-def core_figures(table: Table) -> None:
-    """Section 5: ``bench/core_bench.py`` run as is; its lines go into the table verbatim."""
-    progress("5: bench/core_bench.py")
-    done = subprocess.run([PY, str(BENCH / "core_bench.py")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+def script_figures(table: Table, section: str, script: str) -> None:
+    """Sections 5 and 6: ``bench/<script>`` run as is; its lines go into the table verbatim."""
+    progress(f"{section}: bench/{script}")
+    done = subprocess.run([PY, str(BENCH / script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     for line in done.stdout.splitlines():
-        table.add("5", line)
+        table.add(section, line)
     if done.returncode:
-        table.add("5", f"core_bench.py exited with {done.returncode}: {done.stderr.strip()[-200:]}")
+        table.add(section, f"{script} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
 def toolwire_env(upstream_url: str) -> dict[str, str]:
@@ -676,7 +677,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="6,1,2,3,4,5", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="0,1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -704,8 +705,8 @@ def main() -> int:
         for server in servers.values():
             measure(server, body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast["chunks"])
 
-        if "6" in sections:
-            table.section(f"6 short tool-call streams: {scripted.script('bench-short')['chunks']} chunks ending in a "
+        if "0" in sections:
+            table.section(f"0 short tool-call streams: {scripted.script('bench-short')['chunks']} chunks ending in a "
                           f"write_file call, c={SHORT_PLAN[0]}, every server in {SHORT_ROUNDS} interleaved rounds of "
                           f"{SHORT_PLAN[1]} requests; relay = httpx (fixed reference)")
             short_streams(table, servers)
@@ -733,7 +734,14 @@ def main() -> int:
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
         if "5" in sections:
             table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
-            core_figures(table)
+            script_figures(table, "5", "core_bench.py")
+        if "6" in sections:
+            table.section("6 non-streamed vs streamed 1 MB argument, both endpoints, in process "
+                          "(bench/assembly_bench.py)")
+            script_figures(table, "6", "assembly_bench.py")
+        if "7" in sections:
+            table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
+            script_figures(table, "7", "native_bench.py")
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())
