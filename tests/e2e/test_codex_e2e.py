@@ -8,6 +8,7 @@ Every stream the SDK sees is checked against the wire contract by the recording 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from support.codex_binary import ensure_codex
 from support.invariants import check_chat_stream, check_error_envelope
 from support.responses_model import ModelScript, ResponsesModelServer
 from support.scripted_upstream import tool_call_text
-from support.server import ToolwireServer, free_port
+from support.server import ServerStartError, ToolwireServer, free_port, run_toolwire
 
 pytestmark = pytest.mark.e2e
 
@@ -285,3 +286,74 @@ def test_model_server_down_is_a_clean_502(codex_factory: Callable[..., ToolwireS
     assert response.status_code == 502
     error = check_error_envelope(response.status_code, response.content)
     assert "reach" in error["message"]
+
+
+def test_a_model_codex_does_not_serve_is_a_404(codex_factory: Callable[..., ToolwireServer],
+                                               make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+                                               model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_DEFAULT_UPSTREAM_MODEL=None, TOOLWIRE_MODEL_MAP=json.dumps({"alias": MODEL}))
+    client = make_openai_client(server)
+    assert client.chat.completions.create(model="alias", messages=[{"role": "user", "content": "x"}]).choices
+    model.exchanges.clear()
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="not-in-the-catalog", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["param"] == "model" and caught.value.body["code"] == "model_not_found"
+    assert not model.exchanges  # never run on Codex's fallback metadata, which compacts long histories
+
+
+def test_hung_app_server_gets_a_502_then_is_replaced(codex_factory: Callable[..., ToolwireServer],
+                                                     model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_UPSTREAM_CONNECT_TIMEOUT="1.5")
+    assert httpx.get(server.url + "/readyz", timeout=10).status_code == 200  # the app-server runs
+    [pid] = app_server_pids(server)
+    os.kill(pid, signal.SIGSTOP)  # alive but silent
+    try:
+        started = time.monotonic()
+        response = httpx.post(server.v1_url + "/chat/completions", timeout=15,
+                              json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+        assert response.status_code == 502
+        check_error_envelope(response.status_code, response.content)
+        assert time.monotonic() - started < 5
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    completion = httpx.post(server.v1_url + "/chat/completions", timeout=15,
+                            json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+    assert completion.status_code == 200
+    assert app_server_pids(server) not in ([], [pid])
+
+
+def test_recycling_replaces_the_app_server_without_cutting_a_request(codex_factory: Callable[..., ToolwireServer],
+                                                                     model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_RECYCLE_REQUESTS="1")
+    model.enqueue(ModelScript(text="the long answer keeps streaming", chunk_chars=3, delay_between_chunks=0.08),
+                  ModelScript(text="short"))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        lines = response.iter_lines()
+        raw = ""
+        for line in lines:  # the first request is streaming on app-server #1 ...
+            raw += line + "\n"
+            if '"content"' in line:
+                break
+        [first_pid] = app_server_pids(server)
+        second = httpx.post(server.v1_url + "/chat/completions", timeout=10,  # ... #2 serves the next one
+                            json={"model": MODEL, "messages": [{"role": "user", "content": "y"}]})
+        assert second.json()["choices"][0]["message"]["content"] == "short"
+        raw += "\n".join(lines) + "\n"
+    summary = check_chat_stream(raw)
+    assert summary.choice(0).content == "the long answer keeps streaming"  # not cut by the recycling
+    assert summary.choice(0).finish_reason == "stop"
+    deadline = time.monotonic() + 5
+    while first_pid in app_server_pids(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first_pid not in app_server_pids(server), "the retired app-server kept running"
+
+
+def test_a_missing_binary_stops_the_start_with_a_clear_message(tmp_path: Path) -> None:
+    settings = {"TOOLWIRE_UPSTREAM_KIND": "codex", "TOOLWIRE_CODEX_COMMAND": str(tmp_path / "no-codex-here"),
+                "TOOLWIRE_CODEX_WORK_DIR": str(tmp_path), "TOOLWIRE_RESPONSE_STORE_PATH": ""}
+    with pytest.raises(ServerStartError) as caught:
+        with run_toolwire(settings, timeout=10):
+            pass
+    assert "no-codex-here' was not found" in str(caught.value)

@@ -1,8 +1,9 @@
 """The real Codex CLI for e2e tests, installed from npm at the pinned version into a cache directory.
 
 ``ensure_codex()`` returns the npm launcher (``node_modules/.bin/codex``), installing
-``@openai/codex@<CODEX_VERSION>`` into ``~/.cache/toolwire/npm/codex-<version>`` first if needed (about
-400 MB, ~30 s once). It returns ``None`` with the reason only when ``npm`` itself is missing; an install
+``@openai/codex@<CODEX_VERSION>`` into ``~/.cache/toolwire/npm/@openai+codex-<version>`` first if needed
+(about 400 MB, ~30 s once; the same layout and ``TOOLWIRE_NPM_CACHE`` override as the real-agent tests, so
+both share one install). It returns ``None`` with the reason only when ``npm`` itself is missing; an install
 that fails is an error, so CI cannot pass without the binary.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from app.upstreams.codex.home import CODEX_VERSION
 
-CACHE_DIR = Path(os.environ.get("TOOLWIRE_TEST_CACHE", Path.home() / ".cache" / "toolwire")) / "npm"
+CACHE_ROOT = Path(os.environ.get("TOOLWIRE_NPM_CACHE") or Path.home() / ".cache" / "toolwire" / "npm")
 INSTALL_TIMEOUT = 600
 
 
@@ -25,7 +26,7 @@ def ensure_codex() -> tuple[Path | None, str]:
     npm = shutil.which("npm")
     if npm is None:
         return None, "npm is not installed, so the pinned Codex CLI cannot be installed"
-    prefix = CACHE_DIR / f"codex-{CODEX_VERSION}"
+    prefix = CACHE_ROOT / f"@openai+codex-{CODEX_VERSION}"
     launcher = prefix / "node_modules" / ".bin" / "codex"
     prefix.mkdir(parents=True, exist_ok=True)
     with open(prefix / ".install.lock", "w") as lock:

@@ -41,6 +41,7 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
                       user_home=Path(settings.codex_home).expanduser())
     preflight(executable, home)
     upstream = CodexUpstream(executable, home, provider_key=key, read_timeout=settings.upstream_read_timeout,
+                             rpc_timeout=settings.upstream_connect_timeout,
                              recycle_after=settings.codex_recycle_requests, max_turns=settings.codex_max_turns)
     atexit.register(upstream.close)
     return upstream

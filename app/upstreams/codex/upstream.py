@@ -33,8 +33,6 @@ from .home import CodexHome, app_server_env
 
 log = logging.getLogger(__name__)
 
-#: Longest wait for a control request (thread/start, turn/start, …); longer means a hung app-server.
-RPC_TIMEOUT = 15.0
 #: Longest wait for the app-server to start and answer ``initialize``.
 START_TIMEOUT = 30.0
 _CREATED = 0
@@ -53,16 +51,20 @@ class CodexUpstream:
         home: the generated private Codex home.
         provider_key: the custom provider's API key, if any (only the app-server's environment sees it).
         read_timeout: longest silence from a running turn, seconds (→ 504).
+        rpc_timeout: longest wait for a control request (``thread/start``, ``turn/start``, …), seconds;
+            an app-server that takes longer is hung: it is killed and every request on it gets a 502.
         recycle_after: requests per app-server before it is replaced (0 = never).
         max_turns: threads open at once per worker (0 = no limit); more are refused with 429.
     """
 
     def __init__(self, executable: str, home: CodexHome, *, provider_key: str | None = None,
-                 read_timeout: float = 300.0, recycle_after: int = 1000, max_turns: int = 0):
+                 read_timeout: float = 300.0, rpc_timeout: float = 10.0, recycle_after: int = 1000,
+                 max_turns: int = 0):
         self.executable = executable
         self.home = home
         self._provider_key = provider_key
         self.read_timeout = read_timeout
+        self.rpc_timeout = rpc_timeout
         self.recycle_after = recycle_after
         self.max_turns = max_turns
         self._server: AppServer | None = None
@@ -86,12 +88,18 @@ class CodexUpstream:
             if isinstance(n, int) and n > 1:
                 raise UpstreamError("client_error", "The Codex back end produces one choice; n must be 1.",
                                     status=400, param="n")
+            model = str(body.get("model") or self.home.models[0])
+            if model not in self.home.models:  # Codex would run it on fallback metadata, which compacts history
+                raise UpstreamError("client_error", f"The model {model!r} is not one Codex serves here "
+                                    f"({', '.join(self.home.models)}); map it with TOOLWIRE_MODEL_MAP or set "
+                                    "TOOLWIRE_DEFAULT_UPSTREAM_MODEL.", status=404, param="model",
+                                    code="model_not_found")
             if self.max_turns and self._open_turns >= self.max_turns:
                 raise UpstreamError("rate_limited", "All Codex turns of this worker are busy; retry shortly.",
                                     status=429, retry_after="1")
             stream = CodexStream(self, self._acquire(), StopRules.from_body(body))
             try:
-                stream.start(body)
+                stream.start(model, body)
             except BaseException:
                 stream.close()
                 raise
@@ -103,7 +111,7 @@ class CodexUpstream:
     def models(self) -> list[dict[str, Any]]:
         """The models Codex offers (``model/list``, which returns toolwire's catalog)."""
         try:
-            result = self._acquire().call("model/list", {}, timeout=RPC_TIMEOUT)
+            result = self._acquire().call("model/list", {}, timeout=self.rpc_timeout)
         except (AppServerError, AppServerGone) as exc:
             raise _counted(UpstreamError("server_error", f"The Codex app-server failed model/list: {exc}")) from None
         except UpstreamError as exc:
@@ -206,17 +214,14 @@ class CodexStream:
         self._closed = False
         upstream._turn_opened(server)
 
-    def start(self, body: dict[str, Any]) -> None:
+    def start(self, model: str, body: dict[str, Any]) -> None:
         """Start the thread and turn, then wait for the model's first output (or failure).
 
         Like an HTTP upstream's status line, a model that fails before it answers is refused before the
         client gets a byte.
         """
         system, history, last = _split_transcript(body.get("messages") or [])
-        params: dict[str, Any] = {"ephemeral": True, "baseInstructions": system}
-        if body.get("model"):
-            params["model"] = str(body["model"])
-        thread = self._call("thread/start", params)
+        thread = self._call("thread/start", {"ephemeral": True, "model": model, "baseInstructions": system})
         self._thread_id = thread["thread"]["id"]
         self._queue = self._server.subscribe(self._thread_id)
         if history:
@@ -322,7 +327,7 @@ class CodexStream:
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
-            return self._server.call(method, params, timeout=RPC_TIMEOUT)
+            return self._server.call(method, params, timeout=self._upstream.rpc_timeout)
         except AppServerGone as exc:
             raise UpstreamError("server_error", str(exc)) from None
         except AppServerError as exc:
@@ -345,7 +350,7 @@ class CodexStream:
             if self._turn_open:
                 self._interrupt()
                 self._await_completion()
-            server.call("thread/unsubscribe", {"threadId": self._thread_id}, timeout=RPC_TIMEOUT)
+            server.call("thread/unsubscribe", {"threadId": self._thread_id}, timeout=self._upstream.rpc_timeout)
         except (AppServerGone, AppServerError) as exc:
             log.debug("codex thread %s released with an error: %s", self._thread_id, exc)
         finally:
@@ -354,9 +359,9 @@ class CodexStream:
             self._upstream._turn_closed(server)
 
     def _await_completion(self) -> None:
-        """Read the queue until the interrupted turn completes (or the process is gone); at most ``RPC_TIMEOUT``."""
+        """Read the queue until the interrupted turn completes (or the process is gone), within the RPC timeout."""
         assert self._queue is not None
-        with gevent.Timeout(RPC_TIMEOUT, False):
+        with gevent.Timeout(self._upstream.rpc_timeout, False):
             while self._turn_open:
                 message = self._queue.get()
                 if message is GONE or message.get("method") == "turn/completed":
