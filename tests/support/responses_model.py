@@ -6,7 +6,10 @@ next ``ModelScript`` from a FIFO queue (or the default one) and streams ``respon
 the way OpenAI sends them: ``response.created``, ``response.in_progress``,
 ``response.output_item.added`` (a message), ``response.content_part.added``, one
 ``response.output_text.delta`` per piece, ``response.output_text.done``, ``response.content_part.done``,
-``response.output_item.done``, ``response.completed`` (with usage).
+``response.output_item.done``, ``response.completed`` (with usage). ``POST /v1/chat/completions`` streams
+the same answer in the same pieces as Chat Completions chunks, so a benchmark can set a Codex turn
+against the same model reached straight over HTTP. ``python tests/support/responses_model.py --port N``
+serves the default script until killed.
 
 Each request is kept as a ``ModelExchange`` (JSON body, headers, and whether and when Codex closed
 the connection before the answer ended), which is how a test proves that an interrupted Codex turn
@@ -81,19 +84,24 @@ class ModelExchange:
 class ResponsesModelServer:
     """The loopback Responses-API server; use as a context manager.
 
+    Args:
+        port: the loopback port (0: a free one).
+
     Attributes:
         v1_url: ``http://127.0.0.1:<port>/v1`` (Codex's provider ``base_url``).
-        exchanges: every request received, oldest first.
+        exchanges: every request received, oldest first (while ``keep_exchanges``).
         default: the script used when the queue is empty.
+        keep_exchanges: record requests (a long benchmark run turns it off).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.default = ModelScript()
+        self.keep_exchanges = True
         self.exchanges: list[ModelExchange] = []
         self._queue: collections.deque[ModelScript] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = _Server(self)
+        self._server = _Server(self, port)
         self.v1_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, name="responses-model", daemon=True)
 
@@ -129,7 +137,8 @@ class ResponsesModelServer:
 
     def _take(self, exchange: ModelExchange) -> ModelScript:
         with self._lock:
-            self.exchanges.append(exchange)
+            if self.keep_exchanges:
+                self.exchanges.append(exchange)
             return self._queue.popleft() if self._queue else self.default
 
 
@@ -138,9 +147,9 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, owner: ResponsesModelServer) -> None:
+    def __init__(self, owner: ResponsesModelServer, port: int) -> None:
         self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class _PeerGone(Exception):
@@ -161,14 +170,18 @@ class _Handler(BaseHTTPRequestHandler):
         exchange = ModelExchange(body=json.loads(raw or b"{}"), headers={k.lower(): v for k, v in self.headers.items()},
                                  received_at=time.monotonic())
         script = self.server.owner._take(exchange)
-        if not self.path.rstrip("/").endswith("/responses"):
+        route = self.path.rstrip("/")
+        if not route.endswith(("/responses", "/chat/completions")):
             self._send_error(404, f"no route {self.path}")
             return
         if script.status != 200:
             self._send_error(script.status, f"scripted {script.status} error")
             return
         try:
-            self._stream(exchange, script)
+            if route.endswith("/chat/completions"):
+                self._stream_chat(exchange, script)
+            else:
+                self._stream(exchange, script)
         except _PeerGone:
             exchange.peer_closed_at = exchange.peer_closed_at or time.monotonic()
             exchange.peer_closed.set()
@@ -186,12 +199,35 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _stream(self, exchange: ModelExchange, script: ModelScript) -> None:
+    def _start_sse(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
+
+    def _stream_chat(self, exchange: ModelExchange, script: ModelScript) -> None:
+        self._start_sse()
+        base = {"id": f"chatcmpl-{id(exchange):x}", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": exchange.body.get("model", "scripted-model")}
+
+        def send(delta: dict[str, Any], finish: str | None = None) -> None:
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+
+        send({"role": "assistant", "content": ""})
+        for count, piece in enumerate(_pieces(script.text, script.chunk_chars)):
+            if count and script.delay_between_chunks:
+                time.sleep(script.delay_between_chunks)
+            send({"content": piece})
+        send({}, "stop")
+        prompt, completion = script.usage
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        self.wfile.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+
+    def _stream(self, exchange: ModelExchange, script: ModelScript) -> None:
+        self._start_sse()
         model = exchange.body.get("model", "scripted-model")
         response_id, item_id = f"resp_{id(exchange):x}", f"msg_{id(exchange):x}"
         base = {"id": response_id, "object": "response", "created_at": int(time.time()), "model": model,
@@ -209,10 +245,10 @@ class _Handler(BaseHTTPRequestHandler):
         send("response.output_item.added", output_index=0, item=item)
         send("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
              part={"type": "output_text", "text": "", "annotations": []})
-        text, size = script.text, max(1, script.chunk_chars)
+        text = script.text
         if script.echo:
             text += next((t for role, t in reversed(exchange.input_texts()) if role == "user"), "")
-        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        pieces = _pieces(text, script.chunk_chars)
         for count, piece in enumerate(pieces):
             if script.hang_after_chunks is not None and count == script.hang_after_chunks:
                 self._hold(exchange)
@@ -248,3 +284,23 @@ class _Handler(BaseHTTPRequestHandler):
                     exchange.peer_closed_at = time.monotonic()
                     raise _PeerGone()
         raise _PeerGone()
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the default ModelScript until killed.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--text", default=ModelScript.text)
+    parser.add_argument("--chunk-chars", type=int, default=ModelScript.chunk_chars)
+    args = parser.parse_args()
+    standalone = ResponsesModelServer(port=args.port)
+    standalone.default = ModelScript(text=args.text, chunk_chars=args.chunk_chars)
+    standalone.keep_exchanges = False
+    with standalone:
+        threading.Event().wait()
