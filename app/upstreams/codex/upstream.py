@@ -207,6 +207,7 @@ class CodexStream:
         self._thread_id: str | None = None
         self._turn_id: str | None = None
         self._turn_open = False  # Codex's turn started and has not completed
+        self._interrupted = False
         self._finished = False  # the answer ended (naturally, by a stop rule, or by an error)
         self._first: dict[str, Any] | None = None  # the notification read ahead by start()
         self._usage: dict[str, Any] | None = None
@@ -335,7 +336,8 @@ class CodexStream:
 
     def _interrupt(self) -> None:
         """Ask Codex to stop the turn now (which closes the model request); do not wait for the answer."""
-        if self._turn_open:
+        if self._turn_open and not self._interrupted:
+            self._interrupted = True
             try:
                 self._server.send("turn/interrupt", {"threadId": self._thread_id, "turnId": self._turn_id})
             except AppServerGone:
