@@ -357,3 +357,19 @@ def test_a_missing_binary_stops_the_start_with_a_clear_message(tmp_path: Path) -
         with run_toolwire(settings, timeout=10):
             pass
     assert "no-codex-here' was not found" in str(caught.value)
+
+
+def test_turns_per_worker_are_bounded(codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_MAX_TURNS="1")
+    model.enqueue(ModelScript(text="holding the only turn", chunk_chars=4, hang_after_chunks=1))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", server.v1_url + "/chat/completions", json={**body, "stream": True}, timeout=10) as held:
+        next(held.iter_lines())
+        refused = httpx.post(server.v1_url + "/chat/completions", json=body, timeout=10)
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        check_error_envelope(refused.status_code, refused.content)
+    deadline = time.monotonic() + 5  # the turn is released (interrupted, unsubscribed) just after the client left
+    while (answer := httpx.post(server.v1_url + "/chat/completions", json=body, timeout=10)).status_code == 429:
+        assert time.monotonic() < deadline, "the turn slot was never released"
+        time.sleep(0.05)
+    assert answer.status_code == 200

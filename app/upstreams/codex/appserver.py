@@ -30,6 +30,8 @@ GONE = {"method": "toolwire/appServerGone", "params": {}}
 _QUIET = ["account/rateLimits/updated", "thread/status/changed", "item/completed", "configWarning",
           "remoteControl/status/changed", "thread/started", "thread/closed", "warning", "mcpServer/startupStatus/updated"]
 _STDERR_LINES = 20
+#: The reader yields to the other greenlets every this many lines: a pipe that always has data never blocks.
+_COOPERATE_EVERY = 64
 
 
 class AppServerError(Exception):
@@ -171,7 +173,9 @@ class AppServer:
 
     def _read_stdout(self) -> None:
         try:
-            for line in self._process.stdout:
+            for count, line in enumerate(self._process.stdout, 1):
+                if count % _COOPERATE_EVERY == 0:
+                    gevent.sleep(0)
                 try:
                     message = orjson.loads(line)
                 except orjson.JSONDecodeError:
