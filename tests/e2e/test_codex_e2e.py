@@ -373,3 +373,14 @@ def test_turns_per_worker_are_bounded(codex_factory: Callable[..., ToolwireServe
         assert time.monotonic() < deadline, "the turn slot was never released"
         time.sleep(0.05)
     assert answer.status_code == 200
+
+
+def test_a_json_schema_format_becomes_codex_output_schema(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    model.default = ModelScript(text='{"answer": "yes"}')
+    response = client.responses.create(model=MODEL, input="Answer in JSON", max_output_tokens=50,
+                                       text={"format": {"type": "json_schema", "name": "reply", "schema": schema}})
+    assert json.loads(response.output_text) == {"answer": "yes"}
+    sent = model.exchanges[0].body["text"]["format"]
+    assert sent["type"] == "json_schema" and sent["schema"] == schema

@@ -187,14 +187,17 @@ class AppServer:
             pass
         finally:
             self._gone = True
-            code = self._process.poll()
-            if not self.retired:
-                log.warning("codex app-server %s (pid %s) ended (exit %s). stderr: %s", self.name, self.pid, code,
-                            self.stderr_tail()[-1000:])
             for waiter in list(self._pending.values()):
                 waiter.set_exception(AppServerGone("The Codex app-server exited."))
             for queue in list(self._threads.values()):
                 queue.put(GONE)
+            try:
+                code = self._process.wait(timeout=1)  # stdout ends just before the exit status is there
+            except gsubprocess.TimeoutExpired:
+                code = None
+            if not self.retired:  # a crash, a kill, or the worker shutting down (exit 0)
+                log.log(logging.INFO if code == 0 else logging.WARNING, "codex app-server %s (pid %s) ended (exit %s). "
+                        "stderr: %s", self.name, self.pid, code, self.stderr_tail()[-1000:])
 
     def _route(self, message: dict[str, Any]) -> None:
         method, request_id = message.get("method"), message.get("id")

@@ -10,7 +10,8 @@ a turn still running then (client gone, ``stop``/``max_tokens`` reached) is inte
 Codex has no sampling parameters. ``stop`` and ``max_tokens``/``max_completion_tokens`` are emulated
 here (the turn is interrupted when one is reached; finish ``stop``/``length``), ``n`` > 1 is refused
 (400, ``param: n``), and every other Chat parameter (``temperature``, ``top_p``, ``seed``, …) is
-ignored.
+ignored. ``reasoning_effort`` becomes the turn's effort, a ``json_schema`` ``response_format`` its output
+schema.
 """
 
 from __future__ import annotations
@@ -231,6 +232,9 @@ class CodexStream:
         effort = body.get("reasoning_effort")
         if isinstance(effort, str):
             turn_params["effort"] = effort
+        schema = _output_schema(body.get("response_format"))
+        if schema is not None:  # Codex asks the model for JSON matching it (strict structured output)
+            turn_params["outputSchema"] = schema
         turn = self._call("turn/start", turn_params)
         self._turn_id, self._turn_open = turn["turn"]["id"], True
         while True:
@@ -430,6 +434,14 @@ def _split_transcript(messages: list[dict[str, Any]]) -> tuple[str, list[dict[st
             part = {"type": "input_text", "text": _text(message.get("content"))}
         items.append({"type": "message", "role": role, "content": [part]})
     return system, items, last
+
+
+def _output_schema(response_format: Any) -> dict[str, Any] | None:
+    """The JSON schema of a ``json_schema`` ``response_format``, if that is what it is."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
 
 
 def _text(content: Any) -> str:
