@@ -49,7 +49,6 @@ def server(tmp_path: Path):
     server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake")
     server.initialize(timeout=10)
     yield server
-    server.retired = True
     server.stop(timeout=5)
 
 

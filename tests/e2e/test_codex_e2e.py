@@ -348,6 +348,11 @@ def test_recycling_replaces_the_app_server_without_cutting_a_request(codex_facto
     while first_pid in app_server_pids(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert first_pid not in app_server_pids(server), "the retired app-server kept running"
+    [worker] = server.worker_pids()
+    home = Path(server.env["TOOLWIRE_CODEX_WORK_DIR"]) / str(worker)
+    while sorted(p.name for p in home.glob("sqlite-*")) != [f"sqlite-{worker}-2"]:  # the old TRACE log goes too
+        assert time.monotonic() < deadline, f"state directories left: {sorted(home.glob('sqlite-*'))}"
+        time.sleep(0.05)
 
 
 def test_a_missing_binary_stops_the_start_with_a_clear_message(tmp_path: Path) -> None:

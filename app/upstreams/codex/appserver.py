@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import shutil
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -54,14 +56,17 @@ class AppServer:
         env: its environment (``CODEX_HOME`` and the provider key).
         cwd: its working directory.
         name: how it is named in logs.
+        state_dir: a directory of its own that :meth:`stop` deletes (Codex's state and TRACE log).
 
     Attributes:
         served: requests (threads) started on it so far.
         active: threads open on it right now.
     """
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, name: str):
+    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, name: str,
+                 state_dir: Path | None = None):
         self.name = name
+        self.state_dir = state_dir
         self.served = 0
         self.active = 0
         self.retired = False
@@ -137,7 +142,8 @@ class AppServer:
         self._threads.pop(thread_id, None)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """End the process: close its stdin (Codex exits), then SIGKILL after ``timeout``."""
+        """End the process: close its stdin (Codex exits), SIGKILL after ``timeout``; delete ``state_dir``."""
+        self.retired = True
         if self._process.poll() is None:
             try:
                 self._process.stdin.close()
@@ -145,6 +151,8 @@ class AppServer:
             except (OSError, gsubprocess.TimeoutExpired):
                 self.kill("did not exit after stdin closed")
         self._process.wait()
+        if self.state_dir is not None:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def kill(self, why: str) -> None:
         """SIGKILL the process (its stdout then ends and everyone waiting is told)."""

@@ -67,7 +67,6 @@ def builtin_models(executable: str, scratch: Path) -> list[str]:
         raise CodexSetupError(f"The Codex binary {executable!r} did not list its models: {exc}. "
                               f"{server.stderr_tail()[-500:]}") from None
     finally:
-        server.retired = True
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     data = sorted((m for m in (listed or {}).get("data") or () if isinstance(m, dict) and m.get("id")),

@@ -49,9 +49,9 @@ class CodexHome:
     path: Path
     models: tuple[str, ...]
 
-    def sqlite_dir(self, generation: int) -> Path:
-        """The disposable state and log directory of the ``generation``-th app-server."""
-        return self.path / f"sqlite-{generation}"
+    def state_dir(self, tag: str) -> Path:
+        """The disposable state and TRACE-log directory (``sqlite_home``) of the app-server ``tag``."""
+        return self.path / f"sqlite-{tag}"
 
 
 def resolve_command(command: str) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import Any, Iterator
 
 import gevent
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 
 #: Longest wait for the app-server to start and answer ``initialize``.
 START_TIMEOUT = 30.0
-_CREATED = 0
 #: Items a plain text turn may start; anything else (``contextCompaction``, tool calls) is a protocol error.
 _EXPECTED_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning"})
 _REASONING_DELTAS = frozenset({"item/reasoning/summaryTextDelta", "item/reasoning/textDelta"})
@@ -117,7 +115,7 @@ class CodexUpstream:
             raise _counted(UpstreamError("server_error", f"The Codex app-server failed model/list: {exc}")) from None
         except UpstreamError as exc:
             raise _counted(exc) from None
-        return [{"id": m["id"], "object": "model", "created": _CREATED, "owned_by": "codex"}
+        return [{"id": m["id"], "object": "model", "created": 0, "owned_by": "codex"}
                 for m in (result or {}).get("data") or () if isinstance(m, dict) and m.get("id")]
 
     def ready(self) -> bool:
@@ -132,7 +130,6 @@ class CodexUpstream:
         """Stop this worker's app-server."""
         server, self._server = self._server, None
         if server is not None:
-            server.retired = True
             server.stop()
 
     # --- app-server lifecycle -------------------------------------------------------
@@ -156,15 +153,14 @@ class CodexUpstream:
 
     def _start(self) -> AppServer:
         self._generation += 1
-        sqlite_home = self.home.path / f"sqlite-{os.getpid()}-{self._generation}"
+        name = f"{os.getpid()}-{self._generation}"
+        sqlite_home = self.home.state_dir(name)
         argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={_toml(str(sqlite_home))}"]
-        name = f"{os.getpid()}/{self._generation}"
         try:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
-                               name=name)
+                               name=name, state_dir=sqlite_home)
         except OSError as exc:
             raise UpstreamError("connect", f"Could not start the Codex app-server: {exc}") from None
-        server.sqlite_home = sqlite_home  # type: ignore[attr-defined]
         try:
             server.initialize(timeout=START_TIMEOUT)
         except (AppServerGone, AppServerError) as exc:
@@ -184,7 +180,6 @@ class CodexUpstream:
         while server.active and server.alive:
             gevent.sleep(0.1)
         server.stop()
-        _remove_tree(getattr(server, "sqlite_home", None))
         log.info("codex app-server %s retired after %d requests", server.name, server.served)
 
     def _turn_opened(self, server: AppServer) -> None:
@@ -459,10 +454,3 @@ def _toml(value: str) -> str:
 def _counted(exc: UpstreamError) -> UpstreamError:
     UPSTREAM_ERRORS.labels(exc.kind).inc()
     return exc
-
-
-def _remove_tree(path: Path | None) -> None:
-    import shutil
-
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
