@@ -18,7 +18,8 @@ shared and noisy:
    on a fresh minimal relay worker (the floor: gunicorn, Flask, httpx);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
-6. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
+6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
+7. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
    Responses-API model, versus toolwire → the same model server over plain
    HTTP (Chat Completions): first content at c=1, CPU per request (toolwire
    worker plus app-server), and the app-server's RSS. Needs ``npm`` (Codex is
@@ -29,7 +30,7 @@ Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all six.
+runs, so it comes with it); the default is all seven.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ OPEN_RAMP_LIMIT = 10.0
 OPEN_READ_TIMEOUT = 30.0
 SLOW_INTERVAL = 0.5
 LINEARITY_RUNS_100K = 2
-#: Section 6: requests per back end per round, at c=1; the model's answer and its delta size.
+#: Section 7: requests per back end per round, at c=1; the model's answer and its delta size.
 CODEX_REQUESTS = 30
 CODEX_ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
 CODEX_DELTA_CHARS = 4
@@ -591,25 +592,24 @@ def linearity(table: Table, toolwire: Server) -> None:
               f"{ratio:.1f}", f"<= {TARGET_LINEARITY:.0f}", verdict(ratio <= TARGET_LINEARITY))
 
 
-def core_figures(table: Table) -> None:
-    """Section 5: ``bench/core_bench.py`` run as is; its lines go into the table verbatim."""
-    progress("5: bench/core_bench.py")
-    done = subprocess.run([PY, str(BENCH / "core_bench.py")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+def script_figures(table: Table, section: str, script: str) -> None:
+    """Sections 5 and 6: ``bench/<script>`` run as is; its lines go into the table verbatim."""
+    progress(f"{section}: bench/{script}")
+    done = subprocess.run([PY, str(BENCH / script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     for line in done.stdout.splitlines():
-        table.add("5", line)
+        table.add(section, line)
     if done.returncode:
-        table.add("5", f"core_bench.py exited with {done.returncode}: {done.stderr.strip()[-200:]}")
+        table.add(section, f"{script} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
 def codex_backend(table: Table, procs: Processes) -> None:
-    """Section 6: the same scripted model behind the real Codex app-server and straight over HTTP."""
+    """Section 7: the same scripted model behind the real Codex app-server and straight over HTTP."""
     sys.path.insert(0, str(ROOT / "tests"))
     from support.codex_binary import ensure_codex
 
     launcher, why = ensure_codex()
     if launcher is None:
-        table.add("6", f"skipped: {why}")
+        table.add("7", f"skipped: {why}")
         return
     port = free_port()
     procs.start("model", [PY, str(ROOT / "tests" / "support" / "responses_model.py"), "--port", str(port),
@@ -635,19 +635,19 @@ def codex_backend(table: Table, procs: Processes) -> None:
         codex_cpu += cpu_seconds(app_server) - before
         runs["http"].append(measure(http, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
     via_codex, via_http = (Figures.of(merged(runs[name])) for name in ("codex", "http"))
-    table.add("6", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
+    table.add("7", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
               f"{via_http.ok}/{via_http.requests} http")
-    table.add("6", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
+    table.add("7", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
               ratio_pair(via_codex.ttfc, via_http.ttfc), "", f"Δp50 {via_codex.ttfc[0] - via_http.ttfc[0]:+.1f} ms")
     worker_ms = {name: sum(m.worker_cpu for m in runs[name]) / max(1, sum(len(m.result.ok) for m in runs[name])) * 1e3
                  for name in runs}
     app_server_ms = codex_cpu / max(1, via_codex.ok) * 1e3
-    table.add("6", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
+    table.add("7", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
               f"{worker_ms['codex'] / worker_ms['http']:.2f}")
     total = worker_ms["codex"] + app_server_ms
-    table.add("6", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
+    table.add("7", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
               f"{total / worker_ms['http']:.2f}")
-    table.add("6", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
+    table.add("7", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
               f"{rss_kb(http.worker) / 1024:.0f} http worker")
 
 
@@ -670,7 +670,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -716,9 +716,13 @@ def main() -> int:
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
         if "5" in sections:
             table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
-            core_figures(table)
+            script_figures(table, "5", "core_bench.py")
         if "6" in sections:
-            table.section(f"6 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
+            table.section("6 non-streamed vs streamed 1 MB argument, both endpoints, in process "
+                          "(bench/assembly_bench.py)")
+            script_figures(table, "6", "assembly_bench.py")
+        if "7" in sections:
+            table.section(f"7 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
                           f"the same model over HTTP; c=1, {CODEX_REQUESTS * ROUNDS} requests each, "
                           f"{len(CODEX_ANSWER)}-char answer in {CODEX_DELTA_CHARS}-char deltas")
             codex_backend(table, procs)

@@ -2,8 +2,8 @@
 
 The body-size and stream-cap checks run as Blueprint hooks (see
 :func:`install`), so every ``/v1`` route gets them by construction. The
-count checks need the parsed body: views call :func:`check_chat_limits` or
-:func:`check_responses_limits` on the JSON object before validating it.
+count checks need the parsed body: they are part of the validation layer
+(:mod:`app.validation`).
 
 Stream cap: every generation (a ``POST`` under ``/v1``, streaming or not —
 both hold an upstream stream and a greenlet for their whole length) takes a
@@ -19,10 +19,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import orjson
 from flask import Blueprint, Response, g, request
 
-from .errors import ApiError, body_too_large
+from ..errors import ApiError, body_too_large
 from ..state import current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
@@ -121,62 +120,6 @@ def read_body() -> bytes:
             and request.environ["wsgi.input"].read(1):
         raise body_too_large(limit)
     return data
-
-
-# count limits on the parsed body ------------------------------------------------------------
-
-def check_chat_limits(body: dict[str, Any]) -> None:
-    """Enforce ``max_messages``, ``max_tools`` and ``max_tool_schema_bytes`` on a Chat body.
-
-    Raises:
-        ApiError: 400 naming the offending ``param`` (``messages``, ``tools``,
-            ``tools[3].function.parameters``, ``functions[0].parameters``).
-    """
-    settings = current_state().settings
-    _check_length(body.get("messages"), "messages", settings.max_messages)
-    for key, path in (("tools", "function.parameters"), ("functions", "parameters")):
-        _check_tools(body.get(key), key, path, settings.max_tools, settings.max_tool_schema_bytes)
-
-
-def check_responses_limits(body: dict[str, Any]) -> None:
-    """The same limits on a Responses body: ``input`` items, ``tools``, ``tools[i].parameters``.
-
-    Raises:
-        ApiError: 400 naming the offending ``param``.
-    """
-    settings = current_state().settings
-    _check_length(body.get("input"), "input", settings.max_messages)
-    _check_tools(body.get("tools"), "tools", "parameters", settings.max_tools, settings.max_tool_schema_bytes)
-
-
-def _check_length(items: Any, param: str, limit: int) -> None:
-    if limit and isinstance(items, list) and len(items) > limit:
-        raise ApiError(400, f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "
-                            f"but got an array with length {len(items)} instead.",
-                       param=param, code="array_above_max_length")
-
-
-def _check_tools(tools: Any, param: str, schema_path: str, max_tools: int, max_schema: int) -> None:
-    _check_length(tools, param, max_tools)
-    if not max_schema or not isinstance(tools, list):
-        return
-    for i, tool in enumerate(tools):
-        schema = _dig(tool, schema_path)
-        if schema is None:
-            continue
-        size = len(orjson.dumps(schema))
-        if size > max_schema:
-            raise ApiError(400, f"Invalid '{param}[{i}].{schema_path}': the schema is {size} bytes of JSON; "
-                                f"the limit is {max_schema}.",
-                           param=f"{param}[{i}].{schema_path}", code="tool_schema_too_large")
-
-
-def _dig(value: Any, path: str) -> Any:
-    for key in path.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
 
 
 #: Deepest nesting a body may have: recursive code downstream (pydantic, the JSON writers, the

@@ -274,7 +274,8 @@ def test_ops_routes_are_not_logged_or_counted(make_app, json_log):
 def test_metrics_guard_can_refuse(make_app):
     from flask import Flask
 
-    from app.http.errors import ApiError, register_error_handlers
+    from app.errors import ApiError
+    from app.http.errors import register_error_handlers
     from app.http.ops import create_ops_blueprint
 
     def guard() -> None:
