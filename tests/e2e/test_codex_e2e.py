@@ -389,3 +389,14 @@ def test_a_json_schema_format_becomes_codex_output_schema(client: openai.OpenAI,
     assert json.loads(response.output_text) == {"answer": "yes"}
     sent = model.exchanges[0].body["text"]["format"]
     assert sent["type"] == "json_schema" and sent["schema"] == schema
+
+
+def test_without_configured_models_the_catalog_is_the_binarys_own(codex_factory: Callable[..., ToolwireServer],
+                                                                  model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_DEFAULT_UPSTREAM_MODEL=None)
+    listed = [m["id"] for m in httpx.get(server.v1_url + "/models", timeout=10).json()["data"]]
+    assert listed and MODEL not in listed  # what Codex offers with a login, read from the binary at start
+    response = httpx.post(server.v1_url + "/chat/completions", timeout=10,
+                          json={"model": listed[0], "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 200
+    assert model.exchanges[0].body["model"] == listed[0]
