@@ -61,6 +61,7 @@ class AppServer:
     Attributes:
         served: requests (threads) started on it so far.
         active: threads open on it right now.
+        retired: it is being (or was) stopped on purpose: its end is not logged as a failure.
     """
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, name: str,
