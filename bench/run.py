@@ -19,7 +19,8 @@ shared and noisy:
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
 6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
-7. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
+7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is);
+8. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
    Responses-API model, versus toolwire → the same model server over plain
    HTTP (Chat Completions): first content at c=1, CPU per request (toolwire
    worker plus app-server), and the app-server's RSS. Needs ``npm`` (Codex is
@@ -30,7 +31,7 @@ Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all seven.
+runs, so it comes with it); the default is all eight.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ OPEN_RAMP_LIMIT = 10.0
 OPEN_READ_TIMEOUT = 30.0
 SLOW_INTERVAL = 0.5
 LINEARITY_RUNS_100K = 2
-#: Section 7: requests per back end per round, at c=1; the model's answer and its delta size.
+#: Section 8: requests per back end per round, at c=1; the model's answer and its delta size.
 CODEX_REQUESTS = 30
 CODEX_ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
 CODEX_DELTA_CHARS = 4
@@ -603,13 +604,13 @@ def script_figures(table: Table, section: str, script: str) -> None:
 
 
 def codex_backend(table: Table, procs: Processes) -> None:
-    """Section 7: the same scripted model behind the real Codex app-server and straight over HTTP."""
+    """Section 8: the same scripted model behind the real Codex app-server and straight over HTTP."""
     sys.path.insert(0, str(ROOT / "tests"))
     from support.codex_binary import ensure_codex
 
     launcher, why = ensure_codex()
     if launcher is None:
-        table.add("7", f"skipped: {why}")
+        table.add("8", f"skipped: {why}")
         return
     port = free_port()
     procs.start("model", [PY, str(ROOT / "tests" / "support" / "responses_model.py"), "--port", str(port),
@@ -635,19 +636,19 @@ def codex_backend(table: Table, procs: Processes) -> None:
         codex_cpu += cpu_seconds(app_server) - before
         runs["http"].append(measure(http, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
     via_codex, via_http = (Figures.of(merged(runs[name])) for name in ("codex", "http"))
-    table.add("7", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
+    table.add("8", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
               f"{via_http.ok}/{via_http.requests} http")
-    table.add("7", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
+    table.add("8", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
               ratio_pair(via_codex.ttfc, via_http.ttfc), "", f"Δp50 {via_codex.ttfc[0] - via_http.ttfc[0]:+.1f} ms")
     worker_ms = {name: sum(m.worker_cpu for m in runs[name]) / max(1, sum(len(m.result.ok) for m in runs[name])) * 1e3
                  for name in runs}
     app_server_ms = codex_cpu / max(1, via_codex.ok) * 1e3
-    table.add("7", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
+    table.add("8", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
               f"{worker_ms['codex'] / worker_ms['http']:.2f}")
     total = worker_ms["codex"] + app_server_ms
-    table.add("7", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
+    table.add("8", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
               f"{total / worker_ms['http']:.2f}")
-    table.add("7", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
+    table.add("8", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
               f"{rss_kb(http.worker) / 1024:.0f} http worker")
 
 
@@ -670,7 +671,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -722,7 +723,10 @@ def main() -> int:
                           "(bench/assembly_bench.py)")
             script_figures(table, "6", "assembly_bench.py")
         if "7" in sections:
-            table.section(f"7 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
+            table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
+            script_figures(table, "7", "native_bench.py")
+        if "8" in sections:
+            table.section(f"8 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
                           f"the same model over HTTP; c=1, {CODEX_REQUESTS * ROUNDS} requests each, "
                           f"{len(CODEX_ANSWER)}-char answer in {CODEX_DELTA_CHARS}-char deltas")
             codex_backend(table, procs)

@@ -400,3 +400,18 @@ def test_without_configured_models_the_catalog_is_the_binarys_own(codex_factory:
                           json={"model": listed[0], "messages": [{"role": "user", "content": "x"}]})
     assert response.status_code == 200
     assert model.exchanges[0].body["model"] == listed[0]
+
+
+def test_tool_mode_auto_falls_back_to_prompt_mode_on_codex(codex_factory: Callable[..., ToolwireServer],
+                                                           make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+                                                           model: ResponsesModelServer) -> None:
+    client = make_openai_client(codex_factory(TOOLWIRE_TOOL_MODE="auto"))
+    model.default = ModelScript(text=tool_call_text("get_weather", {"city": "Oslo"}))
+    completion = client.chat.completions.create(model=MODEL, tools=[WEATHER],
+                                                messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    [call] = completion.choices[0].message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Oslo"})
+    native = make_openai_client(codex_factory(TOOLWIRE_TOOL_MODE="native"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        native.chat.completions.create(model=MODEL, tools=[WEATHER], messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["param"] == "tools"

@@ -9,7 +9,8 @@ a turn still running then (client gone, ``stop``/``max_tokens`` reached) is inte
 
 Codex has no sampling parameters. ``stop`` and ``max_tokens``/``max_completion_tokens`` are emulated
 here (the turn is interrupted when one is reached; finish ``stop``/``length``), ``n`` > 1 is refused
-(400, ``param: n``), and every other Chat parameter (``temperature``, ``top_p``, ``seed``, …) is
+(400, ``param: n``), so are native ``tools`` (400; tool mode ``auto`` then falls back to prompt mode), and
+every other Chat parameter (``temperature``, ``top_p``, ``seed``, …) is
 ignored. ``reasoning_effort`` becomes the turn's effort, a ``json_schema`` ``response_format`` its output
 schema.
 """
@@ -87,6 +88,9 @@ class CodexUpstream:
             if isinstance(n, int) and n > 1:
                 raise UpstreamError("client_error", "The Codex back end produces one choice; n must be 1.",
                                     status=400, param="n")
+            if body.get("tools") or body.get("functions"):  # native tool mode: Codex takes no tool manifest
+                raise UpstreamError("client_error", "The Codex back end does not support tools natively; use "
+                                    "tool mode prompt (or auto) for its models.", status=400, param="tools")
             model = str(body.get("model") or self.home.models[0])
             if model not in self.home.models:  # Codex would run it on fallback metadata, which compacts history
                 raise UpstreamError("client_error", f"The model {model!r} is not one Codex serves here "
