@@ -415,3 +415,25 @@ def test_tool_mode_auto_falls_back_to_prompt_mode_on_codex(codex_factory: Callab
     with pytest.raises(openai.BadRequestError) as caught:
         native.chat.completions.create(model=MODEL, tools=[WEATHER], messages=[{"role": "user", "content": "x"}])
     assert caught.value.body["param"] == "tools"
+
+
+def test_a_model_cut_mid_answer_ends_the_stream_with_an_error(client: openai.OpenAI, codex_server: ToolwireServer,
+                                                              model: ResponsesModelServer) -> None:
+    model.enqueue(ModelScript(text="the answer is cut here", chunk_chars=4, close_after_chunks=2),
+                  ModelScript(text="cut again, on Responses", chunk_chars=4, close_after_chunks=2))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", codex_server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        raw = "".join(line + "\n" for line in response.iter_lines())
+    summary = check_chat_stream(raw)
+    assert summary.choice(0).content == "the answ"  # the two deltas that came before the cut, never replayed
+    assert summary.error is not None and summary.error["type"] == "server_error"
+    with client.responses.stream(model=MODEL, input="x") as stream:
+        events = [event.type for event in stream]
+    assert events[-1] == "response.failed"
+
+
+def test_a_model_400_before_the_first_byte_is_passed_through(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(status=400)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["message"] == "scripted 400 error"

@@ -39,6 +39,7 @@ class ModelScript:
         delay_between_chunks: seconds before every delta after the first.
         hang_after_chunks: stop after this many deltas and hold the connection open until the peer
             closes it (or the server stops).
+        close_after_chunks: drop the connection after this many deltas (no ``response.completed``).
         status: anything but 200 answers with an OpenAI error envelope of that status.
         usage: ``input_tokens`` / ``output_tokens`` reported in ``response.completed``.
         echo: answer ``text`` followed by the last user message (so concurrent requests get distinct answers).
@@ -48,6 +49,7 @@ class ModelScript:
     chunk_chars: int = 8
     delay_between_chunks: float = 0.0
     hang_after_chunks: int | None = None
+    close_after_chunks: int | None = None
     status: int = 200
     usage: tuple[int, int] = (21, 7)
     echo: bool = False
@@ -252,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
         for count, piece in enumerate(pieces):
             if script.hang_after_chunks is not None and count == script.hang_after_chunks:
                 self._hold(exchange)
+            if script.close_after_chunks is not None and count == script.close_after_chunks:
+                return  # the handler closes the connection mid-answer
             if count and script.delay_between_chunks:
                 time.sleep(script.delay_between_chunks)
             send("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece,
