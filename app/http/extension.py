@@ -106,18 +106,29 @@ class Toolwire:
 
 def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
-    ``demo_model`` while the demo answers (no ``upstream_url``)."""
+    ``demo_model`` while the demo answers."""
     names = {*settings.model_map, *settings.upstream_models()}
     if settings.default_upstream_model is not None:
         names.add(settings.default_upstream_model)
-    if not settings.upstream_url:
+    if settings.backend == "demo":
         names.add(settings.demo_model)
     return frozenset(names)
 
 
 def make_upstream(settings: Settings) -> Upstream:
-    """The upstream the settings describe: HTTP when ``upstream_url`` is set, else the embedded demo."""
-    if settings.upstream_url:
+    """The upstream ``settings.backend`` names: HTTP (``upstream_url``), a Codex app-server, or the embedded demo.
+
+    Raises:
+        ValueError: the ``openai`` back end without an ``upstream_url``.
+        CodexSetupError: the Codex binary is missing or refused toolwire's config.
+    """
+    if settings.backend == "codex":
+        from ..upstreams.codex import make_codex_upstream  # gevent subprocess machinery only when used
+
+        return make_codex_upstream(settings)
+    if settings.backend == "openai":
+        if not settings.upstream_url:
+            raise ValueError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
         timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
                             write=settings.upstream_write_timeout)
         return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts)
