@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Callable, Iterator
 
 from statemachine import (
+    ChoiceState,
     ChoiceFinished,
     ChoiceStream,
     Event,
@@ -27,7 +28,7 @@ from statemachine import (
 )
 
 from ..observability import record as observe
-from ..upstreams.base import UpstreamStream
+from ..upstreams.base import UpstreamError, UpstreamStream
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,11 @@ class ChoiceDriver:
                 if cut and len(self._finished) >= self._n:
                     break
             for index in sorted(set(self._choices) - self._finished):
+                if self._choices[index].state is ChoiceState.ARGS_STREAMING:
+                    # Part of a call went out and the back end stopped without saying why: it was cut off,
+                    # and no finish reason would be true (parsing.md 4.11), so the answer fails.
+                    raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
+                                                    "without a finish reason.")
                 yield from self._emit(index, self._finish(index, None))
         except ModelOutputError:
             self.outcomes["failed"] += 1  # a fail policy ends the response
