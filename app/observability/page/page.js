@@ -387,8 +387,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("step-next").addEventListener("click", () => setStep(page.step + 1));
   document.addEventListener("keydown", (event) => {
     if (event.target.closest?.("select, input")) return;
-    if (event.key === "ArrowRight" || event.key === "ArrowDown") { setStep(page.step + 1); event.preventDefault(); }
-    if (event.key === "ArrowLeft" || event.key === "ArrowUp") { setStep(page.step - 1); event.preventDefault(); }
+    if (event.key === "ArrowRight") setStep(page.step + 1);
+    if (event.key === "ArrowLeft") setStep(page.step - 1);
   });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
   poll();
