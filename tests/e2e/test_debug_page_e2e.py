@@ -132,6 +132,8 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     assert step["trigger"] == "tool_open_disproved" and "launch_rocket" in step["text"]
     current_step = css(browser, "#steps li.current")[0]
     assert current_step.find_element(By.CSS_SELECTOR, "pre.span").text == step["text"]
+    shown_ms = current_step.find_element(By.CSS_SELECTOR, ".at").text
+    assert shown_ms.endswith(" ms") and abs(float(shown_ms[:-3]) - step["at_ms"]) <= 0.051  # one decimal shown
     assert css(browser, "#finish-reason")[0].text == "stop"
     notes = [note.text for note in css(browser, "#notes li")]
     assert len(notes) == 1 and notes[0].startswith("unknown_tool") and "launch_rocket" in notes[0]
