@@ -15,6 +15,7 @@ from statemachine import (
     ChoiceStream,
     Event,
     ModelOutputError,
+    NativeCalls,
     ParserConfig,
     ReasoningDelta,
     TextDelta,
@@ -39,7 +40,8 @@ class ChoiceDriver:
     """Feeds an upstream stream to per-choice state machines; iterate for ``(choice_index, event)``.
 
     Each upstream choice delta goes to its choice's ``ChoiceStream``: content
-    to ``feed``, native tool-call fragments to ``feed_tool_call``, the finish
+    to ``feed``, native tool-call fragments through the choice's
+    :class:`~statemachine.NativeCalls` (which undoes back-end quirks), the finish
     reason to ``finish``. A choice whose ``wants_more`` turns ``False`` is
     finished at once; once all ``n`` choices are finished and one of them was
     cut that way, the upstream is closed without reading further. Choices
@@ -71,6 +73,7 @@ class ChoiceDriver:
         # Every requested choice exists from the start, so each gets its finish even if the upstream
         # sends fewer choices than asked for.
         self._choices = {i: ChoiceStream(config, id_factory=id_factory) for i in range(n)}
+        self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
         self._finished: set[int] = set()
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
@@ -102,14 +105,17 @@ class ChoiceDriver:
                     events: list[Event] = []
                     if delta.reasoning:
                         events.append(ReasoningDelta(delta.reasoning))
+                    natives = self._natives.get(delta.index)
                     if delta.content:
                         if self.texts is not None:
                             self.texts.setdefault(delta.index, []).append(delta.content)
+                        if natives is not None:
+                            events += natives.close()
                         events += choice.feed(delta.content)
-                    for call in delta.tool_calls or ():
-                        fn = call.get("function") or {}
-                        events += choice.feed_tool_call(call.get("index", 0), id=call.get("id"),
-                                                        name=fn.get("name"), arguments=fn.get("arguments"))
+                    if delta.tool_calls:
+                        if natives is None:
+                            natives = self._natives[delta.index] = NativeCalls(choice)
+                        events += natives.feed(delta.tool_calls)
                     if delta.finish_reason:
                         events += self._finish(delta.index, delta.finish_reason)
                     elif not choice.wants_more:
@@ -135,7 +141,9 @@ class ChoiceDriver:
 
     def _finish(self, index: int, reason: str | None) -> list[Event]:
         self._finished.add(index)
-        return self._choices[index].finish(reason)
+        natives = self._natives.get(index)
+        held = natives.close() if natives is not None else ()
+        return [*held, *self._choices[index].finish(reason)]
 
     def _emit(self, index: int, events: list[Event]) -> Iterator[tuple[int, Event]]:
         if self.step_times is not None:  # stamp the transitions this input fired
