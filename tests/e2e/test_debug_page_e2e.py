@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -47,7 +48,8 @@ WAIT = 8.0
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """One headless Chromium for the module (installed with apt on first use)."""
     reason = chromium_unavailable()
-    if reason:
+    if reason:  # loud: a warning in the run's summary as well as the skip
+        warnings.warn(f"the debug page was NOT tested in a browser: {reason}", pytest.PytestWarning)
         pytest.skip(f"NO BROWSER TEST: {reason}")
     with headless_chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
