@@ -54,8 +54,17 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    response_store_url: str | None = Field(
+        None, description="Where stored responses live: sqlite:///relative/path, sqlite:////absolute/path, "
+                          "redis://[:password@]host:port/db or rediss://…; empty = no store; "
+                          "unset = the SQLite file response_store_path")
     response_store_path: str = Field(
-        "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
+        "var/responses.sqlite3", description="SQLite file keeping stored responses when response_store_url "
+                                             "is unset; empty = no store")
+    response_store_shared: bool = Field(
+        False, description="Every client key may read, continue and delete every stored response (one tenant)")
+    response_store_timeout: float = Field(
+        2.0, gt=0, description="Longest wait for the response store per operation, seconds")
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     api_keys: SecretStr | None = Field(
@@ -85,6 +94,13 @@ class Settings(BaseSettings):
             raise ValueError(str(exc.args[0])) from None
         return value
 
+    @field_validator("response_store_url")
+    @classmethod
+    def _known_store(cls, value: str | None) -> str | None:
+        from .responses.store import check_store_url  # here: the store package imports this module
+
+        return None if value is None else check_store_url(value.strip())
+
     @field_validator("log_level")
     @classmethod
     def _upper(cls, value: str) -> str:
@@ -109,6 +125,13 @@ class Settings(BaseSettings):
         """The upstream model name for a client's ``model``."""
         return self.model_map.get(client_model) or self.default_upstream_model or client_model
 
+    def store_url(self) -> str:
+        """The response store's URL: ``response_store_url``, else ``sqlite:///`` + ``response_store_path``
+        (empty: no store)."""
+        if self.response_store_url is not None:
+            return self.response_store_url
+        return f"sqlite:///{self.response_store_path}" if self.response_store_path else ""
+
     def describe(self) -> list[tuple[str, str, str]]:
         """``(name, display value, source)`` per field; secrets and URL passwords masked.
 
@@ -129,7 +152,10 @@ class Settings(BaseSettings):
                 source = "init"
             else:
                 source = "default"
-            rows.append((name, _display(name, getattr(self, name)), source))
+            display = _display(name, getattr(self, name))
+            if name == "response_store_url" and self.response_store_url is None:
+                display = f"{self.store_url() or 'none'} (from response_store_path)"
+            rows.append((name, display, source))
         return rows
 
 
@@ -162,7 +188,7 @@ def mask_url(url: str) -> str:
 def _display(name: str, value: Any) -> str:
     if isinstance(value, SecretStr):
         return _MASK if value.get_secret_value() else ""
-    if name == "upstream_url" and isinstance(value, str):
+    if name in ("upstream_url", "response_store_url") and isinstance(value, str):
         return mask_url(value)
     if value is None:
         return ""

@@ -56,6 +56,21 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+def owner_digest(key: str) -> str:
+    """The owner recorded with the responses a client key stores: a SHA-256 of the key, domain-separated
+    from :class:`KeyRing`'s, hex. It is the same on every host, so a shared store scopes across hosts."""
+    return hashlib.sha256(b"toolwire response owner\0" + key.encode()).hexdigest()
+
+
+def request_owner() -> str | None:
+    """The owner of what the current request stores and may read back: its key's :func:`owner_digest`,
+    or ``None`` when no keys are configured (an open API has no owners)."""
+    if not current_state().api_keys:
+        return None
+    token = bearer_token()
+    return None if token is None else owner_digest(token)
+
+
 def load_keyring(settings: Any) -> KeyRing:
     """The :class:`KeyRing` the settings describe (``api_keys`` and ``api_keys_file``).
 

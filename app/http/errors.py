@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from statemachine import ModelOutputError
 
 from ..responses.schemas import InputError
+from ..responses.store import StoreUnavailable
 from ..upstreams.base import UpstreamError
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,13 @@ def from_upstream(exc: UpstreamError) -> ApiError:
                     headers=headers)
 
 
+def store_unavailable() -> ApiError:
+    """503 for a request that needs the response store while it is down, slow or unwritable."""
+    return ApiError(503, "The response store is unavailable right now. Try again shortly, or send "
+                         "the full conversation (no previous_response_id or item_reference) with store: false.",
+                    type="server_error", code="store_unavailable", headers={"Retry-After": "1"})
+
+
 def from_model_output(exc: ModelOutputError) -> ApiError:
     """The client-facing error for a model output the policy rejects."""
     hint = exc.event_hint
@@ -87,6 +95,8 @@ def as_api_error(exc: BaseException) -> ApiError:
         return ApiError(400, exc.message, param=exc.param, code=exc.code)
     if isinstance(exc, UpstreamError):
         return from_upstream(exc)
+    if isinstance(exc, StoreUnavailable):
+        return store_unavailable()
     if isinstance(exc, ModelOutputError):
         return from_model_output(exc)
     if isinstance(exc, HTTPException):

@@ -28,7 +28,9 @@ from ..pipeline.prompt import build_upstream_messages
 from .input import resolve_input_items, to_chat_messages, to_tool_choice
 from .schemas import ResponsesRequest, parse_responses_request
 from .encoder import ResponsesEncoder, encode_sse, new_response_id
-from .store import ResponseStore
+from .store import OwnedStore, StoreError
+from ..http.auth import request_owner
+from ..observability.metrics import STORE_WRITE_FAILURES
 from ..pipeline.streaming import cooperative
 from ..pipeline.plan import build_parser_config, is_json_format, prompt_format, tool_specs
 from ..http.request import json_body, open_upstream, sse_response
@@ -44,7 +46,7 @@ def create_response() -> Response:
     body = json_body()
     limits.check_responses_limits(body)
     req = parse_responses_request(body)
-    store = current_state().store
+    store = _owned_store()
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
     messages = to_chat_messages(req, store, input_items)
@@ -128,16 +130,27 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: ResponseStore, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
-    """Store a finished response; a store failure is logged, not sent: the client's answer is complete."""
+def _keep(store: OwnedStore, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
+    """Store a finished response; a store failure is logged and counted, not sent: the client's answer is
+    complete (a later ``previous_response_id`` naming it gets a 404)."""
     try:
         store.put(response, input_items)
+    except StoreError as exc:
+        STORE_WRITE_FAILURES.inc()
+        log.error("response %s was answered but not stored: %s", response["id"], exc)
     except Exception:
-        log.exception("could not store response %s", response["id"])
+        STORE_WRITE_FAILURES.inc()
+        log.exception("response %s was answered but not stored", response["id"])
 
 
-def _store() -> ResponseStore:
+def _owned_store() -> OwnedStore | None:
+    """The response store as the current request's client key sees it (``None`` when storing is off)."""
     store = current_state().store
+    return None if store is None else store.for_owner(request_owner())
+
+
+def _store() -> OwnedStore:
+    store = _owned_store()
     if store is None:
         raise ApiError(404, "Responses are not stored on this server (the response store is disabled).",
                        code="not_found")

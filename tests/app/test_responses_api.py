@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 
+from app.observability.metrics import STORE_WRITE_FAILURES
+from app.responses.store import SQLiteResponseStore, StoreUnavailable
 from app.upstreams.base import UpstreamChunk, UpstreamError
 from tests.app.conftest import FakeUpstream, text_chunks
 from tests.app.test_marker_mode import EchoUpstream
@@ -228,25 +230,22 @@ def test_without_a_store_lookups_are_clear_errors(make_app):
     assert_envelope(post(client, previous_response_id=body["id"]), 400, "previous_response_id")
 
 
-def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
-    class BrokenStore:
-        def put(self, response, input_items):
-            raise OSError("disk full")
-
-        def get(self, response_id):
-            return None
-
-        get_input_items = get_item = get
+def test_a_failing_store_does_not_break_the_answer(make_app, caplog, tmp_path):
+    class BrokenStore(SQLiteResponseStore):
+        def put(self, response, input_items, *, owner=None):
+            raise StoreUnavailable("disk full")
 
     app = make_app(FakeUpstream([UpstreamChunk([])] + text_chunks("Hello.")))
     from app.state import current_state
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore())
+        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
+    before = STORE_WRITE_FAILURES._value.get()
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
-    assert "could not store response" in caplog.text
+    assert "was answered but not stored: disk full" in caplog.text
+    assert STORE_WRITE_FAILURES._value.get() == before + 1
 
 
 def test_tool_choice_none_leaves_call_text_as_text(make_app):
