@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_id ON items (id);
 CREATE INDEX IF NOT EXISTS items_response_id ON items (response_id);
+CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at REAL NOT NULL);
 """
 
 _LIVE = "(expires_at IS NULL OR expires_at > :now)"
@@ -130,8 +131,9 @@ class SQLiteResponseStore(ResponseStore):
         return self._retrying(forget, transaction=True)
 
     def check(self) -> None:
-        """Open the file and take the write lock for a moment: a read-only or full disk fails here."""
-        self._retrying(lambda conn: None, transaction=True)
+        """Write one row of the ``probe`` table: an unwritable file or a full disk fails here."""
+        self._retrying(lambda conn: conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),)),
+                       transaction=True)
 
     def _scope(self, owner: str | None) -> dict[str, Any]:
         return {"now": time.time(), "shared": self.shared, "owner": owner}
@@ -148,6 +150,7 @@ class SQLiteResponseStore(ResponseStore):
         """
         deadline = time.monotonic() + self.timeout
         pause = _FIRST_BACKOFF
+        fresh = self._conn is None or self._pid != os.getpid()
         while True:
             try:
                 with self._process_lock():
@@ -155,13 +158,18 @@ class SQLiteResponseStore(ResponseStore):
                         return operation(self._connection())
                     with self._transaction() as conn:
                         return operation(conn)
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() + pause > deadline:
-                    raise self._unavailable(exc) from exc
             except (sqlite3.Error, OSError) as exc:
-                raise self._unavailable(exc) from exc
-            time.sleep(pause)  # outside the lock; under gevent this lets the worker's other greenlets run
-            pause = min(pause * 2, _MAX_BACKOFF)
+                busy = isinstance(exc, sqlite3.OperationalError) and _is_busy(exc)
+                if busy and time.monotonic() + pause <= deadline:
+                    time.sleep(pause)  # outside the lock; under gevent the worker's other greenlets run meanwhile
+                    pause = min(pause * 2, _MAX_BACKOFF)
+                    continue
+                if busy or fresh:
+                    raise self._unavailable(exc) from exc
+                # An older connection may be what failed (opened read-only while the file was, or left
+                # broken by an I/O error): try once more on a new one.
+                self._reset()
+                fresh = True
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         self._reset()
