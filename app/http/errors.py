@@ -92,7 +92,7 @@ def as_api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, InputError):
-        return ApiError(400, exc.message, param=exc.param, code=exc.code)
+        return ApiError(exc.status, exc.message, param=exc.param, code=exc.code)
     if isinstance(exc, UpstreamError):
         return from_upstream(exc)
     if isinstance(exc, StoreUnavailable):

@@ -97,7 +97,8 @@ def _stored_item(reference: ItemReference, index: int, lookup: Lookup | None) ->
     stored = lookup.get_item(reference.id) if lookup is not None else None
     if stored is None:
         raise InputError(
-            f"Item with id {reference.id!r} not found." + _NO_STORE_HINT, f"input[{index}].id", "item_not_found"
+            f"Item with id {reference.id!r} not found." + _NO_STORE_HINT, f"input[{index}].id", "item_not_found",
+            status=404,
         )
     return stored
 
@@ -126,6 +127,7 @@ def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
                 f"Previous response with id {next_id!r} not found." + _NO_STORE_HINT,
                 "previous_response_id",
                 "previous_response_not_found",
+                status=404,
             )
         chain.append((stored.input_items, stored.response))
         next_id = stored.response.get("previous_response_id")

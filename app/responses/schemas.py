@@ -33,19 +33,21 @@ __all__ = [
 
 
 class InputError(Exception):
-    """A request the Responses endpoint rejects with 400 ``invalid_request_error``.
+    """A request the Responses endpoint rejects with an ``invalid_request_error``.
 
     Attributes:
         message: the human-readable reason.
         param: the offending parameter path (``input[1].call_id``), or ``None``.
         code: a machine-readable code, or ``None``.
+        status: the HTTP status: 400, or 404 for a stored response or item that is not there.
     """
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, status: int = 400):
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.status = status
 
 
 class _Lenient(BaseModel):

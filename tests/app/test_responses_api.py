@@ -126,13 +126,22 @@ def test_max_tool_calls_caps_the_calls(make_app):
      "tool_choice.name"),
     ({"model": "m", "input": [{"type": "function_call_output", "call_id": "call_nope", "output": "1"}]},
      "input[0].call_id"),
-    ({"model": "m", "input": "hi", "previous_response_id": "resp_unknown"}, "previous_response_id"),
-    ({"model": "m", "input": [{"type": "item_reference", "id": "msg_unknown"}]}, "input[0].id"),
 ])
 def test_bad_requests_are_400_before_the_upstream(make_app, body, param):
     upstream = FakeUpstream(text_chunks("never"))
     client = make_app(upstream).test_client()
     assert_envelope(client.post("/v1/responses", json=body), 400, param)
+    assert upstream.bodies == []
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "m", "input": "hi", "previous_response_id": "resp_unknown"}, "previous_response_id"),
+    ({"model": "m", "input": [{"type": "item_reference", "id": "msg_unknown"}]}, "input[0].id"),
+])
+def test_unknown_stored_responses_and_items_are_404_before_the_upstream(make_app, body, param):
+    upstream = FakeUpstream(text_chunks("never"))
+    client = make_app(upstream).test_client()
+    assert_envelope(client.post("/v1/responses", json=body), 404, param)
     assert upstream.bodies == []
 
 
@@ -219,7 +228,7 @@ def test_store_false_is_not_kept(make_app):
     body = post(client, store=False).get_json()
     assert body["store"] is False
     assert_envelope(client.get(f"/v1/responses/{body['id']}"), 404, "response_id")
-    assert_envelope(post(client, previous_response_id=body["id"]), 400, "previous_response_id")
+    assert_envelope(post(client, previous_response_id=body["id"]), 404, "previous_response_id")
 
 
 def test_without_a_store_lookups_are_clear_errors(make_app):
@@ -227,7 +236,7 @@ def test_without_a_store_lookups_are_clear_errors(make_app):
     body = post(client).get_json()
     assert body["status"] == "completed"
     assert_envelope(client.get(f"/v1/responses/{body['id']}"), 404, None, "not_found")
-    assert_envelope(post(client, previous_response_id=body["id"]), 400, "previous_response_id")
+    assert_envelope(post(client, previous_response_id=body["id"]), 404, "previous_response_id")
 
 
 def test_a_failing_store_does_not_break_the_answer(make_app, caplog, tmp_path):
