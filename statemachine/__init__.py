@@ -20,7 +20,8 @@ from ._events import (
     ToolCallNote,
     ToolCallStarted,
 )
-from ._formats import TextFormat, get_format, register_format, registered_formats
+from ._native import NativeCalls
+from .formats import TextFormat, get_format, register_format, registered_formats
 from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "INITIAL",
     "ModelOutputError",
     "NOTE_KINDS",
+    "NativeCalls",
     "ParserConfig",
     "Policy",
     "ProtocolError",

@@ -9,40 +9,13 @@ start by :func:`open_store` from ``TOOLWIRE_RESPONSE_STORE_URL``:
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
+from ...settings import check_store_url, sqlite_path
 from .base import OwnedStore, ResponseStore, StoredResponse, StoreError, StoreUnavailable
 from .redis import RedisResponseStore
 from .sqlite import SQLiteResponseStore
 
 __all__ = ["OwnedStore", "RedisResponseStore", "ResponseStore", "SQLiteResponseStore", "StoreError",
-           "StoreUnavailable", "StoredResponse", "open_store", "sqlite_path"]
-
-SCHEMES = ("sqlite", "redis", "rediss")
-
-
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///path`` URL: ``sqlite:///var/r.db`` is relative, ``sqlite:////srv/r.db`` absolute.
-
-    Raises:
-        ValueError: not a ``sqlite:///`` URL with a path.
-    """
-    if not url.startswith("sqlite:///") or url == "sqlite:///":
-        raise ValueError(f"a SQLite store URL is sqlite:///relative/path or sqlite:////absolute/path, not {url!r}")
-    return url[len("sqlite:///"):]
-
-
-def check_store_url(url: str) -> str:
-    """``url`` when it names a store :func:`open_store` can open (or is empty), else ``ValueError``."""
-    if url:
-        scheme = urlsplit(url).scheme
-        if scheme not in SCHEMES:
-            raise ValueError(f"the response store URL must start with sqlite:///, redis:// or rediss://, "
-                             f"not {scheme + '://' if scheme else repr(url)}")
-        if scheme == "sqlite":
-            sqlite_path(url)
-    return url
-
+           "StoreUnavailable", "StoredResponse", "open_store"]
 
 def open_store(url: str, retention_seconds: float | None, *, shared: bool = False,
                timeout: float = 2.0) -> ResponseStore | None:

@@ -17,6 +17,8 @@ import abc
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import ApiError
+
 __all__ = ["OwnedStore", "ResponseStore", "StoreError", "StoreUnavailable", "StoredResponse"]
 
 
@@ -24,8 +26,22 @@ class StoreError(Exception):
     """A store operation failed; nothing was changed by it."""
 
 
-class StoreUnavailable(StoreError):
-    """The store could not be reached, answered too slowly, or cannot be written (the API answers 503)."""
+class StoreUnavailable(StoreError, ApiError):
+    """The store could not be reached, answered too slowly, or cannot be written.
+
+    Raised through a request that needs the store, it is answered as 503 ``store_unavailable`` with
+    ``Retry-After: 1``; ``str()`` is the internal ``detail`` (for logs), never sent to the client.
+    """
+
+    def __init__(self, detail: str):
+        ApiError.__init__(self, 503, "The response store is unavailable right now. Try again shortly, or send the "
+                                     "full conversation (no previous_response_id or item_reference) with "
+                                     "store: false.", type="server_error", code="store_unavailable",
+                          headers={"Retry-After": "1"})
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.detail
 
 
 @dataclass(frozen=True, slots=True)
