@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from harness import CFG, Call, Reasoning, tr
+from statemachine import ParserConfig, ToolCallEnded, ToolSpec
 
 SF = {"city": "SF"}
 WEATHER_SF = '{"name": "get_weather", "arguments": {"city": "SF"}}'
@@ -30,3 +35,58 @@ def test_a_real_call_in_unclosed_reasoning_goes_out_and_the_rest_stays_reasoning
 def test_an_unknown_tool_in_unclosed_reasoning_stays_reasoning():
     text = '<think>so <tool_call>{"name": "nope", "arguments": {}}</tool_call>'
     tr(CFG, text, [Reasoning(text[len("<think>"):])], notes=["unknown_tool"])
+
+
+# format C values holding tag-like text: one key once, the value whole ------------------------------------
+
+WRITE_FILE = ToolSpec("write_file", parameters={
+    "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})
+FCFG = ParserConfig.for_tools([WRITE_FILE])
+
+
+def write_call(content: str) -> str:
+    return ("<tool_call>\n<function=write_file>\n<parameter=path>\nfixture.py\n</parameter>\n"
+            f"<parameter=content>\n{content}\n</parameter>\n</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("content", [
+    "line1\n<parameter=path>\nliteral/value\n</parameter>\nline2",  # a parameter tag without a closer before
+    "x = 1\n</parameter>\n<parameter=path>\nliteral\n",  # a closer, then a key already sent
+    "<parameter=path>\na\n</parameter>\n<parameter=content>\nb\n</parameter>",  # a whole example body
+    "a\n<tool_call>\n<function=write_file>\n<parameter=path>\nnested\n</parameter>\n</function>\n</tool_call>\nb",
+    'see <function name="write_file">\n<parameter=content>\nc\n</parameter>\n</function> here',
+])
+def test_tag_like_text_in_a_value_stays_in_the_value(content):
+    events = tr(FCFG, write_call(content), [Call("write_file", {"path": "fixture.py", "content": content})],
+                finish="tool_calls", notes=[], two_split_limit=0)
+    [ended] = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert ended.arguments.count('"path"') == 1
+
+
+def test_an_unclosed_value_still_ends_at_a_new_schema_parameter():
+    text = "<function=write_file><parameter=path>a.py<parameter=content>hi</parameter></function>"
+    tr(FCFG, text, [Call("write_file", {"path": "a.py", "content": "hi"})], finish="tool_calls")
+
+
+def test_an_unclosed_value_keeps_a_tag_for_a_parameter_the_schema_lacks():
+    text = "<function=write_file><parameter=content>x<parameter=mode>y</parameter></function>"
+    tr(FCFG, text, [Call("write_file", {"content": "x<parameter=mode>y"})], finish="tool_calls")
+
+
+# <function name="NAME"> ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    '<function name="get_weather">{"city": "SF"}</function>',
+    "<function name='get_weather'><parameter=city>SF</parameter></function>",
+    '<tool_call>\n<function name="get_weather">\n<parameter=city>\nSF\n</parameter>\n</function>\n</tool_call>',
+])
+def test_function_name_attribute_is_format_c(text):
+    tr(CFG, text, [Call("get_weather", SF)], finish="tool_calls", notes=[])
+
+
+def test_marked_function_name_attribute():
+    config = replace(CFG, marker="k3J9")
+    text = '<function marker="k3J9" name="get_weather">{"city": "SF"}</function>'
+    tr(config, text, [Call("get_weather", SF)], finish="tool_calls")
+    plain = '<function name="get_weather">{"city": "SF"}</function>'
+    tr(config, plain, [plain], leak_ok=True)
