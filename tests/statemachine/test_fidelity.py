@@ -90,3 +90,26 @@ def test_marked_function_name_attribute():
     tr(config, text, [Call("get_weather", SF)], finish="tool_calls")
     plain = '<function name="get_weather">{"city": "SF"}</function>'
     tr(config, plain, [plain], leak_ok=True)
+
+
+# tag aliases around a format-A object (parsing.md 2.2) -------------------------------------------------
+
+@pytest.mark.parametrize("tag", ["function_call", "tool", "tools", "json", "JSON", "response", "xml"])
+def test_a_call_object_in_an_alias_tag_is_a_call(tag):
+    text = f"Let me check. <{tag}>\n{WEATHER_SF}\n</{tag}> Back soon."
+    tr(CFG, text, ["Let me check. ", Call("get_weather", SF), " Back soon."], finish="tool_calls", notes=[])
+
+
+@pytest.mark.parametrize("text,notes", [
+    ('I use <json>{"a": 1}</json> a lot', []),
+    ("Wrap it in <response>your answer</response>.", []),
+    ('<tool>{"name": "nope", "arguments": {}}</tool>', ["unknown_tool"]),
+    ('<xml>{"name": "get_weather"}</xml>', []),  # no arguments-like key: not a call
+])
+def test_anything_else_in_an_alias_tag_is_text(text, notes):
+    tr(CFG, text, [text], notes=notes)
+
+
+def test_aliases_are_off_when_not_listed():
+    text = f"<function_call>{WEATHER_SF}</function_call>"
+    tr(replace(CFG, formats=("tool_call",)), text, [text])
