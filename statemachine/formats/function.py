@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from .._coerce import coerce_value, schema_type
+from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import DONE, MORE, WS as _WS, NewlineTrim, partial_at_end
 from ._base import BodyReader, CallSink, TextFormat, compact_object
@@ -263,7 +263,7 @@ class FunctionBody:
         self.sent_keys.add(key)
         self.nested = 0
         self.schema = self.props.get(key)
-        string = schema_type(self.schema) in (None, "string")
+        string = streams_as_string(self.schema)
         self.held = None if string else []
         self.trim = NewlineTrim()
         sep = ", " if self.params else ""

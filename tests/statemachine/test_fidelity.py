@@ -113,3 +113,25 @@ def test_anything_else_in_an_alias_tag_is_text(text, notes):
 def test_aliases_are_off_when_not_listed():
     text = f"<function_call>{WEATHER_SF}</function_call>"
     tr(replace(CFG, formats=("tool_call",)), text, [text])
+
+
+# parameter coercion by schema (format C parameters, use_tool children) -----------------------------------
+
+@pytest.mark.parametrize("schema,text,expected", [
+    ({"type": ["string", "integer"]}, "3", 3),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "3", 3),
+    ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "three", "three"),
+    ({"type": ["number", "string"]}, "3", 3),
+    ({"type": ["integer", "null"]}, "null", None),
+    ({"anyOf": [{"type": "object"}, {"type": "null"}]}, "None", None),
+    ({"type": ["string", "null"]}, "null", "null"),  # a string-or-null value streams: it is the string
+    ({"type": "object"}, '"{\\"a\\": 1}"', {"a": 1}),  # double-encoded
+    ({"type": "array"}, '"[1, 2]"', [1, 2]),
+    ({"type": "string"}, '"{\\"a\\": 1}"', '"{\\"a\\": 1}"'),
+    ({"type": "integer"}, "3.0", 3),
+])
+def test_coercion(schema, text, expected):
+    tool = ToolSpec("set", parameters={"type": "object", "properties": {"v": schema}})
+    call = f"<function=set><parameter=v>{text}</parameter></function>"
+    tr(ParserConfig.for_tools([tool]), call, [Call("set", {"v": expected})], finish="tool_calls",
+       two_split_limit=0)
