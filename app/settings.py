@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in")
+    reasoning_opened_models: list[str] = Field(
+        default_factory=list, description="Models (client or upstream names) whose chat template opens <think> "
+                                          "itself: their output starts inside reasoning")
     unknown_tool: Literal["text", "emit", "fail"] = "text"
     invalid_json: Literal["text", "fail"] = "text"
     schema_mismatch: Literal["emit", "text", "fail"] = "emit"

@@ -21,6 +21,7 @@ from flask import has_request_context, request
 from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
 from ..http.errors import ApiError
+from ..observability import record as observe
 from ..chat.schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
@@ -67,7 +68,17 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         policy=policy_from_settings(settings),
         marker=request_marker(settings) if tools else None,
         bare_json=not json_output,
+        starts_in_reasoning=template_opens_reasoning(settings),
     )
+
+
+def template_opens_reasoning(settings: "Settings") -> bool:
+    """Whether this request's model has a chat template that opens ``<think>`` itself
+    (``reasoning_opened_models``, by client or upstream name): a call drafted in that reasoning is no call."""
+    record = observe.current()
+    model = record.model if record is not None else None
+    opened = settings.reasoning_opened_models
+    return bool(model and opened) and (model in opened or settings.upstream_model(model) in opened)
 
 
 def request_marker(settings: "Settings") -> str | None:
