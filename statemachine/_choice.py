@@ -1,4 +1,4 @@
-"""ChoiceStream: one response choice's state machine and sentinel scanner."""
+"""ChoiceStream: one response choice's state machine, its callbacks and its readers."""
 
 from __future__ import annotations
 
@@ -91,9 +91,11 @@ class ChoiceStream:
     call returns the events that input completed, in order. Non-streaming
     responses go through exactly the same path: feed everything, then finish.
 
-    The machine (one shared ``transitions`` machine built from ``TRANSITIONS``) changes state only
-    at boundaries: an opener, a name, a call's end, the finish. Everything per
-    character happens in the scanner below without triggers.
+    The machine (one shared ``transitions`` machine built from ``_table.py``)
+    changes state only at boundaries: an opener, a name, a block's end, the
+    finish; the callbacks the table names do those boundaries' work, and the
+    state names the reader for the next input (``READERS``). Everything per
+    character happens in the readers, without triggers.
 
     Args:
         config: the request's tools, tool_choice, formats and policy.
