@@ -15,12 +15,14 @@ import orjson
 
 from statemachine import ToolChoice
 
+from ..errors import InputError
+from ..pipeline.plan import ChoiceRequest
+from ..pipeline.prompt import media_placeholder
 from .schemas import (
     AllowedToolsChoice,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionToolChoice,
-    InputError,
     ItemReference,
     MessageItem,
     MediaPart,
@@ -31,7 +33,7 @@ from .schemas import (
 )
 from .store import ResponseStore
 
-__all__ = ["InputError", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
+__all__ = ["InputError", "choice_request", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
 
 _NO_STORE_HINT = (
     " Responses are only kept when created with store enabled and within the retention period. "
@@ -70,9 +72,9 @@ def to_chat_messages(
 
     Raises:
         InputError: unknown ``previous_response_id``, unresolvable
-            ``item_reference``, a ``function_call_output`` whose ``call_id``
-            matches no earlier ``function_call``, or a media part the text back
-            end can't take; ``param`` names the offending parameter.
+            ``item_reference``, or a ``function_call_output`` whose ``call_id``
+            matches no earlier ``function_call``; ``param`` names the offending parameter.
+            (A media part becomes a placeholder such as ``[image]``, as on the Chat endpoint.)
     """
     builder = _ChatBuilder()
     if request.instructions:
@@ -110,6 +112,19 @@ def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:
     return ToolChoice(tool_choice)
 
 
+def choice_request(tool_choice: ToolChoiceParam | None) -> ChoiceRequest:
+    """The request's ``tool_choice`` for the plan, with the path of each name it allows."""
+    if isinstance(tool_choice, FunctionToolChoice):
+        names = {tool_choice.name: "tool_choice.name"}
+    elif isinstance(tool_choice, AllowedToolsChoice):
+        names = {}
+        for i, tool in enumerate(tool_choice.tools):
+            names.setdefault(tool.name, f"tool_choice.tools[{i}].name")
+    else:
+        names = {}
+    return ChoiceRequest(to_tool_choice(tool_choice), name_params=names)
+
+
 def _history(response_id: str, lookup: ResponseStore | None) -> list[dict[str, Any]]:
     """Input and output items of the chain ending at ``response_id``, oldest response first."""
     chain: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
@@ -143,7 +158,7 @@ class _ChatBuilder:
 
     def add(self, item: Any, param: str) -> None:
         if isinstance(item, MessageItem):
-            self.messages.append({"role": item.role, "content": _content_text(item.content, param)})
+            self.messages.append({"role": item.role, "content": _content_text(item.content)})
         elif isinstance(item, FunctionCallItem):
             self._add_call(item)
         elif isinstance(item, FunctionCallOutputItem):
@@ -166,29 +181,31 @@ class _ChatBuilder:
             self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _content_text(content: Any, param: str) -> str:
+def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    texts = []
-    for j, part in enumerate(content):
-        if isinstance(part, MediaPart):
-            raise InputError(
-                f"{part.type} parts are not supported: the model behind this server reads text only.",
-                f"{param}.content[{j}]",
-                "unsupported_content",
-            )
-        texts.append(part.refusal if isinstance(part, RefusalPart) else part.text)
-    return "\n".join(texts)
+    return "\n".join(_part_text(part) for part in content)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, MediaPart):
+        return media_placeholder(part.type)
+    return part.refusal if isinstance(part, RefusalPart) else part.text
 
 
 def _output_text(output: Any) -> str:
+    """A tool result as text: a string as is, a list of content parts as their text (media as
+    placeholders), anything else as JSON."""
     if isinstance(output, str):
         return output
-    if (
-        isinstance(output, list)
-        and output
-        and all(isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
-                for p in output)
-    ):
-        return "\n".join(p["text"] for p in output)
+    if isinstance(output, list) and output and all(_is_output_part(p) for p in output):
+        return "\n".join(p["text"] if p["type"] == "input_text" else media_placeholder(p["type"]) for p in output)
     return orjson.dumps(output).decode()
+
+
+def _is_output_part(part: Any) -> bool:
+    if not isinstance(part, dict):
+        return False
+    if part.get("type") == "input_text":
+        return isinstance(part.get("text"), str)
+    return part.get("type") in ("input_image", "input_file")

@@ -3,15 +3,18 @@
 Lenient where clients differ (unknown keys are kept, message items may omit
 ``type``, ``content`` may be a string or parts), typed where toolwire acts on a
 value. :func:`parse_responses_request` is the entry point: it raises
-:class:`InputError` with an OpenAI-style ``param`` path such as
-``input[2].call_id``.
+:class:`~app.errors.InputError` with an OpenAI-style ``param`` path such as
+``input[2].call_id`` (the shared :mod:`app.validation` layer).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
+
+from ..errors import InputError
+from ..validation import RequestModel, validate
 
 __all__ = [
     "AllowedToolsChoice",
@@ -32,41 +35,21 @@ __all__ = [
 ]
 
 
-class InputError(Exception):
-    """A request the Responses endpoint rejects with 400 ``invalid_request_error``.
-
-    Attributes:
-        message: the human-readable reason.
-        param: the offending parameter path (``input[1].call_id``), or ``None``.
-        code: a machine-readable code, or ``None``.
-    """
-
-    def __init__(self, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
-
-
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class TextPart(_Lenient):
+class TextPart(RequestModel):
     """An ``input_text`` or ``output_text`` content part."""
 
     type: Literal["input_text", "output_text"]
     text: str
 
 
-class RefusalPart(_Lenient):
+class RefusalPart(RequestModel):
     """An assistant ``refusal`` content part (echoed from an earlier output)."""
 
     type: Literal["refusal"]
     refusal: str
 
 
-class MediaPart(_Lenient):
+class MediaPart(RequestModel):
     """An ``input_image`` or ``input_file`` part (accepted here, not servable by a text back end)."""
 
     type: Literal["input_image", "input_file"]
@@ -75,7 +58,7 @@ class MediaPart(_Lenient):
 ContentPart = Annotated[Union[TextPart, RefusalPart, MediaPart], Field(discriminator="type")]
 
 
-class _EchoedItem(_Lenient):
+class _EchoedItem(RequestModel):
     """An item a client may echo back from an earlier output, with or without ``id``/``status``."""
 
     id: str | None = None
@@ -107,14 +90,14 @@ class FunctionCallOutputItem(_EchoedItem):
     output: Any
 
 
-class ItemReference(_Lenient):
+class ItemReference(RequestModel):
     """A reference to a stored item by id."""
 
     type: Literal["item_reference"]
     id: str
 
 
-class ReasoningItem(_Lenient):
+class ReasoningItem(RequestModel):
     """A reasoning item passed back by agent SDKs (not forwarded to the back end)."""
 
     type: Literal["reasoning"]
@@ -149,7 +132,7 @@ def _string_input(value: Any) -> Any:
     return value
 
 
-class FunctionTool(_Lenient):
+class FunctionTool(RequestModel):
     """A function tool in the flat Responses shape."""
 
     type: Literal["function"]
@@ -159,21 +142,21 @@ class FunctionTool(_Lenient):
     strict: bool | None = None
 
 
-class FunctionToolChoice(_Lenient):
+class FunctionToolChoice(RequestModel):
     """``{"type": "function", "name": ...}``: force one function."""
 
     type: Literal["function"]
     name: str
 
 
-class AllowedTool(_Lenient):
+class AllowedTool(RequestModel):
     """One entry of an ``allowed_tools`` choice."""
 
     type: Literal["function"]
     name: str
 
 
-class AllowedToolsChoice(_Lenient):
+class AllowedToolsChoice(RequestModel):
     """``{"type": "allowed_tools", "mode": ..., "tools": [...]}``: restrict the callable set."""
 
     type: Literal["allowed_tools"]
@@ -187,7 +170,7 @@ ToolChoiceParam = Union[
 ]
 
 
-class ResponsesRequest(_Lenient):
+class ResponsesRequest(RequestModel):
     """A ``/v1/responses`` request body. Unknown keys are kept in ``model_extra``."""
 
     model: str
@@ -251,10 +234,7 @@ def parse_input_item(item: Mapping[str, Any], param: str) -> Any:
     Raises:
         InputError: with ``param`` as the base of the reported path.
     """
-    try:
-        return _ITEM_ADAPTER.validate_python(item)
-    except ValidationError as exc:
-        raise _input_error(exc, item, param) from None
+    return validate(_ITEM_ADAPTER, item, param)
 
 
 def parse_responses_request(body: Any) -> ResponsesRequest:
@@ -263,7 +243,8 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
     Raises:
         InputError: a 400 with the offending ``param``: a non-object body, a
             top-level ``messages`` key, a non-function tool (naming its type),
-            a ``tool_choice`` naming an unknown function, or any field error.
+            or any field error. (``tool_choice`` is checked against ``tools``
+            with the Chat endpoint's check, when the request is planned.)
     """
     if not isinstance(body, Mapping):
         raise InputError("The request body must be a JSON object.", None, "invalid_type")
@@ -284,50 +265,4 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
                     f"tools[{i}].type",
                     "unsupported_tool_type",
                 )
-    try:
-        request = ResponsesRequest.model_validate(body)
-    except ValidationError as exc:
-        raise _input_error(exc, body, None) from None
-    _check_tool_choice(request)
-    return request
-
-
-def _check_tool_choice(request: ResponsesRequest) -> None:
-    choice = request.tool_choice
-    offered = {t.name for t in request.tools}
-    if choice == "required" and not offered:
-        raise InputError("tool_choice 'required' needs at least one tool in 'tools'.", "tool_choice", "invalid_value")
-    if isinstance(choice, FunctionToolChoice) and choice.name not in offered:
-        raise InputError(f"Tool {choice.name!r} is not in 'tools'.", "tool_choice.name", "invalid_value")
-    if isinstance(choice, AllowedToolsChoice):
-        for i, allowed in enumerate(choice.tools):
-            if allowed.name not in offered:
-                raise InputError(
-                    f"Tool {allowed.name!r} is not in 'tools'.", f"tool_choice.tools[{i}].name", "invalid_value"
-                )
-
-
-def _input_error(exc: ValidationError, data: Any, base: str | None) -> InputError:
-    # The most specific error (longest location) is the useful one: the others
-    # are usually the sibling union branches that also failed.
-    error = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
-    param = _param_path(error["loc"], data, base, error["type"] == "missing")
-    if error["type"] == "missing":
-        return InputError(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
-    where = f" for '{param}'" if param else ""
-    return InputError(f"Invalid value{where}: {error['msg']}.", param, "invalid_value")
-
-
-def _param_path(loc: tuple[Any, ...], data: Any, base: str | None, missing: bool) -> str | None:
-    """Turn a pydantic location into ``a.b[1].c``, walking the data to skip union/tag labels."""
-    path = base or ""
-    for n, segment in enumerate(loc):
-        if isinstance(segment, int) and isinstance(data, list) and 0 <= segment < len(data):
-            path += f"[{segment}]"
-            data = data[segment]
-        elif isinstance(segment, str) and isinstance(data, Mapping) and (
-            segment in data or (missing and n == len(loc) - 1)
-        ):
-            path += f".{segment}" if path else segment
-            data = data.get(segment)
-    return path or None
+    return validate(ResponsesRequest, body)
