@@ -272,11 +272,13 @@ class FunctionBody:
         self.state = "value"
 
     def _value(self, text: str) -> None:
-        text = self.trim.leading(text)
+        trim = self.trim
+        if not trim.started:
+            text = trim.leading(text)
         if self.held is not None:
             self.held.append(text)
             return
-        text = self.trim.stream(text)
+        text = trim.stream(text)
         if text:
             # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
             self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
