@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .appserver import AppServer, AppServerError, AppServerGone
-from .home import CodexSetupError, app_server_env, preflight, resolve_command, write_home
+from .home import CODEX_VERSION, CodexSetupError, app_server_env, preflight, resolve_command, write_home
 from .upstream import START_TIMEOUT, CodexUpstream
 
 if TYPE_CHECKING:
     from ...settings import Settings
+
+log = logging.getLogger(__name__)
 
 _BOOTSTRAP_CONFIG = "check_for_update_on_startup = false\n[features]\nplugins = false\n"
 
@@ -39,7 +42,10 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
     key = settings.codex_provider_api_key.get_secret_value() if settings.codex_provider_api_key else None
     home = write_home(path, models=models, provider_url=settings.codex_provider_url, provider_key=bool(key),
                       user_home=Path(settings.codex_home).expanduser())
-    preflight(executable, home)
+    version = preflight(executable, home)
+    if CODEX_VERSION not in version:
+        log.warning("Codex %r is not the version toolwire is verified with (%s); its protocol or config keys may "
+                    "differ.", version, CODEX_VERSION)
     upstream = CodexUpstream(executable, home, provider_key=key, read_timeout=settings.upstream_read_timeout,
                              rpc_timeout=settings.upstream_connect_timeout,
                              recycle_after=settings.codex_recycle_requests, max_turns=settings.codex_max_turns)

@@ -29,8 +29,9 @@ PROVIDER_KEY_ENV = "TOOLWIRE_CODEX_PROVIDER_KEY"
 CONTEXT_WINDOW = 1_000_000_000
 PREFLIGHT_TIMEOUT = 30.0
 
-_NPM_TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl",
-                "arm64": "aarch64-unknown-linux-musl"}
+#: ``platform.machine()`` → (npm's platform package suffix, the vendored binary's target triple).
+_NPM_PLATFORMS = {"x86_64": ("x64", "x86_64-unknown-linux-musl"), "aarch64": ("arm64", "aarch64-unknown-linux-musl"),
+                  "arm64": ("arm64", "aarch64-unknown-linux-musl")}
 
 
 class CodexSetupError(RuntimeError):
@@ -69,16 +70,13 @@ def resolve_command(command: str) -> str:
             f"The Codex binary {command!r} was not found. Install it (npm install -g @openai/codex@{CODEX_VERSION}) "
             "or point TOOLWIRE_CODEX_COMMAND at it.")
     real = Path(found).resolve()
-    if real.suffix == ".js":
-        triple = _NPM_TRIPLES.get(platform.machine(), "")
-        native = real.parent.parent.parent / f"codex-linux-{_npm_arch()}" / "vendor" / triple / "bin" / "codex"
+    npm_platform = _NPM_PLATFORMS.get(platform.machine())
+    if real.suffix == ".js" and npm_platform is not None:
+        arch, triple = npm_platform
+        native = real.parent.parent.parent / f"codex-linux-{arch}" / "vendor" / triple / "bin" / "codex"
         if native.is_file() and os.access(native, os.X_OK):
             return str(native)
     return found
-
-
-def _npm_arch() -> str:
-    return "arm64" if platform.machine() in ("aarch64", "arm64") else "x64"
 
 
 def write_home(path: Path, *, models: list[str], provider_url: str | None, provider_key: bool,
@@ -105,22 +103,29 @@ def write_home(path: Path, *, models: list[str], provider_url: str | None, provi
     return CodexHome(path, tuple(models))
 
 
-def preflight(executable: str, home: CodexHome) -> None:
+def preflight(executable: str, home: CodexHome) -> str:
     """Have the binary validate the generated config (``--strict-config --print-startup-config``).
 
+    Returns:
+        The binary's version line (``codex-cli 0.169.0``), for the caller to compare with :data:`CODEX_VERSION`.
     Raises:
         CodexSetupError: the binary does not run, or refuses the config (its message is quoted).
     """
-    argv = [executable, "app-server", "--strict-config", "--print-startup-config"]
-    try:
-        done = subprocess.run(argv, env=app_server_env(home.path, None), capture_output=True, text=True,
-                              timeout=PREFLIGHT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CodexSetupError(f"Could not run the Codex binary {executable!r}: {exc}") from None
+    version = _run(executable, ["--version"], home).stdout.strip()
+    done = _run(executable, ["app-server", "--strict-config", "--print-startup-config"], home)
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip()[-2000:]
         raise CodexSetupError(f"Codex refused toolwire's generated config in {home.path} "
                               f"(exit {done.returncode}): {detail}")
+    return version
+
+
+def _run(executable: str, args: list[str], home: CodexHome) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run([executable, *args], env=app_server_env(home.path, None), capture_output=True,
+                              text=True, timeout=PREFLIGHT_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CodexSetupError(f"Could not run the Codex binary {executable!r}: {exc}") from None
 
 
 def app_server_env(home: Path, provider_key: str | None) -> dict[str, str]:
