@@ -36,7 +36,8 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
     _sweep(work_dir)
     path = work_dir / str(os.getpid())
     atexit.register(shutil.rmtree, path, True)  # registered first, so it runs after the app-server stops
-    models = list(dict.fromkeys([*filter(None, [settings.default_upstream_model]), *sorted(settings.upstream_models())]))
+    configured = [*filter(None, [settings.default_upstream_model]), *sorted(settings.upstream_models())]
+    models = list(dict.fromkeys(configured))
     if not models:
         models = builtin_models(executable, path / "bootstrap")
     key = settings.codex_provider_api_key.get_secret_value() if settings.codex_provider_api_key else None
