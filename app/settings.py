@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     suppress_tail_after_tools: bool = False
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
+    unsupported_tools: Literal["drop", "fail"] = Field(
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     response_store_path: str = Field(
         "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")

@@ -1,4 +1,5 @@
-"""The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``.
+"""The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``; any other
+``/responses/…`` path is a 404 ``not_supported``.
 
 A Responses request becomes the same upstream Chat request the chat endpoint
 sends (one prompt builder, one transcript flattener), its single choice runs
@@ -16,7 +17,7 @@ import dataclasses
 import logging
 from typing import Any, Iterator
 
-from flask import Response, current_app
+from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
@@ -25,12 +26,13 @@ from ..pipeline.driver import ChoiceDriver
 from ..http.errors import ApiError, as_api_error
 from ..state import current_state
 from ..pipeline.prompt import build_upstream_messages
-from .input import resolve_input_items, to_chat_messages, to_tool_choice
+from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
+from .tools import OfferedTools, offered_tools
 from .encoder import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
 from ..pipeline.streaming import cooperative
-from ..pipeline.plan import build_parser_config, is_json_format, prompt_format, tool_specs
+from ..pipeline.plan import build_parser_config, is_json_format, prompt_format
 from ..http.request import json_body, open_upstream, sse_response
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,8 @@ def create_response() -> Response:
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
     messages = to_chat_messages(req, store, input_items)
-    config = _parser_config(req)
+    tools = offered_tools(req, current_state().settings)
+    config = _parser_config(req, tools)
     fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
     if req.max_output_tokens is not None:
         fields["max_tokens"] = req.max_output_tokens
@@ -57,7 +60,7 @@ def create_response() -> Response:
         fields["response_format"] = response_format
     stream = open_upstream(req.model, build_upstream_messages(messages, config, prompt_format(config)), fields)
     driver = ChoiceDriver(stream, config)
-    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo())
+    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
 
     def keep() -> None:
         if input_items is not None:
@@ -106,9 +109,17 @@ def delete_response(response_id: str) -> Response:
     return current_app.json.response({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
-def _parser_config(req: ResponsesRequest) -> ParserConfig:
+def unsupported_subpath(subpath: str) -> Response:
+    """Any other ``/responses/…`` path (``POST /responses/compact``…): 404 ``not_supported``, not a 405."""
+    hint = (" Compaction happens on the client (Codex compacts locally with this provider)."
+            if subpath.strip("/") == "compact" else "")
+    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
+                   "POST /v1/responses and GET/DELETE /v1/responses/{id}." + hint, code="not_supported")
+
+
+def _parser_config(req: ResponsesRequest, tools: OfferedTools) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
-    config = build_parser_config(tool_specs(req.tools), to_tool_choice(req.tool_choice),
+    config = build_parser_config(tools.specs, tools.choice,
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
                                  settings=current_state().settings,
                                  json_output=is_json_format((req.text or {}).get("format")))
