@@ -111,3 +111,41 @@ def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
     last = "\n".join(m["content"] for m in requests[3]["messages"])
     assert f'<custom_tool_call name="apply_patch">\n{PATCH}\n</custom_tool_call>' in last
     assert "written by apply_patch" in last.split(PATCH)[-1]
+
+
+def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_completions(
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+    opencode = npm_tool(*OPENCODE)
+    server = toolwire_factory()
+    home, project = workdir / "home", workdir / "project"
+    home.mkdir()
+    project.mkdir()
+    config = workdir / "opencode.json"
+    config.write_text(opencode_config(server.v1_url, "scripted-model"))
+    notes = project / "notes.txt"
+    upstream.enqueue(
+        Script(text=tool_call_text("bash", {"command": "echo toolwire-ok > shell.txt", "description": "Write it"})),
+        Script(text=tool_call_text("write", {"filePath": str(notes), "content": "written by write\n"}), chunks=5),
+        Script(text=tool_call_text("edit", {"filePath": str(notes), "oldString": "written by write",
+                                            "newString": "edited by edit"})),
+        Script(text=tool_call_text("read", {"filePath": str(notes)})),
+        Script(text=FINAL_TEXT, chunks=4),
+    )
+    result = run_agent([str(opencode), "run", "--format", "json", "--title", "agents e2e",
+                        "Create the two files, then check notes.txt."],
+                       project, agent_env(home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1",
+                                          OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+                                          OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
+    requests = [e.body for e in upstream.chat_requests]
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{server.log()[-3000:]}"
+    assert (project / "shell.txt").read_text() == "toolwire-ok\n"
+    assert notes.read_text() == "edited by edit\n"
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    used = [e["part"]["tool"] for e in events if e.get("type") == "tool_use"]
+    assert used == ["bash", "write", "edit", "read"]
+    assert all(e["part"]["state"]["status"] == "completed" for e in events if e.get("type") == "tool_use")
+    assert [e["part"]["text"] for e in events if e.get("type") == "text"][-1] == FINAL_TEXT
+    assert len(requests) == 5
+    manifest = requests[0]["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
+    assert {"bash", "edit", "read", "write"} <= {line.split(" ")[0] for line in manifest.splitlines()[1:]}
+    assert "edited by edit" in requests[4]["messages"][-1]["content"]
