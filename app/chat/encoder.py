@@ -5,7 +5,9 @@ event; :class:`ChatAccumulator` folds the same events into a
 ``chat.completion``. Both follow wire-contract section 3: role once per choice
 in its first delta, tool-call headers then argument fragments, a single finish
 chunk with an empty delta, the legacy ``function_call`` shape for requests that
-used ``functions``, and no null-valued delta keys (except the first delta's
+used ``functions``, a custom (freeform) tool's call as ``type: "custom"`` with
+``custom.name`` and ``custom.input`` (streamed as ``custom.input`` fragments),
+and no null-valued delta keys (except the first delta's
 ``content: null`` when a message starts with a call, as OpenAI sends it).
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallInputDelta, ToolCallStarted
 
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
@@ -69,9 +71,11 @@ class ChatChunker:
                     return []
                 delta = {"function_call": {"name": event.name, "arguments": ""}}
             else:
-                delta = {"tool_calls": [{"index": event.index, "id": event.call_id, "type": "function",
-                                         "function": {"name": event.name, "arguments": ""}}]}
+                delta = {"tool_calls": [{"index": event.index, "id": event.call_id, **_call_head(event)}]}
             return [self._chunk(index, self._with_role(index, delta))]
+        if isinstance(event, ToolCallInputDelta):
+            delta = {"tool_calls": [{"index": event.index, "custom": {"input": event.fragment}}]}
+            return [self._chunk(index, delta)]
         if isinstance(event, ToolCallArgumentsDelta):
             if self._legacy:
                 if event.index:
@@ -110,6 +114,13 @@ class ChatChunker:
         return chunk
 
 
+def _call_head(event: ToolCallStarted) -> dict[str, Any]:
+    """A call's ``type`` and its empty ``function`` (``name``, ``arguments``) or ``custom`` (``name``, ``input``)."""
+    if event.kind == "custom":
+        return {"type": "custom", "custom": {"name": event.name, "input": ""}}
+    return {"type": "function", "function": {"name": event.name, "arguments": ""}}
+
+
 class _Message:
     __slots__ = ("text", "calls", "finish_reason")
 
@@ -142,10 +153,11 @@ class ChatAccumulator:
         if isinstance(event, TextDelta):
             message.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
-            message.calls[event.index] = {"id": event.call_id, "type": "function",
-                                          "function": {"name": event.name, "arguments": ""}}
+            message.calls[event.index] = {"id": event.call_id, **_call_head(event)}
         elif isinstance(event, ToolCallArgumentsDelta):
             message.calls[event.index]["function"]["arguments"] += event.fragment
+        elif isinstance(event, ToolCallInputDelta):
+            message.calls[event.index]["custom"]["input"] += event.fragment
         elif isinstance(event, ChoiceFinished):
             message.finish_reason = event.finish_reason
 

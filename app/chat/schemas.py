@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from ..http.errors import ApiError
 
@@ -58,11 +58,34 @@ class AssistantToolCall(_Open):
     function: FunctionCallValue
 
 
+class CustomCallValue(_Open):
+    name: str
+    input: str = ""
+
+
+class AssistantCustomToolCall(_Open):
+    """An earlier call of a custom (freeform) tool: raw ``input`` text."""
+
+    id: str
+    type: Literal["custom"]
+    custom: CustomCallValue
+
+
+def _call_tag(value: Any) -> str:
+    kind = value.get("type", "function") if isinstance(value, dict) else getattr(value, "type", "function")
+    return "CustomCall" if kind == "custom" else "FunctionCall"
+
+
+# Capitalised tags: loc_to_param drops them from error paths as union branch labels.
+AnyToolCall = Annotated[Union[Annotated[AssistantToolCall, Tag("FunctionCall")],
+                              Annotated[AssistantCustomToolCall, Tag("CustomCall")]], Discriminator(_call_tag)]
+
+
 class AssistantMessage(_Open):
     role: Literal["assistant"]
     content: Content | None = None
     name: str | None = None
-    tool_calls: list[AssistantToolCall] | None = None
+    tool_calls: list[AnyToolCall] | None = None
     function_call: FunctionCallValue | None = None
 
 
@@ -98,6 +121,29 @@ class FunctionTool(_Open):
     function: FunctionDef
 
 
+class CustomDef(_Open):
+    """A custom (freeform) tool offered to the model (``tools[].custom``)."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = None
+    format: dict[str, Any] | None = None
+
+    def input_format(self) -> dict[str, Any] | None:
+        """``format`` in the flat Responses shape the core reads (Chat nests a grammar under ``grammar``)."""
+        fmt = self.format
+        if isinstance(fmt, dict) and fmt.get("type") == "grammar" and isinstance(fmt.get("grammar"), dict):
+            return {"type": "grammar", **fmt["grammar"]}
+        return fmt
+
+
+class CustomTool(_Open):
+    type: Literal["custom"]
+    custom: CustomDef
+
+
+AnyTool = Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]
+
+
 class NamedFunction(_Open):
     name: str = Field(min_length=1)
 
@@ -107,15 +153,22 @@ class NamedToolChoice(_Open):
     function: NamedFunction
 
 
+class NamedCustomToolChoice(_Open):
+    type: Literal["custom"]
+    custom: NamedFunction
+
+
 class AllowedTool(_Open):
-    type: Literal["function"] = "function"
+    type: Literal["function", "custom"] = "function"
     function: NamedFunction | None = None
+    custom: NamedFunction | None = None
     name: str | None = None
 
     @property
     def tool_name(self) -> str | None:
-        """The named function (nested Chat shape or flat shape)."""
-        return self.function.name if self.function else self.name
+        """The named tool (nested Chat shape or flat shape)."""
+        nested = self.function or self.custom
+        return nested.name if nested else self.name
 
 
 class AllowedToolsSpec(_Open):
@@ -128,7 +181,8 @@ class AllowedToolsChoice(_Open):
     allowed_tools: AllowedToolsSpec
 
 
-ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, AllowedToolsChoice]
+ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, NamedCustomToolChoice,
+                        AllowedToolsChoice]
 
 
 class StreamOptions(_Open):
@@ -142,7 +196,7 @@ class ChatRequest(_Open):
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[AnyTool] | None = None
     tool_choice: ToolChoiceValue | None = None
     parallel_tool_calls: bool | None = None
     functions: list[FunctionDef] | None = None
@@ -201,10 +255,10 @@ def loc_to_param(loc: list[Any]) -> str:
     """Turn a pydantic ``loc`` into an OpenAI ``param``: ``messages[0].content``.
 
     Labels that pydantic inserts for union branches (the role tag after
-    ``messages[i]``, ``literal[...]``, class names, ``str``) are dropped.
+    ``messages[i]``, the type tag after ``tools[i]``, ``literal[...]``, class names, ``str``) are dropped.
     """
-    if len(loc) >= 3 and loc[0] == "messages" and isinstance(loc[1], int):
-        loc = loc[:2] + loc[3:]
+    if len(loc) >= 3 and loc[0] in ("messages", "tools") and isinstance(loc[1], int):
+        loc = loc[:2] + loc[3:]  # the role / tool type tag of the discriminated union
     out = ""
     for part in loc:
         if isinstance(part, int):

@@ -21,7 +21,15 @@ from flask import has_request_context, request
 from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
 from ..http.errors import ApiError
-from ..chat.schemas import AllowedToolsChoice, ChatRequest, FunctionDef, NamedFunction, NamedToolChoice
+from ..chat.schemas import (
+    AllowedToolsChoice,
+    ChatRequest,
+    CustomTool,
+    FunctionDef,
+    NamedCustomToolChoice,
+    NamedFunction,
+    NamedToolChoice,
+)
 
 if TYPE_CHECKING:
     from ..responses.schemas import FunctionTool as ResponsesFunctionTool
@@ -120,7 +128,9 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
         tools = tool_specs(req.functions)
         return build_parser_config(tools, _legacy_choice(req.function_call), parallel_tool_calls=False,
                                    legacy_functions=True, settings=settings, json_output=json_output)
-    tools = tool_specs(t.function for t in req.tools or ())
+    tools = [ToolSpec(name=t.custom.name, description=t.custom.description or "", kind="custom",
+                      input_format=t.custom.input_format()) if isinstance(t, CustomTool) else tool_specs([t.function])[0]
+             for t in req.tools or ()]
     parallel = req.parallel_tool_calls is not False
     return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
                                legacy_functions=False, settings=settings, json_output=json_output)
@@ -140,6 +150,8 @@ def _chat_choice(choice: object) -> ToolChoice:
         return ToolChoice(choice)  # type: ignore[arg-type]
     if isinstance(choice, NamedToolChoice):
         return ToolChoice("required", frozenset({choice.function.name}))
+    if isinstance(choice, NamedCustomToolChoice):
+        return ToolChoice("required", frozenset({choice.custom.name}))
     assert isinstance(choice, AllowedToolsChoice)
     names = frozenset(n for n in (t.tool_name for t in choice.allowed_tools.tools) if n)
     return ToolChoice(choice.allowed_tools.mode, names)

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 #: Request fields with the same meaning in a Chat request, sent on as they are.
 _PASSTHROUGH = ("temperature", "top_p", "user")
+#: Fields agents send that Chat back ends also take under the same name (others, such as ``include``,
+#: ``client_metadata`` or ``truncation``, are accepted and not sent: a Chat back end has no use for them).
+_EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
 def create_response() -> Response:
@@ -52,12 +55,7 @@ def create_response() -> Response:
     messages = to_chat_messages(req, store, input_items)
     tools = offered_tools(req, current_state().settings)
     config = _parser_config(req, tools)
-    fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
-    if req.max_output_tokens is not None:
-        fields["max_tokens"] = req.max_output_tokens
-    response_format = _chat_response_format((req.text or {}).get("format"))
-    if response_format is not None:
-        fields["response_format"] = response_format
+    fields = _upstream_fields(req)
     stream = open_upstream(req.model, build_upstream_messages(messages, config, prompt_format(config)), fields)
     driver = ChoiceDriver(stream, config)
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
@@ -128,6 +126,27 @@ def _parser_config(req: ResponsesRequest, tools: OfferedTools) -> ParserConfig:
     limit = config.policy.max_tool_calls
     limit = min(limit, req.max_tool_calls) if limit else req.max_tool_calls
     return dataclasses.replace(config, policy=dataclasses.replace(config.policy, max_tool_calls=limit))
+
+
+def _upstream_fields(req: ResponsesRequest) -> dict[str, Any]:
+    """The Chat request fields besides model and messages: sampling, limits, output format and the
+    agent fields a Chat back end understands (``reasoning.effort`` as ``reasoning_effort``,
+    ``text.verbosity`` as ``verbosity``)."""
+    fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
+    extra = req.model_extra or {}
+    fields.update((key, extra[key]) for key in _EXTRA_PASSTHROUGH if extra.get(key) is not None)
+    if req.max_output_tokens is not None:
+        fields["max_tokens"] = req.max_output_tokens
+    text = req.text or {}
+    response_format = _chat_response_format(text.get("format"))
+    if response_format is not None:
+        fields["response_format"] = response_format
+    if isinstance(text.get("verbosity"), str):
+        fields["verbosity"] = text["verbosity"]
+    effort = (req.reasoning or {}).get("effort")
+    if isinstance(effort, str):
+        fields["reasoning_effort"] = effort
+    return fields
 
 
 def _chat_response_format(fmt: Any) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ RESPONSES_EVENT_TYPES = {
     "response.output_text.delta", "response.output_text.done", "response.output_text.annotation.added",
     "response.refusal.delta", "response.refusal.done",
     "response.function_call_arguments.delta", "response.function_call_arguments.done",
+    "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
     "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
     "response.reasoning_text.delta", "response.reasoning_text.done",
@@ -59,6 +60,8 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.output_text.done": ("item_id", "output_index", "content_index", "text", "logprobs"),
     "response.function_call_arguments.delta": ("item_id", "output_index", "delta"),
     "response.function_call_arguments.done": ("item_id", "output_index", "arguments", "name"),
+    "response.custom_tool_call_input.delta": ("item_id", "output_index", "delta"),
+    "response.custom_tool_call_input.done": ("item_id", "output_index", "input"),
     "response.refusal.delta": ("item_id", "output_index", "content_index", "delta"),
     "response.refusal.done": ("item_id", "output_index", "content_index", "refusal"),
     "response.completed": ("response",),
@@ -66,7 +69,10 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.failed": ("response",),
     "error": ("message",),
 }
-ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_"}
+ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
+                  "tool_search_call": "tsc_", "local_shell_call": "lsc_"}
+#: Call items: a unique non-empty ``call_id`` each.
+CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
 
 
 class ContractViolation(AssertionError):
@@ -763,7 +769,8 @@ def check_responses_stream(
             _on_item_added(v, event, items, call_ids, seen_call_ids)
         elif kind == "response.output_item.done":
             _on_item_done(v, event, items)
-        elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.", "response.refusal.")):
+        elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.",
+                              "response.custom_tool_call_input.", "response.refusal.")):
             _on_item_scoped(v, kind, event, items)
 
     if terminal is None:
@@ -820,9 +827,11 @@ def _on_item_added(v: _Violations, event: dict[str, Any], items: list[_Item], ca
     if open_items:
         v.add(24, f"item {len(items)} added while item(s) {open_items} are still open")
     _check_item_identity_fields(v, "output_item.added", item)
-    if item.get("type") == "function_call":
-        if item.get("arguments") != "":
+    if item.get("type") in CALL_ITEM_TYPES:
+        if item.get("type") == "function_call" and item.get("arguments") != "":
             v.add(28, f"function_call output_item.added has arguments {item.get('arguments')!r}, expected ''")
+        if item.get("type") == "custom_tool_call" and item.get("input") != "":
+            v.add(28, f"custom_tool_call output_item.added has input {item.get('input')!r}, expected ''")
         call_id = item.get("call_id")
         if call_id in call_ids or (seen is not None and call_id in seen):
             v.add(25, f"call_id {call_id!r} is not unique")
@@ -837,12 +846,13 @@ def _check_item_identity_fields(v: _Violations, where: str, item: dict[str, Any]
     prefix = ITEM_ID_PREFIX.get(item_type, "")
     if not isinstance(item_id, str) or not item_id.startswith(prefix) or item_id == prefix:
         v.add(25, f"{where}: {item_type} item id {item_id!r} is not a non-empty {prefix or 'string'}… id")
-    if item_type == "function_call":
+    if item_type in ("function_call", "custom_tool_call"):
         for key in ("call_id", "name"):
             if not isinstance(item.get(key), str) or not item[key]:
-                v.add(25, f"{where}: function_call item without a non-empty {key}: {item!r}")
-        if not isinstance(item.get("arguments"), str):
-            v.add(25, f"{where}: function_call arguments is not a string: {item.get('arguments')!r}")
+                v.add(25, f"{where}: {item_type} item without a non-empty {key}: {item!r}")
+        text_key = "arguments" if item_type == "function_call" else "input"
+        if not isinstance(item.get(text_key), str):
+            v.add(25, f"{where}: {item_type} {text_key} is not a string: {item.get(text_key)!r}")
 
 
 def _same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -857,11 +867,23 @@ def _on_item_scoped(v: _Violations, kind: str, event: dict[str, Any], items: lis
         v.add(24, f"{kind} for output_index {it.output_index} after its output_item.done")
     if event.get("item_id") != it.item.get("id"):
         v.add(26, f"{kind} item_id {event.get('item_id')!r} != id {it.item.get('id')!r} of item {it.output_index}")
-    wanted = "function_call" if kind.startswith("response.function_call_arguments.") else "message"
+    wanted = ("function_call" if kind.startswith("response.function_call_arguments.") else
+              "custom_tool_call" if kind.startswith("response.custom_tool_call_input.") else "message")
     if it.item.get("type") != wanted:
         v.add(26, f"{kind} targets a {it.item.get('type')!r} item")
         return
-    if kind == "response.function_call_arguments.delta":
+    if kind == "response.custom_tool_call_input.delta":
+        if not isinstance(event.get("delta"), str) or not event["delta"]:
+            v.add(28, f"custom_tool_call_input.delta without a non-empty string delta: {event.get('delta')!r}")
+        else:
+            it.arg_deltas.append(event["delta"])
+    elif kind == "response.custom_tool_call_input.done":
+        if it.args_done is not None:
+            v.add(28, f"second custom_tool_call_input.done for item {it.output_index}")
+        it.args_done = event
+        if event.get("input") != "".join(it.arg_deltas):
+            v.add(28, f"custom_tool_call_input.done.input {event.get('input')!r} != deltas {''.join(it.arg_deltas)!r}")
+    elif kind == "response.function_call_arguments.delta":
         if not isinstance(event.get("delta"), str):
             v.add(28, f"function_call_arguments.delta without a string delta: {event.get('delta')!r}")
         else:
@@ -936,6 +958,11 @@ def _on_item_done(v: _Violations, event: dict[str, Any], items: list[_Item]) -> 
             v.add(28, f"output_item.done arguments {arguments!r} != function_call_arguments.done {it.args_done.get('arguments')!r}")
         if item.get("status") == "completed" and not (isinstance(arguments, str) and _is_json_object(arguments)):
             v.add(28, f"completed function_call {it.output_index} arguments {arguments!r} are not a JSON object")
+    elif item.get("type") == "custom_tool_call":
+        if it.args_done is None:
+            v.add(28, f"custom_tool_call {it.output_index} closed without custom_tool_call_input.done")
+        elif item.get("input") != it.args_done.get("input"):
+            v.add(28, f"output_item.done input {item.get('input')!r} != custom_tool_call_input.done {it.args_done.get('input')!r}")
     elif item.get("type") == "message":
         for content_index, part in it.parts.items():
             if part["part_done"] is None:
