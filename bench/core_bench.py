@@ -5,17 +5,30 @@ Run: ``python bench/core_bench.py`` (``make bench`` runs it too, as section 5 of
 Each figure is compared with a baseline measured in the same run (a loop that
 only wraps each chunk in a TextDelta), so the ratios stay meaningful on a
 shared, noisy machine; the absolute microseconds are for the issue's targets.
+
+``--against REV`` also loads the core as it is at git revision ``REV`` (its
+``statemachine/`` files, from ``git show``, imported under another package
+name from a temporary directory) and times it beside this one, scenario by
+scenario and alternating, so a refactor's cost is measured in one run:
+``python bench/core_bench.py --against main``.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import pathlib
+import subprocess
+import sys
+import tempfile
 import time
+from types import ModuleType
 
-from statemachine import ChoiceStream, ParserConfig, TextDelta, ToolSpec
+import statemachine
 
-TOOLS = ParserConfig.for_tools([ToolSpec("write_file", parameters={
-    "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}})])
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+WRITE_FILE_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
 PROSE = "The quick brown fox jumps over the lazy dog; if a < b then c > d. "
 
 
@@ -24,17 +37,22 @@ def chunks_of(text: str, size: int) -> list[str]:
 
 
 def best_of(runs: int, fn) -> float:
-    """The fastest of ``runs`` timings of ``fn()``, in seconds (least disturbed by noise)."""
+    """The fastest of ``runs`` timings of ``fn()``, in seconds of this process's CPU time (on a shared
+    machine, wall time also counts the waits for a core; the fastest run is the least disturbed)."""
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
-def feed_all(chunks: list[str]) -> None:
-    stream = ChoiceStream(TOOLS)
+def tools_of(core: ModuleType):
+    return core.ParserConfig.for_tools([core.ToolSpec("write_file", parameters=WRITE_FILE_SCHEMA)])
+
+
+def feed_all(core: ModuleType, config, chunks: list[str]) -> None:
+    stream = core.ChoiceStream(config)
     feed = stream.feed
     for chunk in chunks:
         feed(chunk)
@@ -44,7 +62,21 @@ def feed_all(chunks: list[str]) -> None:
 def baseline(chunks: list[str]) -> None:
     out = []
     for chunk in chunks:
-        out.append(TextDelta(chunk))
+        out.append(statemachine.TextDelta(chunk))
+
+
+def load_core_at(rev: str, into: pathlib.Path) -> ModuleType:
+    """The ``statemachine`` package as it is at git revision ``rev``, imported as ``statemachine_at_rev``."""
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "statemachine/"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in names:
+        if name.endswith(".py"):
+            target = into / "statemachine_at_rev" / pathlib.Path(name).relative_to("statemachine")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT, capture_output=True,
+                                              check=True).stdout)
+    sys.path.insert(0, str(into))
+    return importlib.import_module("statemachine_at_rev")  # its imports are relative: it loads its own modules
 
 
 def call_text(argument_chars: int) -> str:
@@ -60,36 +92,50 @@ def format_c_text(value_chars: int) -> str:
             f"<parameter=content>\n{content}</parameter>\n</function>\n</tool_call>")
 
 
+SCENARIOS = (
+    ("plain text, 16-char chunks", lambda: chunks_of(PROSE * 2000, 16), 3.0),
+    ("inside arguments, 16-char chunks", lambda: chunks_of(call_text(64_000), 16), 6.0),
+    ("format C parameter value, 16-char", lambda: chunks_of(format_c_text(64_000), 16), 6.0),
+    ("100 KB argument, 1-char chunks", lambda: chunks_of(call_text(100_000), 1), 6.0),
+)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--against", metavar="REV", help="also time the core at this git revision (e.g. main)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        old = load_core_at(args.against, pathlib.Path(tmp)) if args.against else None
+        run(old, args.against)
+
+
+def run(old: ModuleType | None, rev: str | None) -> None:
+    config = tools_of(statemachine)
+    old_config = tools_of(old) if old else None
     rows = []
-    plain = chunks_of(PROSE * 2000, 16)
-    t_plain = best_of(5, lambda: feed_all(plain))
-    t_base = best_of(5, lambda: baseline(plain))
-    rows.append(("plain text, 16-char chunks", t_plain / len(plain) * 1e6, t_base / len(plain) * 1e6, 3.0))
-
-    call = call_text(64_000)
-    arg_chunks = chunks_of(call, 16)
-    t_args = best_of(5, lambda: feed_all(arg_chunks))
-    t_base_args = best_of(5, lambda: baseline(arg_chunks))
-    rows.append(("inside arguments, 16-char chunks", t_args / len(arg_chunks) * 1e6,
-                 t_base_args / len(arg_chunks) * 1e6, 6.0))
-
-    param_chunks = chunks_of(format_c_text(64_000), 16)
-    t_param = best_of(5, lambda: feed_all(param_chunks))
-    t_base_param = best_of(5, lambda: baseline(param_chunks))
-    rows.append(("format C parameter value, 16-char", t_param / len(param_chunks) * 1e6,
-                 t_base_param / len(param_chunks) * 1e6, 6.0))
+    for name, make, target in SCENARIOS:
+        chunks = make()
+        t_new = t_old = float("inf")
+        for _ in range(7):  # alternate, so both cores see the same machine load
+            t_new = min(t_new, best_of(1, lambda: feed_all(statemachine, config, chunks)))
+            if old:
+                t_old = min(t_old, best_of(1, lambda: feed_all(old, old_config, chunks)))
+        t_base = best_of(5, lambda: baseline(chunks))
+        rows.append((name, t_new / len(chunks) * 1e6, t_base / len(chunks) * 1e6, target,
+                     t_old / len(chunks) * 1e6 if old else None))
 
     small = chunks_of(call_text(100_000), 1)
     large = chunks_of(call_text(1_000_000), 1)
-    t_small = best_of(3, lambda: feed_all(small))
-    t_large = best_of(2, lambda: feed_all(large))
+    t_small = best_of(3, lambda: feed_all(statemachine, config, small))
+    t_large = best_of(2, lambda: feed_all(statemachine, config, large))
 
-    print(f"{'scenario':<36} {'µs/chunk':>9} {'baseline':>9} {'ratio':>7} {'target µs':>10}")
-    for name, us, base, target in rows:
-        print(f"{name:<36} {us:>9.2f} {base:>9.2f} {us / base:>7.1f} {target:>10.1f}")
+    against = f" {'at ' + rev:>9} {'new/old':>7}" if old else ""
+    print(f"{'scenario':<36} {'µs/chunk':>9} {'baseline':>9} {'ratio':>7} {'target µs':>10}{against}")
+    for name, us, base, target, old_us in rows:
+        versus = f" {old_us:>9.2f} {us / old_us:>7.2f}" if old_us is not None else ""
+        print(f"{name:<36} {us:>9.2f} {base:>9.2f} {us / base:>7.1f} {target:>10.1f}{versus}")
     print(f"{'1 MB argument, 1-char chunks':<36} {t_large * 1e6 / len(large):>9.2f}")
-    print(f"{'100 KB argument, 1-char chunks':<36} {t_small * 1e6 / len(small):>9.2f}")
+    print(f"{'100 KB argument, 1-char (linearity)':<36} {t_small * 1e6 / len(small):>9.2f}")
     ratio = t_large / t_small
     print(f"time ratio 1 MB / 100 KB: {ratio:.1f} (linear ≈ 10, target ≤ 12): {'ok' if ratio <= 12 else 'OVER'}")
 

@@ -20,7 +20,7 @@ from ._events import (
     ToolCallNote,
     ToolCallStarted,
 )
-from ._formats import TextFormat, get_format, register_format, registered_formats
+from .formats import TextFormat, get_format, register_format, registered_formats
 from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
 
 __all__ = [

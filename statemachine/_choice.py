@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping
 
 from transitions import Machine
 
-from ._bodies import DONE, JsonCallsBody
+from ._jsoncall import JsonCallsBody
+from ._scanning import DONE, opener_at
 from ._config import ParserConfig
-from ._custom import CustomToolFormat
 from ._errors import ModelOutputError, UsageError
 from ._events import (
     CUSTOM,
@@ -28,25 +28,30 @@ from ._events import (
 )
 from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
-from ._formats import get_format
+from .formats import BodyReader, get_format
+from .formats.custom import CustomToolFormat
 from ._schema import schema_errors
-from ._table import DONE as DONE_STATE, INITIAL, TRANSITIONS, ChoiceState
+from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 _WS = " \t\r\n"
 
 
-#: The one machine every choice runs on, built once from the table. Per-choice machines cost about
-#: 70 µs and 10 KiB each; a model-less machine keeps no per-choice state (no ``queued``, no callbacks),
-#: so each :class:`ChoiceStream` fires the table's events on itself (:meth:`ChoiceStream.trigger`).
+#: The one machine every choice runs on, built once from the table with the callbacks it names.
+#: Per-choice machines cost about 70 µs and 10 KiB each; a model-less machine keeps no per-choice
+#: state, so each :class:`ChoiceStream` fires the table's events on itself (:meth:`ChoiceStream.trigger`)
+#: and ``transitions`` finds the callbacks by name on that stream.
 _MACHINE = Machine(
     model=None,
     states=list(ChoiceState),
-    transitions=[{"trigger": t.trigger, "source": t.source, "dest": t.dest} for t in TRANSITIONS],
+    transitions=[{"trigger": t.trigger, "source": t.source, "dest": t.dest, "after": t.after or None}
+                 for t in TRANSITIONS],
     initial=INITIAL,
     auto_transitions=False,
 )
+for _state, _callback in ON_ENTER.items():
+    _MACHINE.get_state(_state).add_callback("enter", _callback)
 
 
 def new_call_id() -> str:
@@ -109,11 +114,16 @@ class ChoiceStream:
         formats = [get_format(name).with_marker(config.marker) for name in names] if self._parsing else []
         self._openers = {op: fmt for fmt in formats for op in fmt.openers}
         self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
-        self._closers = frozenset(fmt.closer for fmt in formats)
+        self._closers = frozenset(fmt.closer for fmt in formats if fmt.closer)
         sentinels = list(self._openers) + sorted(self._closers)
         if config.reasoning:
             sentinels += [THINK_OPEN, THINK_CLOSE]
         self._sentinels = tuple(sentinels)
+        # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
+        # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
+        starts = {s[0] for s in sentinels} | {"<"}
+        self._lt_only = starts == {"<"}
+        self._start_chars = re.compile("[" + re.escape("".join(sorted(starts))) + "]")
         self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
         self._think_sentinels = (THINK_CLOSE, THINK_OPEN, *self._openers)
         self._out: list[Event] = []
@@ -121,13 +131,16 @@ class ChoiceStream:
         self._ws = ""  # whitespace held while the current stretch of text has nothing else
         self._stretch_has_text = False  # visible text since the start or the last call
         self._after_call = False  # nothing visible since the last call: an orphan closer is dropped
-        self._body: Any = None
+        self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
+        # The edge out of the call states that the last call's outcome chose, fired when its block ends.
+        self._leave: str | None = None
         self._raw: list[str] | None = None  # the block's text while it could still be released
         self._release: str | None = None  # the kind of a disproved block awaiting release
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
         self._think_held: list[str] | None = None  # reasoning from a call opener on
         self._think_fences: FenceTracker | None = None  # the fence tracker where the held draft began
+        self._draft_text_is_reasoning = False  # at the end, unclosed reasoning's held draft is read again
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._at_start = config.marker is None
         self._fence = ""  # a held fence line that may wrap the message's call
@@ -170,7 +183,7 @@ class ChoiceStream:
                 self._end_native()  # text after native fragments: that call is complete
             if not self._sentinels:
                 out.append(TextDelta(text))
-            elif "<" not in text and self._plain_text():
+            elif ("<" not in text if self._lt_only else not self._start_chars.search(text)) and self._plain_text():
                 self._fences.feed(text)
                 self._emit_text(text)  # the common case: prose with nothing held
             else:
@@ -234,19 +247,20 @@ class ChoiceStream:
         if self._in_think and self._think_held is not None:
             held, self._think_held = "".join(self._think_held), None
             self._in_think = False  # reasoning never closed: the held call was real
+            self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
             self._fences, self._think_fences = self._think_fences, None
             self._scan(held)
         if self._cut:  # what was held after the cut is never shown
-            self._body = None
             self._pending = ""
+            self._end_block()
         if self._body is not None:
             self._body.at_eof()
-            self._body = None
-            self._after_body(self._pending)
+            if self._raw is not None:
+                self._raw.append(self._pending)
             self._pending = ""
+            self._end_block()
         self._flush_text(final=True)
-        self._trigger("upstream_finished")
-        out.append(ChoiceFinished(self._finish_reason(upstream)))
+        self._trigger("upstream_finished", upstream=upstream)
         return out
 
     @property
@@ -258,39 +272,47 @@ class ChoiceStream:
 
     def _plain_text(self) -> bool:
         """Whether the next text is plain visible text unless it contains a ``<``."""
-        return not (self._body or self._pending or self._in_think or self._at_start or self._fence_close)
+        return self.state is TEXT and not (self._pending or self._in_think or self._at_start or self._fence_close)
 
     def _scan(self, buf: str) -> None:
+        """Read ``buf`` with the reader the current state names (``READERS``), until it is used up."""
         self._pending = ""
         pos, n = 0, len(buf)
+        readers = _READERS
         while pos < n:
             if self._cut:  # policy stopped reading: the rest of the output is ignored
-                self._body = None
+                self._end_block()
                 return
-            if self._body is not None:
-                status, end = self._body.feed(buf, pos)
-                if status == DONE:
-                    self._body = None
-                    self._after_body(buf[pos:end])
-                    pos = end
-                    continue
-                self._after_body(buf[pos:end])
-                self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
-                return
-            if self._in_think:
-                pos = self._scan_think(buf, pos)
-            else:
-                pos = self._scan_text(buf, pos)
+            pos = readers[self.state](self, buf, pos)
 
-    def _after_body(self, consumed: str) -> None:
-        """Account for text a body consumed; release a disproved block once its body ended."""
+    def _read_block(self, buf: str, pos: int) -> int:
+        """The call states' reader: the open block's body reader, until the block ends."""
+        status, end = self._body.feed(buf, pos)
         if self._raw is not None:
-            self._raw.append(consumed)
-        if self._body is None:  # a disproved block goes back to text whole, closer included
-            self._release_block()
+            self._raw.append(buf[pos:end])
+        if status == DONE:
+            self._end_block()
+            return end
+        self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
+        return len(buf)
+
+    def _end_block(self) -> None:
+        """The open block is over: the machine leaves the call state the way its last call went."""
+        self._body = None
+        self._leave_call()
+
+    def _leave_call(self) -> None:
+        """Fire the edge out of the call states that the last call's outcome chose, if one is due."""
+        if self._leave is not None:
+            trigger, self._leave = self._leave, None
+            self._trigger(trigger)
+
+    def _call_closed(self) -> None:
+        """``tool_close_seen``'s callback: until visible text comes, an orphan closer is dropped."""
+        self._after_call = True
 
     def _release_block(self) -> None:
-        """Emit a disproved block's text (opener included) as visible text."""
+        """``tool_open_disproved``'s callback: a disproved block's text (opener included) goes out as text."""
         if self._release is None:
             return
         kind = self._release
@@ -300,6 +322,10 @@ class ChoiceStream:
         if kind != "suppressed" and raw:
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
+
+    def _read_text(self, buf: str, pos: int) -> int:
+        """TEXT's reader: visible text, or reasoning inside ``<think>`` (a sub-state of this reader)."""
+        return self._scan_think(buf, pos) if self._in_think else self._scan_text(buf, pos)
 
     def _scan_text(self, buf: str, pos: int) -> int:
         n = len(buf)
@@ -320,7 +346,8 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
-            elif buf[j] in "{[" and self.config.bare_json:
+            elif (buf[j] in "{[" and self.config.bare_json
+                  and (self._lt_only or not opener_at(buf, j, self.openers))):  # not a registered opener
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
@@ -336,7 +363,7 @@ class ChoiceStream:
                     self._fences.feed(self._fence)
                     self._ws = ""
                     return line_end + 1
-        i = buf.find("<", pos)
+        i = self._next_start(buf, pos)
         if i == -1:
             self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
@@ -356,7 +383,7 @@ class ChoiceStream:
             self._pending = tail
             return n
         self._fences.feed(buf[pos:i + 1])
-        self._emit_text(buf[pos:i + 1])  # a '<' that starts no sentinel is text
+        self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
         return i + 1
 
     def _on_sentinel(self, s: str) -> None:
@@ -386,7 +413,7 @@ class ChoiceStream:
         n = len(buf)
         fences = self._fences  # fences in reasoning are tracked too: a sentinel inside one is reasoning (4.13)
         fed = pos  # buf[:fed] has been fed to the fence tracker
-        i = buf.find("<", pos)
+        i = self._next_start(buf, pos)
         while i != -1:
             fences.feed(buf[fed:i])
             fed = i
@@ -404,7 +431,7 @@ class ChoiceStream:
                     fences.feed(THINK_OPEN)
                     self._reasoning(buf[pos:i])
                     pos = fed = i + len(THINK_OPEN)
-                    i = buf.find("<", pos)
+                    i = self._next_start(buf, pos)
                     continue
                 tail = buf[i:]
                 if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
@@ -416,10 +443,17 @@ class ChoiceStream:
                     self._think_held = []
                     self._think_fences = fences.copy()  # a promoted draft is scanned again from here
                     pos = i
-            i = buf.find("<", i + 1)
+            i = self._next_start(buf, i + 1)
         fences.feed(buf[fed:])
         self._reasoning(buf[pos:])
         return n
+
+    def _next_start(self, buf: str, pos: int) -> int:
+        """Where the next character that may start a sentinel stands in ``buf[pos:]``, or -1."""
+        if self._lt_only:
+            return buf.find("<", pos)
+        m = self._start_chars.search(buf, pos)
+        return -1 if m is None else m.start()
 
     def _reasoning(self, text: str) -> None:
         if not text:
@@ -433,6 +467,10 @@ class ChoiceStream:
 
     def _emit_text(self, text: str) -> None:
         """Visible text. Whitespace-only stretches around calls are dropped, so they are held."""
+        if self._draft_text_is_reasoning:
+            if text:
+                self._out.append(ReasoningDelta(text))
+            return
         if self._suppress_tail and self._valid_calls:
             self._ws = ""
             return
@@ -464,7 +502,7 @@ class ChoiceStream:
         if final and self._fence:
             self._out.append(TextDelta(self._take_fence()))
         if final and self._ws and not self._valid_calls and self._next_index == 0:
-            self._out.append(TextDelta(self._ws))
+            self._out.append(ReasoningDelta(self._ws) if self._draft_text_is_reasoning else TextDelta(self._ws))
         if final:
             self._ws = ""
 
@@ -472,7 +510,11 @@ class ChoiceStream:
 
     def call_begin(self, *, native: bool = False) -> None:
         """A call block (or the next call inside one) begins."""
-        self._trigger("tool_open_seen")
+        self._leave_call()  # the block's next call: the machine leaves the one before first
+        self._trigger("tool_open_seen", native=native)
+
+    def _hold_call(self, native: bool = False) -> None:
+        """Entering ``in_tool_call``: hold the call, buffering any arguments that come before its name."""
         self._call = _Call(native)
 
     def call_name(self, name: str, *, kind: str = FUNCTION) -> None:
@@ -490,10 +532,7 @@ class ChoiceStream:
             return
         call.decision = self._decide(call.name, kind, bare=getattr(self._body, "bare", False))
         if call.decision == "accept" and (call.pre_args or kind == CUSTOM):
-            self._send_header(call)
-            if call.pre_args:
-                self._args_out(call, "".join(call.pre_args))
-                call.pre_args = []
+            self._trigger("name_completed")
 
     def call_args(self, text: str) -> None:
         """A fragment of the call's arguments text."""
@@ -503,7 +542,7 @@ class ChoiceStream:
         if call.header_sent:
             self._args_out(call, text)
         elif call.decision == "accept":
-            self._send_header(call)  # the header waits until the arguments begin
+            self._trigger("name_completed")  # the header waits until the arguments begin
             self._args_out(call, text)
         elif call.decision is None and not call.valved:
             call.pre_args.append(text)
@@ -512,11 +551,14 @@ class ChoiceStream:
                 call.valved = True  # the size valve: this block will go back to text
                 call.pre_args = []
 
-    def _send_header(self, call: _Call) -> None:
+    def _send_header(self) -> None:
+        """``name_completed``'s callback: the call is committed; its header and buffered arguments go out."""
+        call = self._call
+        if call is None:  # fired by hand (:meth:`trigger`), with no call being read
+            return
         call.index = self._next_index
         self._next_index += 1
         call.call_id = self._new_id()
-        self._trigger("name_completed")
         self._raw = None  # committed: this block can no longer turn back into text
         self._at_start = False
         self._stretch_has_text = False
@@ -525,6 +567,9 @@ class ChoiceStream:
             self._fence_close = True
             self._fences.reset()
         self._out.append(ToolCallStarted(call.index, call.call_id, call.name, call.kind))
+        if call.pre_args:
+            self._args_out(call, "".join(call.pre_args))
+            call.pre_args = []
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
         """The call's arguments are complete; validate and close it."""
@@ -546,8 +591,7 @@ class ChoiceStream:
             problem = "invalid_json" if value is None else self._schema_problem(call, value)
         valid = problem is None
         self._out.append(ToolCallEnded(call.index, call.call_id, call.name, arguments, valid, call.kind))
-        self._trigger("tool_close_seen")
-        self._after_call = True
+        self._leave = "tool_close_seen"
         if valid:
             self._valid_calls += 1
             if repaired:
@@ -559,6 +603,8 @@ class ChoiceStream:
             self._incomplete = True
             self.note(problem, f"the arguments of {call.name!r} are not acceptable ({problem})",
                       index=call.index, name=call.name)
+        if self._body is None:  # a native call has no block: the machine leaves now
+            self._end_block()
 
     def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
         """The stream ended after a complete call whose block never closed (4.11).
@@ -652,12 +698,12 @@ class ChoiceStream:
             kind, message = "invalid_json", "the block has no function name"
         if kind == "invalid_json" and not bare and self.config.policy.invalid_json == "fail":
             raise ModelOutputError(message or "the model wrote an invalid call", code="invalid_json")
-        self._trigger("tool_open_disproved")
         self._release = kind
+        self._leave = "tool_open_disproved"
         if kind != "not_a_call" and not (bare and kind != "unknown_tool"):
             self.note(kind, message or kind, name=call.name)
-        if self._body is None:
-            self._release_block()
+        if self._body is None:  # a native call has no block: the machine leaves now
+            self._end_block()
 
     def _args_out(self, call: _Call, text: str) -> None:
         call.args.append(text)
@@ -716,16 +762,22 @@ class ChoiceStream:
                 else:
                     self.call_end()
 
-    def _finish_reason(self, upstream: str) -> str:
+    def _select_finish_reason(self, upstream: str = "stop") -> None:
+        """Entering ``done``: the one ``ChoiceFinished``, with the finish reason the choice earned."""
         if upstream in ("length", "content_filter"):
-            return upstream
-        if self._valid_calls and not self._incomplete:
-            return "function_call" if self.config.legacy_functions else "tool_calls"
-        return "stop"
+            reason = upstream
+        elif self._valid_calls and not self._incomplete:
+            reason = "function_call" if self.config.legacy_functions else "tool_calls"
+        else:
+            reason = "stop"
+        self._out.append(ChoiceFinished(reason))
 
-    def trigger(self, name: str) -> bool:
-        """Fire the table's event ``name`` on this choice.
+    def trigger(self, name: str, **kwargs: Any) -> bool:
+        """Fire the table's event ``name`` on this choice, running the callbacks the table names.
 
+        Args:
+            name: the trigger.
+            kwargs: passed to the callbacks.
         Returns:
             ``True`` (the transition was taken).
         Raises:
@@ -735,13 +787,17 @@ class ChoiceStream:
         event = _MACHINE.events.get(name)
         if event is None:
             raise AttributeError(f"Do not know event named {name!r}.")
-        return event.trigger(self)
+        return event.trigger(self, **kwargs)
 
-    def _trigger(self, name: str) -> None:
+    def _trigger(self, name: str, **kwargs: Any) -> None:
         source = self.state
-        self.trigger(name)
+        self.trigger(name, **kwargs)
         self.path.append((source.value, name, self.state.value))
         self.spans.append((self._span_start, self._fed))
+
+
+#: Each state's reader, resolved once from the table's names.
+_READERS = {state: getattr(ChoiceStream, name) for state, name in READERS.items()}
 
 
 def _strip_decorations(name: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from ._openers import opener_at
+from ._scanning import opener_at
 from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
                        escape_text, unicode_escape_step)
 

@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from ._openers import opener_at
+from ._scanning import opener_at
 
 # What comes next outside strings (shared with the strict lexer).
 KEY = "key"  # a key, or the object's closer

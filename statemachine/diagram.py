@@ -2,13 +2,13 @@
 
 Mermaid and Graphviz DOT text need nothing beyond the standard library; SVG
 needs the optional ``pygraphviz`` wheel (``pip install 'toolwire[diagrams]'``).
-Every renderer reads :data:`statemachine.TRANSITIONS`, so the picture is
-always the table.
+Every renderer reads :data:`statemachine.TRANSITIONS` (and the callbacks and
+readers ``_table.py`` names), so the picture is always the table.
 """
 
 from __future__ import annotations
 
-from ._table import INITIAL, TRANSITIONS, ChoiceState
+from ._table import INITIAL, ON_ENTER, READERS, TRANSITIONS, ChoiceState
 
 FORMATS = ("mermaid", "dot", "svg")
 
@@ -53,11 +53,32 @@ def render_choice_fsm(fmt: str = "mermaid", current: str | ChoiceState | None = 
     return svg
 
 
+def state_notes() -> list[tuple[str, str]]:
+    """Per state, in words: the reader that reads its input and the callback run on entering it."""
+    notes = []
+    for state in ChoiceState:
+        parts = [f"read by {READERS[state]}" if state in READERS else "reads nothing"]
+        if state in ON_ENTER:
+            parts.append(f"on enter {ON_ENTER[state]}")
+        notes.append((state.value, ", ".join(parts)))
+    return notes
+
+
+def callback_table() -> str:
+    """The table as Markdown: every edge with what was observed and the callback that does its work."""
+    lines = ["| source | trigger | dest | observed | callback |", "|---|---|---|---|---|"]
+    for t in TRANSITIONS:
+        callback = f"`{t.after}`" if t.after else ""
+        lines.append(f"| `{t.source.value}` | `{t.trigger}` | `{t.dest.value}` | {t.observed} | {callback} |")
+    return "\n".join(lines) + "\n"
+
+
 def _mermaid(current: str | None, taken: set) -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {INITIAL.value}"]
     for source, trigger, dest in edges():
         lines.append(f"    {source} --> {dest} : {trigger}")
     lines.append(f"    {ChoiceState.DONE.value} --> [*]")
+    lines.extend(f"    note right of {state} : {note}" for state, note in state_notes())
     if current:
         lines.append("    classDef s_active color:red,fill:darksalmon")
         lines.append(f"    class {current} s_active")

@@ -22,11 +22,9 @@ patch is safe: its content lines start with ``+``, ``-`` or a space.
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from ._bodies import DONE, MORE, _partial_at_end
-from ._events import CUSTOM
-from ._formats import TextFormat, register_format
+from .._events import CUSTOM
+from .._scanning import DONE, MORE, NewlineTrim, partial_at_end
+from ._base import BodyReader, CallSink, TextFormat
 
 CLOSER = "</custom_tool_call>"
 _TAG_END = re.compile(r"[<>]")
@@ -44,11 +42,10 @@ class CustomToolBody:
 
     _TAG_LIMIT = 256  # an opening tag with no '>' after this many characters is not a call
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: CallSink):
         self.ctx = ctx
         self.named = False
-        self.input_start = True  # nothing of the input read yet: its first newline is trimmed
-        self.newline = False  # a trailing newline, held
+        self.trim = NewlineTrim()
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         if not self.named:
@@ -68,7 +65,7 @@ class CustomToolBody:
         end = buf.find(CLOSER, pos)
         if end == -1:
             # every closer starts with '<': without one the whole rest is input
-            keep = len(buf) if buf.find("<", pos) == -1 else _partial_at_end(buf, pos, (CLOSER,))
+            keep = len(buf) if buf.find("<", pos) == -1 else partial_at_end(buf, pos, (CLOSER,))
             self._input(buf[pos:keep])
             return MORE, keep
         self._input(buf[pos:end])
@@ -80,18 +77,9 @@ class CustomToolBody:
         return DONE, pos
 
     def _input(self, text: str) -> None:
-        if not text:
-            return
-        if self.input_start:
-            self.input_start = False
-            if text[0] == "\n":
-                text = text[1:]
-        if self.newline:
-            text = "\n" + text
-        self.newline = text.endswith("\n")
-        if self.newline:
-            text = text[:-1]
-        self.ctx.call_args(text)
+        text = self.trim.stream(self.trim.leading(text))
+        if text:
+            self.ctx.call_args(text)
 
     def at_eof(self) -> None:
         if self.named:
@@ -135,8 +123,6 @@ class CustomToolFormat(TextFormat):
         """The marked opener keeps its trailing space: the ``name`` attribute follows the marker."""
         return {f'<custom_tool_call marker="{marker}" ': self.openers[0]}
 
-    def new_body(self, opener: str, ctx: Any) -> CustomToolBody:
-        return CustomToolBody(ctx)
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return CustomToolBody(sink)
 
-
-register_format(CustomToolFormat())

@@ -1,0 +1,540 @@
+"""The JSON call reader: call objects ``{"name": …, "arguments": {…}}`` and blocks of them.
+
+Shared by the ``tool_call`` format, bare JSON at the start of a message and
+fenced JSON (parsing.md 2.1 A, 2.2), and by any registered format whose block
+holds JSON call objects (:class:`JsonCallsBody` is public as
+``statemachine.formats.JsonCallsReader``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from ._jsonlex import StringReader, ValueLexer
+from ._relaxed import RelaxedValue, relaxed_loads
+from ._scanning import DONE, MORE, WS as _WS, opener_at, skip_to
+
+if TYPE_CHECKING:
+    from .formats._base import CallSink
+    from .formats.function import FunctionBody
+
+NAME_KEYS = frozenset({"name", "tool_name"})
+NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is a string
+ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
+WRAPPER_KEYS = frozenset({"function", "tool_call"})
+_LITERAL_END = re.compile(r"[\s,}\]<]")
+_JSON_VALUE_START = frozenset('"{[-0123456789tfn')
+
+
+class JsonCallParser:
+    """Parses one call object ``{"name": …, "arguments": {…}}`` starting at its ``{``.
+
+    Only keys of the call object itself (depth 1, or inside a ``function`` /
+    ``tool_call`` wrapper) are interpreted, so a ``"name"`` nested in the
+    arguments is never the function name. Object arguments stream verbatim;
+    string arguments are collected and decoded once when the string closes.
+    The value of an alias key (``parameters``, ``args``…) is held until the
+    object closes, because a later ``arguments`` key wins over it (case 37).
+
+    Relaxed JSON (case 25): a grammar violation in the arguments is the value
+    lexer's business; one in the call object itself, before any argument text
+    was reported, restarts the object as relaxed JSON: it is read to its end,
+    parsed once, and its name and canonical arguments are reported then.
+
+    ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
+    with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
+    grammar violation at ``pos``), ``"opener"`` (a call opener outside strings
+    interrupts the object at ``pos``) or ``"partial"`` (maybe an opener, cut
+    by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
+    """
+
+    def __init__(self, ctx: CallSink, *, bare: bool = False):
+        self.ctx = ctx
+        self.bare = bare
+        self.stops = ctx.openers
+        self.levels = 0
+        self.expect = "open"
+        self.reading: str | None = None  # what the current sub-reader is for
+        self.lexer: ValueLexer | None = None
+        self.string: StringReader | None = None
+        self.literal: list[str] = []
+        self.key = ""
+        self.name: str | None = None
+        self.saw_args = False  # an arguments value (under any arguments-like key) began
+        self.saw_arguments = False  # … under the ``arguments`` key itself
+        self.holding_alias = False  # the arguments read so far are an alias key's
+        self.before_alias = (False, False)  # (invalid, repaired) before the alias value
+        self.held: list[str] = []  # argument text not sent yet (see _args)
+        self.repaired = False
+        self.invalid = False
+        self.raw: list[str] | None = []  # the object's text while no argument text was reported
+        self.relaxed: RelaxedValue | None = None
+        self.relaxed_room = 0  # how much more of a relaxed call object may be held
+        self._start = 0  # where the current feed began
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        self._start = pos
+        result = self._feed(buf, pos)
+        if self.raw is not None:
+            self.raw.append(buf[pos:len(buf) if result is None else result[1]])
+        return result
+
+    def _feed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        n = len(buf)
+        while pos < n:
+            reading = self.reading
+            if reading is not None:
+                if reading == "relaxed":
+                    return self._feed_relaxed(buf, pos)
+                if reading in ("args", "skip"):
+                    text, end = self.lexer.feed(buf, pos)
+                    if text:
+                        self._args(text)
+                    if end is None:
+                        return None
+                    if self.lexer.stopped:
+                        return self.lexer.stopped, end
+                    self.repaired |= self.lexer.repaired
+                    self.invalid |= self.lexer.failed
+                    pos = end
+                elif reading == "literal":
+                    m = _LITERAL_END.search(buf, pos)
+                    if m is None:
+                        self.literal.append(buf[pos:])
+                        return None
+                    self.literal.append(buf[pos:m.start()])
+                    pos = m.start()
+                    self._literal_done()
+                else:
+                    end = self.string.feed(buf, pos)
+                    if end is None:
+                        return None
+                    pos = end
+                    self._string_done(reading)
+                if self.reading == reading:
+                    self.reading = None
+                if self.expect == "key" and reading == "key":
+                    self.expect = "colon"
+                elif reading != "key":
+                    self.expect = "comma"
+                continue
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "<":  # never JSON here: a new call's opener, or a grammar violation
+                return opener_at(buf, pos, self.stops) or "invalid", pos
+            expect = self.expect
+            if expect == "open":
+                self.levels = 1  # a parser starts at its object's '{'
+                self.expect = "key"
+            elif expect == "key":
+                if ch == '"':
+                    self.string = StringReader()
+                    self.reading = "key"
+                elif ch == "}":
+                    if self._close_level():
+                        return DONE, pos + 1
+                else:
+                    return self._relax(buf, pos)
+            elif expect == "colon":
+                if ch != ":":
+                    return self._relax(buf, pos)
+                self.expect = "value"
+            elif expect == "value":
+                if ch not in _JSON_VALUE_START:
+                    return self._relax(buf, pos)
+                if not self._start_value(ch):
+                    continue  # the value's reader consumes this character itself
+            else:  # comma
+                if ch == ",":
+                    self.expect = "key"
+                elif ch == "}":
+                    if self._close_level():
+                        return DONE, pos + 1
+                else:
+                    return self._relax(buf, pos)
+            pos += 1
+        return None
+
+    # relaxed JSON (case 25) ----------------------------------------------------
+
+    def _relax(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """The call object broke strict JSON at ``pos``: read it again from its start as relaxed JSON."""
+        if self.raw is None:  # argument text went out already: too late
+            return "invalid", pos
+        text = "".join(self.raw) + buf[self._start:pos]
+        self.raw = None
+        self.held = []
+        self.holding_alias = False
+        self.relaxed = RelaxedValue(stops=self.stops, halt=True)
+        self.relaxed.feed(text, 0)  # strict JSON so far, so it neither ends nor fails here
+        self.relaxed_room = self.ctx.config.policy.hold_limit - len(text)
+        self.reading = "relaxed"
+        return self._feed(buf, pos)
+
+    def _feed_relaxed(self, buf: str, pos: int) -> tuple[str, int] | None:
+        """Read on in the relaxed call object; nothing of it went out, so it is held, at most
+        ``hold_limit`` characters (the size valve, 4.1): past that it is not a call."""
+        room = self.relaxed_room
+        cut = len(buf) - pos > room
+        end = self.relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
+        stopped = self.relaxed.stopped
+        if end is None or (cut and stopped == "partial"):
+            if cut:
+                return "invalid", pos + max(room, 0) if end is None else end
+            self.relaxed_room -= len(buf) - pos
+            return None
+        if stopped:
+            self.relaxed_room -= end - pos
+            return stopped, end
+        return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
+
+    def _relaxed_call(self, end: int) -> tuple[str, int]:
+        """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
+        self.reading = None
+        self.repaired = True
+        try:
+            name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
+        except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
+            return "invalid", end
+        if name is None:
+            return "invalid", end
+        self.name = name
+        self.saw_args = has_args
+        if not self.bare or has_args:
+            self.ctx.call_name(name)
+        if arguments is None:
+            self.invalid = has_args  # arguments that hold no object are never sent
+        else:
+            self._send(arguments)
+        return DONE, end
+
+    # value dispatch -------------------------------------------------------
+
+    def _start_value(self, ch: str) -> bool:
+        """Start reading a value; return whether ``ch`` was consumed here."""
+        key = self.key
+        if key in ARG_KEYS and not self.saw_arguments and (key == "arguments" or not self.saw_args):
+            if key != "arguments":
+                self.holding_alias = True
+                self.before_alias = (self.invalid, self.repaired)
+            elif self.holding_alias:  # "arguments" replaces the alias value read before it
+                self.holding_alias = False
+                self.held = []
+                self.invalid, self.repaired = self.before_alias
+            self.saw_arguments = key == "arguments"
+            self.saw_args = True
+            if ch == "[":
+                self.invalid = True  # arguments must be an object
+            consumed = self._read_value(ch, "args")
+            if self.reading == "args":
+                self._name_ready()
+            elif self.reading == "literal":
+                self.key = "args_literal"  # only ``null`` is accepted (as {})
+            return consumed
+        if (key in NAME_KEYS or key in NAME_ALIASES) and ch == '"' and self.name is None:
+            self.string = StringReader()
+            self.reading = "name"
+            return True
+        if key in WRAPPER_KEYS and ch == "{":
+            self.levels += 1
+            self.expect = "key"
+            return True
+        return self._read_value(ch, "skip")
+
+    def _read_value(self, ch: str, kind: str) -> bool:
+        """Start the reader for a value beginning with ``ch``: ``kind`` ``"args"`` streams an object or
+        array value, ``"skip"`` passes over it. Return whether ``ch`` was consumed here."""
+        if ch in "{[":
+            self.lexer = ValueLexer(emit=kind == "args", stops=self.stops)
+            self.reading = kind
+            return False
+        if ch == '"':
+            self.string = StringReader()
+            self.reading = kind + "_string"
+            return True
+        self.reading = "literal"
+        self.literal = []
+        return False
+
+    def _string_done(self, reading: str) -> None:
+        if reading == "key":
+            self.key = self.string.decoded() or ""
+        elif reading == "name":
+            self.name = self.string.decoded() or ""
+            if not self.bare or self.saw_args:
+                self.ctx.call_name(self.name)
+                if not self.holding_alias:
+                    self._release_held()
+        elif reading == "args_string":
+            decoded = self.string.decoded()
+            arguments = None if decoded is None else object_text(decoded)
+            if arguments is not None:
+                self.repaired |= arguments != decoded.strip()  # relaxed JSON, made canonical
+                self._name_ready()
+                self._args(arguments)
+            else:
+                self.invalid = True  # a string that does not hold an object is not unwrapped
+
+    def _literal_done(self) -> None:
+        if self.key == "args_literal":
+            if "".join(self.literal) == "null":
+                self._name_ready()
+                self._args("{}")
+            else:
+                self.invalid = True
+        self.reading = None
+        self.expect = "comma"
+
+    def _name_ready(self) -> None:
+        """In bare mode the name is reported only once an arguments value begins."""
+        if self.bare and self.name is not None and self.saw_args:
+            self.ctx.call_name(self.name)
+
+    def _args(self, text: str) -> None:
+        """Argument text: held while it is an alias key's, or in bare mode until the name is known."""
+        if self.holding_alias or (self.bare and self.name is None):
+            self.held.append(text)
+        else:
+            self._send(text)
+
+    def _send(self, text: str) -> None:
+        self.raw = None  # reported: the object can no longer be read again as relaxed JSON
+        self.ctx.call_args(text)
+
+    def _release_held(self) -> None:
+        if self.held:
+            text = "".join(self.held)
+            self.held = []
+            self._send(text)
+
+    def _close_level(self) -> bool:
+        self.levels -= 1
+        if self.levels > 0:
+            self.expect = "comma"
+            return False
+        return True
+
+    def complete(self) -> bool:
+        """The object closed: send what is still held; ``False`` if it was not a call.
+
+        The caller ends the call (``call_end``) once it knows the block is over.
+        """
+        if self.name is None or (self.bare and not self.saw_args):
+            self.ctx.call_abort("invalid_json", "the block has no function name")
+            return False
+        self.holding_alias = False  # no "arguments" key came after the alias: its value stands
+        self._release_held()
+        if not self.saw_args:
+            self._send("{}")
+        return True
+
+
+def object_text(text: str) -> str | None:
+    """``text`` if it is a JSON object; a relaxed JSON object's canonical text; else ``None``."""
+    try:
+        if isinstance(json.loads(text), dict):
+            return text.strip()
+    except ValueError:
+        value = relaxed_loads(text)
+        if isinstance(value, dict):
+            return json.dumps(value, ensure_ascii=False)
+    return None
+
+
+def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
+    """A parsed call object's name, arguments as JSON object text, and whether it had an arguments key.
+
+    The same keys count as for the streamed object: wrappers are entered, the first
+    string under a name key is the name, ``arguments`` wins over the aliases; null
+    arguments are ``{}``, a string holding an object is unwrapped, anything else gives
+    ``None`` arguments.
+    """
+    name = None
+    args: dict[str, Any] = {}
+
+    def walk(level: dict) -> None:
+        nonlocal name
+        for key, value in level.items():
+            if key in WRAPPER_KEYS and isinstance(value, dict):
+                walk(value)
+            elif key in NAME_KEYS or key in NAME_ALIASES:
+                if name is None and isinstance(value, str):
+                    name = value
+            elif key in ARG_KEYS:
+                args.setdefault(key, value)
+
+    if not isinstance(obj, dict):
+        return None, None, False
+    walk(obj)
+    if not args:
+        return name, None, False
+    value = args.get("arguments", next(iter(args.values())))
+    if value is None:
+        return name, "{}", True
+    if isinstance(value, str):
+        return name, object_text(value), True
+    return name, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None, True
+
+
+class JsonCallsBody:
+    """Body of ``<tool_call>`` (and of a bare JSON call at message start).
+
+    Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
+    call objects, or a ``<function=…>`` block (Qwen3-Coder). After the calls, the
+    closer (or a mismatched ``</…>`` closer) ends the block; a stray ``}``,
+    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly. A new
+    opener inside an unfinished object interrupts it (case 14).
+
+    A call object that closed is ended only once what follows shows the block
+    went on (the closer, a separator, the next call, prose): at the end of the
+    stream it is an unclosed block, which an upstream ``length`` makes
+    unusable (4.11). Bare JSON has no closer, so its calls end at once.
+
+    ``closer`` ``None`` reads a block that ends by syntax alone (a registered
+    format such as Mistral's ``[TOOL_CALLS][…]``): it ends at the first text
+    that is no call, separator or array end.
+    """
+
+    def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
+        self.ctx = ctx
+        self.closer = closer
+        self.bare = bare
+        self.state = "start"
+        self.parser: JsonCallParser | None = None
+        self.inner: FunctionBody | None = None
+        self.in_array = False
+        self.calls = 0
+        self.stray_dropped = False
+        self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            if self.parser is not None:
+                result = self.parser.feed(buf, pos)
+                if result is None:
+                    return MORE, n
+                status, pos = result
+                if status == "partial":
+                    return MORE, pos
+                parser, self.parser = self.parser, None
+                self.calls += 1
+                if status == "opener":
+                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+                    return DONE, pos
+                if status == "invalid":
+                    if self.bare or self.calls > 1 or not self.closer:
+                        self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+                        return DONE, pos
+                    self.state = "skip_to_closer"
+                    self.ctx.call_invalid()
+                    continue
+                self.state = "after"
+                if parser.complete():
+                    self.ending = (parser.repaired, parser.invalid)
+                    if self.bare:
+                        self._end_call()
+                continue
+            if self.inner is not None:
+                status, pos = self.inner.feed(buf, pos)
+                if status == MORE:
+                    return MORE, pos
+                self.inner = None
+                self.calls += 1
+                self.state = "after"
+                continue
+            state = self.state
+            if state == "skip_to_closer":
+                hit, end = skip_to(buf, pos, self.closer, self.ctx.openers)
+                if hit is None:
+                    return MORE, end
+                self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+                return DONE, end
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "{":
+                if self.calls:  # the opener began the first call; later ones begin here
+                    self._end_call()
+                    self.ctx.call_begin()
+                self.parser = JsonCallParser(self.ctx, bare=self.bare)
+                continue
+            if state == "start":
+                if ch == "[":
+                    self.in_array = True
+                    self.state = "array"
+                    pos += 1
+                    continue
+                if ch == "<" and not self.bare:
+                    opener = "<function="
+                    if buf.startswith(opener, pos):
+                        from .formats.function import FunctionBody  # the formats package imports this module
+
+                        self.inner = FunctionBody(self.ctx, self.closer)
+                        pos += len(opener)
+                        continue
+                    if opener.startswith(buf[pos:]):
+                        return MORE, pos
+                self.ctx.call_abort("not_a_call", "the block does not start a call")
+                return DONE, pos
+            # after a call, or between array elements
+            # one stray '}', ']' (or, in a tag, '>') after the calls is dropped: a model's miscounted brackets
+            if ch in ("}]" if self.bare else "}]>") and not self.stray_dropped and not (ch == "]" and self.in_array):
+                self.stray_dropped = True
+                self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
+                pos += 1
+                continue
+            if ch == "<" and self.closer:
+                end = buf.find(">", pos)
+                if end == -1 and n - pos <= 32:
+                    return MORE, pos  # a tag still arriving: the closer, or what comes next
+            self._end_call()  # anything else shows the call object was the whole call
+            if ch in ",;":
+                pos += 1
+                continue
+            if ch == "]" and self.in_array:
+                self.in_array = False
+                pos += 1
+                continue
+            if ch == "<" and self.closer and end != -1:
+                tag = buf[pos:end + 1]
+                if tag.startswith("</"):
+                    if tag != self.closer:
+                        self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
+                    return DONE, end + 1
+            return self._ended(pos)  # a new opener, any other tag or prose: the block ended without its closer
+        return MORE, n
+
+    def _end_call(self) -> None:
+        """End the call whose object closed, now that the block is known to go on or end."""
+        if self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_end(repaired=repaired, invalid=invalid)
+
+    def _ended(self, pos: int) -> tuple[str, int]:
+        """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
+        if not self.calls:
+            self.ctx.call_abort("not_a_call", "the block holds no call")
+        return DONE, pos
+
+    def at_eof(self) -> None:
+        if self.parser is not None:
+            self.ctx.call_incomplete()
+        elif self.inner is not None:
+            self.inner.at_eof()
+        elif self.state == "skip_to_closer":
+            self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+        elif self.state == "start" or not self.calls:
+            self.ctx.call_abort("invalid_json", "the block ended before a call started")
+        elif self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_unclosed(repaired=repaired, invalid=invalid)
+        elif self.closer:
+            self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")

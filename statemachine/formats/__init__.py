@@ -1,0 +1,63 @@
+"""Tool-call text formats: one module per format, and the registry a host can extend.
+
+Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
+:mod:`.use_tool`), ``function`` (format C, :mod:`.function`) and
+``custom_tool_call`` (custom tools' raw input, :mod:`.custom`). A host adds a
+format by subclassing :class:`TextFormat` and calling :func:`register_format`;
+a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
+JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
+"""
+
+from __future__ import annotations
+
+from .._jsoncall import JsonCallsBody as JsonCallsReader
+from ._base import BodyReader, CallSink, TextFormat
+from .custom import CustomToolFormat
+from .function import FunctionFormat
+from .tool_call import ToolCallFormat
+from .use_tool import UseToolFormat
+
+__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "TextFormat", "get_format", "register_format",
+           "registered_formats"]
+
+_REGISTRY: dict[str, TextFormat] = {}
+
+
+def register_format(fmt: TextFormat, *, replace: bool = False) -> None:
+    """Add a text format to the registry so a ``ParserConfig`` can name it.
+
+    Args:
+        fmt: the format object; ``fmt.name`` is its key.
+        replace: allow replacing a format of the same name.
+    Raises:
+        ValueError: the name is empty or taken (and ``replace`` is false), or
+            the format has no opener.
+    """
+    if not fmt.name:
+        raise ValueError("a text format needs a non-empty name")
+    if not fmt.openers or not all(fmt.openers):
+        raise ValueError(f"text format {fmt.name!r} needs non-empty openers")
+    if fmt.name in _REGISTRY and not replace:
+        raise ValueError(f"text format {fmt.name!r} is already registered")
+    _REGISTRY[fmt.name] = fmt
+
+
+def get_format(name: str) -> TextFormat:
+    """The registered format called ``name``.
+
+    Raises:
+        KeyError: no format has that name.
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no text format named {name!r}; registered: {sorted(_REGISTRY)}") from None
+
+
+def registered_formats() -> tuple[str, ...]:
+    """Names of every registered format, in registration order."""
+    return tuple(_REGISTRY)
+
+
+for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat()):
+    register_format(_fmt)

@@ -1,0 +1,213 @@
+"""The format plug-in protocol: what a text format gives the core, and what its reader may call."""
+
+from __future__ import annotations
+
+import abc
+import json
+import re
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from .._config import ParserConfig
+
+
+class CallSink(Protocol):
+    """What a body reader reports to: the choice stream, which applies policy and fires the machine.
+
+    A reader describes what it finds, in order; it never decides whether a
+    call is accepted and never emits events itself.
+
+    Attributes:
+        openers: every call opener of the request's formats; a reader that
+            meets one where its syntax allows no text (outside JSON strings
+            and values) should end its block there (case 14).
+        config: the request's :class:`~statemachine.ParserConfig`.
+    """
+
+    openers: tuple[str, ...]
+    config: ParserConfig
+
+    def call_begin(self) -> None:
+        """The next call of a block that holds several begins (the opener began the first)."""
+
+    def call_name(self, name: str, *, kind: str = "function") -> None:
+        """The call's complete name, and its kind (``function`` or ``custom``)."""
+
+    def call_args(self, text: str) -> None:
+        """The next fragment of the call's arguments (JSON object text) or custom input (raw text)."""
+
+    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
+        """The call is complete and its block showed it is over."""
+
+    def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
+        """The stream ended after a complete call whose block never closed; ``tail`` completes its arguments."""
+
+    def call_invalid(self) -> None:
+        """The body is malformed; a call whose header went out ends as invalid."""
+
+    def call_abort(self, kind: str, message: str) -> None:
+        """The block is not a call (``kind`` is a note kind, or ``not_a_call`` for no note)."""
+
+    def call_incomplete(self) -> None:
+        """The stream ended inside the call's body."""
+
+    def note(self, kind: str, message: str) -> None:
+        """Report a repair or a recoverable mistake (a ``ToolCallNote``)."""
+
+    def schema_for(self, name: str | None) -> Mapping[str, Any] | None:
+        """The JSON Schema of an offered tool's parameters."""
+
+    def current_name(self) -> str | None:
+        """The name of the call being read, once known."""
+
+
+class BodyReader(Protocol):
+    """Reads one block's body, from just after its opener, across chunks.
+
+    ``feed(buf, pos)`` reads ``buf`` from ``pos`` and returns ``(status,
+    end)``: ``MORE`` with the position up to which it consumed (the scanner
+    keeps ``buf[end:]``, a tag cut by the chunk's end, and hands it back in
+    front of the next chunk), or ``DONE`` with the position where the block
+    ended (the rest is read as text again). ``at_eof()`` is called when the
+    stream ends inside the block. Work per chunk must stay O(len(chunk)):
+    never re-read consumed text.
+    """
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        """Read ``buf[pos:]``; see the class docstring."""
+
+    def at_eof(self) -> None:
+        """The stream ended inside the block: end, recover or abandon its call."""
+
+
+class TextFormat(abc.ABC):
+    """A tool-call text format: the plug-in a host registers with :func:`~statemachine.register_format`.
+
+    A format gives the core four things:
+
+    * its literal ``openers`` (each starts a block; the scanner matches them
+      exactly, split anywhere across chunks) and its ``closer`` (``""`` when
+      its blocks end by syntax alone; a closer found in prose right after a
+      call is dropped as an orphan);
+    * its body reader, :meth:`new_body`: a :class:`BodyReader` reporting to a
+      :class:`CallSink`;
+    * its prompt text, :meth:`instructions`: rules and a worked example;
+    * its transcript rendering, :meth:`render_call`: an earlier call written
+      back as the model would write it, so that imitation yields parseable calls.
+
+    Subclasses set ``name``, ``openers`` and ``closer``, and implement
+    :meth:`render_call` and :meth:`new_body`.
+    """
+
+    #: The registry key, e.g. ``"tool_call"``.
+    name: str = ""
+    #: Literal openers that start a call (the scanner matches them exactly).
+    openers: tuple[str, ...] = ()
+    #: The literal that closes a call of this format (``""``: none).
+    closer: str = ""
+
+    @abc.abstractmethod
+    def render_call(self, name: str, arguments: str) -> str:
+        """The canonical text of one call, as the model is asked to write it.
+
+        Args:
+            name: the function name.
+            arguments: the arguments as a JSON object text.
+        Returns:
+            The call block, e.g. ``<tool_call>{"name": …}</tool_call>``.
+        """
+
+    @abc.abstractmethod
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        """Prompt text telling the model how to write calls in this format.
+
+        Args:
+            example_name: a tool name for the worked example.
+            example_arguments: example arguments (a JSON object text).
+        Returns:
+            Rules plus one worked example, ready to put in a system message.
+        """
+        example = self.render_call(example_name, example_arguments)
+        return (
+            f"To call a tool, write exactly one block like this for each call:\n{example}\n"
+            "Rules:\n"
+            f"- Use exactly one opener and one closer ({self.closer}) per call; never repeat the closer.\n"
+            "- Put nothing else inside the block: no code fences, no comments, no extra braces.\n"
+            "- Arguments are one JSON object using the tool's exact parameter names; "
+            "a tool without parameters gets {}.\n"
+            "- Write each call as its own block; never wrap several calls in a JSON array.\n"
+            "- The client runs the tools and sends the results back in a later message.\n"
+            "- If no tool is needed, answer in plain text without any block."
+        )
+
+    def marked_openers(self, marker: str) -> dict[str, str]:
+        """Each marked opener with the plain opener it stands for (see :meth:`with_marker`).
+
+        The marked opener inserts `` marker="…"`` before the opener's last
+        character. An opener ending in a space takes free attributes
+        (``<use_tool ``); its format has a tag form too, so it has no marked form.
+        """
+        return {f'{op[:-1]} marker="{marker}"{op[-1]}': op for op in self.openers if op[-1] != " "}
+
+    def with_marker(self, marker: str | None) -> TextFormat:
+        """This format with every opener carrying ``marker`` (``self`` when ``marker`` is ``None``).
+
+        The marked opener inserts `` marker="…"`` before the opener's last
+        character: ``<tool_call marker="k3J9">``, ``<use_tool marker="k3J9">``,
+        ``<function marker="k3J9"=``. Only marked openers start a call, so
+        sentinel text quoted from a tool result or a user message stays text.
+
+        Args:
+            marker: the per-request marker (letters, digits, ``-``, ``_``), or ``None``.
+        Raises:
+            ValueError: the marker is empty or has other characters.
+        """
+        if marker is None:
+            return self
+        if not _MARKER.fullmatch(marker):
+            raise ValueError("a marker is 1-64 letters, digits, '-' or '_'")
+        return _MarkedFormat(self, marker)
+
+
+_MARKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class _MarkedFormat(TextFormat):
+    """A registered format whose calls must repeat a per-request marker in the opener."""
+
+    def __init__(self, base: TextFormat, marker: str):
+        self.base = base
+        self.marker = marker
+        self.name = base.name
+        self.closer = base.closer
+        self._unmarked = base.marked_openers(marker)
+        self.openers = tuple(self._unmarked)
+
+    def render_call(self, name: str, arguments: str) -> str:
+        text = self.base.render_call(name, arguments)
+        plain = self.base.openers[0]
+        return self.openers[0] + text[len(plain):] if text.startswith(plain) else text
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        # The base format's rules, run on this format so that the worked example carries the marker.
+        return (type(self.base).instructions(self, example_name, example_arguments)
+                + f'\n- Every call must start with the opener exactly as shown, including marker="{self.marker}"; '
+                "a block without it is treated as plain text.")
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return self.base.new_body(self._unmarked[opener], sink)
+
+    def with_marker(self, marker: str | None) -> TextFormat:
+        return self.base.with_marker(marker)
+
+
+def compact_object(arguments: str) -> str:
+    """Arguments as given when they are JSON, else ``{}``."""
+    try:
+        json.loads(arguments)
+    except (TypeError, ValueError):
+        return "{}"
+    return arguments

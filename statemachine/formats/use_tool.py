@@ -1,0 +1,229 @@
+"""Format B: ``<use_tool><name>NAME</name><args>{…}</args></use_tool>`` (Obsidian Copilot)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .._coerce import coerce_parameters
+from .._jsoncall import object_text
+from .._jsonlex import ValueLexer
+from .._scanning import DONE, MORE, WS as _WS, TextUntil, opener_at, skip_to
+from ._base import BodyReader, CallSink, TextFormat, compact_object
+
+_TAG_MARK = re.compile(r"[<>]")
+_NAME_ATTRIBUTE = re.compile(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # in a ``<use_tool …>`` opener
+_CHILD_TAG = re.compile(r"[A-Za-z_][\w.-]*")
+
+
+class UseToolFormat(TextFormat):
+    """``<use_tool><name>NAME</name><args>{…}</args></use_tool>`` (Obsidian Copilot)."""
+
+    name = "use_tool"
+    openers = ("<use_tool>", "<use_tool ")
+    closer = "</use_tool>"
+
+    def render_call(self, name: str, arguments: str) -> str:
+        return f"<use_tool><name>{name}</name><args>{compact_object(arguments)}</args></use_tool>"
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return UseToolBody(sink, has_attributes=opener.endswith(" "))
+
+
+class UseToolBody:
+    """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON.
+
+    A new call's opener where a child tag or JSON structure may stand (outside
+    JSON strings and child values) ends an unfinished block (case 14): one that
+    is named and has its arguments is accepted, any other fails. A child's value
+    is text, like a JSON string, so an opener inside it is part of the value;
+    only the ``<name>`` value can hold no tag at all.
+    """
+
+    CLOSER = "</use_tool>"
+    _TAG_LIMIT = 128  # a tag (or the opener's attributes) with no '>' after this many characters is malformed
+
+    def __init__(self, ctx: CallSink, *, has_attributes: bool):
+        self.ctx = ctx
+        self.state = "attributes" if has_attributes else "children"
+        self.reader: TextUntil | None = None
+        self.lexer: ValueLexer | None = None
+        self.json_body: list[str] | None = None
+        self.params: dict[str, str] = {}
+        self.param = ""
+        self.named = False
+        self.has_args = False
+        self.repaired = False
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            state = self.state
+            if state == "skip":
+                return self._skip(buf, pos)
+            if self.reader is not None:
+                reader = self.reader
+                text, pos = reader.feed(buf, pos)
+                if text is None:
+                    if reader.stray:  # a '<' inside the name
+                        reader.stray = False
+                        return self._stray_tag(buf, pos, pos)
+                    return MORE, pos
+                self.reader = None
+                self._child_text(text)
+                continue
+            if self.lexer is not None:
+                text, end = self.lexer.feed(buf, pos)
+                if self.json_body is not None:
+                    self.json_body.append(text)
+                elif text:
+                    self.ctx.call_args(text)
+                if end is None:
+                    return MORE, n
+                if self.lexer.stopped == "partial":
+                    return MORE, end
+                if self.lexer.stopped:
+                    return self._interrupted(end)
+                self.repaired |= self.lexer.repaired
+                self.lexer = None
+                pos = end
+                if self.json_body is not None:
+                    self._json_body_done()
+                continue
+            if state == "attributes":
+                m = _TAG_MARK.search(buf, pos, pos + self._TAG_LIMIT)
+                if m is None:
+                    if n - pos >= self._TAG_LIMIT:
+                        return self._invalid(buf, pos)
+                    return MORE, pos
+                end = m.start()
+                if buf[end] == "<":
+                    return self._stray_tag(buf, end, pos)
+                m = _NAME_ATTRIBUTE.search(buf, pos, end)
+                if m:
+                    self._name((m.group(1) if m.group(1) is not None else m.group(2)).strip())
+                self.state = "children"
+                pos = end + 1
+                continue
+            ch = buf[pos]
+            if ch in _WS:
+                pos += 1
+                continue
+            if ch == "{" and state in ("children", "args"):
+                if state == "children" and not self.named:
+                    self.json_body = []  # a JSON body: {"name": …, …the arguments…}
+                self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
+                self.has_args = True
+                continue
+            if ch != "<":
+                if not (self.named or self.has_args or self.params or state == "args"):
+                    self.ctx.call_abort("not_a_call", "the block does not start a call")  # prose (4.2)
+                    return DONE, pos
+                return self._invalid(buf, pos)
+            if opener_at(buf, pos, self.ctx.openers) == "opener":
+                return self._interrupted(pos)
+            end = buf.find(">", pos, pos + self._TAG_LIMIT)
+            if end == -1:
+                if n - pos >= self._TAG_LIMIT:
+                    return self._invalid(buf, pos)
+                return MORE, pos
+            tag = buf[pos + 1:end]
+            pos = end + 1
+            if state == "args":
+                if tag != "/args":
+                    return self._invalid(buf, pos)
+                self.state = "children"
+            elif tag == "/use_tool":
+                self._finish()
+                return DONE, pos
+            elif tag == "args":
+                self.state = "args"
+            elif _CHILD_TAG.fullmatch(tag):
+                self.param = tag
+                self.reader = TextUntil(f"</{tag}>", tagless=tag == "name" and not self.named)
+            else:
+                return self._invalid(buf, pos)
+        return MORE, n
+
+    def _child_text(self, text: str) -> None:
+        if self.param == "name" and not self.named:
+            self._name(text.strip())
+        else:
+            self.params[self.param] = text
+
+    def _name(self, name: str) -> None:
+        self.named = True
+        self.ctx.call_name(name)
+
+    def _json_body_done(self) -> None:
+        body = "".join(self.json_body)
+        self.json_body = None
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            self.ctx.call_invalid()
+            return
+        name = obj.pop("name", None) if isinstance(obj, dict) else None
+        if not isinstance(name, str):
+            self.ctx.call_invalid()
+            return
+        args = next((obj.pop(k) for k in ("arguments", "parameters", "args") if k in obj), obj)
+        self._name(name)
+        text = object_text(args) if isinstance(args, str) else None
+        self.ctx.call_args(json.dumps(args, ensure_ascii=False) if text is None else text)
+
+    def _complete(self) -> bool:
+        """Named, with its arguments (an ``<args>`` value, a JSON body or parameter children) all read."""
+        return (self.named and (self.has_args or bool(self.params)) and self.state != "skip"
+                and self.reader is None and self.lexer is None and self.json_body is None)
+
+    def _params_json(self) -> str:
+        """The parameter children as the arguments object (``{}`` without any)."""
+        schema = self.ctx.schema_for(self.ctx.current_name())
+        args = coerce_parameters(self.params, schema) if self.params else {}
+        return json.dumps(args, ensure_ascii=False)
+
+    def _finish(self) -> None:
+        if not self.named:
+            self.ctx.call_abort("invalid_json", "the use_tool block has no name")
+            return
+        if not self.has_args:
+            self.ctx.call_args(self._params_json())
+        self.ctx.call_end(repaired=self.repaired)
+
+    def _interrupted(self, pos: int) -> tuple[str, int]:
+        """A new call's opener at ``pos`` ends this block without its closer (case 14)."""
+        if self._complete():
+            self._finish()
+        else:
+            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+        return DONE, pos
+
+    def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[str, int]:
+        """A ``<`` at ``i`` where no tag may stand: a new call's opener ends the block, anything else
+        is malformed; a possible opener cut by the chunk's end is fed again from ``keep``."""
+        hit = opener_at(buf, i, self.ctx.openers)
+        if hit == "opener":
+            return self._interrupted(i)
+        if hit == "partial":
+            return MORE, keep
+        return self._invalid(buf, i)
+
+    def _invalid(self, buf: str, pos: int) -> tuple[str, int]:
+        """A malformed block: skip to the closer (or a new call's opener), then release the whole block."""
+        self.ctx.call_invalid()
+        self.state = "skip"
+        return self._skip(buf, pos)
+
+    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+        hit, end = skip_to(buf, pos, self.CLOSER, self.ctx.openers)
+        if hit is None:
+            return MORE, end
+        self.ctx.call_abort("invalid_json", "the use_tool block is malformed")
+        return DONE, end
+
+    def at_eof(self) -> None:
+        if self._complete():
+            self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.has_args else self._params_json())
+        else:
+            self.ctx.call_incomplete()
