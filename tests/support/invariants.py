@@ -196,7 +196,8 @@ def _check_http(v: _Violations, status: int | None, content_type: str | None) ->
 class ToolCall:
     """One accumulated tool call (or the legacy function_call, with ``id`` ``None``).
 
-    ``complete`` is true when the concatenated arguments parse as a JSON object.
+    ``complete`` is true when the concatenated arguments parse as a JSON object (a custom tool's
+    raw ``input``, held in ``arguments``, is complete when its call ended).
     """
 
     index: int
@@ -204,6 +205,7 @@ class ToolCall:
     name: str
     arguments: str = ""
     complete: bool = False
+    kind: str = "function"
 
     @property
     def args(self) -> Any:
@@ -465,30 +467,33 @@ def _check_tool_call_fragments(
             v.add(8, f"tool_calls entry is not an object: {fragment!r}")
             continue
         index = fragment.get("index")
-        function = fragment.get("function")
         if not isinstance(index, int) or isinstance(index, bool):
             v.add(8, f"tool_calls entry without an int index: {fragment!r}")
             continue
+        # a custom (freeform) tool's call carries custom.{name, input} where a function's has function.{name, arguments}
+        custom = "custom" in fragment or (index < len(choice.tool_calls) and choice.tool_calls[index].kind == "custom")
+        body_key, text_key = ("custom", "input") if custom else ("function", "arguments")
+        function = fragment.get(body_key)
         if not isinstance(function, dict):
-            v.add(8, f"tool_calls entry {index} without a function object: {fragment!r}")
+            v.add(8, f"tool_calls entry {index} without a {body_key} object: {fragment!r}")
             function = {}
         for key, value in [*fragment.items(), *function.items()]:
             if value is None:
                 v.add(7, f"tool_calls entry {index} sends {key}: null")
         known = len(choice.tool_calls)
         if index == known:
-            _open_tool_call(v, choice, index, fragment, function, ids_here, seen_call_ids)
+            _open_tool_call(v, choice, index, fragment, function, ids_here, seen_call_ids, body_key)
         elif index > known:
             v.add(9, f"tool-call index {index} appears before index {known} (indices must run 0..k-1)")
             continue
         else:
             if index != known - 1:
                 v.add(12, f"fragment for index {index} after index {known - 1} started (interleaving)")
-            extra = set(fragment) - {"index", "function"}
-            extra_fn = set(function) - {"arguments"}
+            extra = set(fragment) - {"index", body_key}
+            extra_fn = set(function) - {text_key}
             if extra or extra_fn:
                 v.add(11, f"continuation of index {index} repeats {sorted(extra | extra_fn)}")
-        arguments = function.get("arguments")
+        arguments = function.get(text_key)
         if arguments is not None and not isinstance(arguments, str):
             v.add(13, f"arguments fragment of index {index} is not a string: {arguments!r}")
         elif arguments:
@@ -503,6 +508,7 @@ def _open_tool_call(
     function: dict[str, Any],
     ids_here: set[str],
     seen_call_ids: set[str] | None,
+    kind: str = "function",
 ) -> None:
     call_id = fragment.get("id")
     name = function.get("name")
@@ -514,13 +520,15 @@ def _open_tool_call(
         v.add(10, f"call id {call_id!r} was already used by an earlier response")
     if isinstance(call_id, str):
         ids_here.add(call_id)
-    if fragment.get("type") != "function":
-        v.add(10, f"first fragment of index {index} has type {fragment.get('type')!r}, expected 'function'")
+    text_key = "input" if kind == "custom" else "arguments"
+    if fragment.get("type") != kind:
+        v.add(10, f"first fragment of index {index} has type {fragment.get('type')!r}, expected {kind!r}")
     if not isinstance(name, str) or not name:
-        v.add(10, f"first fragment of index {index} has no complete function.name: {name!r}")
-    if not isinstance(function.get("arguments"), str):
-        v.add(10, f"first fragment of index {index} has no string function.arguments")
-    choice.tool_calls.append(ToolCall(index=index, id=call_id if isinstance(call_id, str) else None, name=name if isinstance(name, str) else ""))
+        v.add(10, f"first fragment of index {index} has no complete {kind}.name: {name!r}")
+    if not isinstance(function.get(text_key), str):
+        v.add(10, f"first fragment of index {index} has no string {kind}.{text_key}")
+    choice.tool_calls.append(ToolCall(index=index, id=call_id if isinstance(call_id, str) else None,
+                                      name=name if isinstance(name, str) else "", kind=kind))
 
 
 def _check_function_call_fragment(v: _Violations, choice: ChoiceSummary, fragment: Any) -> None:
@@ -556,7 +564,7 @@ def _check_choice_end(v: _Violations, choice: ChoiceSummary, *, errored: bool) -
         v.add(14, f"choice {i} never got a finish_reason")
     calls = choice.tool_calls + ([choice.function_call] if choice.function_call else [])
     for position, call in enumerate(calls):
-        call.complete = _is_json_object(call.arguments)
+        call.complete = call.kind == "custom" or _is_json_object(call.arguments)
         open_at_error = errored and choice.finish_reason is None and position == len(calls) - 1
         if not call.complete and not open_at_error:
             v.add(13, f"choice {i} call {call.name!r} arguments {call.arguments!r} are not one JSON object")
@@ -600,7 +608,9 @@ def _check_against_openai_helper(v: _Violations, summary: ChatStreamSummary) -> 
             (tc.id, tc.function.name if tc.function else None, tc.function.arguments if tc.function else None)
             for tc in choice.message.tool_calls or []
         ]
-        naive_calls = [(c.id, c.name, c.arguments) for c in mine.tool_calls]
+        # The helper accumulates only function calls: of a custom tool's call it keeps the id (and must not crash).
+        naive_calls = [(c.id, None, None) if c.kind == "custom" else (c.id, c.name, c.arguments)
+                       for c in mine.tool_calls]
         if helper_calls != naive_calls:
             v.add(13, f"choice {choice.index}: openai-python helper accumulated {helper_calls!r}, naive concatenation {naive_calls!r}")
         if (choice.message.content or "") != mine.content:
@@ -639,16 +649,19 @@ def check_chat_completion(body: bytes | str | dict[str, Any], *, legacy: bool | 
             v.add("3.9", f"choice {i} finish_reason {finish!r}")
         calls = message.get("tool_calls") or []
         for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or call.get("type") != "function" or not function.get("name"):
-                v.add("3.9", f"choice {i} tool call without type 'function' and a name: {call!r}")
+            custom = isinstance(call, dict) and call.get("type") == "custom"
+            function = call.get("custom" if custom else "function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or call.get("type") not in ("function", "custom") or \
+                    not function.get("name") or (custom and not isinstance(function.get("input"), str)):
+                v.add("3.9", f"choice {i} tool call without type 'function' (or 'custom') and a name: {call!r}")
                 continue
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id.startswith("call_") or call_id in ids_here or call_id in (seen_call_ids or ()):
                 v.add(10, f"choice {i} tool call id {call_id!r} is not a fresh 'call_…' id")
             if isinstance(call_id, str):
                 ids_here.add(call_id)
-            if not isinstance(function.get("arguments"), str) or not _is_json_object(function["arguments"]):
+            if not custom and (not isinstance(function.get("arguments"), str)
+                               or not _is_json_object(function["arguments"])):
                 v.add(13, f"choice {i} tool call {function.get('name')!r} arguments {function.get('arguments')!r} are not a JSON object")
         if calls and message.get("content") == "":
             v.add("3.9", f"choice {i} holds only tool calls but content is '' (expected null)")
