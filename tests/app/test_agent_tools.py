@@ -8,6 +8,7 @@ model; the output items and events each call becomes; Chat custom tools.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from prometheus_client import REGISTRY
@@ -334,3 +335,19 @@ def test_chat_custom_tool_choice_forces_it(make_app):
             "tool_choice": {"type": "custom", "custom": {"name": "apply_patch"}}}
     assert make_app(upstream).test_client().post("/v1/chat/completions", json=body).status_code == 200
     assert "You must call `apply_patch`" in upstream.bodies[0]["messages"][0]["content"]
+
+
+def test_marker_mode_marks_custom_calls_too(make_app):
+    class MarkedPatch(FakeUpstream):
+        def open(self, body, *, request_id=None):
+            system = body["messages"][0]["content"]
+            marker = re.search(r'<custom_tool_call marker="([A-Za-z0-9_-]+)" name="apply_patch">', system).group(1)
+            self.script = text_chunks(custom_call_text("apply_patch", "unmarked: text")
+                                      + f'<custom_tool_call marker="{marker}" name="apply_patch">\n{PATCH}\n'
+                                        "</custom_tool_call>", size=6)
+            return super().open(body, request_id=request_id)
+
+    body = post(make_app(MarkedPatch(), marker_mode=True).test_client(), tools=[APPLY_PATCH]).get_json()
+    message, call = body["output"]
+    assert custom_call_text("apply_patch", "unmarked: text") in message["content"][0]["text"]
+    assert (call["type"], call["input"]) == ("custom_tool_call", PATCH)
