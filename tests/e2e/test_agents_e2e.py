@@ -73,23 +73,40 @@ def agent_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
-        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
-    codex = npm_tool(*CODEX)
-    server = toolwire_factory()
+def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
+    """``home`` (with ``.codex/config.toml``) and an empty ``project`` directory to run Codex in."""
     home, project = workdir / "home", workdir / "project"
     (home / ".codex").mkdir(parents=True)
     project.mkdir()
-    (home / ".codex" / "config.toml").write_text(codex_config(server.v1_url))
+    (home / ".codex" / "config.toml").write_text(codex_config(base_url))
+    return home, project
+
+
+def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedProcess[str]:
+    command = [str(npm_tool(*CODEX)), "exec", "--skip-git-repo-check", "--ephemeral", "--json", *model,
+               # the scratch project is the test's own: no sandbox, so no bubblewrap is needed here
+               "--sandbox", "danger-full-access", "Create the two files, then check notes.txt."]
+    return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
+
+
+def manifest_names(request: dict) -> set[str]:
+    """The tool names toolwire's system prompt offered the model."""
+    manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
+    return {line.split(" ")[0] for line in manifest.splitlines()[1:]}
+
+
+def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+    npm_tool(*CODEX)  # install before the clock starts
+    server = toolwire_factory()
+    home, project = codex_home(workdir, server.v1_url)
     upstream.enqueue(
         Script(text="First the shell.\n" + tool_call_text("exec_command", {"cmd": "echo toolwire-ok > shell.txt"})),
         Script(text=f'<custom_tool_call name="apply_patch">\n{PATCH}\n</custom_tool_call>', chunks=7),
         Script(text=tool_call_text("exec_command", {"cmd": "cat notes.txt"})),
         Script(text=FINAL_TEXT),
     )
-    result = run_agent([str(codex), "exec", "--skip-git-repo-check", "--ephemeral", "--json", "-m", "gpt-5.5",
-                        "--sandbox", "danger-full-access", "Create the two files, then check notes.txt."],
-                       project, agent_env(home, CODEX_HOME=str(home / ".codex")))
+    result = codex_exec(home, project, "-m", "gpt-5.5")
     requests = [e.body for e in upstream.chat_requests]
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{server.log()[-3000:]}"
     assert (project / "shell.txt").read_text() == "toolwire-ok\n"
@@ -100,17 +117,31 @@ def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
     assert messages[-1] == FINAL_TEXT
     assert len(requests) == 4
     system = requests[0]["messages"][0]["content"]
-    manifest = system.split("## Manifest\n")[1].split("\n\n")[0].splitlines()[1:]
     # Codex's client tool_search and its freeform apply_patch are offered; its hosted web_search is not.
-    offered = {line.split(" ")[0] for line in manifest}
+    offered = manifest_names(requests[0])
     assert {"exec_command", "apply_patch", "tool_search"} <= offered and "web_search" not in offered
     # apply_patch is taught as a custom tool, with its lark grammar.
-    assert "apply_patch (custom tool: text in the lark grammar below)" in manifest
+    assert "apply_patch (custom tool: text in the lark grammar below)" in system
     assert "begin_patch" in system
     # The patch went back to the model as the custom call it wrote, and the file content came back as a result.
     last = "\n".join(m["content"] for m in requests[3]["messages"])
     assert f'<custom_tool_call name="apply_patch">\n{PATCH}\n</custom_tool_call>' in last
     assert "written by apply_patch" in last.split(PATCH)[-1]
+
+
+def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+    """A model name Codex does not know: it sends the multi-agent namespace and web_search (issue's first 400)."""
+    npm_tool(*CODEX)
+    home, project = codex_home(workdir, toolwire_factory().v1_url)
+    upstream.enqueue(Script(text=tool_call_text("exec_command", {"cmd": "echo toolwire-ok > shell.txt"})),
+                     Script(text=FINAL_TEXT))
+    result = codex_exec(home, project, "-m", "scripted-model")
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert (project / "shell.txt").read_text() == "toolwire-ok\n"
+    offered = manifest_names(upstream.chat_requests[0].body)
+    assert {"exec_command", "multi_agent_v1.spawn_agent", "multi_agent_v1.wait_agent"} <= offered
+    assert "web_search" not in offered
 
 
 def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_completions(
