@@ -351,3 +351,15 @@ def test_marker_mode_marks_custom_calls_too(make_app):
     message, call = body["output"]
     assert custom_call_text("apply_patch", "unmarked: text") in message["content"][0]["text"]
     assert (call["type"], call["input"]) == ("custom_tool_call", PATCH)
+
+
+@pytest.mark.parametrize(("tools", "param"), [
+    ([{**APPLY_PATCH, "format": {"type": "grammar", "syntax": "lark", "definition": "x" * 2000}}], "tools[0].format"),
+    ([WEATHER, {**NAMESPACE, "tools": [{"type": "function", "name": "big", "parameters": {"description": "y" * 2000}}]}],
+     "tools[1].tools[0].parameters"),
+    ([{**NAMESPACE, "tools": [{"type": "function", "name": f"f{i}"} for i in range(5)]}], "tools[0].tools"),
+])
+def test_limits_reach_grammars_and_namespaced_tools(make_app, tools, param):
+    client = make_app(FakeUpstream(text_chunks("never")), max_tool_schema_bytes=1000, max_tools=4).test_client()
+    response = post(client, tools=tools)
+    assert response.status_code == 400 and response.get_json()["error"]["param"] == param
