@@ -109,10 +109,10 @@ def bare_app() -> Flask:
     return app
 
 
-def environ(body: bytes) -> dict[str, Any]:
-    """A fresh WSGI environ for ``POST /v1/chat/completions`` with ``body``."""
+def environ(body: bytes, path: str = "/v1/chat/completions") -> dict[str, Any]:
+    """A fresh WSGI environ for ``POST path`` with ``body``."""
     return {
-        "REQUEST_METHOD": "POST", "PATH_INFO": "/v1/chat/completions", "QUERY_STRING": "", "SERVER_NAME": "bench",
+        "REQUEST_METHOD": "POST", "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "bench",
         "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE":
         "application/json", "CONTENT_LENGTH": str(len(body)), "HTTP_HOST": "bench", "wsgi.input": io.BytesIO(body),
         "wsgi.url_scheme": "http", "wsgi.errors": sys.stderr, "wsgi.multithread": False,

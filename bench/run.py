@@ -17,14 +17,15 @@ shared and noisy:
    RSS per open stream from ``/proc/PID/status``, set against the same run
    on a fresh minimal relay worker (the floor: gunicorn, Flask, httpx);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
-5. the core's per-chunk figures (``bench/core_bench.py``, run as is).
+5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
+6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is).
 
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all five.
+runs, so it comes with it); the default is all six.
 """
 
 from __future__ import annotations
@@ -582,15 +583,14 @@ def linearity(table: Table, toolwire: Server) -> None:
               f"{ratio:.1f}", f"<= {TARGET_LINEARITY:.0f}", verdict(ratio <= TARGET_LINEARITY))
 
 
-def core_figures(table: Table) -> None:
-    """Section 5: ``bench/core_bench.py`` run as is; its lines go into the table verbatim."""
-    progress("5: bench/core_bench.py")
-    done = subprocess.run([PY, str(BENCH / "core_bench.py")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+def script_figures(table: Table, section: str, script: str) -> None:
+    """Sections 5 and 6: ``bench/<script>`` run as is; its lines go into the table verbatim."""
+    progress(f"{section}: bench/{script}")
+    done = subprocess.run([PY, str(BENCH / script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     for line in done.stdout.splitlines():
-        table.add("5", line)
+        table.add(section, line)
     if done.returncode:
-        table.add("5", f"core_bench.py exited with {done.returncode}: {done.stderr.strip()[-200:]}")
+        table.add(section, f"{script} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
 def toolwire_env(upstream_url: str) -> dict[str, str]:
@@ -601,7 +601,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="1,2,3,4,5", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -647,7 +647,11 @@ def main() -> int:
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
         if "5" in sections:
             table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
-            core_figures(table)
+            script_figures(table, "5", "core_bench.py")
+        if "6" in sections:
+            table.section("6 non-streamed vs streamed 1 MB argument, both endpoints, in process "
+                          "(bench/assembly_bench.py)")
+            script_figures(table, "6", "assembly_bench.py")
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())

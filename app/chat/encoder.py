@@ -1,8 +1,9 @@
 """Core events → Chat Completions chunks (streaming) and the non-streaming body.
 
-:class:`ChatChunker` builds ``chat.completion.chunk`` dicts, one per visible
+:class:`ChatEncoder` is the endpoint's :class:`~app.pipeline.encoder.Encoder`:
+:class:`ChatChunker` builds its ``chat.completion.chunk`` dicts, one per visible
 event; :class:`ChatAccumulator` folds the same events into a
-``chat.completion``. Both follow wire-contract section 3: role once per choice
+``chat.completion`` (in linear time: argument fragments are joined once). Both follow wire-contract section 3: role once per choice
 in its first delta, tool-call headers then argument fragments, a single finish
 chunk with an empty delta, the legacy ``function_call`` shape for requests that
 used ``functions``, a custom (freeform) tool's call as ``type: "custom"`` with
@@ -17,14 +18,62 @@ from typing import Any
 
 from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallInputDelta, ToolCallStarted
 
+from ..errors import ApiError
+from ..pipeline.encoder import Usage, usage_object
+from ..pipeline.streaming import DONE, data_frame
+
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
 
 
-def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """A Chat ``usage`` object."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+class ChatEncoder:
+    """The Chat Completions :class:`~app.pipeline.encoder.Encoder` of one completion.
+
+    Args:
+        completion_id: the ``chatcmpl-…`` id.
+        created: unix seconds.
+        model: the model name shown to the client.
+        legacy_functions: answer in the legacy ``function_call`` shape.
+        include_usage: a streamed answer ends with a usage chunk (``stream_options.include_usage``).
+    """
+
+    def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
+                 include_usage: bool = False):
+        self._include_usage = include_usage
+        self._chunker = ChatChunker(completion_id, created, model, legacy_functions=legacy_functions,
+                                    include_usage=include_usage)
+        self._accumulator = ChatAccumulator(completion_id, created, model, legacy_functions=legacy_functions)
+
+    def opening(self) -> list[bytes]:
+        """Nothing: a Chat stream starts with its first event."""
+        return []
+
+    def frames(self, index: int, event: Event) -> list[bytes]:
+        """One ``data:`` frame per chunk that carries ``event``."""
+        return [data_frame(chunk) for chunk in self._chunker.chunks(index, event)]
+
+    def closing(self, usage: Usage) -> list[bytes]:
+        """The usage chunk (when asked for), then ``[DONE]``."""
+        if not self._include_usage:
+            return [DONE]
+        return [data_frame(self._chunker.usage_chunk(_chat_usage(usage))), DONE]
+
+    def error_frames(self, error: ApiError, usage: Usage) -> bytes:
+        """One error frame, then ``[DONE]``."""
+        return data_frame(error.body()) + DONE
+
+    def add(self, index: int, event: Event) -> None:
+        """Fold one event into the ``chat.completion`` body."""
+        self._accumulator.add(index, event)
+
+    def body(self, usage: Usage) -> dict[str, Any]:
+        """The ``chat.completion`` body."""
+        return self._accumulator.body(_chat_usage(usage))
+
+
+def _chat_usage(usage: Usage) -> dict[str, int]:
+    """The three Chat counts (the total their sum)."""
+    return usage_object(usage["prompt_tokens"], usage["completion_tokens"])
 
 
 class ChatChunker:
@@ -121,12 +170,34 @@ def _call_head(event: ToolCallStarted) -> dict[str, Any]:
     return {"type": "function", "function": {"name": event.name, "arguments": ""}}
 
 
+class _Call:
+    """A tool call being accumulated: its header, and its argument (or custom input) fragments, joined once."""
+
+    __slots__ = ("call_id", "name", "kind", "fragments")
+
+    def __init__(self, call_id: str, name: str, kind: str):
+        self.call_id = call_id
+        self.name = name
+        self.kind = kind
+        self.fragments: list[str] = []
+
+    def function(self) -> dict[str, str]:
+        return {"name": self.name, "arguments": "".join(self.fragments)}
+
+    def tool_call(self) -> dict[str, Any]:
+        """The ``tool_calls`` entry: a function call, or a custom tool's with ``custom.input``."""
+        if self.kind == "custom":
+            return {"id": self.call_id, "type": "custom", "custom": {"name": self.name,
+                                                                   "input": "".join(self.fragments)}}
+        return {"id": self.call_id, "type": "function", "function": self.function()}
+
+
 class _Message:
     __slots__ = ("text", "calls", "finish_reason")
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, _Call] = {}
         self.finish_reason: str | None = None
 
 
@@ -153,11 +224,9 @@ class ChatAccumulator:
         if isinstance(event, TextDelta):
             message.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
-            message.calls[event.index] = {"id": event.call_id, **_call_head(event)}
-        elif isinstance(event, ToolCallArgumentsDelta):
-            message.calls[event.index]["function"]["arguments"] += event.fragment
-        elif isinstance(event, ToolCallInputDelta):
-            message.calls[event.index]["custom"]["input"] += event.fragment
+            message.calls[event.index] = _Call(event.call_id, event.name, event.kind)
+        elif isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
+            message.calls[event.index].fragments.append(event.fragment)
         elif isinstance(event, ChoiceFinished):
             message.finish_reason = event.finish_reason
 
@@ -170,9 +239,9 @@ class ChatAccumulator:
                                    "refusal": None, "annotations": []}
             calls = [message.calls[i] for i in sorted(message.calls)]
             if calls and self._legacy:
-                out["function_call"] = calls[0]["function"]
+                out["function_call"] = calls[0].function()
             elif calls:
-                out["tool_calls"] = calls
+                out["tool_calls"] = [call.tool_call() for call in calls]
             choices.append({"index": index, "message": out, "logprobs": None,
                             "finish_reason": message.finish_reason})
         return {**self._head, "choices": choices, "usage": usage}

@@ -1,4 +1,4 @@
-"""Pydantic models of the Chat Completions request, and pydantic errors → 400 with ``param``.
+"""Pydantic models of the Chat Completions request (on the shared :mod:`app.validation` layer).
 
 The models validate only; the view keeps the client's raw dicts (unknown keys
 included) for prompting and for the parameters passed through to the upstream.
@@ -8,18 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import Discriminator, Field, Tag
 
-from ..http.errors import ApiError
-
-
-class _Open(BaseModel):
-    """A request object that accepts keys it does not know (newer API fields)."""
-
-    model_config = ConfigDict(extra="allow")
+from ..validation import RequestModel, validate
 
 
-class ContentPart(_Open):
+class ContentPart(RequestModel):
     """One part of an array ``content`` (``text``, ``image_url``…)."""
 
     type: str
@@ -29,41 +23,41 @@ class ContentPart(_Open):
 Content = Union[str, list[ContentPart]]
 
 
-class SystemMessage(_Open):
+class SystemMessage(RequestModel):
     role: Literal["system"]
     content: Content
     name: str | None = None
 
 
-class DeveloperMessage(_Open):
+class DeveloperMessage(RequestModel):
     role: Literal["developer"]
     content: Content
     name: str | None = None
 
 
-class UserMessage(_Open):
+class UserMessage(RequestModel):
     role: Literal["user"]
     content: Content
     name: str | None = None
 
 
-class FunctionCallValue(_Open):
+class FunctionCallValue(RequestModel):
     name: str
     arguments: str = ""
 
 
-class AssistantToolCall(_Open):
+class AssistantToolCall(RequestModel):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCallValue
 
 
-class CustomCallValue(_Open):
+class CustomCallValue(RequestModel):
     name: str
     input: str = ""
 
 
-class AssistantCustomToolCall(_Open):
+class AssistantCustomToolCall(RequestModel):
     """An earlier call of a custom (freeform) tool: raw ``input`` text."""
 
     id: str
@@ -76,12 +70,12 @@ def _call_tag(value: Any) -> str:
     return "CustomCall" if kind == "custom" else "FunctionCall"
 
 
-# Capitalised tags: loc_to_param drops them from error paths as union branch labels.
+# Capitalised tags: never a key of the data, so the error path (validation._param) leaves them out.
 AnyToolCall = Annotated[Union[Annotated[AssistantToolCall, Tag("FunctionCall")],
                               Annotated[AssistantCustomToolCall, Tag("CustomCall")]], Discriminator(_call_tag)]
 
 
-class AssistantMessage(_Open):
+class AssistantMessage(RequestModel):
     role: Literal["assistant"]
     content: Content | None = None
     name: str | None = None
@@ -89,13 +83,13 @@ class AssistantMessage(_Open):
     function_call: FunctionCallValue | None = None
 
 
-class ToolMessage(_Open):
+class ToolMessage(RequestModel):
     role: Literal["tool"]
     content: Content
     tool_call_id: str
 
 
-class FunctionMessage(_Open):
+class FunctionMessage(RequestModel):
     role: Literal["function"]
     name: str
     content: str | None = None
@@ -107,7 +101,7 @@ Message = Annotated[
 ]
 
 
-class FunctionDef(_Open):
+class FunctionDef(RequestModel):
     """A function offered to the model (``tools[].function`` or legacy ``functions[]``)."""
 
     name: str = Field(min_length=1, max_length=128)
@@ -116,12 +110,12 @@ class FunctionDef(_Open):
     strict: bool | None = None
 
 
-class FunctionTool(_Open):
+class FunctionTool(RequestModel):
     type: Literal["function"]
     function: FunctionDef
 
 
-class CustomDef(_Open):
+class CustomDef(RequestModel):
     """A custom (freeform) tool offered to the model (``tools[].custom``)."""
 
     name: str = Field(min_length=1, max_length=128)
@@ -136,7 +130,7 @@ class CustomDef(_Open):
         return fmt
 
 
-class CustomTool(_Open):
+class CustomTool(RequestModel):
     type: Literal["custom"]
     custom: CustomDef
 
@@ -144,21 +138,21 @@ class CustomTool(_Open):
 AnyTool = Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]
 
 
-class NamedFunction(_Open):
+class NamedFunction(RequestModel):
     name: str = Field(min_length=1)
 
 
-class NamedToolChoice(_Open):
+class NamedToolChoice(RequestModel):
     type: Literal["function"]
     function: NamedFunction
 
 
-class NamedCustomToolChoice(_Open):
+class NamedCustomToolChoice(RequestModel):
     type: Literal["custom"]
     custom: NamedFunction
 
 
-class AllowedTool(_Open):
+class AllowedTool(RequestModel):
     type: Literal["function", "custom"] = "function"
     function: NamedFunction | None = None
     custom: NamedFunction | None = None
@@ -171,12 +165,12 @@ class AllowedTool(_Open):
         return nested.name if nested else self.name
 
 
-class AllowedToolsSpec(_Open):
+class AllowedToolsSpec(RequestModel):
     mode: Literal["auto", "required"]
     tools: list[AllowedTool]
 
 
-class AllowedToolsChoice(_Open):
+class AllowedToolsChoice(RequestModel):
     type: Literal["allowed_tools"]
     allowed_tools: AllowedToolsSpec
 
@@ -185,11 +179,11 @@ ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, Na
                         AllowedToolsChoice]
 
 
-class StreamOptions(_Open):
+class StreamOptions(RequestModel):
     include_usage: bool = False
 
 
-class ChatRequest(_Open):
+class ChatRequest(RequestModel):
     """A ``POST /v1/chat/completions`` body."""
 
     model: str = Field(min_length=1)
@@ -218,55 +212,6 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     """Validate a chat body.
 
     Raises:
-        ApiError: 400 naming the first offending parameter.
+        InputError: 400 naming the first offending parameter.
     """
-    try:
-        return ChatRequest.model_validate(body)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-
-
-def validation_error(exc: ValidationError) -> ApiError:
-    """A 400 :class:`ApiError` for the first problem in ``exc``.
-
-    Of the errors pydantic reports for one parameter (one per union branch),
-    the most specific (deepest) one is used.
-    """
-    errors = [(_param(err), err) for err in exc.errors(include_url=False)]
-    first = errors[0][0]
-    param, err = max((e for e in errors if e[0].startswith(first)), key=lambda e: len(e[0]))
-    if err["type"] in ("missing", "union_tag_not_found"):
-        return ApiError(400, f"Missing required parameter: '{param}'.", param=param,
-                        code="missing_required_parameter")
-    return ApiError(400, f"Invalid value for '{param}': {err['msg']}.", param=param, code="invalid_value")
-
-
-def _param(err: Any) -> str:
-    param = loc_to_param(list(err["loc"]))
-    if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
-        param += "." + str(err["ctx"]["discriminator"]).strip("'\"")
-    return param
-
-
-_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "none", "dict", "list"})
-
-
-def loc_to_param(loc: list[Any]) -> str:
-    """Turn a pydantic ``loc`` into an OpenAI ``param``: ``messages[0].content``.
-
-    Labels that pydantic inserts for union branches (the role tag after
-    ``messages[i]``, the type tag after ``tools[i]``, ``literal[...]``, class names, ``str``) are dropped.
-    """
-    if len(loc) >= 3 and loc[0] in ("messages", "tools") and isinstance(loc[1], int):
-        loc = loc[:2] + loc[3:]  # the role / tool type tag of the discriminated union
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not _is_branch_label(part):
-            out += f".{part}" if out else part
-    return out
-
-
-def _is_branch_label(part: str) -> bool:
-    return (not part.isidentifier()) or part[:1].isupper() or part in _TYPE_LABELS
+    return validate(ChatRequest, body)

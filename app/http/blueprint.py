@@ -13,6 +13,7 @@ from ..state import current_state
 from . import limits
 from .auth import api_before_request
 from .errors import register_error_handlers
+from .request import json_body
 
 
 def create_blueprint(name: str = "toolwire") -> Blueprint:
@@ -23,8 +24,9 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     limits.install(bp)
     bp.after_request(observe.respond)
     register_error_handlers(bp)
-    bp.add_url_rule("/chat/completions", view_func=chat_completions, methods=["POST"])
-    bp.add_url_rule("/responses", view_func=create_response, methods=["POST"])
+    # The generation views get the body read here (HTTP's job); the endpoint names stay theirs.
+    bp.add_url_rule("/chat/completions", "chat_completions", view_func=_chat_completions, methods=["POST"])
+    bp.add_url_rule("/responses", "create_response", view_func=_create_response, methods=["POST"])
     bp.add_url_rule("/responses/<response_id>", view_func=get_response, methods=["GET"])
     bp.add_url_rule("/responses/<response_id>", view_func=delete_response, methods=["DELETE"])
     bp.add_url_rule("/responses/<path:subpath>", view_func=unsupported_subpath,
@@ -35,6 +37,14 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
 
 def _before_request() -> None:
     observe.begin()  # not the hook itself: a before_request hook's return value would be the response
+
+
+def _chat_completions() -> Response:
+    return chat_completions(json_body())
+
+
+def _create_response() -> Response:
+    return create_response(json_body())
 
 
 def list_models() -> Response:

@@ -1,104 +1,22 @@
-"""The OpenAI error envelope, before headers (JSON responses) and after (stream frames).
+"""Error responses before the first byte: every error raised under toolwire's routes in the OpenAI envelope.
 
 Every error toolwire answers with has the shape
-``{"error": {"message", "type", "param", "code"}}`` with all four keys present.
-Clients never see a stack trace: unexpected exceptions are logged here and
-answered with a generic 500.
+``{"error": {"message", "type", "param", "code"}}`` with all four keys present
+(:class:`~app.errors.ApiError`). Clients never see a stack trace: unexpected
+exceptions are logged and answered with a generic 500
+(:func:`~app.pipeline.failures.as_api_error`).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-from flask import Blueprint, Flask, Response, current_app, has_request_context, request
+from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import HTTPException
 
-from statemachine import ModelOutputError
+from ..errors import ApiError
+from ..pipeline.failures import as_api_error
 
-from ..responses.schemas import InputError
-from ..upstreams.base import UpstreamError
-
-log = logging.getLogger(__name__)
-
-
-class ApiError(Exception):
-    """An error answered to the client in the OpenAI envelope.
-
-    Args:
-        status: the HTTP status.
-        message: a human-readable message (no internals).
-        type: the OpenAI error type (``invalid_request_error``, ``server_error``…).
-        param: the offending request parameter, e.g. ``messages[0].role``.
-        code: a stable machine-readable code, or ``None``.
-        headers: extra response headers (e.g. ``Retry-After``).
-    """
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        """The error envelope."""
-        return error_body(self.message, self.type, self.param, self.code)
-
-
-def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """``{"error": {...}}`` with all four keys."""
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
-
-def body_too_large(limit: int | None) -> ApiError:
-    """413 for a request body over ``limit`` bytes (Content-Length or chunked)."""
-    bound = f"the {limit}-byte limit" if limit else "the limit"
-    return ApiError(413, f"The request body is larger than {bound}.", code="request_entity_too_large")
-
-
-def from_upstream(exc: UpstreamError) -> ApiError:
-    """The client-facing error for an upstream failure."""
-    headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
-    if exc.kind == "client_error":
-        return ApiError(exc.status, exc.message, param=exc.param, code=exc.code)
-    if exc.kind == "rate_limited":
-        return ApiError(exc.status, exc.message, type="rate_limit_error", code=exc.code or "rate_limit_exceeded",
-                        headers=headers)
-    return ApiError(exc.status, exc.message, type="server_error", code=exc.code or f"upstream_{exc.kind}",
-                    headers=headers)
-
-
-def from_model_output(exc: ModelOutputError) -> ApiError:
-    """The client-facing error for a model output the policy rejects."""
-    hint = exc.event_hint
-    return ApiError(exc.status_hint, hint["message"], type=hint["type"], param=hint["param"], code=hint["code"])
-
-
-def as_api_error(exc: BaseException) -> ApiError:
-    """Any exception as an :class:`ApiError`; unknown ones are logged and hidden."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, InputError):
-        return ApiError(400, exc.message, param=exc.param, code=exc.code)
-    if isinstance(exc, UpstreamError):
-        return from_upstream(exc)
-    if isinstance(exc, ModelOutputError):
-        return from_model_output(exc)
-    if isinstance(exc, HTTPException):
-        code = exc.code or 500
-        if code == 413:
-            return body_too_large(request.max_content_length if has_request_context() else None)
-        type_ = "invalid_request_error" if code < 500 else "server_error"
-        return ApiError(code, exc.description or exc.name, type=type_,
-                        code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
-    log.error("unhandled error", exc_info=exc)
-    return ApiError(500, "The server had an error while processing your request.", type="server_error",
-                    code="server_error")
+# ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
+__all__ = ["ApiError", "as_api_error", "error_response", "register_error_handlers"]
 
 
 def error_response(exc: BaseException) -> Response:

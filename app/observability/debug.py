@@ -24,7 +24,7 @@ from flask import Blueprint, Response, current_app, request
 
 from statemachine.diagram import FORMATS, render_choice_fsm
 
-from ..http.errors import ApiError
+from ..errors import ApiError
 from ..state import current_state
 from ..settings import Settings
 

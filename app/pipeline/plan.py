@@ -1,9 +1,9 @@
-"""Request tools and tool choice → :class:`statemachine.ParserConfig`.
+"""Request tools and tool choice → :class:`statemachine.ParserConfig`, for both endpoints.
 
-Chat ``tools`` / ``tool_choice`` / ``parallel_tool_calls`` and legacy
-``functions`` / ``function_call`` normalise to the same ``ToolSpec`` list and
-``ToolChoice``; :func:`build_parser_config` adds the operator's policy and is
-shared with the Responses endpoint.
+Each endpoint normalises its tools and tool choice to ``ToolSpec`` objects and a
+:class:`ChoiceRequest`; :func:`build_parser_config` checks the choice against
+the offered tools (the one ``tool_choice`` check of both endpoints) and adds the
+operator's policy.
 
 Marker mode (``TOOLWIRE_MARKER_MODE``, or ``X-Toolwire-Marker: 1`` on one
 request) gives each request a fresh random marker that the model's calls must
@@ -14,37 +14,55 @@ describes (and re-renders earlier calls in).
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol
 
 from flask import has_request_context, request
 
 from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
-from ..http.errors import ApiError
-from ..chat.schemas import (
-    AllowedToolsChoice,
-    ChatRequest,
-    CustomTool,
-    FunctionDef,
-    NamedCustomToolChoice,
-    NamedFunction,
-    NamedToolChoice,
-)
+from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..responses.schemas import FunctionTool as ResponsesFunctionTool
     from ..settings import Settings
 
 _DEFAULT_FORMATS = ParserConfig().formats
 
 
-def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, parallel_tool_calls: bool,
+@dataclass(frozen=True, slots=True)
+class ChoiceRequest:
+    """A request's tool choice, normalised, with where the client wrote it (for the error's ``param``).
+
+    Fields:
+        choice: the core ``ToolChoice``.
+        param: the request parameter (``tool_choice``, or ``function_call`` in legacy requests).
+        name_params: each name the choice allows → the path it was given at (``tool_choice.function.name``).
+        tools_param: the parameter that offers the tools (``tools`` or ``functions``).
+    """
+
+    choice: ToolChoice = field(default_factory=ToolChoice)
+    param: str = "tool_choice"
+    name_params: Mapping[str, str] = field(default_factory=dict)
+    tools_param: str = "tools"
+
+
+class FunctionLike(Protocol):
+    """A function definition as either endpoint's schema holds it."""
+
+    name: str
+    description: str | None
+    parameters: dict | None
+    strict: bool | None
+
+
+def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | ToolChoice, *, parallel_tool_calls: bool,
                         legacy_functions: bool, settings: "Settings", json_output: bool = False) -> ParserConfig:
     """The parser configuration for one request.
 
     Args:
         tools: the offered function tools.
-        tool_choice: the normalised choice; names it allows must be offered.
+        tool_choice: the normalised choice (a bare ``ToolChoice``: one sent as
+            ``tool_choice``, or ``function_call`` in a legacy request); names it allows must be offered.
         parallel_tool_calls: ``False`` keeps one call per choice.
         legacy_functions: the request used ``functions`` (answers use ``function_call``).
         settings: the operator's parser policy, preferred text format and
@@ -53,22 +71,16 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         json_output: the client asked for JSON output, so a bare JSON
             answer is content, not a call (parsing.md case 31).
     Raises:
-        ApiError: 400 when ``tool_choice`` names a tool that is not offered, or
+        InputError: 400 when ``tool_choice`` names a tool that is not offered, or
             demands a call while no tool is offered.
     """
-    param = "function_call" if legacy_functions else "tool_choice"
-    offered = {t.name for t in tools}
-    if tool_choice.allowed is not None:
-        missing = sorted(tool_choice.allowed - offered)
-        if missing:
-            raise ApiError(400, f"'{param}' names a function that is not in the request's tools: {missing[0]!r}.",
-                           param=param, code="invalid_value")
-    elif tool_choice.mode == "required" and not tools:
-        raise ApiError(400, f"'{param}' is 'required' but no tools are specified.", param=param,
-                       code="invalid_value")
+    if isinstance(tool_choice, ToolChoice):
+        tool_choice = (ChoiceRequest(tool_choice, "function_call", tools_param="functions") if legacy_functions
+                       else ChoiceRequest(tool_choice))
+    check_tool_choice(tool_choice, {t.name for t in tools})
     return ParserConfig(
         tools={t.name: t for t in tools},
-        tool_choice=tool_choice,
+        tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
         formats=(settings.tool_format, *(f for f in _DEFAULT_FORMATS if f != settings.tool_format)),
@@ -76,6 +88,23 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ToolChoice, *, paral
         marker=request_marker(settings) if tools else None,
         bare_json=not json_output,
     )
+
+
+def check_tool_choice(request: ChoiceRequest, offered: set[str]) -> None:
+    """Refuse a choice that allows a tool not offered, or demands a call while none is.
+
+    Raises:
+        InputError: 400 ``invalid_value``, ``param`` the path of the unknown name (else the choice's).
+    """
+    choice = request.choice
+    if choice.allowed is not None:
+        for name in sorted(choice.allowed - offered):
+            param = request.name_params.get(name, request.param)
+            raise InputError(f"Invalid value for '{param}': {name!r} is not in '{request.tools_param}'.",
+                             param, "invalid_value")
+    elif choice.mode == "required" and not offered:
+        raise InputError(f"Invalid value for '{request.param}': 'required' needs at least one tool in "
+                         f"'{request.tools_param}'.", request.param, "invalid_value")
 
 
 def request_marker(settings: "Settings") -> str | None:
@@ -113,53 +142,8 @@ def policy_from_settings(settings: "Settings") -> Policy:
     )
 
 
-def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
-    """The parser configuration for a Chat Completions request.
-
-    Raises:
-        ApiError: 400 for ``tools`` together with ``functions``, or an
-            inconsistent ``tool_choice`` / ``function_call``.
-    """
-    if req.tools and req.functions:
-        raise ApiError(400, "Use either 'tools' or the legacy 'functions', not both.", param="functions",
-                       code="invalid_value")
-    json_output = is_json_format((req.model_extra or {}).get("response_format"))
-    if req.functions:
-        tools = tool_specs(req.functions)
-        return build_parser_config(tools, _legacy_choice(req.function_call), parallel_tool_calls=False,
-                                   legacy_functions=True, settings=settings, json_output=json_output)
-    tools = [ToolSpec(name=t.custom.name, description=t.custom.description or "", kind="custom",
-                      input_format=t.custom.input_format()) if isinstance(t, CustomTool) else tool_specs([t.function])[0]
-             for t in req.tools or ()]
-    parallel = req.parallel_tool_calls is not False
-    return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
-                               legacy_functions=False, settings=settings, json_output=json_output)
-
-
-def tool_specs(functions: Iterable[FunctionDef | ResponsesFunctionTool]) -> list[ToolSpec]:
+def tool_specs(functions: Iterable[FunctionLike]) -> list[ToolSpec]:
     """Function definitions (Chat ``tools[].function`` or ``functions[]``, Responses flat ``tools[]``) as
     core ``ToolSpec``s (``strict`` only when sent as true)."""
     return [ToolSpec(name=fn.name, description=fn.description or "", parameters=fn.parameters,
                      strict=bool(fn.strict)) for fn in functions]
-
-
-def _chat_choice(choice: object) -> ToolChoice:
-    if choice is None:
-        return ToolChoice()
-    if isinstance(choice, str):
-        return ToolChoice(choice)  # type: ignore[arg-type]
-    if isinstance(choice, NamedToolChoice):
-        return ToolChoice("required", frozenset({choice.function.name}))
-    if isinstance(choice, NamedCustomToolChoice):
-        return ToolChoice("required", frozenset({choice.custom.name}))
-    assert isinstance(choice, AllowedToolsChoice)
-    names = frozenset(n for n in (t.tool_name for t in choice.allowed_tools.tools) if n)
-    return ToolChoice(choice.allowed_tools.mode, names)
-
-
-def _legacy_choice(choice: object) -> ToolChoice:
-    if choice is None:
-        return ToolChoice()
-    if isinstance(choice, NamedFunction):
-        return ToolChoice("required", frozenset({choice.name}))
-    return ToolChoice(choice)  # type: ignore[arg-type]

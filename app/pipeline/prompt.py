@@ -33,6 +33,20 @@ import orjson
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
 
+from ..prompt_protocol import (
+    GUIDE_HEADING,
+    HOW_TO_HEADING,
+    MANIFEST_HEADING,
+    MAX_SCHEMA_DEPTH,
+    TOOL_BLOCK_TITLE,
+    TOOL_RESULT_END,
+    TURN_HEADING,
+    example_value,
+    object_shape,
+    primary_type,
+    resolve_schema,
+)
+
 __all__ = [
     "GUIDE_HEADING",
     "HOW_TO_HEADING",
@@ -42,32 +56,17 @@ __all__ = [
     "TURN_HEADING",
     "build_upstream_messages",
     "example_value",
+    "media_placeholder",
     "object_shape",
     "tool_result_label",
 ]
 
-# The demo upstream (app/demo.py) reads the block back by these lines.
-#: First line of the tool block.
-TOOL_BLOCK_TITLE = "# Tools"
-#: Heading of the manifest: one ``NAME {schema}`` line per tool follows its intro line.
-MANIFEST_HEADING = "## Manifest"
-#: Heading of the per-tool guide (``### NAME``, description, parameters, example).
-GUIDE_HEADING = "## Tool guide"
-#: Heading of the call-format instructions with the worked example.
-HOW_TO_HEADING = "## How to call"
-#: Heading of the ``tool_choice`` / strict / parallel lines (``- …`` each), when any.
-TURN_HEADING = "## This turn"
 #: The core's format of custom (freeform) tool calls.
 CUSTOM_FORMAT = "custom_tool_call"
-#: Last line of every rendered tool result.
-TOOL_RESULT_END = "End of tool result."
 _NO_CALLS_LINE = (
     "Tools are disabled for this reply: do not call any tool and do not write any tool-call block; "
     "answer in plain text."
 )
-_COMBINATORS = ("oneOf", "anyOf", "allOf")
-#: How deep example values and type names descend into nested schemas.
-_MAX_DEPTH = 4
 _EMPTY_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
 _PART_PLACEHOLDERS = {
     "image_url": "[image]",
@@ -152,50 +151,6 @@ def tool_result_label(name: str | None, call_id: str | None) -> str:
     if call_id:
         label += f" (call_id {call_id})"
     return label + ":"
-
-
-def example_value(schema: Any, depth: int = 0) -> Any:
-    """A plausible value for a JSON Schema, for worked examples.
-
-    Uses the schema's ``default``, ``example``, first of ``examples``,
-    ``const`` or first ``enum`` value, else a placeholder for its type; objects
-    get their required properties (all properties when none is required).
-
-    Args:
-        schema: a JSON Schema (anything else counts as ``{}``).
-        depth: current nesting depth; past a cap, containers are left empty.
-    Returns:
-        A JSON-serialisable value.
-    """
-    schema = _resolve(schema)
-    for key in ("default", "example"):
-        if key in schema:
-            return schema[key]
-    if isinstance(schema.get("examples"), list) and schema["examples"]:
-        return schema["examples"][0]
-    if "const" in schema:
-        return schema["const"]
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = _primary_type(schema)
-    if kind == "object":
-        if depth >= _MAX_DEPTH:
-            return {}
-        props, required = object_shape(schema)
-        keys = [k for k in required if k in props] or list(props)
-        return {k: example_value(props[k], depth + 1) for k in keys}
-    if kind == "array":
-        return [] if depth >= _MAX_DEPTH else [example_value(schema.get("items"), depth + 1)]
-    if kind == "integer":
-        minimum = schema.get("minimum")
-        return int(minimum) if isinstance(minimum, (int, float)) else 1
-    if kind == "number":
-        return schema.get("minimum", 1.5)
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    return "example"
 
 
 # --- tool block ---------------------------------------------------------------
@@ -336,7 +291,7 @@ def _tool_guide(tool: ToolSpec) -> str:
     lines = [f"### {tool.name}"]
     if tool.description:
         lines.append(tool.description.strip())
-    params = _resolve(tool.parameters or _EMPTY_PARAMETERS)
+    params = resolve_schema(tool.parameters or _EMPTY_PARAMETERS)
     props, required = object_shape(params)
     if props:
         lines.append("Parameters:")
@@ -350,7 +305,7 @@ def _tool_guide(tool: ToolSpec) -> str:
 
 def _parameter_line(name: str, schema: Any, required: bool) -> str:
     """``- city (required, string, one of: …, default …): description``."""
-    resolved = _resolve(schema)
+    resolved = resolve_schema(schema)
     facts = ["required" if required else "optional", _type_name(resolved)]
     if isinstance(resolved.get("enum"), list) and resolved["enum"]:
         facts.append("one of: " + ", ".join(_compact(v) for v in resolved["enum"]))
@@ -384,53 +339,14 @@ def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     return rules
 
 
-def object_shape(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[str]]:
-    """An object schema's ``properties`` and ``required`` names; client schemas are not
-    validated, so malformed values count as absent."""
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    required = schema.get("required")
-    return props, [k for k in required if isinstance(k, str)] if isinstance(required, list) else []
-
-
-def _resolve(schema: Any) -> dict[str, Any]:
-    """A schema with ``oneOf``/``anyOf``/``allOf`` replaced by their first branch.
-
-    The outer keys (description, default…) win over the branch's.
-    """
-    if not isinstance(schema, Mapping):
-        return {}
-    resolved = dict(schema)
-    for _ in range(_MAX_DEPTH):
-        key = next((k for k in _COMBINATORS if k in resolved and "type" not in resolved), None)
-        if key is None:
-            break
-        branches = resolved.pop(key)
-        if isinstance(branches, list) and branches and isinstance(branches[0], Mapping):
-            resolved = {**branches[0], **resolved}
-    return resolved
-
-
-def _primary_type(schema: Mapping[str, Any]) -> str | None:
-    """The schema's type, the first non-null one of a type list, or inferred."""
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
-    if kind is None and "properties" in schema:
-        return "object"
-    if kind is None and "items" in schema:
-        return "array"
-    return kind if isinstance(kind, str) else None
-
-
 def _type_name(schema: Mapping[str, Any], depth: int = 0) -> str:
     """A short human-readable type, e.g. ``string or null``, ``array of integer``."""
     kind = schema.get("type")
     if isinstance(kind, list) and kind:
         return " or ".join(str(k) for k in kind)
-    kind = _primary_type(schema)
-    if kind == "array" and depth < _MAX_DEPTH and isinstance(schema.get("items"), Mapping):
-        return f"array of {_type_name(_resolve(schema['items']), depth + 1)}"
+    kind = primary_type(schema)
+    if kind == "array" and depth < MAX_SCHEMA_DEPTH and isinstance(schema.get("items"), Mapping):
+        return f"array of {_type_name(resolve_schema(schema['items']), depth + 1)}"
     if kind is None:
         return "enum" if "enum" in schema else "any"
     return kind
@@ -464,7 +380,11 @@ def _part_text(part: Any) -> str:
         return part["text"]
     if isinstance(part.get("refusal"), str):
         return part["refusal"]
-    kind = str(part.get("type") or "content")
+    return media_placeholder(str(part.get("type") or "content"))
+
+
+def media_placeholder(kind: str) -> str:
+    """What the text-only model reads in place of a content part of type ``kind`` (``[image]``, ``[file]``…)."""
     return _PART_PLACEHOLDERS.get(kind, f"[{kind}]")
 
 

@@ -5,7 +5,9 @@ into the event sequence of wire-contract 4.1-4.2: every event numbered from 0,
 each output item added, streamed and closed in ``output_index`` order, and
 exactly one terminal event. The same object serves the non-streaming path:
 feed everything, call :meth:`~ResponsesEncoder.finish`, return
-:meth:`~ResponsesEncoder.response`.
+:meth:`~ResponsesEncoder.response`. :class:`ResponsesWireEncoder` is the
+endpoint's :class:`~app.pipeline.encoder.Encoder` on top of it: SSE frames, and a
+hook that stores the finished response.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from statemachine import (
 
 from .tools import ToolOrigin
 
-__all__ = ["ResponsesEncoder", "encode_sse", "new_item_id", "new_response_id", "responses_usage"]
+from ..errors import ApiError
+from ..pipeline.encoder import Usage
+
+__all__ = ["ResponsesEncoder", "ResponsesWireEncoder", "encode_sse", "new_item_id", "new_response_id",
+           "responses_usage"]
 
 
 def new_item_id(prefix: str) -> str:
@@ -368,3 +374,51 @@ def _json_object(text: str | None) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+class ResponsesWireEncoder:
+    """The Responses :class:`~app.pipeline.encoder.Encoder`: one choice (index 0) as SSE events or a body.
+
+    Args:
+        encoder: the :class:`ResponsesEncoder` of the response.
+        keep: called with the finished (or failed) Response object before its terminal event is sent,
+            so a follow-up request can name it at once (the response store).
+    """
+
+    def __init__(self, encoder: ResponsesEncoder, keep: Callable[[dict[str, Any]], None] | None = None):
+        self._encoder = encoder
+        self._keep = keep
+
+    def opening(self) -> list[bytes]:
+        """``response.created`` and ``response.in_progress``."""
+        return [encode_sse(event) for event in self._encoder.start()]
+
+    def frames(self, index: int, event: Event) -> list[bytes]:
+        """The events of one core event."""
+        return [encode_sse(out) for out in self._encoder.feed(event)]
+
+    def closing(self, usage: Usage) -> list[bytes]:
+        """The open items' closing events and the terminal event (the response kept first)."""
+        terminal = self._encoder.finish(usage)
+        self._kept()
+        return [encode_sse(event) for event in terminal]
+
+    def error_frames(self, error: ApiError, usage: Usage) -> bytes:
+        """The open items closed ``incomplete``, then ``response.failed`` (the response kept first)."""
+        events = self._encoder.fail(error.code or "server_error", error.message, usage)
+        self._kept()
+        return b"".join(encode_sse(event) for event in events)
+
+    def add(self, index: int, event: Event) -> None:
+        """Feed one core event (a body needs no ``response.created``: the encoder is not started)."""
+        self._encoder.feed(event)
+
+    def body(self, usage: Usage) -> dict[str, Any]:
+        """The finished Response object (kept first)."""
+        self._encoder.finish(usage)
+        self._kept()
+        return self._encoder.response()
+
+    def _kept(self) -> None:
+        if self._keep is not None:
+            self._keep(self._encoder.response())

@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
-
+from ..errors import InputError
+from ..pipeline.prompt import media_placeholder
 from .schemas import (
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
-    InputError,
     ItemReference,
     LocalShellCallItem,
     LocalShellCallOutputItem,
@@ -82,9 +82,9 @@ def to_chat_messages(
 
     Raises:
         InputError: unknown ``previous_response_id``, unresolvable
-            ``item_reference``, a ``function_call_output`` whose ``call_id``
-            matches no earlier ``function_call``, or a media part the text back
-            end can't take; ``param`` names the offending parameter.
+            ``item_reference``, or a ``function_call_output`` whose ``call_id``
+            matches no earlier ``function_call``; ``param`` names the offending parameter.
+            (A media part becomes a placeholder such as ``[image]``, as on the Chat endpoint.)
     """
     builder = _ChatBuilder()
     if request.instructions:
@@ -144,7 +144,7 @@ class _ChatBuilder:
 
     def add(self, item: Any, param: str) -> None:
         if isinstance(item, MessageItem):
-            self.messages.append({"role": item.role, "content": _content_text(item.content, param)})
+            self.messages.append({"role": item.role, "content": _content_text(item.content)})
         elif isinstance(item, FunctionCallItem):
             self._add_call(item.call_id, {"type": "function", "function": {
                 "name": model_name(item.name, item.namespace), "arguments": item.arguments}})
@@ -231,29 +231,31 @@ def _note(item: OtherItem) -> str:
     return f"[{text}]"
 
 
-def _content_text(content: Any, param: str) -> str:
+def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    texts = []
-    for j, part in enumerate(content):
-        if isinstance(part, MediaPart):
-            raise InputError(
-                f"{part.type} parts are not supported: the model behind this server reads text only.",
-                f"{param}.content[{j}]",
-                "unsupported_content",
-            )
-        texts.append(part.refusal if isinstance(part, RefusalPart) else part.text)
-    return "\n".join(texts)
+    return "\n".join(_part_text(part) for part in content)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, MediaPart):
+        return media_placeholder(part.type)
+    return part.refusal if isinstance(part, RefusalPart) else part.text
 
 
 def _output_text(output: Any) -> str:
+    """A tool result as text: a string as is, a list of content parts as their text (media as
+    placeholders), anything else as JSON."""
     if isinstance(output, str):
         return output
-    if (
-        isinstance(output, list)
-        and output
-        and all(isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
-                for p in output)
-    ):
-        return "\n".join(p["text"] for p in output)
+    if isinstance(output, list) and output and all(_is_output_part(p) for p in output):
+        return "\n".join(p["text"] if p["type"] == "input_text" else media_placeholder(p["type"]) for p in output)
     return orjson.dumps(output).decode()
+
+
+def _is_output_part(part: Any) -> bool:
+    if not isinstance(part, dict):
+        return False
+    if part.get("type") == "input_text":
+        return isinstance(part.get("text"), str)
+    return part.get("type") in ("input_image", "input_file")

@@ -3,15 +3,18 @@
 Lenient where clients differ (unknown keys are kept, message items may omit
 ``type``, ``content`` may be a string or parts), typed where toolwire acts on a
 value. :func:`parse_responses_request` is the entry point: it raises
-:class:`InputError` with an OpenAI-style ``param`` path such as
-``input[2].call_id``.
+:class:`~app.errors.InputError` with an OpenAI-style ``param`` path such as
+``input[2].call_id`` (the shared :mod:`app.validation` layer).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
+
+from ..errors import InputError
+from ..validation import RequestModel, validate
 
 __all__ = [
     "AllowedToolsChoice",
@@ -47,41 +50,21 @@ __all__ = [
 ]
 
 
-class InputError(Exception):
-    """A request the Responses endpoint rejects with 400 ``invalid_request_error``.
-
-    Attributes:
-        message: the human-readable reason.
-        param: the offending parameter path (``input[1].call_id``), or ``None``.
-        code: a machine-readable code, or ``None``.
-    """
-
-    def __init__(self, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
-
-
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class TextPart(_Lenient):
+class TextPart(RequestModel):
     """An ``input_text`` or ``output_text`` content part."""
 
     type: Literal["input_text", "output_text"]
     text: str
 
 
-class RefusalPart(_Lenient):
+class RefusalPart(RequestModel):
     """An assistant ``refusal`` content part (echoed from an earlier output)."""
 
     type: Literal["refusal"]
     refusal: str
 
 
-class MediaPart(_Lenient):
+class MediaPart(RequestModel):
     """An ``input_image`` or ``input_file`` part (accepted here, not servable by a text back end)."""
 
     type: Literal["input_image", "input_file"]
@@ -90,7 +73,7 @@ class MediaPart(_Lenient):
 ContentPart = Annotated[Union[TextPart, RefusalPart, MediaPart], Field(discriminator="type")]
 
 
-class _EchoedItem(_Lenient):
+class _EchoedItem(RequestModel):
     """An item a client may echo back from an earlier output, with or without ``id``/``status``."""
 
     id: str | None = None
@@ -176,21 +159,21 @@ class LocalShellCallOutputItem(_EchoedItem):
     output: Any
 
 
-class OtherItem(_Lenient):
+class OtherItem(RequestModel):
     """Any other item type (hosted tool calls, MCP items, compaction, types yet unknown): kept, shown as a note."""
 
     type: str
     id: str | None = None
 
 
-class ItemReference(_Lenient):
+class ItemReference(RequestModel):
     """A reference to a stored item by id."""
 
     type: Literal["item_reference"]
     id: str
 
 
-class ReasoningItem(_Lenient):
+class ReasoningItem(RequestModel):
     """A reasoning item passed back by agents, with or without ``encrypted_content`` (never shown to the back end)."""
 
     type: Literal["reasoning"]
@@ -234,7 +217,7 @@ def _string_input(value: Any) -> Any:
     return value
 
 
-class FunctionTool(_Lenient):
+class FunctionTool(RequestModel):
     """A function tool in the flat Responses shape."""
 
     type: Literal["function"]
@@ -244,7 +227,7 @@ class FunctionTool(_Lenient):
     strict: bool | None = None
 
 
-class CustomTool(_Lenient):
+class CustomTool(RequestModel):
     """A custom (freeform) tool: the model writes raw text in ``format`` (text, or a lark/regex grammar)."""
 
     type: Literal["custom"]
@@ -253,7 +236,7 @@ class CustomTool(_Lenient):
     format: dict[str, Any] | None = None
 
 
-class NamespaceTool(_Lenient):
+class NamespaceTool(RequestModel):
     """Function and custom tools grouped under a namespace; a call carries ``namespace`` besides its ``name``."""
 
     type: Literal["namespace"]
@@ -262,7 +245,7 @@ class NamespaceTool(_Lenient):
     tools: list[Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]]
 
 
-class ToolSearchTool(_Lenient):
+class ToolSearchTool(RequestModel):
     """Tool discovery; only ``execution: "client"`` can be offered (the client runs the search)."""
 
     type: Literal["tool_search"]
@@ -271,13 +254,13 @@ class ToolSearchTool(_Lenient):
     parameters: dict[str, Any] | None = None
 
 
-class LocalShellTool(_Lenient):
+class LocalShellTool(RequestModel):
     """The client-executed ``local_shell`` tool (``local_shell_call`` items with an ``exec`` action)."""
 
     type: Literal["local_shell"]
 
 
-class HostedTool(_Lenient):
+class HostedTool(RequestModel):
     """A tool the provider would run itself (``web_search``, ``file_search``, ``mcp``, unknown types…)."""
 
     type: str
@@ -304,28 +287,28 @@ Tool = Annotated[
 ]
 
 
-class FunctionToolChoice(_Lenient):
+class FunctionToolChoice(RequestModel):
     """``{"type": "function", "name": ...}``: force one function."""
 
     type: Literal["function"]
     name: str
 
 
-class CustomToolChoice(_Lenient):
+class CustomToolChoice(RequestModel):
     """``{"type": "custom", "name": ...}``: force one custom tool."""
 
     type: Literal["custom"]
     name: str
 
 
-class AllowedTool(_Lenient):
+class AllowedTool(RequestModel):
     """One entry of an ``allowed_tools`` choice (a function or custom tool by name, or a tool type)."""
 
     type: str
     name: str | None = None
 
 
-class AllowedToolsChoice(_Lenient):
+class AllowedToolsChoice(RequestModel):
     """``{"type": "allowed_tools", "mode": ..., "tools": [...]}``: restrict the callable set."""
 
     type: Literal["allowed_tools"]
@@ -333,7 +316,7 @@ class AllowedToolsChoice(_Lenient):
     tools: list[AllowedTool]
 
 
-class HostedToolChoice(_Lenient):
+class HostedToolChoice(RequestModel):
     """``{"type": "web_search_preview"}`` and the like: force a tool by its type."""
 
     type: str
@@ -349,12 +332,12 @@ ToolChoiceParam = Union[
     Annotated[
         Union[Annotated[FunctionToolChoice, Tag("function")], Annotated[CustomToolChoice, Tag("custom")],
               Annotated[AllowedToolsChoice, Tag("allowed_tools")], Annotated[HostedToolChoice, Tag("hosted")]],
-        Discriminator(_choice_tag),
+        Discriminator(_choice_tag, custom_error_type="invalid_value", custom_error_message="invalid tool_choice"),
     ],
 ]
 
 
-class ResponsesRequest(_Lenient):
+class ResponsesRequest(RequestModel):
     """A ``/v1/responses`` request body. Unknown keys are kept in ``model_extra``."""
 
     model: str
@@ -417,10 +400,7 @@ def parse_input_item(item: Mapping[str, Any], param: str) -> Any:
     Raises:
         InputError: with ``param`` as the base of the reported path.
     """
-    try:
-        return _ITEM_ADAPTER.validate_python(item)
-    except ValidationError as exc:
-        raise _input_error(exc, item, param) from None
+    return validate(_ITEM_ADAPTER, item, param)
 
 
 def parse_responses_request(body: Any) -> ResponsesRequest:
@@ -441,34 +421,4 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
             "messages",
             "unknown_parameter",
         )
-    try:
-        request = ResponsesRequest.model_validate(body)
-    except ValidationError as exc:
-        raise _input_error(exc, body, None) from None
-    return request
-
-
-def _input_error(exc: ValidationError, data: Any, base: str | None) -> InputError:
-    # The most specific error (longest location) is the useful one: the others
-    # are usually the sibling union branches that also failed.
-    error = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
-    param = _param_path(error["loc"], data, base, error["type"] == "missing")
-    if error["type"] == "missing":
-        return InputError(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
-    where = f" for '{param}'" if param else ""
-    return InputError(f"Invalid value{where}: {error['msg']}.", param, "invalid_value")
-
-
-def _param_path(loc: tuple[Any, ...], data: Any, base: str | None, missing: bool) -> str | None:
-    """Turn a pydantic location into ``a.b[1].c``, walking the data to skip union/tag labels."""
-    path = base or ""
-    for n, segment in enumerate(loc):
-        if isinstance(segment, int) and isinstance(data, list) and 0 <= segment < len(data):
-            path += f"[{segment}]"
-            data = data[segment]
-        elif isinstance(segment, str) and isinstance(data, Mapping) and (
-            segment in data or (missing and n == len(loc) - 1)
-        ):
-            path += f".{segment}" if path else segment
-            data = data.get(segment)
-    return path or None
+    return validate(ResponsesRequest, body)

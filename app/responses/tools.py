@@ -26,7 +26,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from statemachine import ToolChoice, ToolSpec
 
+from ..errors import InputError
 from ..observability import metrics
+from ..pipeline.plan import ChoiceRequest
 from .schemas import (
     AllowedToolsChoice,
     CustomTool,
@@ -35,7 +37,6 @@ from .schemas import (
     FunctionToolChoice,
     HostedTool,
     HostedToolChoice,
-    InputError,
     LocalShellTool,
     NamespaceTool,
     ResponsesRequest,
@@ -111,13 +112,14 @@ class OfferedTools:
     Fields:
         specs: core tool specs, by model-facing name order.
         origins: model-facing name → :class:`ToolOrigin`.
-        choice: the request's ``tool_choice`` in model-facing names.
+        choice: the request's ``tool_choice`` in model-facing names, for the plan's one check
+            (a name that is not offered stays as the client wrote it, so that check names it).
         dropped: the types of the hosted tools that were not offered.
     """
 
     specs: list[ToolSpec]
     origins: dict[str, ToolOrigin]
-    choice: ToolChoice
+    choice: ChoiceRequest
     dropped: list[str] = field(default_factory=list)
 
 
@@ -126,9 +128,9 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
 
     Raises:
         InputError: a hosted tool when ``settings.unsupported_tools`` is
-            ``fail`` (``tools[i].type``); a ``tool_choice`` that names a tool
-            not offered or forces a hosted one, or is ``required`` without
-            tools (``tool_choice…``).
+            ``fail`` (``tools[i].type``); a ``tool_choice`` that forces a
+            hosted tool (``tool_choice``), or requires a call from an
+            ``allowed_tools`` list none of which can be called (``tool_choice.tools``).
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
@@ -207,47 +209,54 @@ class _Offer:
         self.specs.append(spec)
         self.origins[spec.name] = origin
 
-    def choice(self, choice: Any) -> ToolChoice:
+    def choice(self, choice: Any) -> ChoiceRequest:
         if choice is None:
-            return ToolChoice("auto")
+            return ChoiceRequest()
         if isinstance(choice, str):
-            if choice == "required" and not self.specs:
-                raise InputError("tool_choice 'required' needs at least one tool the model can call in 'tools'.",
-                                 "tool_choice", "invalid_value")
-            return ToolChoice(choice)  # type: ignore[arg-type]
+            return ChoiceRequest(ToolChoice(choice))  # type: ignore[arg-type]
         if isinstance(choice, (FunctionToolChoice, CustomToolChoice)):
-            return ToolChoice("required", frozenset({self._named(choice.type, choice.name, "tool_choice.name")}))
+            name = self._named(choice.type, choice.name, "tool_choice.name")
+            return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
         if isinstance(choice, HostedToolChoice):
-            return ToolChoice("required", frozenset({self._by_type(choice.type, "tool_choice")}))
+            return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
         assert isinstance(choice, AllowedToolsChoice)
-        names = set()
+        names: dict[str, str] = {}
         for i, allowed in enumerate(choice.tools):
-            param = f"tool_choice.tools[{i}]"
             if allowed.type in ("function", "custom"):
-                names.add(self._named(allowed.type, allowed.name or "", f"{param}.name"))
+                param = f"tool_choice.tools[{i}].name"
+                names.setdefault(self._named(allowed.type, allowed.name or "", param), param)
             elif allowed.type in (TOOL_SEARCH, LOCAL_SHELL) and allowed.type in self.origins:
-                names.add(allowed.type)
-            # an allowed hosted tool (or one not offered) is simply not callable here
+                names.setdefault(allowed.type, f"tool_choice.tools[{i}].type")
+            # an allowed hosted tool is simply not callable here
         if choice.mode == "required" and not names:
-            raise InputError("tool_choice requires a call, but none of its allowed tools can be called here.",
-                             "tool_choice.tools", "invalid_value")
-        return ToolChoice(choice.mode, frozenset(names))
+            raise InputError("Invalid value for 'tool_choice.tools': it requires a call, but none of its tools "
+                             "can be called here (hosted tools are not run).", "tool_choice.tools", "invalid_value")
+        return ChoiceRequest(ToolChoice(choice.mode, frozenset(names)), name_params=names)
 
     def _named(self, kind: str, name: str, param: str) -> str:
-        """The model-facing name of the ``kind`` tool the client calls ``name`` (or ``namespace.name``)."""
+        """The model-facing name of the ``kind`` tool the client calls ``name`` (or ``namespace.name``);
+        ``name`` itself when no tool has it (the plan's one check then refuses it).
+
+        Raises:
+            InputError: ``name`` is a tool of another kind (a custom tool named as a function).
+        """
         found = self.origins.get(name)
         if found is not None and found.type == kind:
             return name
         for offered, origin in self.origins.items():
             if origin.type == kind and origin.name == name:
                 return offered
-        raise InputError(f"Tool {name!r} is not in 'tools' (as a {kind} tool).", param, "invalid_value")
+        if found is not None:
+            raise InputError(f"Invalid value for '{param}': {name!r} is a {found.type} tool, not a {kind} tool.",
+                             param, "invalid_value")
+        return name
 
-    def _by_type(self, kind: str, param: str) -> str:
+    def _by_type(self, kind: str) -> str:
         if kind in (TOOL_SEARCH, LOCAL_SHELL) and kind in self.origins:
             return kind
-        raise InputError(f"tool_choice forces {kind!r}, a tool this server cannot offer to its text-only model "
-                         "(hosted tools are not run here).", param, "unsupported_tool_type")
+        raise InputError(f"Invalid value for 'tool_choice': it forces {kind!r}, a tool this server cannot offer "
+                         "to its text-only model (hosted tools are not run here).", "tool_choice",
+                         "unsupported_tool_type")
 
 
 def _first_line(text: str) -> str:

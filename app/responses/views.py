@@ -1,39 +1,36 @@
 """The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``; any other
 ``/responses/…`` path is a 404 ``not_supported``.
 
-A Responses request becomes the same upstream Chat request the chat endpoint
-sends (one prompt builder, one transcript flattener), its single choice runs
-through the same :class:`~app.pipeline.driver.ChoiceDriver`, and
-:class:`~app.responses.encoder.ResponsesEncoder` turns the core events into
-Responses events. Everything that can be refused (body shape, unknown
-``previous_response_id`` or ``item_reference``, upstream refusal) is refused
-before the first byte; a failure after it ends the stream with
+A Responses request becomes the same :class:`~app.pipeline.generate.Generation`
+a Chat request does (its input items flattened to Chat messages, one choice),
+runs through the shared pipeline, and :class:`~app.responses.encoder.ResponsesWireEncoder`
+puts the core events on the Responses wire. Everything that can be refused (body
+shape, unknown ``previous_response_id`` or ``item_reference``, upstream refusal)
+is refused before the first byte; a failure after it ends the stream with
 ``response.failed``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from typing import Any, Iterator
+from typing import Any
 
 from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
-from ..http import limits
-from ..pipeline.driver import ChoiceDriver
-from ..http.errors import ApiError, as_api_error
+from ..errors import ApiError
+from ..pipeline.generate import Generation, generate
+from ..pipeline.plan import build_parser_config, is_json_format
 from ..state import current_state
-from ..pipeline.prompt import build_upstream_messages
+from ..validation import check_responses_limits
+from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
-from .tools import OfferedTools, offered_tools
-from .encoder import ResponsesEncoder, encode_sse, new_response_id
 from .store import ResponseStore
-from ..pipeline.streaming import cooperative
-from ..pipeline.plan import build_parser_config, is_json_format, prompt_format
-from ..http.request import json_body, open_upstream, sse_response
+from .tools import OfferedTools, offered_tools
 
 log = logging.getLogger(__name__)
 
@@ -44,52 +41,20 @@ _PASSTHROUGH = ("temperature", "top_p", "user")
 _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
-def create_response() -> Response:
-    """``POST /responses``, streaming or not."""
-    body = json_body()
-    limits.check_responses_limits(body)
+def create_response(body: dict[str, Any]) -> Response:
+    """``POST /responses`` on the request's JSON ``body``, streaming or not."""
+    check_responses_limits(body)
     req = parse_responses_request(body)
     store = current_state().store
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
-    messages = to_chat_messages(req, store, input_items)
     tools = offered_tools(req, current_state().settings)
-    config = _parser_config(req, tools)
-    fields = _upstream_fields(req)
-    stream = open_upstream(req.model, build_upstream_messages(messages, config, prompt_format(config)), fields)
-    driver = ChoiceDriver(stream, config)
+    generation = Generation(model=req.model, messages=to_chat_messages(req, store, input_items),
+                            config=_parser_config(req, tools), fields=_chat_fields(req), stream=req.stream)
+
+    keep = functools.partial(_keep, store, input_items) if input_items is not None else None
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
-
-    def keep() -> None:
-        if input_items is not None:
-            _keep(store, encoder.response(), input_items)
-
-    if not req.stream:
-        encoder.start()
-        for _, event in cooperative(driver):
-            encoder.feed(event)
-        encoder.finish(driver.usage)
-        keep()
-        return current_app.json.response(encoder.response())
-
-    def frames() -> Iterator[bytes]:
-        for event in encoder.start():
-            yield encode_sse(event)
-        for _, core_event in driver:
-            for event in encoder.feed(core_event):
-                yield encode_sse(event)
-        terminal = encoder.finish(driver.usage)
-        keep()  # before the terminal event, so a follow-up can name this response at once
-        for event in terminal:
-            yield encode_sse(event)
-
-    def failed(exc: Exception) -> bytes:
-        error = as_api_error(exc)
-        events = encoder.fail(error.code or "server_error", error.message, driver.usage)
-        keep()
-        return b"".join(encode_sse(event) for event in events)
-
-    return sse_response(frames(), on_error=failed, on_abandon=stream.close)
+    return generate(generation, ResponsesWireEncoder(encoder, keep))
 
 
 def get_response(response_id: str) -> Response:
@@ -128,10 +93,10 @@ def _parser_config(req: ResponsesRequest, tools: OfferedTools) -> ParserConfig:
     return dataclasses.replace(config, policy=dataclasses.replace(config.policy, max_tool_calls=limit))
 
 
-def _upstream_fields(req: ResponsesRequest) -> dict[str, Any]:
-    """The Chat request fields besides model and messages: sampling, limits, output format and the
-    agent fields a Chat back end understands (``reasoning.effort`` as ``reasoning_effort``,
-    ``text.verbosity`` as ``verbosity``)."""
+def _chat_fields(req: ResponsesRequest) -> dict[str, Any]:
+    """The request's parameters as the back end's Chat request takes them: sampling, limits, output
+    format and the agent fields a Chat back end understands (``reasoning.effort`` as
+    ``reasoning_effort``, ``text.verbosity`` as ``verbosity``)."""
     fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
     extra = req.model_extra or {}
     fields.update((key, extra[key]) for key in _EXTRA_PASSTHROUGH if extra.get(key) is not None)
@@ -158,7 +123,7 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: ResponseStore, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
+def _keep(store: ResponseStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> None:
     """Store a finished response; a store failure is logged, not sent: the client's answer is complete."""
     try:
         store.put(response, input_items)

@@ -22,7 +22,7 @@ reads only ``body["messages"]`` as produced by
     the whole request; a value already used for another parameter is skipped;
   - enums: the value named in the request, else the schema's example value;
   - numbers: a number in the request, else the schema's example value;
-  - anything else: :func:`app.pipeline.prompt.example_value`.
+  - anything else: :func:`app.prompt_protocol.example_value`.
 - When the last message ends with a tool result, it answers in prose quoting
   the result(s). It makes one call per request; it does not chain calls.
 - Otherwise it answers in prose, echoing the request.
@@ -41,7 +41,7 @@ from typing import Any, Iterator
 
 from statemachine import get_format, registered_formats
 
-from ..pipeline.prompt import (
+from ..prompt_protocol import (
     GUIDE_HEADING,
     HOW_TO_HEADING,
     MANIFEST_HEADING,

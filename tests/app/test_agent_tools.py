@@ -98,7 +98,7 @@ def test_fail_setting_makes_a_hosted_tool_a_400_naming_it(index):
 ])
 def test_tool_choice_names_namespaced_custom_and_built_in_tools(choice, allowed, mode):
     tools = offered({"tools": [NAMESPACE, APPLY_PATCH, TOOL_SEARCH, *HOSTED], "tool_choice": choice})
-    assert (tools.choice.mode, tools.choice.allowed) == (mode, frozenset(allowed))
+    assert (tools.choice.choice.mode, tools.choice.choice.allowed) == (mode, frozenset(allowed))
 
 
 @pytest.mark.parametrize(("choice", "param"), [

@@ -8,8 +8,9 @@ import json
 import gevent
 import pytest
 
-from app.http.limits import StreamSlots, check_responses_limits
-from app.http.errors import ApiError
+from app.http.limits import StreamSlots
+from app.validation import check_responses_limits
+from app.errors import ApiError
 from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]

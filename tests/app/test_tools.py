@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.http.errors import ApiError
+from app.errors import ApiError
 from app.chat.schemas import parse_chat_request
 from app.settings import Settings
-from app.pipeline.plan import build_parser_config, chat_parser_config
+from app.chat.plan import chat_parser_config
+from app.pipeline.plan import build_parser_config
 from statemachine import ToolChoice, ToolSpec
 from tests.app.conftest import WEATHER_TOOL
 

@@ -1,0 +1,92 @@
+"""A Chat Completions request → its :class:`~app.pipeline.generate.Generation`.
+
+``tools`` / ``tool_choice`` / ``parallel_tool_calls`` and the legacy
+``functions`` / ``function_call`` normalise to the same ``ToolSpec`` list and
+:class:`~app.pipeline.plan.ChoiceRequest` the Responses endpoint builds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from statemachine import ParserConfig, ToolChoice, ToolSpec
+
+from ..errors import InputError
+from ..pipeline.generate import Generation
+from ..pipeline.plan import ChoiceRequest, build_parser_config, is_json_format, tool_specs
+from .schemas import AllowedToolsChoice, ChatRequest, CustomTool, NamedCustomToolChoice, NamedFunction, NamedToolChoice
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+#: Request keys toolwire consumes; everything else goes to the upstream as sent.
+_CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
+                            "parallel_tool_calls", "functions", "function_call"})
+
+
+def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings") -> Generation:
+    """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through)."""
+    return Generation(
+        model=req.model,
+        messages=body["messages"],
+        config=chat_parser_config(req, settings),
+        fields={key: value for key, value in body.items() if key not in _CONSUMED_KEYS},
+        stream=req.stream,
+        n=req.n,
+    )
+
+
+def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
+    """The parser configuration for a Chat Completions request.
+
+    Raises:
+        InputError: 400 for ``tools`` together with ``functions``, or an
+            inconsistent ``tool_choice`` / ``function_call``.
+    """
+    if req.tools and req.functions:
+        raise InputError("Use either 'tools' or the legacy 'functions', not both.", "functions", "invalid_value")
+    json_output = is_json_format((req.model_extra or {}).get("response_format"))
+    if req.functions:
+        return build_parser_config(tool_specs(req.functions), _legacy_choice(req.function_call),
+                                   parallel_tool_calls=False, legacy_functions=True, settings=settings,
+                                   json_output=json_output)
+    tools = [_custom_spec(t) if isinstance(t, CustomTool) else tool_specs([t.function])[0] for t in req.tools or ()]
+    parallel = req.parallel_tool_calls is not False
+    return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
+                               legacy_functions=False, settings=settings, json_output=json_output)
+
+
+def _custom_spec(tool: CustomTool) -> ToolSpec:
+    """A custom (freeform) tool: raw text input, its ``format`` in the flat shape the core reads."""
+    return ToolSpec(name=tool.custom.name, description=tool.custom.description or "", kind="custom",
+                    input_format=tool.custom.input_format())
+
+
+def _chat_choice(choice: object) -> ChoiceRequest:
+    if choice is None:
+        return ChoiceRequest()
+    if isinstance(choice, str):
+        return ChoiceRequest(ToolChoice(choice))  # type: ignore[arg-type]
+    if isinstance(choice, NamedToolChoice):
+        name = choice.function.name
+        return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.function.name"})
+    if isinstance(choice, NamedCustomToolChoice):
+        name = choice.custom.name
+        return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.custom.name"})
+    assert isinstance(choice, AllowedToolsChoice)
+    names: dict[str, str] = {}
+    for i, tool in enumerate(choice.allowed_tools.tools):
+        if tool.tool_name:
+            where = "function.name" if tool.function else "custom.name" if tool.custom else "name"
+            names.setdefault(tool.tool_name, f"tool_choice.allowed_tools.tools[{i}].{where}")
+    return ChoiceRequest(ToolChoice(choice.allowed_tools.mode, frozenset(names)), name_params=names)
+
+
+def _legacy_choice(choice: object) -> ChoiceRequest:
+    legacy = {"param": "function_call", "tools_param": "functions"}
+    if choice is None:
+        return ChoiceRequest(**legacy)
+    if isinstance(choice, NamedFunction):
+        return ChoiceRequest(ToolChoice("required", frozenset({choice.name})),
+                             name_params={choice.name: "function_call.name"}, **legacy)
+    return ChoiceRequest(ToolChoice(choice), **legacy)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""Any failure of a generation as the :class:`~app.errors.ApiError` the client is told.
+
+Before the first byte it becomes an HTTP error response (``app.http.errors``);
+after it, the endpoint's encoder sends it as its mid-stream error frame. Unknown
+exceptions are logged here and hidden behind a generic 500.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import has_request_context, request
+from werkzeug.exceptions import HTTPException
+
+from statemachine import ModelOutputError
+
+from ..errors import ApiError, body_too_large
+from ..upstreams.base import UpstreamError
+
+log = logging.getLogger(__name__)
+
+
+def as_api_error(exc: BaseException) -> ApiError:
+    """Any exception as an :class:`ApiError`; unknown ones are logged and hidden."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, UpstreamError):
+        return from_upstream(exc)
+    if isinstance(exc, ModelOutputError):
+        return from_model_output(exc)
+    if isinstance(exc, HTTPException):
+        code = exc.code or 500
+        if code == 413:
+            return body_too_large(request.max_content_length if has_request_context() else None)
+        type_ = "invalid_request_error" if code < 500 else "server_error"
+        return ApiError(code, exc.description or exc.name, type=type_,
+                        code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
+    log.error("unhandled error", exc_info=exc)
+    return ApiError(500, "The server had an error while processing your request.", type="server_error",
+                    code="server_error")
+
+
+def from_upstream(exc: UpstreamError) -> ApiError:
+    """The client-facing error for an upstream failure."""
+    headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
+    if exc.kind == "client_error":
+        return ApiError(exc.status, exc.message, param=exc.param, code=exc.code)
+    if exc.kind == "rate_limited":
+        return ApiError(exc.status, exc.message, type="rate_limit_error", code=exc.code or "rate_limit_exceeded",
+                        headers=headers)
+    return ApiError(exc.status, exc.message, type="server_error", code=exc.code or f"upstream_{exc.kind}",
+                    headers=headers)
+
+
+def from_model_output(exc: ModelOutputError) -> ApiError:
+    """The client-facing error for a model output the policy rejects."""
+    hint = exc.event_hint
+    return ApiError(exc.status_hint, hint["message"], type=hint["type"], param=hint["param"], code=hint["code"])

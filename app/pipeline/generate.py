@@ -1,0 +1,115 @@
+"""The one generation path of both endpoints: plan → prompt → upstream → driver → encoder.
+
+An endpoint validates its request, turns it into a :class:`Generation` (the
+parser configuration, the client's transcript as Chat messages, the fields the
+back end gets) and calls :func:`generate` with its :class:`~app.pipeline.encoder.Encoder`.
+The prompt is built and the upstream opened before the first byte, so a refusal
+is an ordinary HTTP error; then the same :class:`~app.pipeline.driver.ChoiceDriver`
+events are either streamed through the pump (:func:`~app.pipeline.streaming.sse_body`)
+or folded into one body, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from flask import Response, current_app, request
+
+from statemachine import ParserConfig
+
+from ..observability import record as observe
+from ..state import current_state
+from ..upstreams.base import UpstreamStream
+from .driver import ChoiceDriver
+from .encoder import Encoder, usage_of
+from .failures import as_api_error
+from .plan import prompt_format
+from .prompt import build_upstream_messages
+from .streaming import cooperative, sse_body
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One request's generation, as the endpoint planned it.
+
+    Fields:
+        model: the model name the client asked for (mapped to the upstream's by the settings).
+        messages: the client's transcript as Chat messages (tool calls and results included).
+        config: the parser configuration (offered tools, ``tool_choice``, policy, marker).
+        fields: the other parameters the back end gets, as the Chat request sends them.
+        stream: answer as an SSE stream (else one JSON body).
+        n: the number of choices.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    config: ParserConfig
+    fields: dict[str, Any]
+    stream: bool
+    n: int = 1
+
+
+def generate(generation: Generation, encoder: Encoder) -> Response:
+    """Run ``generation`` and answer with ``encoder``'s stream or body.
+
+    Raises:
+        UpstreamError: the upstream refused (the client got nothing yet).
+    """
+    config = generation.config
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
+    prompt_chars = sum(len(message["content"]) for message in messages)  # for a usage estimate
+    stream = open_upstream(generation.model, messages, generation.fields)
+    driver = ChoiceDriver(stream, config, n=generation.n)
+
+    def usage() -> Any:
+        return usage_of(driver.usage, prompt_chars, driver.output_chars)
+
+    if not generation.stream:
+        for index, event in cooperative(driver):
+            encoder.add(index, event)
+        return current_app.json.response(encoder.body(usage()))
+
+    def frames() -> Iterator[bytes]:
+        yield from encoder.opening()
+        for index, event in driver:
+            yield from encoder.frames(index, event)
+        yield from encoder.closing(usage())
+
+    def failed(exc: Exception) -> bytes:
+        return encoder.error_frames(as_api_error(exc), usage())
+
+    return sse_response(frames(), on_error=failed, on_abandon=stream.close)
+
+
+def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
+    """Open the upstream's answer to ``messages`` for the client's ``model``.
+
+    ``fields`` are the other request parameters the back end gets; it is always
+    asked for a stream with usage (a non-streaming answer is accumulated from it).
+
+    Raises:
+        UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
+    """
+    state = current_state()
+    body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
+            "stream_options": {"include_usage": True}}
+    return state.upstream.open(body, request_id=observe.current_request_id())
+
+
+def wants_keepalive() -> bool:
+    """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
+    return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
+
+
+def sse_response(frames: Iterator[bytes], *, on_error: Callable[[Exception], bytes],
+                 on_abandon: Callable[[], None]) -> Response:
+    """The ``text/event-stream`` response pumping ``frames``, with keep-alives unless the client opted out.
+
+    ``on_error`` and ``on_abandon`` are :func:`~app.pipeline.streaming.sse_body`'s.
+    """
+    heartbeat = current_state().settings.heartbeat_seconds if wants_keepalive() else None
+    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon)
+    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

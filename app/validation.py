@@ -1,0 +1,141 @@
+"""The one validation layer of both endpoints: the pydantic base class, pydantic errors → ``param``, count limits.
+
+Request models subclass :class:`RequestModel` (unknown keys are kept: newer API
+fields pass through). :func:`validate` runs a model and turns the first problem
+into an :class:`~app.errors.InputError` whose ``param`` is the OpenAI-style path
+of the offending value (``messages[0].content``, ``input[2].call_id``). The count
+limits (``max_messages``, ``max_tools``, ``max_tool_schema_bytes``) run on the
+raw body before it is validated, so an oversized body costs no model work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from .errors import InputError
+from .state import current_state
+
+Model = TypeVar("Model")
+
+
+class RequestModel(BaseModel):
+    """A request object that accepts keys it does not know (kept in ``model_extra``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def validate(schema: type[Model] | TypeAdapter[Model], data: Any, base: str | None = None) -> Model:
+    """``data`` validated as ``schema`` (a model class or a ``TypeAdapter``).
+
+    Args:
+        base: the path of ``data`` inside the request (``input[3]``), prefixed to the reported ``param``.
+    Raises:
+        InputError: 400 naming the first offending parameter.
+    """
+    try:
+        if isinstance(schema, TypeAdapter):
+            return schema.validate_python(data)
+        return schema.model_validate(data)  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        raise input_error(exc, data, base) from None
+
+
+def input_error(exc: ValidationError, data: Any, base: str | None = None) -> InputError:
+    """The 400 for the first problem in ``exc`` (``data`` is what was validated).
+
+    pydantic reports one error per failed union branch; of those about the
+    first parameter in error, the most specific (longest path) is used.
+    """
+    errors = [(_param(err, data, base), err) for err in exc.errors(include_url=False)]
+    first = errors[0][0] or ""
+    param, err = max((e for e in errors if (e[0] or "").startswith(first)), key=lambda e: len(e[0] or ""))
+    if err["type"] in ("missing", "union_tag_not_found"):
+        return InputError(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
+    where = f" for '{param}'" if param else ""
+    return InputError(f"Invalid value{where}: {err['msg']}.", param, "invalid_value")
+
+
+def _param(err: Any, data: Any, base: str | None) -> str | None:
+    """The error's location as ``a.b[1].c``, walking ``data`` to drop the labels pydantic adds for union
+    branches (tags, class names, ``str``); a missing key is kept when it is the last step. A tagged union
+    whose tag is missing or unknown names the tag (``messages[0].role``)."""
+    loc = err["loc"]
+    path = base or ""
+    last = len(loc) - 1
+    for n, segment in enumerate(loc):
+        if isinstance(segment, int) and isinstance(data, list) and 0 <= segment < len(data):
+            path += f"[{segment}]"
+            data = data[segment]
+        elif isinstance(segment, str) and isinstance(data, Mapping) and (
+                segment in data or (err["type"] == "missing" and n == last)):
+            path += f".{segment}" if path else segment
+            data = data.get(segment)
+    if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
+        tag = str(err["ctx"]["discriminator"]).strip("'\"")
+        path += f".{tag}" if path else tag
+    return path or None
+
+
+# count limits on the raw body ------------------------------------------------------------------
+
+def check_chat_limits(body: dict[str, Any]) -> None:
+    """Enforce ``max_messages``, ``max_tools`` and ``max_tool_schema_bytes`` on a Chat body.
+
+    Raises:
+        InputError: 400 naming the offending ``param`` (``messages``, ``tools``,
+            ``tools[3].function.parameters``, ``functions[0].parameters``).
+    """
+    settings = current_state().settings
+    _check_length(body.get("messages"), "messages", settings.max_messages)
+    for key, path in (("tools", "function.parameters"), ("functions", "parameters")):
+        _check_tools(body.get(key), key, path, settings.max_tools, settings.max_tool_schema_bytes)
+
+
+def check_responses_limits(body: dict[str, Any]) -> None:
+    """The same limits on a Responses body: ``input`` items, ``tools``, ``tools[i].parameters``, a custom
+    tool's ``tools[i].format`` (its grammar), and the same inside a namespace (``tools[i].tools[j]…``).
+
+    Raises:
+        InputError: 400 naming the offending ``param``.
+    """
+    settings = current_state().settings
+    _check_length(body.get("input"), "input", settings.max_messages)
+    tools = body.get("tools")
+    groups = [("tools", tools)]
+    if isinstance(tools, list):
+        groups += [(f"tools[{i}].tools", t.get("tools")) for i, t in enumerate(tools)
+                   if isinstance(t, dict) and t.get("type") == "namespace"]
+    for param, group in groups:
+        _check_tools(group, param, "parameters", settings.max_tools, settings.max_tool_schema_bytes)
+        _check_tools(group, param, "format", 0, settings.max_tool_schema_bytes)
+
+
+def _check_length(items: Any, param: str, limit: int) -> None:
+    if limit and isinstance(items, list) and len(items) > limit:
+        raise InputError(f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "
+                         f"but got an array with length {len(items)} instead.", param, "array_above_max_length")
+
+
+def _check_tools(tools: Any, param: str, schema_path: str, max_tools: int, max_schema: int) -> None:
+    _check_length(tools, param, max_tools)
+    if not max_schema or not isinstance(tools, list):
+        return
+    for i, tool in enumerate(tools):
+        schema = _dig(tool, schema_path)
+        if schema is None:
+            continue
+        size = len(orjson.dumps(schema))
+        if size > max_schema:
+            raise InputError(f"Invalid '{param}[{i}].{schema_path}': the schema is {size} bytes of JSON; "
+                             f"the limit is {max_schema}.", f"{param}[{i}].{schema_path}", "tool_schema_too_large")
+
+
+def _dig(value: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value

@@ -1,0 +1,225 @@
+"""Parity: the decisions both endpoints share, one table of cases run against Chat and Responses.
+
+Each case is written once in endpoint-neutral terms; :class:`Chat` and :class:`Responses` put it in
+their request shape and read their answer back. The decisions (README, "Chat and Responses agree"):
+media parts become placeholders, a missing upstream ``usage`` is estimated, ``tool_choice`` is checked
+once with the same message and a ``param`` naming the offending value, and validation errors name
+their ``param`` the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from app.upstreams.base import UpstreamError
+from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+
+WEATHER = WEATHER_TOOL["function"]
+USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
+
+
+class Chat:
+    path = "/v1/chat/completions"
+
+    def body(self, text: str = "hi", *, tools: list[dict] | None = None, tool_choice: Any = None,
+             image: bool = False, **extra: Any) -> dict[str, Any]:
+        content: Any = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": "data:x"}}] \
+            if image else text
+        body = {"model": "m", "messages": [{"role": "user", "content": content}], **extra}
+        if tools is not None:
+            body["tools"] = [{"type": "function", "function": t} for t in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        return body
+
+    def named(self, name: str) -> tuple[dict, str]:
+        return {"type": "function", "function": {"name": name}}, "tool_choice.function.name"
+
+    def allowed(self, names: list[str]) -> tuple[dict, str]:
+        return ({"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+            {"type": "function", "function": {"name": n}} for n in names]}},
+                f"tool_choice.allowed_tools.tools[{len(names) - 1}].function.name")
+
+    def usage(self, body: dict) -> tuple[int, int, int]:
+        u = body["usage"]
+        return u["prompt_tokens"], u["completion_tokens"], u["total_tokens"]
+
+    def stream_error(self, raw: bytes) -> dict:
+        frames = [b[len("data: "):] for b in raw.decode().split("\n\n") if b.startswith("data: ")]
+        assert frames[-1] == "[DONE]"
+        return json.loads(frames[-2])["error"]
+
+
+class Responses:
+    path = "/v1/responses"
+
+    def body(self, text: str = "hi", *, tools: list[dict] | None = None, tool_choice: Any = None,
+             image: bool = False, **extra: Any) -> dict[str, Any]:
+        content: Any = [{"type": "input_text", "text": text}, {"type": "input_image", "image_url": "data:x"}] \
+            if image else text
+        body = {"model": "m", "input": [{"role": "user", "content": content}], **extra}
+        if tools is not None:
+            body["tools"] = [{"type": "function", **t} for t in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        return body
+
+    def named(self, name: str) -> tuple[dict, str]:
+        return {"type": "function", "name": name}, "tool_choice.name"
+
+    def allowed(self, names: list[str]) -> tuple[dict, str]:
+        return ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": n} for n in names]},
+                f"tool_choice.tools[{len(names) - 1}].name")
+
+    def usage(self, body: dict) -> tuple[int, int, int]:
+        u = body["usage"]
+        return u["input_tokens"], u["output_tokens"], u["total_tokens"]
+
+    def stream_error(self, raw: bytes) -> dict:
+        events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
+        assert events[-1]["type"] == "response.failed"
+        return events[-1]["response"]["error"]
+
+
+ENDPOINTS = [pytest.param(Chat(), id="chat"), pytest.param(Responses(), id="responses")]
+
+
+def post(make_app, endpoint, upstream: FakeUpstream, body: dict, **settings: Any):
+    return make_app(upstream, **settings).test_client().post(endpoint.path, json=body)
+
+
+def prompt_text(upstream: FakeUpstream) -> str:
+    [sent] = upstream.bodies
+    return "\n".join(m["content"] for m in sent["messages"])
+
+
+# -- decided divergences ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_an_image_becomes_a_placeholder_the_model_reads(make_app, endpoint):
+    upstream = FakeUpstream(text_chunks("I cannot see images."))
+    response = post(make_app, endpoint, upstream, endpoint.body("What is this?", image=True))
+    assert response.status_code == 200
+    assert "What is this?\n[image]" in prompt_text(upstream)
+    assert "data:x" not in prompt_text(upstream)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_usage_is_the_upstreams_when_sent(make_app, endpoint, stream):
+    upstream = FakeUpstream(text_chunks("Sunny.", usage=USAGE))
+    extra = {"stream": True, "stream_options": {"include_usage": True}} if stream and isinstance(endpoint, Chat) \
+        else {"stream": True} if stream else {}
+    response = post(make_app, endpoint, upstream, endpoint.body(**extra))
+    body = _final_body(endpoint, response.get_data()) if stream else response.get_json()
+    assert endpoint.usage(body) == (31, 7, 38)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_missing_usage_is_estimated_at_four_characters_a_token(make_app, endpoint):
+    upstream = FakeUpstream(text_chunks("x" * 41))  # no usage chunk
+    body = post(make_app, endpoint, upstream, endpoint.body("Say x.")).get_json()
+    prompt, completion, total = endpoint.usage(body)
+    assert completion == math.ceil(41 / 4)
+    assert prompt == math.ceil(sum(len(m["content"]) for m in upstream.bodies[0]["messages"]) / 4)
+    assert total == prompt + completion
+
+
+def _final_body(endpoint, raw: bytes) -> dict:
+    """The streamed answer's usage carrier: Chat's usage chunk, Responses' terminal Response."""
+    if isinstance(endpoint, Chat):
+        frames = [b[len("data: "):] for b in raw.decode().split("\n\n") if b.startswith("data: ")]
+        return json.loads(frames[-2])
+    events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
+    return events[-1]["response"]
+
+
+# -- one tool_choice check ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_tool_choice_naming_a_tool_not_offered(make_app, endpoint):
+    choice, param = endpoint.named("nope")
+    _assert_400(make_app, endpoint, endpoint.body(tools=[WEATHER], tool_choice=choice), param,
+                f"Invalid value for '{param}': 'nope' is not in 'tools'.")
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_allowed_tools_naming_a_tool_not_offered(make_app, endpoint):
+    choice, param = endpoint.allowed(["get_weather", "nope"])
+    _assert_400(make_app, endpoint, endpoint.body(tools=[WEATHER], tool_choice=choice), param,
+                f"Invalid value for '{param}': 'nope' is not in 'tools'.")
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_required_without_tools(make_app, endpoint):
+    _assert_400(make_app, endpoint, endpoint.body(tool_choice="required"), "tool_choice",
+                "Invalid value for 'tool_choice': 'required' needs at least one tool in 'tools'.")
+
+
+# -- one validation layer ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize(("change", "param", "code"), [
+    ({"model": None}, "model", "missing_required_parameter"),
+    ({"temperature": 7}, "temperature", "invalid_value"),
+    ({"top_p": -1}, "top_p", "invalid_value"),
+    ({"stream": "yes please"}, "stream", "invalid_value"),
+    ({"parallel_tool_calls": "maybe"}, "parallel_tool_calls", "invalid_value"),
+    ({"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
+], ids=["missing-model", "temperature", "top_p", "stream", "parallel", "tool_choice-word"])
+def test_field_errors_name_the_same_param(make_app, endpoint, change, param, code):
+    body = endpoint.body()
+    body.update(change)
+    body = {k: v for k, v in body.items() if v is not None}
+    error = _assert_400(make_app, endpoint, body, param)
+    assert error["code"] == code
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_too_many_tools_is_the_same_limit(make_app, endpoint):
+    tools = [{**WEATHER, "name": f"tool_{i}"} for i in range(3)]
+    error = _assert_400(make_app, endpoint, endpoint.body(tools=tools), "tools", max_tools=2)
+    assert error["code"] == "array_above_max_length"
+
+
+def _assert_400(make_app, endpoint, body: dict, param: str, message: str | None = None, **settings: Any) -> dict:
+    upstream = FakeUpstream(text_chunks("never"))
+    response = post(make_app, endpoint, upstream, body, **settings)
+    assert response.status_code == 400, response.get_data()
+    error = response.get_json()["error"]
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert param in error["message"]
+    if message is not None:
+        assert error["message"] == message
+    assert upstream.bodies == []
+    return error
+
+
+# -- failures ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_a_mid_stream_upstream_failure_ends_the_stream_with_the_same_error(make_app, endpoint):
+    failure = UpstreamError("server_error", "the back end fell over", status=502)
+    upstream = FakeUpstream([*text_chunks("Partial", finish=None), failure])
+    response = post(make_app, endpoint, upstream, endpoint.body(stream=True))
+    assert response.status_code == 200
+    error = endpoint.stream_error(response.get_data())
+    assert "the back end fell over" in error["message"]
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_an_upstream_refusal_is_the_same_http_error(make_app, endpoint):
+    upstream = FakeUpstream(open_error=UpstreamError("client_error", "context too long", status=400,
+                                                     code="context_length_exceeded", param="messages"))
+    response = post(make_app, endpoint, upstream, endpoint.body(stream=True))
+    assert response.status_code == 400
+    assert response.get_json()["error"] == {"message": "context too long", "type": "invalid_request_error",
+                                            "param": "messages", "code": "context_length_exceeded"}
