@@ -194,9 +194,18 @@ _ITEM_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
+def _type_tag(value: Any, known: Any, other: str, default: str | None = None) -> str | None:
+    """The union tag of a ``{"type": …}`` object: its type when ``known``, ``other`` for any other string;
+    ``None`` (an ``invalid_value`` error) for a non-string type. A missing type is ``default``."""
+    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    kind = kind or default
+    if not isinstance(kind, str):
+        return None
+    return kind if kind in known else other
+
+
 def _item_tag(value: Any) -> str | None:
-    kind = value.get("type") or "message" if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in _ITEM_MODELS or not isinstance(kind, str) else "other"
+    return _type_tag(value, _ITEM_MODELS, "other", default="message")
 
 
 InputItem = Annotated[
@@ -276,8 +285,7 @@ _TOOL_MODELS: dict[str, type[BaseModel]] = {
 
 
 def _tool_tag(value: Any) -> str | None:
-    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in _TOOL_MODELS or not isinstance(kind, str) else "hosted"
+    return _type_tag(value, _TOOL_MODELS, "hosted")
 
 
 Tool = Annotated[
@@ -323,8 +331,7 @@ class HostedToolChoice(RequestModel):
 
 
 def _choice_tag(value: Any) -> str | None:
-    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in ("function", "custom", "allowed_tools") or not isinstance(kind, str) else "hosted"
+    return _type_tag(value, ("function", "custom", "allowed_tools"), "hosted")
 
 
 ToolChoiceParam = Union[
