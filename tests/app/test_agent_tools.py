@@ -363,3 +363,20 @@ def test_limits_reach_grammars_and_namespaced_tools(make_app, tools, param):
     client = make_app(FakeUpstream(text_chunks("never")), max_tool_schema_bytes=1000, max_tools=4).test_client()
     response = post(client, tools=tools)
     assert response.status_code == 400 and response.get_json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(("policy", "status", "terminal"), [
+    ("emit", "completed", "response.completed"),  # sent as written (a note says it does not match)
+    ("text", "incomplete", "response.completed"),  # its header was out already: it ends invalid
+    ("fail", "incomplete", "response.failed"),
+])
+def test_a_regex_grammar_is_checked_like_a_schema(make_app, policy, status, terminal):
+    tool = {"type": "custom", "name": "set_version", "format": {"type": "grammar", "syntax": "regex",
+                                                               "definition": r"\d+\.\d+\.\d+"}}
+    text = custom_call_text("set_version", "1.2.3") + custom_call_text("set_version", "one point two")
+    client = make_app(FakeUpstream(text_chunks(text, size=5)), schema_mismatch=policy).test_client()
+    summary = stream(client, tools=[tool])
+    good, bad = summary.response["output"]
+    assert (good["input"], good["status"]) == ("1.2.3", "completed")
+    assert (bad["type"], bad["input"], bad["status"]) == ("custom_tool_call", "one point two", status)
+    assert summary.events[-1]["type"] == terminal
