@@ -3,17 +3,20 @@
 Precedence, highest first: keyword arguments, environment variables, the TOML
 file named by ``TOOLWIRE_CONFIG_FILE``, defaults. Nested values (``model_map``)
 are JSON in the environment (``TOOLWIRE_MODEL_MAP='{"gpt-4o": "qwen2.5"}'``) or
-a table in the file.
+a table in the file. A ``model_map`` value is the upstream model's name, or an
+object that may also set the model's tool mode:
+``{"gpt-4o": {"model": "qwen3", "tool_mode": "native"}}``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,24 +31,53 @@ CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
 _NESTED = "__"
 _MASK = "**********"
 
+#: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
+#: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
+ToolMode = Literal["prompt", "native", "auto"]
+
+
+class ModelRoute(BaseModel):
+    """A ``model_map`` value written as an object."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(None, description="The upstream model; unset = the client's model name")
+    tool_mode: ToolMode | None = Field(None, description="This model's tool mode; unset = tool_mode")
+
 
 class Settings(BaseSettings):
     """Every knob toolwire reads. Environment variable = ``TOOLWIRE_`` + field name, upper case."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
 
+    upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
+        None, description="Back end: openai (HTTP, TOOLWIRE_UPSTREAM_URL), codex (a Codex app-server) or demo; "
+                          "unset = openai when upstream_url is set, else demo")
     upstream_url: str | None = Field(
         None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
     upstream_api_key: SecretStr | None = Field(None, description="Bearer key sent to the upstream")
     upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
-    upstream_pool_timeout: float = Field(10.0, gt=0, description="Wait for a free connection, seconds")
-    model_map: dict[str, str] = Field(default_factory=dict, description="Client model -> upstream model")
+    codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
+    codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
+                                                    "never written by toolwire")
+    codex_provider_url: str | None = Field(
+        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
+    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
+    codex_work_dir: str = Field("var/codex", description="Where toolwire writes its private Codex homes")
+    codex_recycle_requests: int = Field(1000, ge=0, description="Requests per Codex app-server before it is "
+                                                               "replaced (after its open requests end); 0 = never")
+    codex_max_turns: int = Field(64, ge=0, description="Codex turns in flight per worker (more get 429); 0 = no limit")
+    model_map: dict[str, str | ModelRoute] = Field(
+        default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in")
+    tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see README, Tool modes)")
+    tool_mode_fallback_seconds: float = Field(
+        600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
     unknown_tool: Literal["text", "emit", "fail"] = "text"
     invalid_json: Literal["text", "fail"] = "text"
     schema_mismatch: Literal["emit", "text", "fail"] = "emit"
@@ -56,6 +88,8 @@ class Settings(BaseSettings):
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    body_timeout_seconds: float = Field(
+        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
     response_store_path: str = Field(
         "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
     response_retention_seconds: float = Field(
@@ -70,6 +104,8 @@ class Settings(BaseSettings):
     max_concurrent_streams: int = Field(
         512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
+    auto_marker: bool = Field(
+        True, description="Marker mode for a request whose user text or tool results already hold call syntax")
     log_level: str = "INFO"
     log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
     debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
@@ -107,9 +143,28 @@ class Settings(BaseSettings):
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
+    @property
+    def backend(self) -> str:
+        """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
+        return self.upstream_kind or ("openai" if self.upstream_url else "demo")
+
     def upstream_model(self, client_model: str) -> str:
         """The upstream model name for a client's ``model``."""
-        return self.model_map.get(client_model) or self.default_upstream_model or client_model
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute):
+            route = route.model
+        return route or self.default_upstream_model or client_model
+
+    def tool_mode_for(self, client_model: str) -> ToolMode:
+        """The tool mode for a client's ``model``: its ``model_map`` object's, else ``tool_mode``."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.tool_mode is not None:
+            return route.tool_mode
+        return self.tool_mode
+
+    def upstream_models(self) -> set[str]:
+        """Every upstream model name ``model_map`` names."""
+        return {self.upstream_model(name) for name in self.model_map} - {""}
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(name, display value, source)`` per field; secrets and URL passwords masked.
@@ -164,8 +219,10 @@ def mask_url(url: str) -> str:
 def _display(name: str, value: Any) -> str:
     if isinstance(value, SecretStr):
         return _MASK if value.get_secret_value() else ""
-    if name == "upstream_url" and isinstance(value, str):
+    if name in ("upstream_url", "codex_provider_url") and isinstance(value, str):
         return mask_url(value)
     if value is None:
         return ""
+    if name == "model_map":
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_none=True) for k, v in value.items()})
     return str(value)

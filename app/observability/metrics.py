@@ -47,6 +47,9 @@ CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the c
 DROPPED_TOOLS = Counter("toolwire_dropped_tools_total",
                         "Request tools not offered to the model (hosted tools it cannot run), by type", ["type"])
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
+TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
+                              "Requests auto tool mode retried in prompt mode after the back end refused tools",
+                              ["model"])
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
