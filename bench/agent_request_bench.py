@@ -81,7 +81,7 @@ def twin_body(turns: int) -> dict[str, Any]:
     """The same information with function tools and function calls only (what round 1 took)."""
     patch_tool = {"type": "function", "name": "apply_patch", "description": "Edit files. " + GRAMMAR,
                   "parameters": {"type": "object", "properties": {"patch": {"type": "string"}}}}
-    tools = [*FUNCTIONS, *(_function(f"multi_agent_v1.{n}") for n in AGENT_FUNCTIONS), patch_tool,
+    tools = [*FUNCTIONS, *(_function(f"multi_agent_v1__{n}") for n in AGENT_FUNCTIONS), patch_tool,
              {"type": "function", "name": "tool_search", "description": "Find tools.", "parameters": SEARCH_PARAMETERS}]
     items: list[dict[str, Any]] = _preamble()
     for t in range(turns):

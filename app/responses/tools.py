@@ -3,7 +3,8 @@
 A text-only model can call what the client runs: ``function`` tools, the
 function and custom tools of a ``namespace``, ``custom`` (freeform) tools, a
 client-executed ``tool_search`` and ``local_shell``. Each gets a model-facing
-name (a namespaced tool is ``namespace.name``, so namespaces stay apart) and a
+name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names it: namespaces stay
+apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
 Hosted tools (``web_search``, ``file_search``, ``mcp``, any unknown type) are
@@ -153,8 +154,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
 
 
 def model_name(name: str, namespace: str | None) -> str:
-    """The name the model knows a tool by: ``namespace.name`` inside a namespace, else ``name``."""
-    return f"{namespace}.{name}" if namespace else name
+    """The name the model knows a tool by: ``namespace__name`` inside a namespace, else ``name``."""
+    return f"{namespace}__{name}" if namespace else name
 
 
 def _searched_tools(request: ResponsesRequest) -> Iterable[Any]:
@@ -234,7 +235,7 @@ class _Offer:
         return ChoiceRequest(ToolChoice(choice.mode, frozenset(names)), name_params=names)
 
     def _named(self, kind: str, name: str, param: str) -> str:
-        """The model-facing name of the ``kind`` tool the client calls ``name`` (or ``namespace.name``);
+        """The model-facing name of the ``kind`` tool the client calls ``name`` (or ``namespace__name``);
         ``name`` itself when no tool has it (the plan's one check then refuses it).
 
         Raises:

@@ -46,12 +46,12 @@ def custom_call_text(name, text):
 
 def test_namespace_tools_are_offered_by_qualified_name_and_keep_their_namespace():
     tools = offered({"tools": [WEATHER, NAMESPACE]})
-    assert [s.name for s in tools.specs] == ["get_weather", "crm.lookup", "crm.note"]
+    assert [s.name for s in tools.specs] == ["get_weather", "crm__lookup", "crm__note"]
     lookup, note = tools.specs[1:]
     assert lookup.kind == "function" and lookup.parameters == NAMESPACE["tools"][0]["parameters"]
     assert lookup.description == "Find a customer.\n(In namespace `crm`: Customer records.)"
     assert note.kind == "custom"
-    assert (tools.origins["crm.lookup"].name, tools.origins["crm.lookup"].namespace) == ("lookup", "crm")
+    assert (tools.origins["crm__lookup"].name, tools.origins["crm__lookup"].namespace) == ("lookup", "crm")
 
 
 def test_custom_client_tool_search_and_local_shell_are_offered():
@@ -89,12 +89,12 @@ def test_fail_setting_makes_a_hosted_tool_a_400_naming_it(index):
 
 
 @pytest.mark.parametrize(("choice", "allowed", "mode"), [
-    ({"type": "function", "name": "lookup"}, {"crm.lookup"}, "required"),
-    ({"type": "function", "name": "crm.lookup"}, {"crm.lookup"}, "required"),
+    ({"type": "function", "name": "lookup"}, {"crm__lookup"}, "required"),
+    ({"type": "function", "name": "crm__lookup"}, {"crm__lookup"}, "required"),
     ({"type": "custom", "name": "apply_patch"}, {"apply_patch"}, "required"),
     ({"type": "tool_search"}, {"tool_search"}, "required"),
     ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "custom", "name": "note"},
-                                                         {"type": "web_search"}]}, {"crm.note"}, "auto"),
+                                                         {"type": "web_search"}]}, {"crm__note"}, "auto"),
 ])
 def test_tool_choice_names_namespaced_custom_and_built_in_tools(choice, allowed, mode):
     tools = offered({"tools": [NAMESPACE, APPLY_PATCH, TOOL_SEARCH, *HOSTED], "tool_choice": choice})
@@ -118,7 +118,7 @@ def test_tools_a_tool_search_loaded_are_offered():
         {"type": "tool_search_call", "call_id": "ts_1", "execution": "client", "arguments": {"query": "crm"}},
         {"type": "tool_search_output", "call_id": "ts_1", "execution": "client", "tools": [NAMESPACE, {"bad": 1}]},
     ]})
-    assert [s.name for s in tools.specs] == ["tool_search", "crm.lookup", "crm.note"]
+    assert [s.name for s in tools.specs] == ["tool_search", "crm__lookup", "crm__note"]
 
 
 # -- what each call becomes ----------------------------------------------------------------------
@@ -146,8 +146,8 @@ def test_custom_tool_call_non_streaming(make_app):
 
 
 def test_namespaced_calls_carry_the_namespace(make_app):
-    text = ('<tool_call>{"name": "crm.lookup", "arguments": {"id": "7"}}</tool_call>'
-            + custom_call_text("crm.note", "call back"))
+    text = ('<tool_call>{"name": "crm__lookup", "arguments": {"id": "7"}}</tool_call>'
+            + custom_call_text("crm__note", "call back"))
     client = make_app(FakeUpstream(text_chunks(text, size=7))).test_client()
     lookup, note = stream(client, tools=[NAMESPACE]).response["output"]
     assert (lookup["type"], lookup["name"], lookup["namespace"], lookup["arguments"]) == \
@@ -187,8 +187,8 @@ def test_prompt_teaches_custom_tools_with_their_grammar_and_the_custom_format(ma
     system = upstream.bodies[0]["messages"][0]["content"]
     manifest = system.split("## Manifest\n")[1].split("\n\n")[0].splitlines()[1:]
     assert manifest[1:] == ["apply_patch (custom tool: text in the lark grammar below)",
-                            'crm.lookup {"type":"object","properties":{"id":{"type":"string"}}}',
-                            "crm.note (custom tool: free text)"]
+                            'crm__lookup {"type":"object","properties":{"id":{"type":"string"}}}',
+                            "crm__note (custom tool: free text)"]
     assert "Grammar (lark):\nstart: begin_patch hunk+ end_patch" in system
     how_to = system.split("## How to call\n")[1]
     assert "<tool_call>" in how_to and '<custom_tool_call name="apply_patch">' in how_to
@@ -236,12 +236,12 @@ def test_every_item_type_is_flattened_for_the_model(make_app):
     assert response.status_code == 200, response.data
     transcript = "\n".join(m["content"] for m in upstream.bodies[0]["messages"][1:])
     assert "SECRET PLAN" not in transcript and "gAAAA" not in transcript  # reasoning and compaction: not shown
-    assert '<tool_call>{"name": "crm.lookup", "arguments": {"id": "7"}}</tool_call>' in transcript
-    assert "Tool result for crm.lookup (call_id c1):\nAnn" in transcript
+    assert '<tool_call>{"name": "crm__lookup", "arguments": {"id": "7"}}</tool_call>' in transcript
+    assert "Tool result for crm__lookup (call_id c1):\nAnn" in transcript
     assert custom_call_text("apply_patch", PATCH) in transcript
     assert "Tool result for apply_patch (call_id c2):\nSuccess." in transcript
     assert '<tool_call>{"name": "tool_search", "arguments": {"query":"crm"}}</tool_call>' in transcript
-    assert "Tools loaded (callable from now on): crm.lookup, crm.note." in transcript
+    assert "Tools loaded (callable from now on): crm__lookup, crm__note." in transcript
     assert '<tool_call>{"name": "local_shell", "arguments": {"command":["ls"],"env":{}}}</tool_call>' in transcript
     assert "Tool result for local_shell (call_id c4):\na.txt" in transcript
     assert '[web_search_call ws_1: action={"type":"search","query":"x"}, status=completed]' in transcript

@@ -46,7 +46,7 @@ def stream_final(client: openai.OpenAI, **kwargs: Any) -> tuple[Any, list[Any]]:
 def test_stream_helpers_parse_every_call_item_into_typed_models(upstream: ScriptedUpstream,
                                                                 openai_client: openai.OpenAI) -> None:
     upstream.enqueue(Script(text="On it.\n" + custom_call_text("apply_patch", PATCH)
-                            + tool_call_text("multi_agent_v1.spawn_agent", {"task": "review"})
+                            + tool_call_text("multi_agent_v1__spawn_agent", {"task": "review"})
                             + tool_call_text("tool_search", {"query": "calendar"})
                             + tool_call_text("local_shell", {"command": ["ls", "-la"]}), chunks=5))
     final, events = stream_final(openai_client, input="fix app.py", tools=CODEX_TOOLS, store=False,
@@ -74,7 +74,7 @@ def test_stream_helpers_parse_every_call_item_into_typed_models(upstream: Script
 def test_follow_up_turn_echoes_every_item_back(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
     upstream.enqueue(Script(text=custom_call_text("apply_patch", PATCH)
                             + tool_call_text("tool_search", {"query": "agents"})),
-                     Script(text=tool_call_text("multi_agent_v1.spawn_agent", {"task": "test it"}), chunks=3),
+                     Script(text=tool_call_text("multi_agent_v1__spawn_agent", {"task": "test it"}), chunks=3),
                      Script(text="Patched and delegated.", chunks=4))
     first = openai_client.responses.create(model=MODEL, input="fix app.py", tools=[APPLY_PATCH, TOOL_SEARCH],
                                            store=False)
@@ -97,7 +97,7 @@ def test_follow_up_turn_echoes_every_item_back(upstream: ScriptedUpstream, opena
     assert third.output_text == "Patched and delegated."
     transcript = "\n".join(m["content"] for m in upstream.chat_requests[-1].body["messages"])
     assert custom_call_text("apply_patch", PATCH) in transcript
-    assert "Tools loaded (callable from now on): multi_agent_v1.spawn_agent." in transcript
+    assert "Tools loaded (callable from now on): multi_agent_v1__spawn_agent." in transcript
     assert "agent started" in transcript and "gAAAA" not in transcript
 
 

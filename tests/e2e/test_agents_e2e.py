@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, CODEX, OPENCODE, codex_config, npm_tool, opencode_config
+from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
 AGENT_TIMEOUT = 120.0
@@ -83,7 +83,7 @@ def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
 
 
 def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedProcess[str]:
-    command = [str(npm_tool(*CODEX)), "exec", "--skip-git-repo-check", "--ephemeral", "--json", *model,
+    command = [str(codex_cli()), "exec", "--skip-git-repo-check", "--ephemeral", "--json", *model,
                # the scratch project is the test's own: no sandbox, so no bubblewrap is needed here
                "--sandbox", "danger-full-access", "Create the two files, then check notes.txt."]
     return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
@@ -97,7 +97,7 @@ def manifest_names(request: dict) -> set[str]:
 
 def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
         workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
-    npm_tool(*CODEX)  # install before the clock starts
+    codex_cli()  # install before the clock starts
     server = toolwire_factory()
     home, project = codex_home(workdir, server.v1_url)
     upstream.enqueue(
@@ -132,7 +132,7 @@ def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
 def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
         workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
     """A model name Codex does not know: it sends the multi-agent namespace and web_search (issue's first 400)."""
-    npm_tool(*CODEX)
+    codex_cli()
     home, project = codex_home(workdir, toolwire_factory().v1_url)
     upstream.enqueue(Script(text=tool_call_text("exec_command", {"cmd": "echo toolwire-ok > shell.txt"})),
                      Script(text=FINAL_TEXT))
@@ -140,7 +140,7 @@ def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert (project / "shell.txt").read_text() == "toolwire-ok\n"
     offered = manifest_names(upstream.chat_requests[0].body)
-    assert {"exec_command", "multi_agent_v1.spawn_agent", "multi_agent_v1.wait_agent"} <= offered
+    assert {"exec_command", "multi_agent_v1__spawn_agent", "multi_agent_v1__wait_agent"} <= offered
     assert "web_search" not in offered
 
 

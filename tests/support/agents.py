@@ -3,8 +3,10 @@
 ``npm_tool(package, version, binary)`` returns the path of the package's
 executable, installing ``package@version`` with ``npm install`` into
 ``~/.cache/toolwire/npm/<package>-<version>`` (``TOOLWIRE_NPM_CACHE``
-overrides the root) the first time. A missing ``npm`` is a loud skip; any
-other install failure is an error, so CI (which has npm) must install.
+overrides the root) the first time; ``codex_cli()`` is the pinned Codex CLI,
+the same install the Codex back-end tests use (``support.codex_binary``). A
+missing ``npm`` is a loud skip; any other install failure is an error, so CI
+(which has npm) must install.
 
 The configuration writers give each agent exactly one custom model provider
 pointing at toolwire's ``/v1`` and the switches that keep it offline (no
@@ -14,19 +16,25 @@ changes which tools it offers.
 
 from __future__ import annotations
 
+import fcntl
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-CACHE_ROOT = Path(os.environ.get("TOOLWIRE_NPM_CACHE") or Path.home() / ".cache" / "toolwire" / "npm")
-INSTALL_TIMEOUT = 600
+from support.codex_binary import CACHE_ROOT, INSTALL_TIMEOUT, ensure_codex
 
-CODEX = ("@openai/codex", "0.169.0", "codex")
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
+
+
+def codex_cli() -> Path:
+    """The pinned Codex CLI's launcher."""
+    launcher, why = ensure_codex()
+    if launcher is None:
+        pytest.skip(f"SKIPPED LOUDLY: {why} for the real-agent test (CI has npm and runs it)")
+    return launcher
 
 
 def npm_tool(package: str, version: str, binary: str) -> Path:
@@ -40,12 +48,16 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
         pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {package}@{version} cannot be installed "
                     "for the real-agent test (CI has npm and runs it)")
     prefix.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
-         f"{package}@{version}"],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
-    if result.returncode != 0 or not executable.exists():
-        raise RuntimeError(f"npm install {package}@{version} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    with open(prefix / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test processes install once
+        if not executable.exists():
+            result = subprocess.run(
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
+                 f"{package}@{version}"],
+                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
+            if result.returncode != 0 or not executable.exists():
+                raise RuntimeError(f"npm install {package}@{version} failed ({result.returncode}):\n"
+                                   f"{result.stderr[-4000:]}")
     return executable
 
 
