@@ -84,8 +84,8 @@ def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
 
 def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedProcess[str]:
     command = [str(codex_cli()), "exec", "--skip-git-repo-check", "--ephemeral", "--json", *model,
-               # the scratch project is the test's own: no sandbox, so no bubblewrap is needed here
-               "--sandbox", "danger-full-access", "Create the two files, then check notes.txt."]
+               # Codex's own sandbox, writable in the project only (exec's default is read-only)
+               "--sandbox", "workspace-write", "Create the two files, then check notes.txt."]
     return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
 
 
