@@ -14,30 +14,35 @@ from typing import Any
 
 import orjson
 
-from statemachine import ToolChoice
-
 from ..errors import InputError
-from ..pipeline.plan import ChoiceRequest
 from ..pipeline.prompt import media_placeholder
 from .schemas import (
-    AllowedToolsChoice,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionToolChoice,
     ItemReference,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
     MessageItem,
     MediaPart,
+    OtherItem,
     RefusalPart,
     ResponsesRequest,
-    ToolChoiceParam,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     parse_input_item,
 )
 from .store import OwnedStore, ResponseStore
 
 #: What stored items are read from: the store as the request's client key sees it (or the whole store).
 Lookup = OwnedStore | ResponseStore
+from .tools import LOCAL_SHELL, TOOL_SEARCH, model_name
 
-__all__ = ["InputError", "choice_request", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
+__all__ = ["InputError", "resolve_input_items", "to_chat_messages"]
+
+#: Longest item note (an item type the model cannot act on, shown as one line).
+NOTE_LIMIT = 240
 
 _NO_STORE_HINT = (
     " Responses are only kept when created with store enabled and within the retention period. "
@@ -70,6 +75,11 @@ def to_chat_messages(
     ``previous_response_id`` chain, oldest first, then this request's input.
     Consecutive function calls (and a call right after assistant text) share
     one assistant message; the Responses ``call_id`` is the tool-call id.
+    Custom tool calls keep their raw input (a Chat ``custom`` tool call);
+    ``tool_search`` and ``local_shell`` calls become calls of the tools of
+    those names; reasoning (readable or encrypted) and compaction items are not
+    shown to the model; any other item (a hosted tool's call, an MCP item, a
+    type never heard of) becomes one short readable line.
 
     ``input_items`` is :func:`resolve_input_items`'s answer when the caller has
     it already (only its referenced items are read: the store is not asked again).
@@ -104,30 +114,6 @@ def _stored_item(reference: ItemReference, index: int, lookup: Lookup | None) ->
             status=404,
         )
     return stored
-
-
-def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:
-    """The request's ``tool_choice`` as a core ``ToolChoice`` (``auto`` when absent)."""
-    if tool_choice is None:
-        return ToolChoice("auto")
-    if isinstance(tool_choice, FunctionToolChoice):
-        return ToolChoice("required", frozenset({tool_choice.name}))
-    if isinstance(tool_choice, AllowedToolsChoice):
-        return ToolChoice(tool_choice.mode, frozenset(t.name for t in tool_choice.tools))
-    return ToolChoice(tool_choice)
-
-
-def choice_request(tool_choice: ToolChoiceParam | None) -> ChoiceRequest:
-    """The request's ``tool_choice`` for the plan, with the path of each name it allows."""
-    if isinstance(tool_choice, FunctionToolChoice):
-        names = {tool_choice.name: "tool_choice.name"}
-    elif isinstance(tool_choice, AllowedToolsChoice):
-        names = {}
-        for i, tool in enumerate(tool_choice.tools):
-            names.setdefault(tool.name, f"tool_choice.tools[{i}].name")
-    else:
-        names = {}
-    return ChoiceRequest(to_tool_choice(tool_choice), name_params=names)
 
 
 def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
@@ -165,25 +151,89 @@ class _ChatBuilder:
         if isinstance(item, MessageItem):
             self.messages.append({"role": item.role, "content": _content_text(item.content)})
         elif isinstance(item, FunctionCallItem):
-            self._add_call(item)
-        elif isinstance(item, FunctionCallOutputItem):
+            self._add_call(item.call_id, {"type": "function", "function": {
+                "name": model_name(item.name, item.namespace), "arguments": item.arguments}})
+        elif isinstance(item, CustomToolCallItem):
+            self._add_call(item.call_id, {"type": "custom", "custom": {
+                "name": model_name(item.name, item.namespace), "input": item.input}})
+        elif isinstance(item, ToolSearchCallItem):
+            self._add_call(item.call_id or item.id or "", _function(TOOL_SEARCH, item.arguments or {}))
+        elif isinstance(item, LocalShellCallItem):
+            action = {k: v for k, v in item.action.items() if k != "type" and v is not None}
+            self._add_call(item.call_id or item.id or "", _function(LOCAL_SHELL, action))
+        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
             if item.call_id not in self._call_ids:
                 raise InputError(
-                    f"No tool call found for function call output with call_id {item.call_id!r}.",
+                    f"No tool call found for {item.type} with call_id {item.call_id!r}.",
                     f"{param}.call_id",
                     "invalid_value",
                 )
-            self.messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _output_text(item.output)})
-        # Reasoning items are not replayed to a text-only model.
+            self._add_result(item.call_id, _output_text(item.output))
+        elif isinstance(item, ToolSearchOutputItem):
+            names = [_loaded_name(t) for t in item.tools]
+            self._add_result(item.call_id or "", "Tools loaded (callable from now on): "
+                             + (", ".join(n for n in names if n) or "none") + ".")
+        elif isinstance(item, LocalShellCallOutputItem):
+            self._add_result(item.call_id or item.id or "", _output_text(item.output))
+        elif isinstance(item, OtherItem) and item.type != "compaction":
+            role = "assistant" if _is_model_action(item.type) else "user"
+            self._add_note(role, _note(item))
+        # Reasoning and compaction items are opaque or private: never replayed as visible text.
 
-    def _add_call(self, item: FunctionCallItem) -> None:
-        self._call_ids.add(item.call_id)
-        call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+    def _add_call(self, call_id: str, call: dict[str, Any]) -> None:
+        self._call_ids.add(call_id)
+        call = {"id": call_id, **call}
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "assistant":
             last.setdefault("tool_calls", []).append(call)
         else:
             self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+    def _add_result(self, call_id: str, text: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
+    def _add_note(self, role: str, text: str) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == role and role == "assistant" and "tool_calls" not in last:
+            last["content"] = f"{last['content']}\n{text}" if last["content"] else text
+        else:
+            self.messages.append({"role": role, "content": text})
+
+
+def _function(name: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+
+
+def _loaded_name(tool: dict[str, Any]) -> str:
+    """A loaded tool's model-facing name (each tool of a namespace), for the tool-search result line."""
+    if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+        return ", ".join(model_name(str(t.get("name")), str(tool.get("name"))) for t in tool["tools"]
+                         if isinstance(t, dict) and t.get("name"))
+    return str(tool.get("name") or tool.get("type") or "")
+
+
+def _is_model_action(kind: str) -> bool:
+    """Whether an item type records something the model did (a call, a request) rather than a reply to it."""
+    return kind.endswith("_call") or kind in ("mcp_list_tools", "mcp_approval_request")
+
+
+#: Fields of an unknown item worth a word in its note, in order (never ``encrypted_content`` or other blobs).
+_NOTE_FIELDS = ("name", "server_label", "action", "query", "queries", "arguments", "status", "output", "error")
+
+
+def _note(item: OtherItem) -> str:
+    """``[web_search_call ws_1: action={"query":"x"}, status=completed]``, capped at :data:`NOTE_LIMIT`."""
+    extra = item.model_extra or {}
+    details = []
+    for key in _NOTE_FIELDS:
+        value = extra.get(key)
+        if value not in (None, "", [], {}):
+            details.append(f"{key}={value if isinstance(value, str) else orjson.dumps(value).decode()}")
+    head = item.type + (f" {item.id}" if item.id else "")
+    text = f"{head}: {', '.join(details)}" if details else head
+    if len(text) > NOTE_LIMIT - 2:
+        text = text[: NOTE_LIMIT - 3] + "…"
+    return f"[{text}]"
 
 
 def _content_text(content: Any) -> str:

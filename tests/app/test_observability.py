@@ -78,6 +78,15 @@ def test_access_line_is_json_with_the_request_fields_and_no_prompt(make_app, jso
     assert SECRET not in json_log.getvalue() and "Paris" not in json_log.getvalue()
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_access_line_of_a_rejected_body_shows_the_stream_it_asked_for(make_app, json_log, stream):
+    response = post(make_app(FakeUpstream(text_chunks("never"))).test_client(), "rejected-1", stream=stream,
+                    temperature=9)
+    assert response.status_code == 400
+    (line,) = [line for line in records(json_log) if line["logger"] == "app.access"]
+    assert (line["status"], line["stream"]) == (400, stream)
+
+
 def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_log):
     unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
     upstream = FakeUpstream(text_chunks(unknown, size=4))
