@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Callable, Iterator
 
 from statemachine import (
+    ChoiceFinished,
     ChoiceStream,
     Event,
     ModelOutputError,
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
+_OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
 
 
 class ChoiceDriver:
@@ -56,6 +58,8 @@ class ChoiceDriver:
         outcomes: tool calls by outcome (``emitted``, ``repaired``, ``rejected``, ``failed``).
         first_output_at: ``time.perf_counter()`` at the first text, reasoning or call header.
         texts: per choice, the model text fed (kept only for the debug view), else ``None``.
+        outcome_events: per choice, its ``ToolCallEnded``, ``ToolCallNote`` and ``ChoiceFinished``
+            events (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
@@ -74,7 +78,9 @@ class ChoiceDriver:
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
         record = observe.current()
-        self.texts: dict[int, list[str]] | None = {} if record is not None and record.keeps_text else None
+        debugging = record is not None and record.keeps_text
+        self.texts: dict[int, list[str]] | None = {} if debugging else None
+        self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         if record is not None:
             record.drivers.append(self)
 
@@ -140,6 +146,8 @@ class ChoiceDriver:
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
         for event in events:
+            if self.outcome_events is not None and isinstance(event, _OUTCOMES):
+                self.outcome_events.setdefault(index, []).append(event)
             if isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
             elif isinstance(event, ToolCallArgumentsDelta):
