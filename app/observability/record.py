@@ -51,6 +51,7 @@ class RequestRecord:
         status: the response status, once known.
         model: the client's ``model``; ``model_label`` is it when configured, else ``other``.
         stream: the body is an SSE stream.
+        tool_mode: how the back end got the tools (``prompt`` or ``native``), once it was called.
         first_byte: when the first frame (or the whole JSON body) was handed to the server.
         disconnected: the client left before the stream's end.
         drivers: the choice drivers built for this request.
@@ -66,6 +67,7 @@ class RequestRecord:
     model: str | None = None
     model_label: str = "other"
     stream: bool = False
+    tool_mode: str | None = None
     first_byte: float | None = None
     disconnected: bool = False
     drivers: list[ChoiceDriver] = field(default_factory=list)
@@ -129,7 +131,8 @@ class RequestRecord:
                 access_log.name, logging.INFO, __file__, 0, "%s %s %s", (self.method, self.route, self.status),
                 None, "finish", {"fields": {
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
-                    "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
+                    "stream": self.stream, "tool_mode": self.tool_mode, "tool_calls": outcomes["emitted"],
+                    "disconnected": self.disconnected,
                     "ttfb_ms": self.ttfb_ms,
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
@@ -160,7 +163,7 @@ class RequestRecord:
                     "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
                     "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})
         return {"request_id": self.request_id, "method": self.method, "route": self.route,
-                "status": self.status, "model": self.model, "stream": self.stream,
+                "status": self.status, "model": self.model, "stream": self.stream, "tool_mode": self.tool_mode,
                 "started_at": self.started_at, "duration_ms": _ms(duration),
                 "ttfb_ms": self.ttfb_ms,
                 "tool_calls": dict(outcomes), "choices": choices}
