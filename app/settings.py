@@ -50,13 +50,25 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
 
+    upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
+        None, description="Back end: openai (HTTP, TOOLWIRE_UPSTREAM_URL), codex (a Codex app-server) or demo; "
+                          "unset = openai when upstream_url is set, else demo")
     upstream_url: str | None = Field(
         None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
     upstream_api_key: SecretStr | None = Field(None, description="Bearer key sent to the upstream")
     upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
-    upstream_pool_timeout: float = Field(10.0, gt=0, description="Wait for a free connection, seconds")
+    codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
+    codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
+                                                    "never written by toolwire")
+    codex_provider_url: str | None = Field(
+        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
+    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
+    codex_work_dir: str = Field("var/codex", description="Where toolwire writes its private Codex homes")
+    codex_recycle_requests: int = Field(1000, ge=0, description="Requests per Codex app-server before it is "
+                                                               "replaced (after its open requests end); 0 = never")
+    codex_max_turns: int = Field(64, ge=0, description="Codex turns in flight per worker (more get 429); 0 = no limit")
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
@@ -74,6 +86,8 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    body_timeout_seconds: float = Field(
+        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
     response_store_path: str = Field(
         "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
     response_retention_seconds: float = Field(
@@ -88,6 +102,8 @@ class Settings(BaseSettings):
     max_concurrent_streams: int = Field(
         512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
+    auto_marker: bool = Field(
+        True, description="Marker mode for a request whose user text or tool results already hold call syntax")
     log_level: str = "INFO"
     log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
     debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
@@ -124,6 +140,11 @@ class Settings(BaseSettings):
         if path is not None:
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
+
+    @property
+    def backend(self) -> str:
+        """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
+        return self.upstream_kind or ("openai" if self.upstream_url else "demo")
 
     def upstream_model(self, client_model: str) -> str:
         """The upstream model name for a client's ``model``."""
@@ -196,7 +217,7 @@ def mask_url(url: str) -> str:
 def _display(name: str, value: Any) -> str:
     if isinstance(value, SecretStr):
         return _MASK if value.get_secret_value() else ""
-    if name == "upstream_url" and isinstance(value, str):
+    if name in ("upstream_url", "codex_provider_url") and isinstance(value, str):
         return mask_url(value)
     if value is None:
         return ""

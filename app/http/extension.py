@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-import httpx
+
 from flask import Flask, current_app
 from gevent import monkey
 
@@ -27,6 +27,7 @@ from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
 from ..upstreams.http import HttpUpstream
+from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
 from .limits import StreamSlots
@@ -76,8 +77,6 @@ class Toolwire:
                           "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
         logging.getLogger("transitions").setLevel(logging.WARNING)
-        # httpx logs each upstream request at INFO: a second log line per request, before its first byte.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
 
         settings = self._settings or Settings()
         api_keys = load_keyring(settings)
@@ -107,23 +106,32 @@ class Toolwire:
 
 def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
-    ``demo_model`` while the demo answers (no ``upstream_url``)."""
+    ``demo_model`` while the demo answers."""
     names = {*settings.model_map, *settings.upstream_models()}
     if settings.default_upstream_model is not None:
         names.add(settings.default_upstream_model)
-    if not settings.upstream_url:
+    if settings.backend == "demo":
         names.add(settings.demo_model)
     return frozenset(names)
 
 
 def make_upstream(settings: Settings) -> Upstream:
-    """The upstream the settings describe: HTTP when ``upstream_url`` is set, else the embedded demo."""
-    if settings.upstream_url:
-        timeout = httpx.Timeout(connect=settings.upstream_connect_timeout,
-                                read=settings.upstream_read_timeout,
-                                write=settings.upstream_write_timeout,
-                                pool=settings.upstream_pool_timeout)
-        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeout=timeout)
+    """The upstream ``settings.backend`` names: HTTP (``upstream_url``), a Codex app-server, or the embedded demo.
+
+    Raises:
+        ValueError: the ``openai`` back end without an ``upstream_url``.
+        CodexSetupError: the Codex binary is missing or refused toolwire's config.
+    """
+    if settings.backend == "codex":
+        from ..upstreams.codex import make_codex_upstream  # gevent subprocess machinery only when used
+
+        return make_codex_upstream(settings)
+    if settings.backend == "openai":
+        if not settings.upstream_url:
+            raise ValueError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
+        timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
+                            write=settings.upstream_write_timeout)
+        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts)
     return DemoUpstream(model=settings.demo_model)
 
 
