@@ -21,7 +21,7 @@ import weakref
 from flask import Flask, current_app
 from gevent import monkey
 
-from ..responses.store import ResponseStore, SQLiteResponseStore
+from ..responses.store import ResponseStore, open_store
 from ..settings import Settings
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
@@ -45,8 +45,8 @@ class Toolwire:
         settings: settings to use; default ``Settings()`` (environment and config file).
         upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo).
-        store: a :class:`~app.responses.store.ResponseStore`; default the SQLite file
-            ``response_store_path`` names (none when it is empty).
+        store: a :class:`~app.responses.store.ResponseStore`; default the store
+            ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
     """
 
     def __init__(self, app: Flask | None = None, *, settings: Settings | None = None,
@@ -136,7 +136,6 @@ def make_upstream(settings: Settings) -> Upstream:
 
 
 def make_store(settings: Settings) -> ResponseStore | None:
-    """The embedded SQLite response store at ``response_store_path`` (``None`` when the path is empty)."""
-    if not settings.response_store_path:
-        return None
-    return SQLiteResponseStore(settings.response_store_path, settings.response_retention_seconds)
+    """The response store the settings name (``None`` when storing is off); nothing is connected yet."""
+    return open_store(settings.store_url(), settings.response_retention_seconds,
+                      shared=settings.response_store_shared, timeout=settings.response_store_timeout)

@@ -13,6 +13,7 @@ import threading
 import time
 
 import httpx
+import openai
 import pytest
 
 from support.invariants import check_error_envelope
@@ -165,3 +166,35 @@ def test_a_flood_of_idle_and_slow_connections_does_not_lock_clients_out(upstream
         flood.communicate(timeout=10)
         for sock in slow:
             sock.close()
+
+
+CUT_CALL = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_stream_that_ends_inside_a_call_without_a_finish_reason_fails(
+        upstream: ScriptedUpstream, guarded: ToolwireServer, make_openai_client, stream: bool) -> None:
+    """No finish reason while a call's arguments were still arriving: the back end was cut off. The answer
+    fails as any cut stream does (error frame / ``response.failed`` / 502); it used to end ``stop`` (Chat) or
+    ``completed`` (Responses) with the call's unparseable arguments."""
+    client = make_openai_client(guarded)
+    tools = [{"type": "function", **WEATHER["function"]}]
+    upstream.enqueue(Script(text=CUT_CALL, chunks=4, finish_reason=None),
+                     Script(text=CUT_CALL, chunks=4, finish_reason=None))
+    if stream:
+        with pytest.raises(openai.APIError, match="ended inside a tool call"):
+            for _ in client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True):
+                pass
+        with client.responses.stream(model=MODEL, input="Weather?", tools=tools) as events:
+            kinds = [event.type for event in events]
+        assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+    else:
+        with pytest.raises(openai.APIStatusError) as chat:
+            client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER])
+        with pytest.raises(openai.APIStatusError) as responses:
+            client.responses.create(model=MODEL, input="Weather?", tools=tools)
+        for caught in (chat, responses):
+            assert caught.value.status_code == 502
+            check_error_envelope(502, caught.value.response.content)
