@@ -66,7 +66,8 @@ def resolve_input_items(request: ResponsesRequest, lookup: Lookup | None) -> lis
 
 
 def to_chat_messages(
-    request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None
+    request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None, *,
+    max_history_items: int = 0, max_history_bytes: int = 0,
 ) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
@@ -83,9 +84,12 @@ def to_chat_messages(
 
     ``input_items`` is :func:`resolve_input_items`'s answer when the caller has
     it already (only its referenced items are read: the store is not asked again).
+    ``max_history_items`` and ``max_history_bytes`` (0 = no limit) bound the history the
+    ``previous_response_id`` chain resolves to, checked as the chain is walked: a short
+    request naming a long chain must not rebuild hundreds of megabytes for the back end.
 
     Raises:
-        InputError: unknown ``previous_response_id``, unresolvable
+        InputError: a chain past those limits (400 ``history_too_long``), unknown ``previous_response_id``, unresolvable
             ``item_reference``, or a ``function_call_output`` whose ``call_id``
             matches no earlier ``function_call``; ``param`` names the offending parameter.
             (A media part becomes a placeholder such as ``[image]``, as on the Chat endpoint.)
@@ -94,7 +98,7 @@ def to_chat_messages(
     if request.instructions:
         builder.messages.append({"role": "system", "content": request.instructions})
     if request.previous_response_id is not None:
-        for item in _history(request.previous_response_id, lookup):
+        for item in _history(request.previous_response_id, lookup, max_history_items, max_history_bytes):
             builder.add(parse_input_item(item, "previous_response_id"), "previous_response_id")
     # The request's own items are parsed already; only a referenced (stored) one needs parsing,
     # and every reference is resolved before any item is added, as resolve_input_items does.
@@ -116,11 +120,13 @@ def _stored_item(reference: ItemReference, index: int, lookup: Lookup | None) ->
     return stored
 
 
-def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
-    """Input and output items of the chain ending at ``response_id``, oldest response first."""
+def _history(response_id: str, lookup: Lookup | None, max_items: int, max_bytes: int) -> list[dict[str, Any]]:
+    """Input and output items of the chain ending at ``response_id``, oldest response first (see
+    :func:`to_chat_messages` for the limits)."""
     chain: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
     seen: set[str] = set()
     next_id: str | None = response_id
+    count = size = 0
     while next_id is not None and next_id not in seen:
         seen.add(next_id)
         stored = lookup.load(next_id) if lookup is not None else None
@@ -132,6 +138,15 @@ def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
                 status=404,
             )
         chain.append((stored.input_items, stored.response))
+        items = [*stored.input_items, *(stored.response.get("output") or [])]
+        count += len(items)
+        size += sum(len(orjson.dumps(item)) for item in items)
+        if (max_items and count > max_items) or (max_bytes and size > max_bytes):
+            raise InputError(
+                "The conversation behind 'previous_response_id' is longer than a request may be "
+                f"({max_items or 'any number of'} items, {max_bytes or 'any number of'} bytes): start from a "
+                "later response, or send a shorter history in 'input'.",
+                "previous_response_id", "history_too_long")
         next_id = stored.response.get("previous_response_id")
     items: list[dict[str, Any]] = []
     for input_items, response in reversed(chain):

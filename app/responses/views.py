@@ -49,9 +49,13 @@ def create_response(body: dict[str, Any]) -> Response:
     store = _owned_store()
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
-    tools = offered_tools(req, current_state().settings)
-    generation = Generation(model=req.model, messages=to_chat_messages(req, store, input_items),
-                            config=_parser_config(req, tools), fields=_chat_fields(req), stream=req.stream)
+    settings = current_state().settings
+    tools = offered_tools(req, settings)
+    # a stored history counts as if the client had sent it: the same item and size limits
+    messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
+                                max_history_bytes=settings.max_body_bytes)
+    generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools),
+                            fields=_chat_fields(req), stream=req.stream)
 
     keep = functools.partial(_keep, store, input_items) if input_items is not None else None
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)

@@ -198,6 +198,25 @@ def test_previous_response_id_replays_the_earlier_turn(make_app):
     assert [m["role"] for m in messages][-3:] == ["user", "assistant", "user"]
 
 
+@pytest.mark.parametrize("limits", [{"max_messages": 5}, {"max_body_bytes": 3000}])
+def test_a_previous_response_chain_past_the_request_limits_is_refused(make_app, limits):
+    """A short request naming a long chain (a 145-byte request once rebuilt 120 MiB of history): the resolved
+    history is held to the item and size limits of a request that sent it inline."""
+    upstream = FakeUpstream(text_chunks("ok " * 100))
+    client = make_app(upstream, **limits).test_client()
+    previous, turns = None, 4  # each stored turn: an input and an output item, ~1.1 KB of JSON
+    for _ in range(turns - 1):
+        upstream.script = text_chunks("ok " * 100)
+        answer = post(client, input="x" * 600, **({"previous_response_id": previous} if previous else {}))
+        assert answer.status_code == 200, answer.data
+        previous = answer.get_json()["id"]
+    upstream.script = text_chunks("ok")
+    refused = post(client, input="next", previous_response_id=previous)
+    error = assert_envelope(refused, 400, "previous_response_id", "history_too_long")
+    assert "longer than a request may be" in error["message"]
+    assert len(upstream.bodies) == turns - 1  # refused before any upstream call
+
+
 def test_item_reference_resolves_a_stored_output_item(make_app):
     upstream = FakeUpstream(text_chunks(CALL_TEXT))
     client = make_app(upstream).test_client()
