@@ -23,7 +23,12 @@ turns in rounds, and requests/s ratios are the median of the rounds' ratios:
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
 6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
-7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is).
+7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is);
+8. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
+   Responses-API model, versus toolwire → the same model server over plain
+   HTTP (Chat Completions): first content at c=1, CPU per request (toolwire
+   worker plus app-server), and the app-server's RSS. Needs ``npm`` (Codex is
+   installed into the test cache as the e2e tests do); skipped without it.
 
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
@@ -86,6 +91,10 @@ OPEN_RAMP_LIMIT = 10.0
 OPEN_READ_TIMEOUT = 30.0
 SLOW_INTERVAL = 0.5
 LINEARITY_RUNS_100K = 2
+#: Section 8: requests per back end per round, at c=1; the model's answer and its delta size.
+CODEX_REQUESTS = 30
+CODEX_ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
+CODEX_DELTA_CHARS = 4
 
 TARGET_RPS_RATIO = 0.75
 TARGET_SHORT_VS_RELAY = 1.0
@@ -669,6 +678,66 @@ def script_figures(table: Table, section: str, script: str) -> None:
         table.add(section, f"{script} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
+def codex_backend(table: Table, procs: Processes) -> None:
+    """Section 8: the same scripted model behind the real Codex app-server and straight over HTTP."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.codex_binary import ensure_codex
+
+    launcher, why = ensure_codex()
+    if launcher is None:
+        table.add("8", f"skipped: {why}")
+        return
+    port = free_port()
+    procs.start("model", [PY, str(ROOT / "tests" / "support" / "responses_model.py"), "--port", str(port),
+                          "--text", CODEX_ANSWER, "--chunk-chars", str(CODEX_DELTA_CHARS)], {})
+    _wait_port(port)
+    model_url = f"http://127.0.0.1:{port}/v1"
+    base = {"TOOLWIRE_HEARTBEAT_SECONDS": "30", "TOOLWIRE_DEFAULT_UPSTREAM_MODEL": "bench-model",
+            "TOOLWIRE_RESPONSE_STORE_PATH": ""}
+    codex = start_gunicorn(procs, "toolwire-codex", ["wsgi:app"], {
+        **base, "TOOLWIRE_UPSTREAM_KIND": "codex", "TOOLWIRE_CODEX_COMMAND": str(launcher),
+        "TOOLWIRE_CODEX_PROVIDER_URL": model_url, "TOOLWIRE_CODEX_WORK_DIR": str(procs.logdir / "codex")})
+    http = start_gunicorn(procs, "toolwire-http", ["wsgi:app"], {**base, "TOOLWIRE_UPSTREAM_URL": model_url})
+    body = request_body("bench-model")
+    chunks = -(-len(CODEX_ANSWER) // CODEX_DELTA_CHARS)
+    for server in (codex, http):
+        measure(server, body, concurrency=1, requests=5, chunks=chunks)  # warm-up; starts the app-server
+    [app_server] = [pid for pid in _pids() if _ppid(pid) == codex.worker]
+    runs: dict[str, list[Measured]] = {"codex": [], "http": []}
+    codex_cpu = 0.0
+    for _ in range(ROUNDS):
+        before = cpu_seconds(app_server)
+        runs["codex"].append(measure(codex, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
+        codex_cpu += cpu_seconds(app_server) - before
+        runs["http"].append(measure(http, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
+    via_codex, via_http = (Figures.of(merged(runs[name])) for name in ("codex", "http"))
+    table.add("8", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
+              f"{via_http.ok}/{via_http.requests} http")
+    table.add("8", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
+              ratio_pair(via_codex.ttfc, via_http.ttfc), "", f"Δp50 {via_codex.ttfc[0] - via_http.ttfc[0]:+.1f} ms")
+    worker_ms = {name: sum(m.worker_cpu for m in runs[name]) / max(1, sum(len(m.result.ok) for m in runs[name])) * 1e3
+                 for name in runs}
+    app_server_ms = codex_cpu / max(1, via_codex.ok) * 1e3
+    table.add("8", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
+              f"{worker_ms['codex'] / worker_ms['http']:.2f}")
+    total = worker_ms["codex"] + app_server_ms
+    table.add("8", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
+              f"{total / worker_ms['http']:.2f}")
+    table.add("8", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
+              f"{rss_kb(http.worker) / 1024:.0f} http worker")
+
+
+def _wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            gevent.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:.0f} s")
+
+
 def toolwire_env(upstream_url: str) -> dict[str, str]:
     """Environment for a toolwire gunicorn (no stream cap: section 3 holds 2,000 streams on one worker)."""
     return {"TOOLWIRE_UPSTREAM_URL": upstream_url, "TOOLWIRE_HEARTBEAT_SECONDS": "30",
@@ -677,7 +746,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="0,1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="0,1,2,3,4,5,6,7,8", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -742,6 +811,11 @@ def main() -> int:
         if "7" in sections:
             table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
             script_figures(table, "7", "native_bench.py")
+        if "8" in sections:
+            table.section(f"8 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
+                          f"the same model over HTTP; c=1, {CODEX_REQUESTS * ROUNDS} requests each, "
+                          f"{len(CODEX_ANSWER)}-char answer in {CODEX_DELTA_CHARS}-char deltas")
+            codex_backend(table, procs)
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())
