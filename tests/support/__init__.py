@@ -8,4 +8,5 @@ Modules:
     fuzz_bodies: hostile request bodies and the judge of what toolwire answered to them.
     injection: a transcript quoting call text back (marker-mode tests).
     tools: function tool definitions shared by the tests.
+    loopback: a tiny threaded HTTP/1.1 (or TLS) server answering as a test says (upstream client unit tests).
 """
