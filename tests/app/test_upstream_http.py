@@ -111,6 +111,23 @@ def test_connect_failures_are_mapped(serve):
     assert (info.value.kind, info.value.status) == ("connect", 502)
 
 
+def test_a_request_the_upstream_does_not_take_in_hits_the_write_timeout():
+    """A back end that accepts but never reads: sending a body larger than the socket buffers times out."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        accepted = []
+        threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+        upstream = HttpUpstream(f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+                                timeouts=Timeouts(write=0.3, read=30))
+        started = time.monotonic()
+        with pytest.raises(UpstreamError) as info:
+            upstream.open({"messages": [{"role": "user", "content": "x" * 32_000_000}]})
+        assert (info.value.kind, info.value.status) == ("timeout", 504)
+        assert time.monotonic() - started < 10
+        upstream.close()
+        for conn, _ in accepted:
+            conn.close()
+
+
 def test_no_answer_before_the_read_timeout_is_a_timeout(serve):
     def hang(seen):
         time.sleep(1.0)
