@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
+    ready_cache_seconds: float = Field(
+        1.0, ge=0, description="How long each worker reuses its /readyz checks, seconds; 0 = check on every hit")
     codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
     codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
                                                     "never written by toolwire")
