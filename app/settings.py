@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         64 * 1024 * 1024, gt=0, description="Largest non-streamed upstream JSON answer (502 past it)")
     ready_cache_seconds: float = Field(
         1.0, ge=0, description="How long each worker reuses its /readyz checks, seconds; 0 = check on every hit")
+    stream_max_seconds: float = Field(
+        3600.0, ge=0, description="Longest one generation may take, seconds (an upstream timeout after); "
+                                  "0 = no limit")
+    stream_write_timeout_seconds: float = Field(
+        60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
+                                "reading), seconds; the stream is cut after it; 0 = no limit")
     codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
     codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
                                                     "never written by toolwire")
