@@ -205,6 +205,8 @@ def test_a_client_that_stops_reading_is_cut_and_gives_its_slot_back(raw: RawUpst
         response = post(hostile)
         assert response.status_code == 200, response.text
         assert response.json()["choices"][0]["message"]["content"] == "Fine."
+        log = hostile.log()
+        assert "a client stopped reading" in log and "Socket error processing request" not in log
     finally:
         for sock in stalled:
             sock.close()
