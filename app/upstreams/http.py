@@ -108,9 +108,10 @@ class HttpUpstream:
         """Whether ``GET /models`` answers 200 within :data:`READY_TIMEOUT` seconds."""
         try:
             with gevent.Timeout(READY_TIMEOUT):
-                response = self.connection.request("GET", "/models", headers=_JSON_HEADERS)
+                response = self.connection.request("GET", "/models", headers=_JSON_HEADERS,
+                                                   max_buffer=self.bounds.max_body_bytes)
                 response.read()
-        except (gevent.Timeout, OSError, HTTPParseError):
+        except (gevent.Timeout, OSError, HTTPParseError, BufferLimitExceeded):
             return False
         return response.status_code == 200
 

@@ -312,6 +312,12 @@ def test_upstream_buffers_are_bounded(serve, body, headers):
     assert "65536 bytes" in info.value.message
 
 
+def test_a_huge_model_list_is_not_ready_rather_than_an_error(serve):
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "application/json"}, body=[b" " * 65536] * 4),
+                     bounds=Bounds(max_body_bytes=65536))
+    assert upstream.ready() is False
+
+
 def test_keep_alive_comments_alone_end_at_the_idle_limit(serve):
     """An upstream that only sends comments is cut after ``idle_content`` seconds (#7)."""
     upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"},
