@@ -24,6 +24,9 @@ from .sse import SSEDecoder
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
 _MAX_ERROR_CHARS = 2000
+#: The OpenAI error types of a 4xx passed through as the upstream named them (anything else: invalid_request_error).
+_CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "permission_error", "conflict_error",
+                                 "unprocessable_entity_error"})
 #: The most of an upstream error body read (a longer one is not quoted at all).
 MAX_ERROR_BODY_BYTES = 64 * 1024
 #: Bytes of one read decoded at a time (see :func:`_payloads`).
@@ -355,6 +358,7 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
     err = body.get("error") if body is not None else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
+    type_ = err.get("type") if isinstance(err, dict) else None
     param = _redact(param, secret) if isinstance(param, str) else None
     code = _redact(str(code), secret) if code is not None else None
     if status == 429:
@@ -362,7 +366,8 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
                              retry_after=retry_after)
     if status < 500:
         return UpstreamError("client_error", message or f"The upstream rejected the request (HTTP {status}).",
-                             status=status, param=param, code=code)
+                             status=status, param=param, code=code,
+                             type=type_ if type_ in _CLIENT_ERROR_TYPES else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
 

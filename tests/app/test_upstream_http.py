@@ -103,6 +103,7 @@ def test_error_statuses_are_mapped(serve, answer, kind, status, message):
         assert info.value.retry_after == "12"
     if status == 400:
         assert (info.value.param, info.value.code) == ("messages", "context_length_exceeded")
+        assert info.value.type == "invalid_request_error"
 
 
 def test_connect_failures_are_mapped(serve):
@@ -329,3 +330,12 @@ def test_keep_alive_comments_alone_end_at_the_idle_limit(serve):
             assert piece.choices[0].content == "a"
     assert (info.value.kind, info.value.status) == ("timeout", 504)
     assert time.monotonic() - started < 5  # the pings would go on for 8 s
+
+
+def test_a_4xx_envelope_keeps_its_type_and_nothing_else_does(serve):
+    """Of a 4xx envelope the message, type, param and code pass through; an unknown type does not (#10)."""
+    for type_, expected in (("not_found_error", "not_found_error"), ("<script>", None)):
+        body = json.dumps({"error": {"message": "no such model", "type": type_}}).encode()
+        with pytest.raises(UpstreamError) as info:
+            serve(lambda seen: json_answer(404, body)).open({})
+        assert (info.value.message, info.value.type) == ("no such model", expected)
