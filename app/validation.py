@@ -10,15 +10,22 @@ raw body before it is validated, so an oversized body costs no model work.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, TypeVar
+from typing import Annotated, Any, Mapping, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .errors import InputError
 from .state import current_state
 
 Model = TypeVar("Model")
+
+
+#: A tool's name, as long as OpenAI takes one (1 to 64 characters).
+ToolName = Annotated[str, Field(min_length=1, max_length=64)]
+#: Request ``metadata`` as OpenAI takes it: at most 16 pairs, keys up to 64 and values up to 512 characters.
+Metadata = Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+                     Field(max_length=16)]
 
 
 class RequestModel(BaseModel):

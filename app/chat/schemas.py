@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag
 
-from ..validation import RequestModel, validate
+from ..validation import RequestModel, ToolName, validate
 
 
 class ContentPart(RequestModel):
@@ -104,7 +104,7 @@ Message = Annotated[
 class FunctionDef(RequestModel):
     """A function offered to the model (``tools[].function`` or legacy ``functions[]``)."""
 
-    name: str = Field(min_length=1, max_length=128)
+    name: ToolName
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -118,7 +118,7 @@ class FunctionTool(RequestModel):
 class CustomDef(RequestModel):
     """A custom (freeform) tool offered to the model (``tools[].custom``)."""
 
-    name: str = Field(min_length=1, max_length=128)
+    name: ToolName
     description: str | None = None
     format: dict[str, Any] | None = None
 

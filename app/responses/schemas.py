@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Mapping, Union
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
 
 from ..errors import InputError
-from ..validation import RequestModel, validate
+from ..validation import Metadata, RequestModel, ToolName, validate
 
 __all__ = [
     "AllowedToolsChoice",
@@ -230,7 +230,7 @@ class FunctionTool(RequestModel):
     """A function tool in the flat Responses shape."""
 
     type: Literal["function"]
-    name: str
+    name: ToolName
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -240,7 +240,7 @@ class CustomTool(RequestModel):
     """A custom (freeform) tool: the model writes raw text in ``format`` (text, or a lark/regex grammar)."""
 
     type: Literal["custom"]
-    name: str
+    name: ToolName
     description: str | None = None
     format: dict[str, Any] | None = None
 
@@ -249,7 +249,7 @@ class NamespaceTool(RequestModel):
     """Function and custom tools grouped under a namespace; a call carries ``namespace`` besides its ``name``."""
 
     type: Literal["namespace"]
-    name: str
+    name: ToolName
     description: str | None = None
     tools: list[Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]]
 
@@ -357,7 +357,7 @@ class ResponsesRequest(RequestModel):
     max_tool_calls: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
     user: str | None = None
     store: bool = True
     stream: bool = False

@@ -127,6 +127,27 @@ def test_responses_limits(make_app, upstream, body, param):
     assert (info.value.status, info.value.param) == (400, param)
 
 
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/responses", {"input": "hi", "tools": [{"type": "function", "name": "n" * 65}]}, "tools[0].name"),
+    ("/v1/responses", {"input": "hi", "tools": [{"type": "custom", "name": "n" * (8 << 20)}]}, "tools[0].name"),
+    ("/v1/responses", {"input": "hi", "tools": [{"type": "namespace", "name": "ns", "tools": [
+        {"type": "function", "name": "n" * 65}]}]}, "tools[0].tools[0].name"),
+    ("/v1/responses", {"input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
+    ("/v1/responses", {"input": "hi", "metadata": {"k" * 65: "v"}}, "metadata." + "k" * 65),
+    ("/v1/responses", {"input": "hi", "metadata": {"k": "v" * 513}}, "metadata.k"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "tools": [{"type": "function", "function": {"name": "n" * 65}}]},
+     "tools[0].function.name"),
+])
+def test_tool_names_and_metadata_are_held_to_openai_s_limits(make_app, upstream, path, body, param):
+    """An 8 MiB tool name and 100,000 metadata keys were accepted; OpenAI takes 64-character names and
+    16 metadata pairs (keys up to 64, values up to 512 characters)."""
+    response = make_app(upstream).test_client().post(path, json={"model": "m", **body})
+    assert response.status_code == 400, response.get_data(as_text=True)
+    assert response.get_json()["error"]["param"] == param
+    assert upstream.bodies == []
+
+
 # -- the stream cap ------------------------------------------------------------------------------
 
 
