@@ -1,9 +1,10 @@
 """Kimi K2 and Mistral tool-call formats through the core, under every chunking.
 
 Kimi cases mined from vLLM ``tests/tool_parsers/test_kimi_k2_tool_parser.py``
-(commit 42fa4c096d406754b7e5c6d93835fe390487c8af); Mistral forms from vLLM
+(commit 42fa4c096d406754b7e5c6d93835fe390487c8af): texts theirs, structure
+ours. The Mistral cases are ours, one per form vLLM's
 ``tests/tool_parsers/test_mistral_tool_parser.py`` (commit
-ff583b3c92c19db2692a77174b104068526b6e07). Texts are theirs, structure ours.
+ff583b3c92c19db2692a77174b104068526b6e07) covers.
 """
 
 from __future__ import annotations
