@@ -152,6 +152,10 @@ class ResponsesEncoder:
         """Whether the terminal event was produced."""
         return self._ended
 
+    def not_stored(self) -> None:
+        """Keeping the response failed: it says ``store: false`` from now on."""
+        self._response["store"] = False
+
     def response(self) -> dict[str, Any]:
         """The Response object as it stands (after the end: the one the terminal event carried)."""
         return {**self._response, "output": list(self._response["output"])}
@@ -321,10 +325,11 @@ class ResponsesWireEncoder:
     Args:
         encoder: the :class:`ResponsesEncoder` of the response.
         keep: called with the finished (or failed) Response object before its terminal event is sent,
-            so a follow-up request can name it at once (the response store).
+            so a follow-up request can name it at once (the response store); it answers whether the
+            response was stored.
     """
 
-    def __init__(self, encoder: ResponsesEncoder, keep: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, encoder: ResponsesEncoder, keep: Callable[[dict[str, Any]], bool] | None = None):
         self._encoder = encoder
         self._keep = keep
 
@@ -338,15 +343,12 @@ class ResponsesWireEncoder:
 
     def closing(self, usage: Usage) -> list[bytes]:
         """The open items' closing events and the terminal event (the response kept first)."""
-        terminal = self._encoder.finish(usage)
-        self._kept()
-        return [encode_sse(event) for event in terminal]
+        return [encode_sse(event) for event in self._kept(self._encoder.finish(usage))]
 
     def error_frames(self, error: ApiError, usage: Usage) -> bytes:
         """The open items closed ``incomplete``, then ``response.failed`` (the response kept first)."""
         events = self._encoder.fail(error.code or "server_error", error.message, usage)
-        self._kept()
-        return b"".join(encode_sse(event) for event in events)
+        return b"".join(encode_sse(event) for event in self._kept(events))
 
     def add(self, index: int, event: Event) -> None:
         """Feed one core event (a body needs no ``response.created``: the encoder is not started)."""
@@ -354,10 +356,13 @@ class ResponsesWireEncoder:
 
     def body(self, usage: Usage) -> dict[str, Any]:
         """The finished Response object (kept first)."""
-        self._encoder.finish(usage)
-        self._kept()
+        self._kept(self._encoder.finish(usage))
         return self._encoder.response()
 
-    def _kept(self) -> None:
-        if self._keep is not None:
-            self._keep(self._encoder.response())
+    def _kept(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events``, ending in the terminal event, once the response is kept; when keeping it failed, the
+        response (and so the terminal event) says ``store: false``: it never claims to be stored when it is not."""
+        if self._keep is not None and not self._keep(self._encoder.response()):
+            self._encoder.not_stored()
+            events[-1] = {**events[-1], "response": self._encoder.response()}
+        return events

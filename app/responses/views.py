@@ -100,17 +100,19 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> None:
-    """Store a finished response; a store failure is logged and counted, not sent: the client's answer is
-    complete (a later ``previous_response_id`` naming it gets a 404)."""
+def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> bool:
+    """Store a finished response and say whether it was stored. A store failure is logged and counted, not
+    sent as an error: the client's answer is complete, and says ``store: false`` (a later
+    ``previous_response_id`` naming it gets a 404)."""
     try:
         store.put(response, input_items)
+        return True
     except StoreError as exc:
-        STORE_WRITE_FAILURES.inc()
         log.error("response %s was answered but not stored: %s", response["id"], exc)
     except Exception:
-        STORE_WRITE_FAILURES.inc()
         log.exception("response %s was answered but not stored", response["id"])
+    STORE_WRITE_FAILURES.inc()
+    return False
 
 
 def _owned_store() -> OwnedStore | None:

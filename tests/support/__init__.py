@@ -8,4 +8,6 @@ Modules:
     fuzz_bodies: hostile request bodies and the judge of what toolwire answered to them.
     injection: a transcript quoting call text back (marker-mode tests).
     tools: function tool definitions shared by the tests.
+    responses_model: a scripted Responses-API model server (Codex's provider in the Codex e2e tests).
+    codex_binary: the pinned Codex CLI, installed from npm into the test cache on first use.
 """
