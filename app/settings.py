@@ -46,6 +46,7 @@ FAMILY_FORMATS = (
     ("kimi", "kimi_k2"),
     ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
     ("qwen3-coder", "function"),
+    ("llama-3", "llama3"), ("llama3", "llama3"),
 )
 
 

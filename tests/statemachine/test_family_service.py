@@ -22,6 +22,8 @@ CASES = {
                 '<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1'
                 "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
                 "<|tool_calls_section_begin|>"),
+    "llama3": ('Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}; '
+               '{"name": "get_time", "parameters": {}}<|eom_id|>', "<|python_tag|>"),
     "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
 }
 
@@ -66,7 +68,7 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(("upstream_model", "family"), [
     ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
-    ("mistralai/Magistral-Small-2509", "mistral")])
+    ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
@@ -77,7 +79,7 @@ def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, fa
 
 def test_auto_falls_back_to_tool_call(monkeypatch, tmp_path):
     client, upstream, _ = _serve(monkeypatch, tmp_path, "hello", random_splits=0, tool_format="auto")
-    assert _answer(client, "llama-3-8b") == ("hello", [], "stop")
+    assert _answer(client, "phi-4") == ("hello", [], "stop")
     assert "<tool_call>" in upstream.prompts[0]
 
 
