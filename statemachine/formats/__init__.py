@@ -5,7 +5,7 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``custom_tool_call`` (custom tools' raw input, :mod:`.custom`) and
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
-(:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`). A host adds a
+(:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -18,6 +18,7 @@ from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .function import FunctionFormat
+from .glm import GlmFormat
 from .kimi import KimiFormat
 from .llama3 import Llama3Format
 from .mistral import MistralFormat
@@ -68,5 +69,6 @@ def registered_formats() -> tuple[str, ...]:
 
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
-             DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format()):
+             DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
+             GlmFormat()):
     register_format(_fmt)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from .._jsonlex import ValueLexer
 from .._scanning import DONE, MORE, WS
-from ._base import BodyReader, CallSink, TextFormat
+from ._base import BodyReader, CallSink, TextFormat, call_instructions
 
 HEADER_LIMIT = 256
 
@@ -175,14 +175,9 @@ class TokenFormat(TextFormat):
     rules: tuple[str, ...] = ()
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
-        example = self.render_call(example_name, example_arguments)
-        return "\n".join((
-            f"To call a tool, write exactly this for each call:\n{example}", "Rules:",
-            *(f"- {rule}" for rule in self.rules),
-            "- Arguments are one JSON object with the tool's exact parameter names ({} when it takes none); "
-            "no code fence, no comments, nothing else inside the call.",
-            "- The client runs the tools and sends the results back in a later message.",
-            "- If no tool is needed, answer in plain text without these tokens."))
+        return call_instructions(self.render_call(example_name, example_arguments), (
+            *self.rules, "Arguments are one JSON object with the tool's exact parameter names ({} when it takes "
+                         "none); no code fence, no comments, nothing else inside the call."))
 
     def marked_openers(self, marker: str) -> dict[str, str]:
         """The first opener with the marker inside its closing bracket (``<|…|>`` tokens keep their ``|>``)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from .._jsoncall import JsonCallsBody
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
 
 OPENER = "<|python_tag|>"
 
@@ -31,17 +31,11 @@ class Llama3Format(TextFormat):
         return f'{OPENER}{{"name": {json.dumps(name, ensure_ascii=False)}, "parameters": {compact_object(arguments)}}}'
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
-        example = self.render_call(example_name, example_arguments)
-        return (
-            f"To call a tool, write exactly this:\n{example}\n"
-            "Rules:\n"
-            f'- Start with {OPENER}, then one JSON object with "name" (the tool\'s exact name) and "parameters" '
-            "(a JSON object with the tool's exact parameter names; {} when it takes none).\n"
-            "- Several calls: separate the objects with ; after one tag.\n"
-            "- No code fence, no comments, nothing else after the tag.\n"
-            "- The client runs the tools and sends the results back in a later message.\n"
-            f"- If no tool is needed, answer in plain text without {OPENER}."
-        )
+        return call_instructions(self.render_call(example_name, example_arguments), (
+            f'Start with {OPENER}, then one JSON object with "name" (the tool\'s exact name) and "parameters" '
+            "(a JSON object with the tool's exact parameter names; {} when it takes none).",
+            "Several calls: separate the objects with ; after one tag.",
+            "No code fence, no comments, nothing else after the tag."))
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return JsonCallsBody(sink, None)

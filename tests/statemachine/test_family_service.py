@@ -22,6 +22,8 @@ CASES = {
                 '<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1'
                 "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
                 "<|tool_calls_section_begin|>"),
+    "glm": ("Checking.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>SF</arg_value>\n</tool_call>"
+            "<tool_call>get_time</tool_call>", "<arg_key>"),
     "llama3": ('Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}; '
                '{"name": "get_time", "parameters": {}}<|eom_id|>', "<|python_tag|>"),
     "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
@@ -68,7 +70,8 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(("upstream_model", "family"), [
     ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
-    ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3")])
+    ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
+    ("zai-org/GLM-4.6", "glm")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
