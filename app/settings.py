@@ -143,6 +143,8 @@ class Settings(BaseSettings):
     suppress_tail_after_tools: bool = False
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
+    unsupported_tools: Literal["drop", "fail"] = Field(
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")

@@ -18,7 +18,17 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
+from statemachine import (
+    ChoiceFinished,
+    Event,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallInputDelta,
+    ToolCallStarted,
+)
+
+from .tools import ToolOrigin
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage
@@ -97,16 +107,20 @@ class _Message:
         self.parts: list[str] = []
 
 
+#: Item id prefix per call item type.
+_CALL_ID_PREFIXES = {"function": "fc", "custom": "ctc", "tool_search": "tsc", "local_shell": "lsc"}
+
+
 class _Call:
-    """An open function_call item."""
+    """An open call item: a ``function_call``, ``custom_tool_call``, ``tool_search_call`` or ``local_shell_call``."""
 
-    __slots__ = ("id", "index", "call_id", "name", "fragments")
+    __slots__ = ("id", "index", "call_id", "origin", "fragments")
 
-    def __init__(self, item_id: str, index: int, call_id: str, name: str):
+    def __init__(self, item_id: str, index: int, call_id: str, origin: ToolOrigin):
         self.id = item_id
         self.index = index
         self.call_id = call_id
-        self.name = name
+        self.origin = origin
         self.fragments: list[str] = []
 
 
@@ -119,16 +133,24 @@ class ResponsesEncoder:
         request_echo: request values to repeat (``ResponsesRequest.response_echo()``);
             missing keys get OpenAI's defaults, unknown keys are ignored.
         created_at: Unix time; now when omitted.
-        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``); random by default.
+        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``, ``ctc``, ``tsc``, ``lsc``); random by default.
+        tools: model-facing tool name → :class:`~app.responses.tools.ToolOrigin`: which item a call
+            becomes, under which client name and namespace. A name not in it is a plain function
+            (a custom call, by its ``kind``, a custom tool call).
 
     Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
     :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
-    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing.
+    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing. A function call
+    streams ``function_call_arguments`` events, a custom call
+    ``custom_tool_call_input`` events; a ``tool_search_call`` or
+    ``local_shell_call`` carries parsed JSON, so it is only added and done.
     """
 
     def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
-                 created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id):
+                 created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id,
+                 tools: Mapping[str, ToolOrigin] | None = None):
         self._id_factory = id_factory
+        self._tools = tools or {}
         self._seq = 0
         self._open: _Message | _Call | None = None
         self._finish_reason = "stop"
@@ -174,16 +196,24 @@ class ResponsesEncoder:
             return self._text(event.text)
         if isinstance(event, ToolCallStarted):
             out = self._close_open("completed")
-            call = _Call(self._id_factory("fc"), len(self._response["output"]), event.call_id, event.name)
+            origin = self._tools.get(event.name) or ToolOrigin("custom" if event.kind == "custom" else "function",
+                                                               event.name)
+            call = _Call(self._id_factory(_CALL_ID_PREFIXES[origin.type]), len(self._response["output"]),
+                         event.call_id, origin)
             self._open = call
             return [*out, self._event("response.output_item.added", output_index=call.index,
-                                      item=_call_item(call, "in_progress", ""))]
-        if isinstance(event, ToolCallArgumentsDelta):
+                                      item=_call_item(call, "in_progress", None))]
+        if isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
             call = self._open
             if not isinstance(call, _Call):
                 raise RuntimeError("arguments delta outside a call")
             call.fragments.append(event.fragment)
-            return [self._arguments_delta(call, event.fragment)]
+            if call.origin.type == "function":
+                return [self._arguments_delta(call, event.fragment)]
+            if call.origin.type == "custom":
+                return [self._event("response.custom_tool_call_input.delta", item_id=call.id,
+                                    output_index=call.index, delta=event.fragment)]
+            return []  # tool_search / local_shell: JSON made whole at the end
         if isinstance(event, ToolCallEnded):
             return self._close_open("completed" if event.valid else "incomplete")
         if isinstance(event, ChoiceFinished):
@@ -279,7 +309,7 @@ class ResponsesEncoder:
                 self._event("response.content_part.done", item_id=item.id, output_index=item.index,
                             content_index=0, part=_text_part(text)),
             ]
-        else:
+        elif item.origin.type == "function":
             out = []
             if not item.fragments:
                 # Clients that build arguments from deltas alone need at least one.
@@ -288,7 +318,15 @@ class ResponsesEncoder:
             arguments = "".join(item.fragments)
             done = _call_item(item, status, arguments)
             out.append(self._event("response.function_call_arguments.done", item_id=item.id,
-                                   output_index=item.index, name=item.name, arguments=arguments))
+                                   output_index=item.index, name=item.origin.name, arguments=arguments))
+        elif item.origin.type == "custom":
+            text = "".join(item.fragments)
+            done = _call_item(item, status, text)
+            out = [self._event("response.custom_tool_call_input.done", item_id=item.id, output_index=item.index,
+                               input=text)]
+        else:
+            done = _call_item(item, status, "".join(item.fragments))
+            out = []
         self._response["output"].append(done)
         out.append(self._event("response.output_item.done", output_index=item.index, item=done))
         return out
@@ -308,15 +346,38 @@ def _message_item(item_id: str, status: str, text: str | None) -> dict[str, Any]
     }
 
 
-def _call_item(call: _Call, status: str, arguments: str) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function_call",
-        "status": status,
-        "arguments": arguments,
-        "call_id": call.call_id,
-        "name": call.name,
-    }
+def _call_item(call: _Call, status: str, text: str | None) -> dict[str, Any]:
+    """The output item of ``call`` with its arguments or input ``text`` (``None``: not yet known)."""
+    origin = call.origin
+    item: dict[str, Any] = {"id": call.id, "type": f"{origin.type}_call", "status": status, "call_id": call.call_id}
+    if origin.type == "function":
+        item["type"] = "function_call"
+        item.update(arguments=text or "", name=origin.name)
+    elif origin.type == "custom":
+        item["type"] = "custom_tool_call"
+        item.update(input=text or "", name=origin.name)
+    elif origin.type == "tool_search":
+        item.update(execution="client", arguments=_json_object(text))
+    else:  # local_shell
+        action = _json_object(text)
+        command = action.get("command")
+        item["action"] = {**action, "type": "exec", "env": action.get("env") or {},
+                          "command": [str(c) for c in command] if isinstance(command, list) else
+                          [str(command)] if command else []}
+    if origin.namespace is not None:
+        item["namespace"] = origin.namespace
+    return item
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    """Arguments text as an object (``{}`` while unknown or when they are not an object)."""
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class ResponsesWireEncoder:
