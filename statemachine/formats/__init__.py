@@ -5,7 +5,8 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``custom_tool_call`` (custom tools' raw input, :mod:`.custom`) and
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
-(:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`). A host adds a
+(:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
+(:mod:`.seed_oss`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -22,6 +23,7 @@ from .glm import GlmFormat
 from .kimi import KimiFormat
 from .llama3 import Llama3Format
 from .mistral import MistralFormat
+from .seed_oss import SeedOssFormat
 from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
@@ -70,5 +72,5 @@ def registered_formats() -> tuple[str, ...]:
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
-             GlmFormat()):
+             GlmFormat(), SeedOssFormat()):
     register_format(_fmt)
