@@ -47,7 +47,7 @@ FAMILY_FORMATS = (
     ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
     ("qwen3-coder", "function"),
     ("llama-3", "llama3"), ("llama3", "llama3"),
-    ("glm-4", "glm"), ("seed-oss", "seed_oss"),
+    ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
 )
 
 

@@ -40,13 +40,21 @@ class GlmBody:
     closes (its type may change with the schema), ``}`` at the closer.
     """
 
+    #: the tags around a key and a value, what ends a call, and where a call's name starts and ends
+    KEY, KEY_END, VALUE, VALUE_END, CALL_END = KEY, KEY_END, VALUE, VALUE_END, CLOSER
+    NAME_START = ""
+    NAME_END = _NAME_END
+    #: what ends the block after a call when several calls share it (``""``: the call's end ends the block)
+    SECTION_END = ""
+
     def __init__(self, sink: CallSink):
         self.sink = sink
         self.inner: BodyReader | None = None
         self.state = "start"
         self.key = ""
         self.text: list[str] = []  # the current key's or value's text so far
-        self.pairs = 0
+        self.pairs = 0  # pairs of the current call
+        self.calls = 0  # calls named in this block
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
@@ -55,7 +63,7 @@ class GlmBody:
                 return self.inner.feed(buf, pos)
             state = self.state
             if state in ("key", "value"):
-                end_tag = KEY_END if state == "key" else VALUE_END
+                end_tag = self.KEY_END if state == "key" else self.VALUE_END
                 end = buf.find(end_tag, pos)
                 if end == -1:
                     keep = partial_at_end(buf, pos, (end_tag,))
@@ -74,24 +82,28 @@ class GlmBody:
             if buf[pos] in WS and state != "name":
                 pos += 1
                 continue
-            if state == "start":
+            if state == "start" and not self.NAME_START:
                 if buf[pos] in "{[<":
                     self.inner = JsonCallsBody(self.sink, CLOSER)
                     continue
                 self.state = "name"
                 continue
             if state == "name":
-                m = _NAME_END.search(buf, pos, pos + _NAME_LIMIT)
+                m = self.NAME_END.search(buf, pos, pos + _NAME_LIMIT)
                 if m is None:
                     return self._not_a_call(pos) if n - pos >= _NAME_LIMIT else (MORE, pos)
                 name = buf[pos:m.start()].strip()
                 if not _NAME.fullmatch(name):
                     return self._not_a_call(pos)
+                if self.calls:
+                    self.sink.call_begin()
+                self.calls += 1
                 self.sink.call_name(name)
                 self.state = "pairs"
-                pos = m.start()
+                pos = m.end() if self.NAME_START else m.start()
                 continue
-            tags = (KEY, CLOSER) if state == "pairs" else (VALUE,)
+            tags = {"pairs": (self.KEY, self.CALL_END), "before_value": (self.VALUE,),
+                    "start": (self.NAME_START,), "between": (self.NAME_START, self.SECTION_END)}[state]
             tag = next((t for t in tags if buf.startswith(t, pos)), None)
             if tag is None:
                 if any(t.startswith(buf[pos:]) for t in tags):
@@ -99,11 +111,18 @@ class GlmBody:
                 self.sink.call_abort("invalid_json", "the tool_call block holds text outside its argument tags")
                 return DONE, pos
             pos += len(tag)
-            if tag == CLOSER:
+            if tag == self.CALL_END:
                 self.sink.call_args("}" if self.pairs else "{}")
                 self.sink.call_end()
+                if not self.SECTION_END:
+                    return DONE, pos
+                self.state, self.pairs = "between", 0
+            elif tag == self.SECTION_END:
                 return DONE, pos
-            self.state = "key" if tag == KEY else "value"
+            elif tag == self.NAME_START:
+                self.state = "name"
+            else:
+                self.state = "key" if tag == self.KEY else "value"
         return MORE, n
 
     def _pair(self, raw: str) -> None:
@@ -116,16 +135,29 @@ class GlmBody:
         self.pairs += 1
 
     def _not_a_call(self, pos: int) -> tuple[str, int]:
+        if self.calls:  # a later call's header is malformed: the calls before it stand
+            return DONE, pos
         self.sink.call_abort("not_a_call", "the tool_call block does not start a call")
         return DONE, pos
 
     def at_eof(self) -> None:
         if self.inner is not None:
             self.inner.at_eof()
-        elif self.state in ("start", "name"):
+        elif self.state in ("start", "name") and not self.calls:
             self.sink.call_abort("not_a_call", "the block ended before a call started")
+        elif self.state == "between":
+            self.sink.note("recovered_unclosed", "the block had no closer; its calls were complete")
         else:
             self.sink.call_incomplete()
+
+
+def render_pairs(arguments: str, key_open: str, key_close: str, value_close: str) -> str:
+    """Each argument as ``key_open K key_close V value_close`` and a newline: strings as they are, others as JSON."""
+    pairs = json.loads(compact_object(arguments))
+    if not isinstance(pairs, dict):
+        return ""
+    return "".join(f"{key_open}{k}{key_close}{v if isinstance(v, str) else json.dumps(v)}{value_close}\n"
+                   for k, v in pairs.items())
 
 
 class GlmFormat(TextFormat):
@@ -136,9 +168,7 @@ class GlmFormat(TextFormat):
     closer = CLOSER
 
     def render_call(self, name: str, arguments: str) -> str:
-        pairs = json.loads(compact_object(arguments))
-        body = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v if isinstance(v, str) else json.dumps(v)}"
-                       "</arg_value>\n" for k, v in pairs.items())
+        body = render_pairs(arguments, KEY, KEY_END + "\n" + VALUE, VALUE_END)
         return f"{OPENER}{name}\n{body}{CLOSER}"
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
