@@ -26,6 +26,11 @@ CASES = {
             "<tool_call>get_time</tool_call>", "<arg_key>"),
     "llama3": ('Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}; '
                '{"name": "get_time", "parameters": {}}<|eom_id|>', "<|python_tag|>"),
+    "minimax": ('Checking.<minimax:tool_call><invoke name="get_weather"><parameter name="city">SF</parameter>'
+                '</invoke><invoke name="get_time"></invoke></minimax:tool_call>', "<minimax:tool_call>"),
+    "seed_oss": ("Checking.<seed:tool_call><function=get_weather><parameter=city>SF</parameter></function>"
+                 "</seed:tool_call><seed:tool_call><function=get_time>{}</function></seed:tool_call>",
+                 "<seed:tool_call>"),
     "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
 }
 
