@@ -4,6 +4,7 @@ Every value can be overridden on the command line; the environment variables
 below are read here.
 """
 
+import logging
 import os
 import resource
 import shutil
@@ -77,3 +78,18 @@ def on_exit(server):
     """Remove the metrics directory if it was made here."""
     if _OWN_METRICS_DIR:
         shutil.rmtree(os.environ[_METRICS_ENV], ignore_errors=True)
+
+
+def post_worker_init(worker):
+    """A streaming client that stopped reading is cut by TOOLWIRE_STREAM_WRITE_TIMEOUT_SECONDS: gunicorn would
+    log that write's timeout as an error with a traceback; one warning line says it."""
+    worker.log.error_log.addFilter(_client_stopped_reading)
+
+
+def _client_stopped_reading(record):
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, TimeoutError) and record.msg == "Socket error processing request.":
+        record.msg, record.args, record.exc_info, record.exc_text = (
+            "a client stopped reading: its stream was cut (TOOLWIRE_STREAM_WRITE_TIMEOUT_SECONDS)", (), None, None)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True

@@ -113,6 +113,21 @@ class Settings(BaseSettings):
     upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
+    upstream_idle_content_seconds: float = Field(
+        300.0, ge=0, description="Longest an upstream stream may send no data event (only keep-alive comments, "
+                                 "or nothing), seconds (an upstream timeout after); 0 = no limit")
+    upstream_max_event_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="Largest upstream SSE event (or line) held while it arrives (502 past it)")
+    upstream_max_body_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="Largest non-streamed upstream JSON answer (502 past it)")
+    ready_cache_seconds: float = Field(
+        1.0, ge=0, description="How long each worker reuses its /readyz checks, seconds; 0 = check on every hit")
+    stream_max_seconds: float = Field(
+        3600.0, ge=0, description="Longest one generation may take, seconds (an upstream timeout after); "
+                                  "0 = no limit")
+    stream_write_timeout_seconds: float = Field(
+        60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
+                                "reading), seconds; the stream is cut after it; 0 = no limit")
     codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
     codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
                                                     "never written by toolwire")

@@ -72,7 +72,7 @@ def main() -> None:
         store.save(f"r{i:05d}", record(f"r{i:05d}", args.span))
     client = create_app(Settings(debug=True, debug_dir=directory, upstream_url=None, log_level="ERROR")).test_client()
     tag = client.get("/debug/requests").headers["ETag"]
-    size = len(Path(directory, "r00000.json").read_bytes())
+    size = len(Path(directory, "open.r00000.json").read_bytes())
     counter = iter(range(10**9))
 
     def new_record() -> None:

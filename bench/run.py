@@ -473,8 +473,8 @@ def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], b
                   verdict(rps_ratio >= TARGET_RPS_RATIO) if concurrency == 64 else "")
         for client in RELAY_CLIENTS[1:]:
             other = figures[concurrency][relay_name(client)]
-            table.add(s, f"c={concurrency}:   relay on {client}: ok / errors, requests/s", f"{tw.rps:,.1f}",
-                      f"{other.ok} / {other.errors}, {other.rps:,.1f}",
+            table.add(s, f"c={concurrency}:   relay on {client}: ok/errors, req/s, CPU µs/chunk", f"{tw.rps:,.1f}",
+                      f"{other.ok}/{other.errors}, {other.rps:,.1f}, {other.cpu_us_per_chunk:.1f}",
                       f"{round_ratio(runs, 'toolwire', relay_name(client)):.2f}")
         ttfb_target = concurrency == 512
         table.add(s, f"c={concurrency}: TTFB p50 / p99 ms", ms_pair(tw.ttfb), ms_pair(rl.ttfb) + " relay",

@@ -26,7 +26,7 @@ from ..settings import Settings
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
-from ..upstreams.http import HttpUpstream
+from ..upstreams.http import Bounds, HttpUpstream
 from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
@@ -135,7 +135,11 @@ def make_upstream(settings: Settings) -> Upstream:
             raise ValueError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
         timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
                             write=settings.upstream_write_timeout)
-        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts)
+        bounds = Bounds(idle_content=settings.upstream_idle_content_seconds or None,
+                        max_event_bytes=settings.upstream_max_event_bytes,
+                        max_body_bytes=settings.upstream_max_body_bytes)
+        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts,
+                            bounds=bounds)
     return DemoUpstream(model=settings.demo_model)
 
 

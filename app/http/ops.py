@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+import weakref
 from typing import Any, Callable
 
 from flask import Blueprint, Response, current_app
@@ -10,6 +12,9 @@ from flask import Blueprint, Response, current_app
 from ..responses.store import StoreError
 from ..state import current_state
 from ..observability.metrics import exposition
+
+#: Per app (keyed by its upstream): when its last ``/readyz`` checks expire, and the checks.
+_ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]]" = weakref.WeakKeyDictionary()
 
 
 def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[], None] | None = None) -> Blueprint:
@@ -36,13 +41,23 @@ def readyz() -> Response:
     """Readiness: 200 when the upstream answers and the response store (if any) can be used, else 503.
 
     The body names each check: ``{"status", "upstream": "ok"|"unavailable", "store": "ok"|"unavailable"|"off"}``.
+    Each worker reuses its checks for ``ready_cache_seconds``: a flood of probes costs the upstream one call
+    a second.
     """
-    state = current_state()
-    checks = {"upstream": "ok" if state.upstream.ready() else "unavailable", "store": _store_status(state.store)}
+    checks = _checks(current_state())
     ready = all(value != "unavailable" for value in checks.values())
     response = current_app.json.response({"status": "ready" if ready else "unavailable", **checks})
     response.status_code = 200 if ready else 503
     return response
+
+
+def _checks(state: Any) -> dict[str, str]:
+    cached = _ready_cache.get(state.upstream)
+    if cached is not None and time.monotonic() < cached[0]:
+        return cached[1]
+    checks = {"upstream": "ok" if state.upstream.ready() else "unavailable", "store": _store_status(state.store)}
+    _ready_cache[state.upstream] = (time.monotonic() + state.settings.ready_cache_seconds, checks)
+    return checks
 
 
 def _store_status(store: Any) -> str:

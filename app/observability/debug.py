@@ -41,7 +41,7 @@ from statemachine import INITIAL, TRANSITIONS, ChoiceState
 from statemachine.diagram import FORMATS, render_choice_fsm
 
 from ..errors import ApiError
-from ..state import current_state
+from ..state import client_owner, current_state
 from ..settings import Settings
 
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
@@ -77,43 +77,50 @@ _digests: dict[str, tuple[int, Digest]] = {}
 
 
 class DebugStore:
-    """Bounded files ``<directory>/<request_id>.json``; the newest ``keep`` survive.
+    """Bounded files ``<directory>/<owner tag>.<request_id>.json``; the newest ``keep`` survive.
 
-    Writes are atomic (a temporary file renamed into place), so a reader in
-    another worker never sees half a file.
+    Records are scoped like stored responses: each belongs to the client key that made the request (its
+    owner digest, shortened to a tag; ``open`` on an API without keys). A key reads only its own records,
+    and a request id chosen by one client (``X-Request-Id``) can never overwrite another key's record.
+    Writes are atomic (a temporary file renamed into place), so a reader in another worker never sees half
+    a file.
     """
 
     def __init__(self, directory: str | os.PathLike[str], keep: int):
         self.directory = Path(directory)
         self.keep = keep
 
-    def save(self, request_id: str, view: dict[str, Any]) -> None:
-        """Store one request's view, then drop the oldest files beyond ``keep``."""
+    def save(self, request_id: str, view: dict[str, Any], *, owner: str | None = None) -> None:
+        """Store one request's view for ``owner``, then drop the oldest files beyond ``keep``."""
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(orjson.dumps(view))
-        os.replace(tmp, self.directory / f"{request_id}.json")
+        os.replace(tmp, self.directory / f"{_owner_tag(owner)}.{request_id}.json")
         self._prune()
 
-    def load(self, request_id: str) -> dict[str, Any] | None:
-        """One request's view, or ``None`` when it is unknown (or already pruned)."""
+    def load(self, request_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        """One of ``owner``'s request views, or ``None`` when it is unknown, pruned or another key's."""
         if "/" in request_id or os.sep in request_id:
             return None
         try:
-            return orjson.loads((self.directory / f"{request_id}.json").read_bytes())
+            return orjson.loads((self.directory / f"{_owner_tag(owner)}.{request_id}.json").read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
             return None
 
-    def entries(self) -> list[tuple[int, str]]:
-        """``(mtime_ns, path)`` of every kept record, oldest first."""
+    def entries_of(self, owner: str | None) -> list[tuple[int, str]]:
+        """``(mtime_ns, path)`` of ``owner``'s kept records, oldest first."""
+        return self.entries(f"{_owner_tag(owner)}.")
+
+    def entries(self, prefix: str = "") -> list[tuple[int, str]]:
+        """``(mtime_ns, path)`` of every kept record (whose name starts with ``prefix``), oldest first."""
         entries = []
         try:
             scan = list(os.scandir(self.directory))
         except FileNotFoundError:  # nothing recorded yet
             return []
         for entry in scan:
-            if entry.name.endswith(".json"):
+            if entry.name.endswith(".json") and entry.name.startswith(prefix):
                 try:
                     entries.append((entry.stat().st_mtime_ns, entry.path))
                 except FileNotFoundError:  # another worker pruned it first
@@ -143,6 +150,11 @@ class DebugStore:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def _owner_tag(owner: str | None) -> str:
+    """The file-name tag of an owner digest (its first 32 hex digits), ``open`` for no owner."""
+    return owner[:32] if owner else "open"
 
 
 def debug_store(settings: Settings) -> DebugStore:
@@ -227,7 +239,7 @@ def machine_view(digests: list[Digest]) -> dict[str, Any]:
 def _tagged(body: Callable[[list[Digest]], Any]) -> Response:
     """``body(digests)`` as JSON, tagged with the kept records' names and times; 304 when the client has that tag."""
     store = _store()
-    entries = store.entries()
+    entries = store.entries_of(client_owner())
     tag = hashlib.blake2b(digest_size=12)
     for mtime, path in entries:
         tag.update(f"{mtime} {os.path.basename(path)}\n".encode())
@@ -273,7 +285,7 @@ def _store() -> DebugStore:
 
 
 def _view(request_id: str) -> dict[str, Any]:
-    view = _store().load(request_id)
+    view = _store().load(request_id, owner=client_owner())
     if view is None:
         raise ApiError(404, f"No debug record for request {request_id!r}.", code="not_found")
     return view

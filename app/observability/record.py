@@ -27,7 +27,7 @@ from statemachine import ChoiceFinished, ToolCallEnded, ToolCallNote
 
 from . import metrics
 from .debug import DebugStore, debug_store
-from ..state import current_state
+from ..state import client_owner, current_state
 
 if TYPE_CHECKING:
     from ..pipeline.driver import ChoiceDriver
@@ -58,6 +58,7 @@ class RequestRecord:
         disconnected: the client left before the stream's end.
         drivers: the choice drivers built for this request.
         debug: where the state-machine paths go when debug is on, else ``None``.
+        owner: the client key's owner digest (``None`` on an open API): its debug record is that key's alone.
     """
 
     request_id: str
@@ -75,6 +76,7 @@ class RequestRecord:
     disconnected: bool = False
     drivers: list[ChoiceDriver] = field(default_factory=list)
     debug: DebugStore | None = None
+    owner: str | None = None
     finished: bool = False
 
     @property
@@ -140,7 +142,7 @@ class RequestRecord:
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
             try:
-                self.debug.save(self.request_id, self.debug_view(duration, outcomes))
+                self.debug.save(self.request_id, self.debug_view(duration, outcomes), owner=self.owner)
             except OSError as exc:  # the debug view must never break a response
                 access_log.warning("debug record not saved: %s", exc)
         if _current.get() is self:
@@ -232,6 +234,7 @@ def respond(response: Response) -> Response:
         return response
     response.headers["X-Request-Id"] = record.request_id
     record.status = response.status_code
+    record.owner = client_owner()
     if not record.stream:
         record.first_frame_sent()
     response.call_on_close(record.finish)

@@ -90,7 +90,7 @@ class ChoiceDriver:
 
     @property
     def choices(self) -> dict[int, ChoiceStream]:
-        """The state machine of every choice, by index: the ``n`` requested and any other the upstream sent."""
+        """The state machine of every choice the upstream sent, by index (never more than the ``n`` requested)."""
         return self._choices
 
     def __iter__(self) -> Iterator[tuple[int, Event]]:
@@ -142,6 +142,10 @@ class ChoiceDriver:
     def _choice(self, index: int) -> ChoiceStream:
         choice = self._choices.get(index)
         if choice is None:
+            if not (isinstance(index, int) and 0 <= index < self._n):
+                # Each choice costs a parser: an upstream inventing choices must not multiply them.
+                raise UpstreamError("protocol", f"The upstream sent choice index {str(index)[:20]} for a "
+                                                f"request of n={self._n}.", code="upstream_invalid_choice")
             choice = self._choices[index] = ChoiceStream(self._config, id_factory=self._id_factory)
         return choice
 

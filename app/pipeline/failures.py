@@ -44,7 +44,8 @@ def from_upstream(exc: UpstreamError) -> ApiError:
     """The client-facing error for an upstream failure."""
     headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
     if exc.kind == "client_error":
-        return ApiError(exc.status, exc.message, param=exc.param, code=exc.code)
+        return ApiError(exc.status, exc.message, type=exc.type or "invalid_request_error", param=exc.param,
+                        code=exc.code)
     if exc.kind == "rate_limited":
         return ApiError(exc.status, exc.message, type="rate_limit_error", code=exc.code or "rate_limit_exceeded",
                         headers=headers)

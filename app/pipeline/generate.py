@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import gevent
 import orjson
 from flask import Response, current_app, request
 
@@ -73,8 +74,12 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
     if not generation.stream:
-        for index, event in cooperative(driver):
-            encoder.add(index, event)
+        limit = current_state().settings.stream_max_seconds
+        expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
+                                code="stream_time_limit")
+        with gevent.Timeout(limit or None, expired):  # one timer per request, none per chunk
+            for index, event in cooperative(driver):
+                encoder.add(index, event)
         return current_app.json.response(encoder.body(usage()))
 
     def frames() -> Iterator[bytes]:
@@ -161,6 +166,9 @@ def sse_response(frames: Iterator[bytes], *, on_error: Callable[[Exception], byt
 
     ``on_error`` and ``on_abandon`` are :func:`~app.pipeline.streaming.sse_body`'s.
     """
-    heartbeat = current_state().settings.heartbeat_seconds if wants_keepalive() else None
-    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon)
+    settings = current_state().settings
+    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
+    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon,
+                    max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
+                    write_timeout=settings.stream_write_timeout_seconds)
     return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

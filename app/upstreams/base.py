@@ -51,7 +51,8 @@ class UpstreamError(Exception):
     """
 
     def __init__(self, kind: str, message: str, *, status: int = 502,
-                 retry_after: str | None = None, param: str | None = None, code: str | None = None):
+                 retry_after: str | None = None, param: str | None = None, code: str | None = None,
+                 type: str | None = None):
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -59,6 +60,7 @@ class UpstreamError(Exception):
         self.retry_after = retry_after
         self.param = param
         self.code = code
+        self.type = type  # a ``client_error``'s OpenAI error type, when the upstream named one
 
 
 class UpstreamStream(Protocol):

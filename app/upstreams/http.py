@@ -8,6 +8,8 @@ gunicorn forks) with explicit timeouts. Failures become
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Iterator
 
@@ -19,15 +21,35 @@ from pydantic import SecretStr
 from ..observability.metrics import UPSTREAM_ERRORS
 from .base import ChoiceDelta, UpstreamChunk, UpstreamError
 from .sse import SSEDecoder
-from .transport import Timeouts, UpstreamConnection
+from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
 _MAX_ERROR_CHARS = 2000
+#: The OpenAI error types of a 4xx passed through as the upstream named them (anything else: invalid_request_error).
+_CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "permission_error", "conflict_error",
+                                 "unprocessable_entity_error"})
+#: The most of an upstream error body read (a longer one is not quoted at all).
+MAX_ERROR_BODY_BYTES = 64 * 1024
 #: Bytes of one read decoded at a time (see :func:`_payloads`).
 DECODE_BYTES = 4096
 #: ``/readyz``: the longest wait for the upstream's model list, seconds.
 READY_TIMEOUT = 3.0
-_STREAM_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
-_JSON_HEADERS = {"Accept": "application/json"}
+_STREAM_HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Content-Type": "application/json"}
+_JSON_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What one upstream answer may hold or take.
+
+    Fields:
+        idle_content: seconds a stream may send no data event (keep-alive comments or silence); ``None`` = no limit.
+        max_event_bytes: the largest SSE event (or line) held while it arrives.
+        max_body_bytes: the largest non-streamed JSON answer.
+    """
+
+    idle_content: float | None = 300.0
+    max_event_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = 64 * 1024 * 1024
 
 
 class HttpUpstream:
@@ -37,11 +59,17 @@ class HttpUpstream:
         base_url: e.g. ``http://127.0.0.1:11434/v1`` or ``https://…``.
         api_key: sent as ``Authorization: Bearer``; never logged.
         timeouts: per-phase timeouts (``read`` is the longest silence allowed).
+        bounds: what one answer may hold or take.
     """
 
-    def __init__(self, base_url: str, *, api_key: SecretStr | None = None, timeouts: Timeouts | None = None):
+    def __init__(self, base_url: str, *, api_key: SecretStr | None = None, timeouts: Timeouts | None = None,
+                 bounds: Bounds | None = None):
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
+        self.bounds = bounds or Bounds()
+        read = (timeouts or Timeouts()).read
+        # Silence is idle too: a stream that sends nothing ends at the idle limit when it is the shorter.
+        self._stream_read_timeout = min(read, self.bounds.idle_content or read)
         headers = {}
         if api_key is not None and api_key.get_secret_value():
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
@@ -55,17 +83,22 @@ class HttpUpstream:
         """
         headers = {**_STREAM_HEADERS, "X-Request-Id": request_id} if request_id else _STREAM_HEADERS
         with _mapped_errors():
-            response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers)
-            if response.status_code >= 400:
+            response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers,
+                                               read_timeout=self._stream_read_timeout,
+                                               max_buffer=self.bounds.max_event_bytes)
+            if response.status_code >= 300:
                 raise self._status_error(response)
-        return HttpStream(response)
+            _check_encoding(response)
+        return HttpStream(response, self.bounds, secret=self._api_key)
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
         with _mapped_errors():
-            response = self.connection.request("GET", "/models", headers=_JSON_HEADERS)
-            if response.status_code >= 400:
+            response = self.connection.request("GET", "/models", headers=_JSON_HEADERS,
+                                               max_buffer=self.bounds.max_body_bytes)
+            if response.status_code >= 300:
                 raise self._status_error(response)
+            _check_encoding(response)
             try:
                 data = orjson.loads(response.read()).get("data")
             except (orjson.JSONDecodeError, AttributeError):
@@ -78,9 +111,10 @@ class HttpUpstream:
         """Whether ``GET /models`` answers 200 within :data:`READY_TIMEOUT` seconds."""
         try:
             with gevent.Timeout(READY_TIMEOUT):
-                response = self.connection.request("GET", "/models", headers=_JSON_HEADERS)
+                response = self.connection.request("GET", "/models", headers=_JSON_HEADERS,
+                                                   max_buffer=self.bounds.max_body_bytes)
                 response.read()
-        except (gevent.Timeout, OSError, HTTPParseError):
+        except (gevent.Timeout, OSError, HTTPParseError, BufferLimitExceeded):
             return False
         return response.status_code == 200
 
@@ -88,37 +122,50 @@ class HttpUpstream:
         """Close this process's idle upstream connections."""
         self.connection.close()
 
-    def _status_error(self, response: HTTPSocketPoolResponse) -> UpstreamError:
+    def _status_error(self, response: BoundedResponse) -> UpstreamError:
+        status = response.status_code
+        if status < 400:  # a redirect (or another 3xx): never an empty answer
+            location = _header(response, "location")
+            response.release()
+            target = f" to {location[:_MAX_ERROR_CHARS]!r}" if location else ""
+            return UpstreamError("protocol", f"The upstream answered with a redirect (HTTP {status}){target}; "
+                                             "set TOOLWIRE_UPSTREAM_URL to the final address.",
+                                 code="upstream_redirect")
+        response.max_buffer = MAX_ERROR_BODY_BYTES
         try:
-            body = response.read()
+            body = response.read() if _identity(response) else b""
+        except BufferLimitExceeded:
+            body = b""  # too long to be an error envelope: not quoted
         finally:
             response.release()
-        return status_error(response.status_code, body, retry_after=_header(response, "retry-after"),
-                            secret=self._api_key)
+        return status_error(status, body, retry_after=_header(response, "retry-after"), secret=self._api_key)
 
 
 class HttpStream:
     """An open upstream response: iterate :class:`UpstreamChunk` objects, then close."""
 
-    def __init__(self, response: HTTPSocketPoolResponse):
+    def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None):
         self._response = response
+        self._bounds = bounds or Bounds()
+        self._secret = secret
         self._json = (_header(response, "content-type") or "").startswith("application/json")
 
     def __iter__(self) -> Iterator[UpstreamChunk]:
         with _mapped_errors():
             if self._json:
                 # Some servers ignore ``stream: true``; their whole completion is one chunk.
-                yield from _whole_completion(_loads(self._response.read()))
+                self._response.max_buffer = self._bounds.max_body_bytes
+                yield from _whole_completion(_loads(self._response.read()), self._secret)
                 return
             pieces = event_reads(self._response)
-            for payload in _payloads(pieces):
+            for payload in _payloads(pieces, self._bounds.idle_content):
                 if payload == "[DONE]":
                     # Read the (normally empty) rest of the body: only a complete response
                     # gives its connection back to the pool instead of closing it.
                     for _ in pieces:
                         pass
                     return
-                yield parse_chunk(_loads(payload))
+                yield parse_chunk(_loads(payload), self._secret)
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
@@ -151,16 +198,31 @@ def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
     return value[0] if isinstance(value, list) else value
 
 
-def parse_chunk(obj: Any) -> UpstreamChunk:
+def _identity(response: HTTPSocketPoolResponse) -> bool:
+    encoding = _header(response, "content-encoding")
+    return not encoding or encoding.strip().lower() == "identity"
+
+
+def _check_encoding(response: BoundedResponse) -> None:
+    """Refuse a compressed body: toolwire asks for ``identity`` and never inflates (no gzip bomb can grow it)."""
+    if not _identity(response):
+        response.release()
+        raise UpstreamError("protocol", f"The upstream sent a {_header(response, 'content-encoding')!r}-encoded "
+                                        "body although toolwire asked for identity.",
+                            code="upstream_content_encoding")
+
+
+def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     """One ``chat.completion.chunk`` dict as an :class:`UpstreamChunk`.
 
     Raises:
-        UpstreamError: the chunk is an error object or not a chunk at all.
+        UpstreamError: the chunk is an error object (its message quoted with ``secret`` masked out)
+            or not a chunk at all.
     """
     if not isinstance(obj, dict):
         raise UpstreamError("protocol", "The upstream sent a malformed stream chunk.")
     if obj.get("error"):
-        raise UpstreamError("server_error", f"The upstream failed mid-stream: {_message(obj)}")
+        raise UpstreamError("server_error", f"The upstream failed mid-stream: {_redact(_message(obj), secret)}")
     choices = []
     for choice in obj.get("choices") or ():
         delta = choice.get("delta") or {}
@@ -184,9 +246,9 @@ def _native_calls(delta: dict[str, Any]) -> list[Any] | None:
     return [{"function": function_call}] if isinstance(function_call, dict) else None
 
 
-def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
+def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamChunk]:
     if not isinstance(obj, dict) or obj.get("error"):
-        yield parse_chunk(obj)
+        yield parse_chunk(obj, secret)
         return
     choices = []
     for choice in obj.get("choices") or ():
@@ -201,19 +263,36 @@ def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 
 
-def _payloads(raw_chunks: Iterator[bytes]) -> Iterator[str]:
+def _payloads(raw_chunks: Iterator[bytes], idle_seconds: float | None = None) -> Iterator[str]:
     """The ``data`` payloads of an SSE byte stream.
 
     A read can hold hundreds of events (up to 64 KB from a fast upstream); it is decoded in
     :data:`DECODE_BYTES` pieces, so the first event goes on before the rest are decoded.
+
+    Raises:
+        UpstreamError: (``timeout``) only reads without a data event (keep-alive comments) came for
+            ``idle_seconds``. The clock is read only on such reads, never per event.
     """
     decoder = SSEDecoder()
+    idle_since: float | None = None
     for raw in raw_chunks:
-        if len(raw) <= DECODE_BYTES:
-            yield from _decode(decoder, raw)
-            continue
-        for start in range(0, len(raw), DECODE_BYTES):
-            yield from _decode(decoder, raw[start:start + DECODE_BYTES])
+        pieces = (raw,) if len(raw) <= DECODE_BYTES else \
+            (raw[start:start + DECODE_BYTES] for start in range(0, len(raw), DECODE_BYTES))
+        content = False
+        for piece in pieces:
+            payloads = _decode(decoder, piece)
+            if payloads:
+                content = True
+                yield from payloads
+        if content:
+            idle_since = None
+        elif idle_seconds:
+            now = time.monotonic()
+            if idle_since is None:
+                idle_since = now
+            elif now - idle_since > idle_seconds:
+                raise UpstreamError("timeout", f"The upstream sent no content for {idle_seconds:g} seconds.",
+                                    status=504)
     yield from _decode(decoder, None)
 
 
@@ -241,9 +320,12 @@ class _mapped_errors:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, UpstreamError):
             UPSTREAM_ERRORS.labels(exc.kind).inc()
-        if exc is None or not isinstance(exc, (OSError, HTTPParseError)):
+        if exc is None or not isinstance(exc, (OSError, HTTPParseError, BufferLimitExceeded)):
             return None
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, BufferLimitExceeded):
+            mapped = UpstreamError("protocol", f"The upstream sent an SSE event, line or body of {exc}; "
+                                               "toolwire stopped reading it.", code="upstream_too_large")
+        elif isinstance(exc, TimeoutError):
             mapped = UpstreamError("timeout", "The upstream timed out.", status=504)
         elif isinstance(exc, HTTPParseError):
             mapped = UpstreamError("protocol", "The upstream broke the HTTP protocol.")
@@ -259,8 +341,9 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
 
     401 and 403 are about toolwire's own upstream key, not the client's
     request: they become a 502 whose message never quotes the upstream (which
-    may echo part of the key). Any other upstream message has ``secret``
-    masked out.
+    may echo part of the key). Only a JSON error object is quoted (its message,
+    ``param`` and ``code``, with ``secret`` masked out); any other body (an HTML
+    page naming internal hosts, plain text) is never forwarded.
     """
     if status in (401, 403):
         return UpstreamError("auth", f"The upstream refused toolwire's credentials (HTTP {status}).",
@@ -268,19 +351,23 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
     try:
         body: Any = orjson.loads(content)
     except orjson.JSONDecodeError:
-        body = content[:_MAX_ERROR_CHARS * 4].decode("utf-8", "replace")
+        body = None
+    if not isinstance(body, dict):
+        body = None
     message = _redact(_message(body), secret)
-    err = body.get("error") if isinstance(body, dict) else None
+    err = body.get("error") if body is not None else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
+    type_ = err.get("type") if isinstance(err, dict) else None
+    param = _redact(param, secret) if isinstance(param, str) else None
+    code = _redact(str(code), secret) if code is not None else None
     if status == 429:
         return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429,
                              retry_after=retry_after)
     if status < 500:
         return UpstreamError("client_error", message or f"The upstream rejected the request (HTTP {status}).",
-                             status=status,
-                             param=param if isinstance(param, str) else None,
-                             code=str(code) if code is not None else None)
+                             status=status, param=param, code=code,
+                             type=type_ if type_ in _CLIENT_ERROR_TYPES else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
 
@@ -291,9 +378,7 @@ def _redact(text: str, secret: SecretStr | None) -> str:
 
 
 def _message(body: Any) -> str:
-    """The error message of an upstream error body, whatever its dialect."""
-    if isinstance(body, str):
-        return body.strip()[:_MAX_ERROR_CHARS]
+    """The error message of an upstream JSON error object, whatever its dialect."""
     if not isinstance(body, dict):
         return ""
     err = body.get("error")

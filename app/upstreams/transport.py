@@ -22,7 +22,7 @@ import base64
 import os
 import urllib.request
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 import certifi
@@ -35,6 +35,8 @@ READ_BYTES = 65536
 #: Connections one process may hold open to the upstream. Far above gunicorn's ``worker_connections``:
 #: a stream never waits for a connection (as with round 1's uncapped httpx pool).
 MAX_CONNECTIONS = 100_000
+#: Unread body bytes a response may hold unless the caller says otherwise.
+DEFAULT_MAX_BUFFER = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,29 @@ class Timeouts:
     connect: float = 10.0
     read: float = 300.0
     write: float = 30.0
+
+
+class BufferLimitExceeded(Exception):
+    """More body bytes arrived than the response may hold at once (see :class:`BoundedResponse`)."""
+
+
+class BoundedResponse(HTTPSocketPoolResponse):
+    """A pooled response that holds at most ``max_buffer`` unread body bytes.
+
+    geventhttpclient's ``readline`` and ``read()`` keep every byte until the separator or the end arrives:
+    an upstream line without a newline, or an endless body, would grow the worker without bound. Past
+    the limit the buffer is dropped and :class:`BufferLimitExceeded` raised (which closes the connection).
+    """
+
+    def __init__(self, sock: Any, pool: ConnectionPool, *, max_buffer: int, **kw: Any):
+        self.max_buffer = max_buffer
+        super().__init__(sock, pool, **kw)
+
+    def _on_body(self, buf: bytearray) -> None:
+        if len(self._body_buffer) + len(buf) > self.max_buffer:
+            del self._body_buffer[:]
+            raise BufferLimitExceeded(f"more than {self.max_buffer} bytes")
+        self._body_buffer += buf
 
 
 class UpstreamConnection:
@@ -87,11 +112,12 @@ class UpstreamConnection:
         return self._pool
 
     def request(self, method: str, path: str, body: bytes = b"", *, headers: Mapping[str, str] | None = None,
-                read_timeout: float | None = None) -> HTTPSocketPoolResponse:
+                read_timeout: float | None = None, max_buffer: int = DEFAULT_MAX_BUFFER) -> BoundedResponse:
         """Send one request and return the response once its headers are in.
 
         The body is then read with ``readline``/``read``; the connection goes back to the pool
-        when the body is complete, and is closed by ``release()`` before that.
+        when the body is complete, and is closed by ``release()`` before that. At most ``max_buffer``
+        body bytes are held unread (:class:`BoundedResponse`).
 
         Raises:
             OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
@@ -115,7 +141,7 @@ class UpstreamConnection:
             pool.release_socket(sock)
             raise
         # Reads the status and headers; on failure it closes the socket and gives its slot back.
-        return HTTPSocketPoolResponse(sock, pool, block_size=READ_BYTES, method=method)
+        return BoundedResponse(sock, pool, max_buffer=max_buffer, block_size=READ_BYTES, method=method)
 
     def close(self) -> None:
         """Close this process's idle connections."""

@@ -172,3 +172,27 @@ def test_each_record_is_read_once_per_worker_and_forgotten_once_pruned(debug_app
     send(app, "c", "text")  # prunes b
     assert [line["request_id"] for line in client.get("/debug/requests").get_json()["data"]] == ["c", "a"]
     assert reads == ["b", "a", "a", "c"] and len(debug._digests) == 2
+
+
+def test_debug_records_are_the_key_s_own_and_never_overwritten_by_another(debug_app):
+    """Scoped like stored responses: another key neither sees a record nor replaces it by reusing its
+    request id (``X-Request-Id`` is the client's to choose)."""
+    app = debug_app(api_keys="key-a,key-b")
+    client = app.test_client()
+
+    def as_key(key, text):
+        app.extensions["toolwire"].state(app).upstream.script = text_chunks(text, size=6)
+        response = client.post("/v1/chat/completions", buffered=True,
+                               json={"model": "m", "messages": USER, "tools": [WEATHER_TOOL]},
+                               headers={"X-Request-Id": "same-id", "Authorization": f"Bearer {key}"})
+        assert response.status_code == 200
+
+    as_key("key-a", CALL)
+    as_key("key-b", "Just text.")
+    view = {key: client.get("/debug/requests/same-id", headers={"Authorization": f"Bearer {key}"}).get_json()
+            for key in ("key-a", "key-b")}
+    assert view["key-a"]["tool_calls"] == {"emitted": 1} and view["key-b"]["tool_calls"] == {}
+    for key in ("key-a", "key-b"):
+        listing = client.get("/debug/requests", headers={"Authorization": f"Bearer {key}"}).get_json()["data"]
+        assert [line["request_id"] for line in listing] == ["same-id"]
+        assert listing[0]["tool_calls"] == view[key]["tool_calls"]

@@ -372,7 +372,7 @@ def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
     for i in range(4):
         client.application.extensions["toolwire"].state(client.application).upstream.script = text_chunks("hi")
         post(client, f"keep-{i}")
-    assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == ["keep-2.json", "keep-3.json"]
+    assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == ["open.keep-2.json", "open.keep-3.json"]
     assert client.get("/debug/requests/keep-0").status_code == 404
     assert client.get("/debug/requests/keep-3").status_code == 200
 

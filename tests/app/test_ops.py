@@ -14,12 +14,23 @@ def test_healthz_is_cheap(make_app):
 
 def test_readyz_follows_the_upstream(make_app):
     upstream = FakeUpstream()
-    client = make_app(upstream).test_client()
+    client = make_app(upstream, ready_cache_seconds=0).test_client()
     assert client.get("/readyz").status_code == 200
     upstream.is_ready = False
     response = client.get("/readyz")
     assert response.status_code == 503 and response.get_json() == {"status": "unavailable", "upstream": "unavailable",
                                                                "store": "ok"}
+
+
+def test_readyz_asks_the_upstream_at_most_once_a_second(make_app):
+    """A flood of probes (``/readyz`` is open even with client keys) costs the upstream one call per worker
+    and second (issue 17 #15)."""
+    upstream = FakeUpstream()
+    calls = []
+    upstream.ready = lambda: calls.append(1) or True
+    client = make_app(upstream, ready_cache_seconds=60).test_client()
+    assert all(client.get("/readyz").status_code == 200 for _ in range(50))
+    assert len(calls) == 1
 
 
 def test_models_lists_upstream_models_and_mapped_names(make_app):

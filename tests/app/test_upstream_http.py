@@ -11,7 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.upstreams.base import UpstreamError
-from app.upstreams.http import HttpUpstream
+from app.upstreams.http import Bounds, HttpUpstream
 from app.upstreams.transport import Timeouts
 from support.loopback import Answer, json_answer, sse_answer
 from tests.app.conftest import WEATHER_TOOL
@@ -86,7 +86,13 @@ def test_json_body_instead_of_a_stream_becomes_one_chunk(serve):
     (json_answer(422, b'{"detail": "bad field"}'), "client_error", 422, "bad field"),
     (json_answer(429, b'{"error": {"message": "slow down"}}', **{"Retry-After": "12"}),
      "rate_limited", 429, "slow down"),
-    (Answer(500, body=b"boom"), "server_error", 502, "The upstream failed (HTTP 500): boom"),
+    (json_answer(500, b'{"error": {"message": "boom"}}'), "server_error", 502, "The upstream failed (HTTP 500): boom"),
+    (Answer(502, headers={"Content-Type": "text/html"}, body=b"<html>nginx at 10.1.2.3:8080</html>"),
+     "server_error", 502, "The upstream failed (HTTP 502)."),
+    (Answer(404, headers={"Content-Type": "text/html"}, body=b"<html>no route on 10.1.2.3</html>"),
+     "client_error", 404, "The upstream rejected the request (HTTP 404)."),
+    (json_answer(422, b'{"error": {"message": "' + b"x" * 70000 + b'"}}'),
+     "client_error", 422, "The upstream rejected the request (HTTP 422)."),
     (Answer(503), "server_error", 502, "The upstream failed (HTTP 503)."),
 ])
 def test_error_statuses_are_mapped(serve, answer, kind, status, message):
@@ -97,6 +103,7 @@ def test_error_statuses_are_mapped(serve, answer, kind, status, message):
         assert info.value.retry_after == "12"
     if status == 400:
         assert (info.value.param, info.value.code) == ("messages", "context_length_exceeded")
+        assert info.value.type == "invalid_request_error"
 
 
 def test_connect_failures_are_mapped(serve):
@@ -109,6 +116,23 @@ def test_connect_failures_are_mapped(serve):
     with pytest.raises(UpstreamError) as info:
         HttpUpstream("http://upstream.invalid/v1").open({})  # the name does not resolve
     assert (info.value.kind, info.value.status) == ("connect", 502)
+
+
+def test_a_request_the_upstream_does_not_take_in_hits_the_write_timeout():
+    """A back end that accepts but never reads: sending a body larger than the socket buffers times out."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        accepted = []
+        threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+        upstream = HttpUpstream(f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+                                timeouts=Timeouts(write=0.3, read=30))
+        started = time.monotonic()
+        with pytest.raises(UpstreamError) as info:
+            upstream.open({"messages": [{"role": "user", "content": "x" * 32_000_000}]})
+        assert (info.value.kind, info.value.status) == ("timeout", 504)
+        assert time.monotonic() - started < 10
+        upstream.close()
+        for conn, _ in accepted:
+            conn.close()
 
 
 def test_no_answer_before_the_read_timeout_is_a_timeout(serve):
@@ -257,3 +281,78 @@ def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monk
     assert sum(fed) <= 100 + upstream_module.DECODE_BYTES
     assert [events[0], *payloads] == events
     assert max(fed) <= upstream_module.DECODE_BYTES
+
+
+def test_a_redirect_is_a_502_naming_its_location(serve):
+    """An http→https redirect must not become an empty answer (issue 17 #9)."""
+    answer = Answer(301, headers={"Location": "https://llm.internal/v1/chat/completions"})
+    with pytest.raises(UpstreamError) as info:
+        serve(lambda seen: answer).open({})
+    assert (info.value.kind, info.value.status, info.value.code) == ("protocol", 502, "upstream_redirect")
+    assert "'https://llm.internal/v1/chat/completions'" in info.value.message
+
+
+def test_the_key_is_masked_in_every_upstream_message(serve):
+    """Mid-stream error objects and error bodies that echo toolwire's upstream key never carry it on (#10)."""
+    key = "sk-secret-123456"
+    echo = {"error": {"message": f"bad key {key}", "param": key, "code": key}}
+    upstream = serve(lambda seen: sse_answer(sse(chunk("a"), echo)), api_key=SecretStr(key))
+    with pytest.raises(UpstreamError) as info:
+        list(upstream.open({}))
+    assert key not in info.value.message and "bad key" in info.value.message
+    upstream = serve(lambda seen: json_answer(400, json.dumps(echo).encode()), api_key=SecretStr(key))
+    with pytest.raises(UpstreamError) as info:
+        upstream.open({})
+    assert key not in f"{info.value.message} {info.value.param} {info.value.code}"
+
+
+def test_compressed_bodies_are_refused_not_inflated(serve):
+    """toolwire asks for identity; a gzip body (a bomb, maybe) is a 502, never inflated (#8)."""
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"},
+                                        body=[b"\x1f\x8b" + b"\0" * 100]))
+    with pytest.raises(UpstreamError) as info:
+        upstream.open({})
+    assert (info.value.status, info.value.code) == (502, "upstream_content_encoding")
+    assert upstream.server.seen[0].headers["accept-encoding"] == "identity"
+
+
+@pytest.mark.parametrize("body, headers", [
+    ([b"data: " + b"x" * 4096] * 64, {"Content-Type": "text/event-stream"}),  # one line that never ends
+    ([b'{"choices": [' + b" " * 4096] * 64, {"Content-Type": "application/json"}),  # a whole body too long
+])
+def test_upstream_buffers_are_bounded(serve, body, headers):
+    """An event, line or JSON body past its bound is a 502 naming the cause, not held whole (#8)."""
+    upstream = serve(lambda seen: Answer(headers=headers, body=body),
+                     bounds=Bounds(max_event_bytes=65536, max_body_bytes=65536))
+    with pytest.raises(UpstreamError) as info:
+        list(upstream.open({}))
+    assert (info.value.status, info.value.code) == (502, "upstream_too_large")
+    assert "65536 bytes" in info.value.message
+
+
+def test_a_huge_model_list_is_not_ready_rather_than_an_error(serve):
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "application/json"}, body=[b" " * 65536] * 4),
+                     bounds=Bounds(max_body_bytes=65536))
+    assert upstream.ready() is False
+
+
+def test_keep_alive_comments_alone_end_at_the_idle_limit(serve):
+    """An upstream that only sends comments is cut after ``idle_content`` seconds (#7)."""
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"},
+                                         body=[sse(chunk("a"))] + [b": ping\n\n"] * 400, piece_delay=0.02),
+                     bounds=Bounds(idle_content=0.3))
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as info:
+        for piece in upstream.open({}):
+            assert piece.choices[0].content == "a"
+    assert (info.value.kind, info.value.status) == ("timeout", 504)
+    assert time.monotonic() - started < 5  # the pings would go on for 8 s
+
+
+def test_a_4xx_envelope_keeps_its_type_and_nothing_else_does(serve):
+    """Of a 4xx envelope the message, type, param and code pass through; an unknown type does not (#10)."""
+    for type_, expected in (("not_found_error", "not_found_error"), ("<script>", None)):
+        body = json.dumps({"error": {"message": "no such model", "type": type_}}).encode()
+        with pytest.raises(UpstreamError) as info:
+            serve(lambda seen: json_answer(404, body)).open({})
+        assert (info.value.message, info.value.type) == ("no such model", expected)

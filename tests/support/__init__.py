@@ -10,4 +10,5 @@ Modules:
     tools: function tool definitions shared by the tests.
     responses_model: a scripted Responses-API model server (Codex's provider in the Codex e2e tests).
     codex_binary: the pinned Codex CLI, installed from npm into the test cache on first use.
+    loopback: a tiny threaded HTTP/1.1 (or TLS) server answering as a test says (upstream client unit tests).
 """

@@ -41,6 +41,7 @@ class Answer:
             chunks before the last chunk), ``"reset"`` (an RST instead of the last chunk) or
             ``"hang"`` (send nothing more for ``hang_seconds``, then close).
         hang_seconds: how long ``"hang"`` lasts.
+        piece_delay: seconds between two pieces of a chunked body.
     """
 
     status: int = 200
@@ -48,6 +49,7 @@ class Answer:
     body: bytes | list[bytes] = b""
     then: str = "keep"
     hang_seconds: float = 2.0
+    piece_delay: float = 0.0
 
 
 def sse_answer(body: bytes, **kwargs) -> Answer:
@@ -120,7 +122,9 @@ class LoopbackServer:
         head = f"HTTP/1.1 {answer.status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in answer.headers.items())
         head += "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {len(answer.body)}\r\n"
         sock.sendall(head.encode() + b"\r\n")
-        for piece in answer.body if chunked else [answer.body]:
+        for count, piece in enumerate(answer.body if chunked else [answer.body]):
+            if count and answer.piece_delay:
+                time.sleep(answer.piece_delay)
             sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
         if answer.then == "reset":
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
