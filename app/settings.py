@@ -6,7 +6,8 @@ are JSON in the environment (``TOOLWIRE_MODEL_MAP='{"gpt-4o": "qwen2.5"}'``) or
 a table in the file. A ``model_map`` value is the upstream model's name, or an
 object that may also set the model's tool mode and say that its chat template
 opens the reasoning block itself:
-``{"gpt-4o": {"model": "qwen3", "tool_mode": "native", "opens_reasoning": true}}``.
+``{"gpt-4o": {"model": "qwen3", "tool_mode": "native", "opens_reasoning": true}}``;
+it may also set the model's ``tool_format`` and ``accept_formats``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,41 @@ STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
 ToolMode = Literal["prompt", "native", "auto"]
 
+#: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
+#: the model family's own format; no fragment found: ``tool_call``.
+FAMILY_FORMATS = (
+    ("deepseek", "deepseek"),
+    ("kimi", "kimi_k2"),
+    ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
+    ("qwen3-coder", "function"),
+    ("llama-3", "llama3"), ("llama3", "llama3"),
+    ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
+)
+
+
+def _check_format(value: str) -> str:
+    try:
+        get_format(value)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    return value
+
+
+def _check_tool_format(value: str | None) -> str | None:
+    return value if value in (None, "auto") else _check_format(value)
+
+
+def _check_accept(value: str | None) -> str | None:
+    """``default``, ``all`` or a comma list of registered format names."""
+    if value is None or value.strip() in ("default", "all"):
+        return None if value is None else value.strip()
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError("accept_formats is 'default', 'all' or a comma list of format names")
+    for name in names:
+        _check_format(name)
+    return ",".join(names)
+
 
 class ModelRoute(BaseModel):
     """A ``model_map`` value written as an object."""
@@ -48,6 +84,19 @@ class ModelRoute(BaseModel):
     tool_mode: ToolMode | None = Field(None, description="This model's tool mode; unset = tool_mode")
     opens_reasoning: bool | None = Field(
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
+    tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
+    accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+
+
+    @field_validator("tool_format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        return _check_tool_format(value)
+
+    @field_validator("accept_formats")
+    @classmethod
+    def _known_accept(cls, value: str | None) -> str | None:
+        return _check_accept(value)
 
 
 class Settings(BaseSettings):
@@ -94,7 +143,11 @@ class Settings(BaseSettings):
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
-    tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in")
+    tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
+                                                       "auto = the model family's own (FAMILY_FORMATS)")
+    accept_formats: str = Field(
+        "default", description="Formats recognised in the output besides tool_format: default (tool_call, "
+                               "use_tool, function, tag_aliases), all (every registered format) or a comma list")
     tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see README, Tool modes)")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
@@ -146,11 +199,12 @@ class Settings(BaseSettings):
     @field_validator("tool_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        try:
-            get_format(value)
-        except KeyError as exc:
-            raise ValueError(str(exc.args[0])) from None
-        return value
+        return _check_tool_format(value)
+
+    @field_validator("accept_formats")
+    @classmethod
+    def _known_accept(cls, value: str) -> str:
+        return _check_accept(value)
 
     @field_validator("response_store_url")
     @classmethod
@@ -200,6 +254,23 @@ class Settings(BaseSettings):
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
         route = self.model_map.get(client_model)
         return isinstance(route, ModelRoute) and bool(route.opens_reasoning)
+
+    def tool_format_for(self, client_model: str) -> str:
+        """The format taught to a client's ``model``: its ``model_map`` object's ``tool_format``, else
+        ``tool_format``; ``auto`` resolves through :data:`FAMILY_FORMATS` on the upstream model's name."""
+        route = self.model_map.get(client_model)
+        fmt = route.tool_format if isinstance(route, ModelRoute) and route.tool_format else self.tool_format
+        if fmt != "auto":
+            return fmt
+        name = self.upstream_model(client_model).lower()
+        return next((f for fragment, f in FAMILY_FORMATS if fragment in name), "tool_call")
+
+    def accept_formats_for(self, client_model: str) -> str:
+        """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.accept_formats:
+            return route.accept_formats
+        return self.accept_formats
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""

@@ -28,7 +28,7 @@ from ._events import (
 )
 from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
-from .formats import BodyReader, get_format
+from .formats import BodyReader, TextFormat, get_format
 from .formats.custom import CustomToolFormat
 from ._schema import schema_errors
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState
@@ -114,7 +114,11 @@ class ChoiceStream:
         if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
             names.append(CustomToolFormat.name)  # custom tools have no other format
         formats = [get_format(name).with_marker(config.marker) for name in names] if self._parsing else []
-        self._openers = {op: fmt for fmt in formats for op in fmt.openers}
+        # an opener two formats share (``<tool_call>``: format A, GLM) is read by the first format listed
+        self._openers: dict[str, TextFormat] = {}
+        for fmt in formats:
+            for op in fmt.openers:
+                self._openers.setdefault(op, fmt)
         self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
         self._closers = frozenset(fmt.closer for fmt in formats if fmt.closer)
         sentinels = list(self._openers) + sorted(self._closers)

@@ -25,7 +25,7 @@ import orjson
 
 from flask import has_request_context, request
 
-from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
+from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format, registered_formats
 
 from ..errors import InputError
 from ..observability import record as observe
@@ -90,12 +90,28 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
-        formats=(settings.tool_format, *(f for f in _DEFAULT_FORMATS if f != settings.tool_format)),
+        formats=parser_formats(settings),
         policy=policy_from_settings(settings),
         marker=request_marker(settings) if tools else None,
         bare_json=not json_output,
         starts_in_reasoning=template_opens_reasoning(settings),
     )
+
+
+def parser_formats(settings: "Settings") -> tuple[str, ...]:
+    """The formats recognised for this request's model: the one taught first (the prompt teaches
+    ``formats[0]``), then ``accept_formats``: the defaults, every registered format, or a list."""
+    record = observe.current()
+    model = record.model if record is not None and record.model else ""
+    taught = settings.tool_format_for(model)
+    accept = settings.accept_formats_for(model)
+    if accept == "default":
+        others: tuple[str, ...] = _DEFAULT_FORMATS
+    elif accept == "all":
+        others = tuple(f for f in registered_formats() if f != "custom_tool_call")  # offered with custom tools only
+    else:
+        others = tuple(accept.split(","))
+    return (taught, *(f for f in others if f != taught))
 
 
 def template_opens_reasoning(settings: "Settings") -> bool:

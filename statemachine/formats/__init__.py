@@ -4,7 +4,9 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 :mod:`.use_tool`), ``function`` (format C, :mod:`.function`) and
 ``custom_tool_call`` (custom tools' raw input, :mod:`.custom`) and
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
-:mod:`.tag_aliases`). A host adds a
+:mod:`.tag_aliases`); the model families' own formats: ``deepseek``
+(:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
+(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -15,7 +17,14 @@ from __future__ import annotations
 from .._jsoncall import JsonCallsBody as JsonCallsReader
 from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
+from .deepseek import DeepSeekFormat
 from .function import FunctionFormat
+from .glm import GlmFormat
+from .kimi import KimiFormat
+from .llama3 import Llama3Format
+from .minimax import MiniMaxFormat
+from .mistral import MistralFormat
+from .seed_oss import SeedOssFormat
 from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
@@ -62,5 +71,7 @@ def registered_formats() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat()):
+for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
+             DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
+             GlmFormat(), SeedOssFormat(), MiniMaxFormat()):
     register_format(_fmt)

@@ -204,6 +204,15 @@ class _MarkedFormat(TextFormat):
         return self.base.with_marker(marker)
 
 
+def call_instructions(example: str, rules: tuple[str, ...]) -> str:
+    """Prompt text for a model family's format: the worked ``example``, its ``rules``, then the shared ones."""
+    return "\n".join((
+        f"To call a tool, write exactly this for each call:\n{example}", "Rules:",
+        *(f"- {rule}" for rule in rules),
+        "- The client runs the tools and sends the results back in a later message.",
+        "- If no tool is needed, answer in plain text without any tool call."))
+
+
 def compact_object(arguments: str) -> str:
     """Arguments as given when they are JSON, else ``{}``."""
     try:

@@ -1,0 +1,189 @@
+"""The reader shared by the special-token families: a name header, one JSON object, then end tokens.
+
+DeepSeek, Kimi K2 and Mistral v11 write each call as a header that names the
+function, the arguments as one JSON object, and (for the sectioned families)
+special tokens that end the call and the section::
+
+    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+
+A :class:`Tokens` value names a family's tokens; :class:`TokenCallsBody`
+reads one block of them. The header is everything up to the object's ``{``
+(at most ``HEADER_LIMIT`` characters), so a header is held only until the
+object starts; the family's ``header`` function turns it into the name (or
+``None``: the block is not a call and is released as text). The arguments
+then stream verbatim through the JSON value lexer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .._jsonlex import ValueLexer
+from .._scanning import DONE, MORE, WS
+from ._base import BodyReader, CallSink, TextFormat, call_instructions
+
+HEADER_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A family's call tokens.
+
+    Attributes:
+        call_begin: starts each call inside a section (``""``: every call has its own opener).
+        header: the name in a header (the text between the call's start and its ``{``), or ``None``.
+        skip: literals allowed between the object and the call's end (e.g. a closing code fence).
+        call_end: ends one call (``""``: the object's ``}`` ends it).
+        section_end: ends the block (``""``: the block ends with its call).
+    """
+
+    call_begin: str
+    header: Callable[[str], str | None]
+    skip: tuple[str, ...] = ()
+    call_end: str = ""
+    section_end: str = ""
+
+
+class TokenCallsBody:
+    """Reads one block of a token family from just after its opener.
+
+    ``in_call`` says the opener began a call (its header follows) rather than
+    a section (a ``call_begin`` token follows). A missing call-end token is
+    forgiven when the next call or the section's end follows; anything else
+    after a complete call ends the block there, and the text after it is
+    text again.
+    """
+
+    def __init__(self, sink: CallSink, tokens: Tokens, *, in_call: bool):
+        self.sink = sink
+        self.tokens = tokens
+        self.state = "header" if in_call else "section"
+        self.lexer: ValueLexer | None = None
+        self.calls = 0  # calls whose header went out
+        self.pending = False  # a call whose object closed, not yet ended
+        self.repaired = False
+        self.invalid = False
+        self.after = tuple(t for t in (*tokens.skip, tokens.call_end, tokens.call_begin, tokens.section_end) if t)
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            state = self.state
+            if state == "args":
+                text, end = self.lexer.feed(buf, pos)
+                if text:
+                    self.sink.call_args(text)
+                if self.lexer.stopped == "partial":
+                    return MORE, end
+                if self.lexer.stopped == "opener":
+                    self.sink.call_abort("invalid_json", "a new call began before this one was complete")
+                    return DONE, end
+                if end is None:
+                    return MORE, n
+                self.repaired, self.invalid = self.lexer.repaired, self.lexer.failed
+                self.lexer = None
+                self.pending = True
+                pos = end
+                if not self.after:  # the object was the call and the block
+                    self._end()
+                    return DONE, pos
+                self.state = "after"
+                continue
+            if state == "header":
+                brace = buf.find("{", pos, pos + HEADER_LIMIT + 1)
+                if brace == -1:
+                    if n - pos > HEADER_LIMIT:
+                        return self._not_a_call(pos)
+                    return MORE, pos
+                name = self.tokens.header(buf[pos:brace])
+                if not name:
+                    return self._not_a_call(pos)
+                if self.calls:
+                    self.sink.call_begin()
+                self.calls += 1
+                self.sink.call_name(name)
+                self.lexer = ValueLexer(stops=self.sink.openers)
+                self.state = "args"
+                pos = brace
+                continue
+            if buf[pos] in WS:
+                pos += 1
+                continue
+            token, status = self._token_at(buf, pos)
+            if status == "partial":
+                return MORE, pos
+            if token is None:
+                if state == "section":  # a call without its begin token: its header is read as one
+                    self.state = "header"
+                    continue
+                self._end()
+                return DONE, pos  # prose after the calls: the block ended without its end token
+            pos += len(token)
+            if token == self.tokens.call_begin:
+                self._end()
+                self.state = "header"
+            elif token == self.tokens.section_end:
+                if not self.calls:
+                    return self._not_a_call(pos)
+                self._end()
+                return DONE, pos
+        return MORE, n
+
+    def _token_at(self, buf: str, pos: int) -> tuple[str | None, str | None]:
+        tokens = self.after if self.state == "after" else (self.tokens.call_begin, self.tokens.section_end)
+        tail = buf[pos:pos + max(map(len, tokens))]
+        for token in tokens:
+            if token and tail.startswith(token):
+                return token, None
+        if any(token.startswith(tail) for token in tokens if token) and pos + len(tail) == len(buf):
+            return None, "partial"
+        return None, None
+
+    def _end(self) -> None:
+        if self.pending:
+            self.pending = False
+            self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
+
+    def _not_a_call(self, pos: int) -> tuple[str, int]:
+        if self.calls:  # a later call's header is malformed: the calls before it stand
+            self._end()
+            return DONE, pos
+        self.sink.call_abort("not_a_call", "the block does not start a call")
+        return DONE, pos
+
+    def at_eof(self) -> None:
+        if self.state == "args":
+            self.sink.call_incomplete()
+        elif self.pending:
+            self.pending = False
+            self.sink.call_unclosed(repaired=self.repaired, invalid=self.invalid)
+        elif not self.calls:
+            self.sink.call_abort("not_a_call", "the block ended before a call started")
+
+
+class TokenFormat(TextFormat):
+    """A family whose calls are written in special tokens: read by :class:`TokenCallsBody`.
+
+    Subclasses set :attr:`tokens` and :attr:`rules`; ``openers[0]`` begins a
+    section, any other opener begins a call.
+    """
+
+    #: The family's tokens.
+    tokens: Tokens
+    #: The family's own prompt rules, one line each.
+    rules: tuple[str, ...] = ()
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        return call_instructions(self.render_call(example_name, example_arguments), (
+            *self.rules, "Arguments are one JSON object with the tool's exact parameter names ({} when it takes "
+                         "none); no code fence, no comments, nothing else inside the call."))
+
+    def marked_openers(self, marker: str) -> dict[str, str]:
+        """The first opener with the marker inside its closing bracket (``<|…|>`` tokens keep their ``|>``)."""
+        first = self.openers[0]
+        cut = 2 if first.endswith(("|>", "｜>")) else 1
+        return {f'{first[:-cut]} marker="{marker}"{first[-cut:]}': first}
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return TokenCallsBody(sink, self.tokens, in_call=opener != self.openers[0] or not self.tokens.call_begin)

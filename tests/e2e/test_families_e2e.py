@@ -1,0 +1,73 @@
+"""Model-family formats end to end: openai SDK → gunicorn/gevent toolwire → scripted upstream.
+
+One server with ``TOOLWIRE_TOOL_FORMAT=auto``: each client model maps to a
+back-end model of one family, whose own format the prompt teaches, the
+output is parsed in and the transcript renders earlier calls in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import pytest
+
+from support.scripted_upstream import Script, ScriptedUpstream
+from support.server import ToolwireServer
+
+pytestmark = pytest.mark.e2e
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+USER = [{"role": "user", "content": "What's the weather in SF?"}]
+FAMILIES = {  # client model: (back-end model, model text, the family's opener)
+    "ds": ("deepseek-ai/DeepSeek-V3.1", "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+           '{"city": "SF"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>', "<｜tool▁calls▁begin｜>"),
+    "kimi": ("moonshotai/Kimi-K2-Instruct", "Checking.<|tool_calls_section_begin|><|tool_call_begin|>"
+             'functions.get_weather:0<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|>'
+             "<|tool_calls_section_end|>", "<|tool_calls_section_begin|>"),
+    "mistral": ("mistralai/Mistral-Small-3.2-24B", 'Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}',
+                "[TOOL_CALLS]"),
+    "glm": ("zai-org/GLM-4.5", "Checking.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>SF</arg_value>\n"
+            "</tool_call>", "<arg_key>"),
+    "llama": ("meta-llama/Llama-3.3-70B-Instruct",
+              'Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}<|eom_id|>',
+              "<|python_tag|>"),
+}
+
+
+@pytest.fixture(scope="module")
+def families_server(toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
+    model_map = {client: upstream_model for client, (upstream_model, _, _) in FAMILIES.items()}
+    return toolwire_factory(TOOLWIRE_TOOL_FORMAT="auto", TOOLWIRE_MODEL_MAP=json.dumps(model_map))
+
+
+def _system_text(body: dict[str, Any]) -> str:
+    return "\n".join(m["content"] for m in body["messages"] if m["role"] in ("system", "developer"))
+
+
+@pytest.mark.parametrize("model", sorted(FAMILIES))
+def test_family_call_streams_and_renders_back(model: str, families_server: ToolwireServer,
+                                              upstream: ScriptedUpstream, make_openai_client) -> None:
+    _, text, opener = FAMILIES[model]
+    client = make_openai_client(families_server)
+    upstream.enqueue(Script(text=text, chunks=7), Script(text="Sunny.", chunks=2))
+    with client.chat.completions.stream(model=model, messages=USER, tools=[WEATHER]) as stream:
+        list(stream)
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
+        ("get_weather", {"city": "SF"})]
+    assert (choice.message.content, choice.finish_reason) == ("Checking.", "tool_calls")
+    assert opener in _system_text(upstream.chat_requests[0].body)
+
+    (call,) = choice.message.tool_calls
+    history = [*USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+    follow_up = client.chat.completions.create(model=model, messages=history, tools=[WEATHER])
+    assert follow_up.choices[0].message.content == "Sunny."
+    assistant_text = "\n".join(m["content"] or "" for m in upstream.chat_requests[1].body["messages"]
+                               if m["role"] == "assistant")
+    assert opener in assistant_text and ('{"name"' not in assistant_text or model == "llama")

@@ -1,0 +1,123 @@
+"""Each model family's format through the service (the Flask app, a played upstream) under many chunkings.
+
+``TOOLWIRE_TOOL_FORMAT`` names the family: the prompt teaches its format and
+the family's special tokens never reach the message content.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import chunkings
+from test_register_format import _PlayingUpstream
+
+SF = {"city": "SF"}
+CASES = {
+    "deepseek": ("Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                 '{"city": "SF"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}'
+                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<｜tool▁calls▁begin｜>"),
+    "kimi_k2": ("Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                '<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1'
+                "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+                "<|tool_calls_section_begin|>"),
+    "glm": ("Checking.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>SF</arg_value>\n</tool_call>"
+            "<tool_call>get_time</tool_call>", "<arg_key>"),
+    "llama3": ('Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}; '
+               '{"name": "get_time", "parameters": {}}<|eom_id|>', "<|python_tag|>"),
+    "minimax": ('Checking.<minimax:tool_call><invoke name="get_weather"><parameter name="city">SF</parameter>'
+                '</invoke><invoke name="get_time"></invoke></minimax:tool_call>', "<minimax:tool_call>"),
+    "seed_oss": ("Checking.<seed:tool_call><function=get_weather><parameter=city>SF</parameter></function>"
+                 "</seed:tool_call><seed:tool_call><function=get_time>{}</function></seed:tool_call>",
+                 "<seed:tool_call>"),
+    "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
+}
+
+
+def _serve(monkeypatch, tmp_path, text, *, random_splits=6, **settings):
+    """A test client on an upstream that plays ``text`` in one chunking per request, and the chunkings."""
+    from app import create_app
+    from app.http import extension
+    from app.settings import Settings
+
+    runs = chunkings(text, random_splits=random_splits, two_split_limit=0)
+    upstream = _PlayingUpstream([chunks for _, chunks in runs])
+    monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+    app = create_app(Settings(response_store_path=str(tmp_path / "r.sqlite3"), **settings))
+    return app.test_client(), upstream, runs
+
+
+def _answer(client, model="m"):
+    """The one choice's (content, calls, finish_reason) for a request offering get_weather and get_time."""
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+             for n in ("get_weather", "get_time")]
+    response = client.post("/v1/chat/completions", json={
+        "model": model, "messages": [{"role": "user", "content": "hi"}], "tools": tools})
+    assert response.status_code == 200, response.get_json()
+    choice = response.get_json()["choices"][0]
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+             for c in choice["message"].get("tool_calls") or []]
+    return choice["message"]["content"], calls, choice["finish_reason"]
+
+
+TWO_CALLS = ("Checking.", [("get_weather", SF), ("get_time", {})], "tool_calls")
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_family_through_the_service(family, monkeypatch, tmp_path):
+    text, opener = CASES[family]
+    client, upstream, runs = _serve(monkeypatch, tmp_path, text, tool_format=family)
+    for label, _ in runs:
+        assert _answer(client) == TWO_CALLS, label
+    assert opener in upstream.prompts[0]  # the prompt taught the family's format
+
+
+@pytest.mark.parametrize(("upstream_model", "family"), [
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
+    ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
+    ("zai-org/GLM-4.6", "glm")])
+def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
+    text, opener = CASES[family]
+    client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
+                                 model_map={"m": upstream_model})
+    assert _answer(client) == TWO_CALLS
+    assert opener in upstream.prompts[0]
+
+
+def test_auto_falls_back_to_tool_call(monkeypatch, tmp_path):
+    client, upstream, _ = _serve(monkeypatch, tmp_path, "hello", random_splits=0, tool_format="auto")
+    assert _answer(client, "phi-4") == ("hello", [], "stop")
+    assert "<tool_call>" in upstream.prompts[0]
+
+
+def test_accept_all_reads_a_format_the_prompt_did_not_teach(monkeypatch, tmp_path):
+    client, upstream, runs = _serve(monkeypatch, tmp_path, CASES["kimi_k2"][0], random_splits=2, accept_formats="all")
+    for label, _ in runs:
+        assert _answer(client) == TWO_CALLS, label
+    assert "<tool_call>" in upstream.prompts[0] and "<|tool_call_begin|>" not in upstream.prompts[0]
+
+
+def test_by_default_an_untaught_family_is_text(monkeypatch, tmp_path):
+    client, _, _ = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=0)
+    content, calls, finish = _answer(client)
+    assert (content, calls, finish) == (CASES["mistral"][0], [], "stop")
+
+
+def test_a_model_map_object_sets_format_and_accepted_formats(monkeypatch, tmp_path):
+    route = {"model": "x", "tool_format": "deepseek", "accept_formats": "mistral"}
+    client, upstream, _ = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=0, model_map={"m": route})
+    assert _answer(client) == TWO_CALLS
+    assert "<｜tool▁calls▁begin｜>" in upstream.prompts[0]
+
+
+def test_settings_refuse_unknown_formats():
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    for bad in ({"tool_format": "nope"}, {"accept_formats": "tool_call,nope"}, {"accept_formats": " , "},
+                {"model_map": {"m": {"accept_formats": "nope"}}}):
+        with pytest.raises(ValidationError):
+            Settings(**bad)
+    assert Settings(accept_formats=" mistral , kimi_k2").accept_formats == "mistral,kimi_k2"
