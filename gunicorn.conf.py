@@ -4,6 +4,8 @@ Every value can be overridden on the command line; the environment variables
 below are read here.
 """
 
+import html
+import json
 import logging
 import os
 import resource
@@ -11,8 +13,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-# gevent: one greenlet per request, so thousands of idle streams cost little.
-worker_class = "gevent"
+from gunicorn.workers.ggevent import GeventWorker
+
+# gevent: one greenlet per request, so thousands of idle streams cost little. The worker class is defined
+# below, here: the master must not import toolwire itself (the workers do, after gevent's patch).
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
 # used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
@@ -50,6 +54,40 @@ _wanted = worker_connections + 1024  # upstream connections, log and metric file
 if _soft != resource.RLIM_INFINITY and _soft < _wanted:
     resource.setrlimit(resource.RLIMIT_NOFILE,
                        (_wanted if _hard == resource.RLIM_INFINITY else min(_wanted, _hard), _hard))
+
+
+
+class _EnvelopeWriter:
+    """Stands in for the client socket while gunicorn writes one of its own error pages (a malformed request
+    line, a head over the limits above, a bad chunked body: answered before toolwire runs), and sends the
+    same status and message as the OpenAI error envelope clients expect. gunicorn writes the page with one
+    ``sendall``: status line, headers, and an HTML body whose message follows the ``<h1>`` heading."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def sendall(self, data):
+        head, _, page = data.partition(b"\r\n\r\n")
+        _, status, reason = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        message = html.unescape(page.decode("latin-1").partition("</h1>")[2].partition("</body>")[0].strip())
+        body = json.dumps({"error": {"message": message or reason,
+                                     "type": "invalid_request_error" if int(status) < 500 else "server_error",
+                                     "param": None, "code": None}}).encode()
+        self._sock.sendall(f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
+
+    def __getattr__(self, name):  # timeouts and blocking mode: the real socket's
+        return getattr(self._sock, name)
+
+
+class ToolwireWorker(GeventWorker):
+    """gevent's worker, with gunicorn's own error answers in the OpenAI envelope."""
+
+    def handle_error(self, req, client, addr, exc):
+        super().handle_error(req, _EnvelopeWriter(client), addr, exc)
+
+
+worker_class = ToolwireWorker
 
 # Prometheus multiprocess mode: every worker writes its metrics under this directory and /metrics
 # aggregates them. It must be in the environment before the workers start (they inherit it).

@@ -198,3 +198,24 @@ def test_a_stream_that_ends_inside_a_call_without_a_finish_reason_fails(
         for caught in (chat, responses):
             assert caught.value.status_code == 502
             check_error_envelope(502, caught.value.response.content)
+
+
+@pytest.mark.parametrize("head, status", [
+    (b"NOT A REQUEST LINE\r\n\r\n", 400),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-Pad-%d: p\r\n" % i for i in range(40))
+     + b"\r\n", 431),
+])
+def test_gunicorn_s_own_errors_come_as_openai_envelopes(guarded: ToolwireServer, head: bytes, status: int) -> None:
+    """Requests gunicorn refuses before toolwire runs used to get an HTML page."""
+    host, port = guarded.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert status_line.split(b" ")[1] == str(status).encode()
+    assert b"content-type: application/json" in headers.lower()
+    error = check_error_envelope(status, body)
+    assert error["message"] and "<" not in error["message"]
