@@ -2,7 +2,41 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
+
+
+def _require_toolwire_core() -> None:
+    """Refuse to start when ``statemachine`` is not toolwire's parsing core.
+
+    PyPI's ``python-statemachine`` installs a top-level ``statemachine`` package too: installing it
+    overwrites toolwire's core files, and uninstalling it deletes them. Fail now, with the fix, rather
+    than with a confusing error (or wrong behaviour) later.
+
+    Raises:
+        ImportError: ``python-statemachine`` is installed, or ``statemachine`` is another package.
+    """
+    try:
+        other = importlib.metadata.distribution("python-statemachine")
+    except importlib.metadata.PackageNotFoundError:
+        other = None
+    if other is not None:
+        raise ImportError(
+            f"toolwire cannot start: the PyPI package 'python-statemachine' ({other.version}) is installed in this "
+            "environment, and it uses the same top-level package name, 'statemachine', as toolwire's parsing "
+            "core (installing it overwrote toolwire's files; uninstalling it deletes them). Fix: "
+            "'pip uninstall python-statemachine', then reinstall toolwire ('pip install --force-reinstall "
+            "--no-deps toolwire', or '-e .' in a checkout); or give toolwire a virtual environment of its own.")
+    import statemachine
+
+    if not hasattr(statemachine, "ChoiceStream"):
+        raise ImportError(
+            f"toolwire cannot start: the 'statemachine' package imported from {statemachine.__file__} is not "
+            "toolwire's parsing core (another package of that name comes first on sys.path, e.g. PyPI's "
+            "'python-statemachine'). Fix: remove it from this environment, then reinstall toolwire.")
+
+
+_require_toolwire_core()
 
 import orjson
 from flask import Flask, Response

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator
@@ -131,6 +131,17 @@ class Settings(BaseSettings):
                 source = "default"
             rows.append((name, _display(name, getattr(self, name)), source))
         return rows
+
+
+def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
+
+    ``TOOLWIRE_UPSTREAM_URL`` → ``upstream_url``; keys that name no setting (``TOOLWIRE_CONFIG_FILE``…)
+    are left out.
+    """
+    fields = Settings.model_fields
+    names = ((key, key[len(ENV_PREFIX):].lower()) for key in config if key.startswith(ENV_PREFIX))
+    return {name: config[key] for key, name in names if name in fields}
 
 
 def config_file_path() -> Path | None:

@@ -20,7 +20,7 @@ from flask import request
 from .errors import ApiError
 from ..state import current_state
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.http.auth")
 
 
 class KeyRing:

@@ -30,7 +30,7 @@ from .input import choice_request, resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.responses")
 
 #: Request fields with the same meaning in a Chat request, sent on as they are.
 _PASSTHROUGH = ("temperature", "top_p", "user")
