@@ -10,7 +10,7 @@ import pytest
 from app.http.auth import KeyRing, load_keyring
 from app.settings import Settings
 from app.upstreams.http import HttpUpstream
-from tests.app.conftest import FakeUpstream, text_chunks
+from support.fakes import FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
 BODY = {"model": "m", "messages": USER}

@@ -11,7 +11,7 @@ from app import Toolwire, create_app
 from app.http.extension import UnpatchedSocketWarning
 from app.state import current_state
 from app.settings import Settings
-from tests.app.conftest import FakeUpstream, text_chunks
+from support.fakes import FakeUpstream, text_chunks
 
 
 def host_app() -> Flask:

@@ -11,7 +11,7 @@ import pytest
 from app.http.limits import StreamSlots
 from app.validation import check_responses_limits
 from app.errors import ApiError
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -21,7 +21,7 @@ from app.observability.logs import make_handler
 from app.settings import Settings
 from app.upstreams.http import HttpUpstream
 from app.upstreams.base import UpstreamError
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 SECRET = "my-secret-prompt-4711"
 USER = [{"role": "user", "content": f"Weather in Paris? {SECRET}"}]

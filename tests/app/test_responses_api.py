@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from app.upstreams.base import UpstreamChunk, UpstreamError
-from tests.app.conftest import FakeUpstream, text_chunks
-from tests.app.test_marker_mode import EchoUpstream
+from support.fakes import FakeUpstream, text_chunks
+from support.fakes import EchoUpstream
 from support.injection import QUOTED
 from support.invariants import check_responses_stream
 from support.tools import STRICT_WEATHER, WEATHER

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -12,24 +12,7 @@ from pydantic import SecretStr
 
 from app.upstreams.http import HttpUpstream
 from app.upstreams.base import UpstreamError
-from tests.app.conftest import WEATHER_TOOL
-
-
-def sse(*objs) -> bytes:
-    return b"".join(b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs)
-
-
-def chunk(content=None, *, finish=None, index=0, tool_calls=None, usage=None):
-    delta = {}
-    if content is not None:
-        delta["content"] = content
-    if tool_calls:
-        delta["tool_calls"] = tool_calls
-    obj = {"id": "x", "object": "chat.completion.chunk", "choices": [
-        {"index": index, "delta": delta, "finish_reason": finish}]}
-    if usage:
-        obj = {"id": "x", "object": "chat.completion.chunk", "choices": [], "usage": usage}
-    return obj
+from support.fakes import WEATHER_TOOL, KeepAliveSSE, chunk, sse
 
 
 def upstream_for(handler, **kwargs) -> HttpUpstream:
@@ -185,29 +168,9 @@ def test_through_the_app_with_a_mock_transport(make_app):
                                             "code": "rate_limit_exceeded"}
 
 
-class _KeepAliveSSE(BaseHTTPRequestHandler):
-    """Answers every POST with a short chunked SSE stream on a kept-alive connection."""
-
-    protocol_version = "HTTP/1.1"
-    ports: list[int] = []
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).ports.append(self.client_address[1])
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for frame in (sse(chunk("hi", finish="stop")), b"data: [DONE]\n\n", b""):
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_finished_stream_hands_its_connection_back():
     """After ``[DONE]`` the body is read to its end, so the next request reuses the connection."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveSSE)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAliveSSE)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = HttpUpstream(f"http://127.0.0.1:{server.server_port}/v1")
     try:
@@ -219,7 +182,7 @@ def test_a_finished_stream_hands_its_connection_back():
         client.close()
         server.shutdown()
         server.server_close()
-    ports = _KeepAliveSSE.ports
+    ports = KeepAliveSSE.ports
     assert len(ports) == 2 and ports[0] == ports[1]
 
 

@@ -11,7 +11,7 @@ from http.server import ThreadingHTTPServer
 
 from app.upstreams.http import HttpUpstream
 from app.upstreams.transport import socket_readable
-from tests.app.test_upstream_http import _KeepAliveSSE
+from support.fakes import KeepAliveSSE
 
 
 def test_socket_readable_answers_like_a_poll():
@@ -49,7 +49,7 @@ def test_socket_readable_does_not_switch_greenlets_under_the_gevent_patch():
     assert done.returncode == 0, done.stderr
 
 
-class _ClosingSSE(_KeepAliveSSE):
+class _ClosingSSE(KeepAliveSSE):
     """Answers one request, then closes the connection without saying so."""
 
     closed = threading.Event()
