@@ -30,6 +30,13 @@ preload_app = False
 # toolwire writes its own access line per request when the body really ends (streams included),
 # in TOOLWIRE_LOG_FORMAT and with the request id; gunicorn's would repeat it without either.
 accesslog = None
+# gunicorn's control socket defaults to one path per user (~/.gunicorn/gunicorn.ctl), so a second
+# instance takes it over from the first and `gunicornc` then steers the wrong server. toolwire needs none:
+# off unless TOOLWIRE_CONTROL_SOCKET names this instance's own path.
+if os.environ.get("TOOLWIRE_CONTROL_SOCKET"):
+    control_socket = os.environ["TOOLWIRE_CONTROL_SOCKET"]
+else:
+    control_socket_disable = True
 
 # Prometheus multiprocess mode: every worker writes its metrics under this directory and /metrics
 # aggregates them. It must be in the environment before the workers start (they inherit it).

@@ -7,18 +7,29 @@ count checks need the parsed body: they are part of the validation layer
 
 Stream cap: every generation (a ``POST`` under ``/v1``, streaming or not —
 both hold an upstream stream and a greenlet for their whole length) takes a
-slot from a per-worker counter before any upstream call; over
+slot from a per-worker counter once its body is in (:func:`read_body`: a slow
+upload holds no slot) and before any upstream call; over
 ``max_concurrent_streams`` it gets 429 with ``Retry-After`` instead of
 slowing every other stream down. The slot of a streamed response is released
 when the WSGI server closes its body (stream finished or client gone); any
 other response's at request teardown.
+
+Early refusals: after a response sent before the request body was read (401,
+413, …) toolwire reads and drops the rest itself, yielding to other greenlets,
+for at most :data:`LINGER_SECONDS` and :data:`LINGER_BODY_LIMITS` body-size
+limits, and closes the connection past either (a declared body larger than
+that at once); gunicorn would drain any declared body, however large, without
+yielding.
 """
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
-from typing import Any
+from typing import Any, Iterable, Iterator
 
+import gevent
 from flask import Blueprint, Response, g, request
 
 from ..errors import ApiError, body_too_large
@@ -26,6 +37,11 @@ from ..state import current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
 RETRY_AFTER_SECONDS = 1
+#: After an early refusal, how long and how much (in body-size limits) of the unread rest of the body is read
+#: and dropped before the connection is closed instead: enough for an honest client's upload to finish (it
+#: then reads the answer, not a reset, and keeps its connection), a bound for a hostile one.
+LINGER_SECONDS = 2.0
+LINGER_BODY_LIMITS = 4
 
 
 class StreamSlots:
@@ -70,26 +86,66 @@ class Slot:
 
 
 def install(bp: Blueprint) -> None:
-    """Add the body-size limit and the stream cap to ``bp`` (after auth, so a refused client takes no slot)."""
-    bp.before_request(_admit)
+    """Add the body-size limit, the stream cap and the early-refusal close to ``bp`` (after auth)."""
+    bp.before_request(_check_declared_size)
     bp.after_request(_hand_slot_to_response)
+    bp.after_request(_close_if_body_unread)
     bp.teardown_request(_release_unhanded_slot)
 
 
-def _admit() -> None:
-    """The body-size limit, then (for a ``POST``) a stream slot."""
-    state = current_state()
-    limit = state.settings.max_body_bytes
+def _check_declared_size() -> None:
+    limit = current_state().settings.max_body_bytes
     request.max_content_length = limit  # chunked bodies: Werkzeug raises 413 while reading
     if request.content_length is not None and request.content_length > limit:
         raise body_too_large(limit)
+
+
+def _take_stream_slot() -> None:
+    """A stream slot for a ``POST`` (a generation), or 429."""
     if request.method != "POST":
         return
-    slot = state.streams.try_acquire()
+    slot = current_state().streams.try_acquire()
     if slot is None:
         raise ApiError(429, "Too many concurrent requests on this server; retry shortly.", type="rate_limit_error",
                        code="concurrency_limit_exceeded", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     g.toolwire_slot = slot
+
+
+def _close_if_body_unread(response: Response) -> Response:
+    """After a response that left a declared body unread, finish the body cooperatively or close the
+    connection (see the module docstring)."""
+    declared = request.content_length
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    client = request.environ.get("gunicorn.socket")
+    if (declared or chunked) and client is not None and not g.get("toolwire_body_read"):
+        budget = LINGER_BODY_LIMITS * current_state().settings.max_body_bytes
+        if declared and declared > budget:
+            budget = 0
+        response.response = _then_finish_body(response.response, client, request.environ["wsgi.input"], budget)
+    return response
+
+
+def _then_finish_body(answer: Iterable[bytes], client: socket.socket, body: Any, budget: int) -> Iterator[bytes]:
+    """``answer``, then the rest of the request ``body`` read and dropped, yielding to other greenlets after every
+    read, so the connection stays usable for the client's next request. Past :data:`LINGER_SECONDS` or
+    ``budget`` bytes the connection is shut down instead, and the error this raises after the answer went out
+    tells gunicorn (which ignores a reset quietly) to close it rather than drain the body itself."""
+    yield from answer
+    try:
+        with gevent.Timeout(LINGER_SECONDS):
+            while budget > 0:
+                chunk = body.read(65536)
+                if not chunk:
+                    return
+                budget -= len(chunk)
+                gevent.sleep(0)
+    except (gevent.Timeout, OSError):
+        pass
+    try:
+        client.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    raise ConnectionResetError(errno.ECONNRESET, "the rest of the request body was refused")
 
 
 def _hand_slot_to_response(response: Response) -> Response:
@@ -107,18 +163,20 @@ def _release_unhanded_slot(exc: BaseException | None) -> None:
 
 
 def read_body() -> bytes:
-    """The whole request body (not cached).
+    """The whole request body (not cached); then, for a ``POST``, a stream slot.
 
     Raises:
         ApiError: 413 when a body without ``Content-Length`` (chunked) goes
             past ``max_body_bytes``: Werkzeug stops reading at the limit
-            without saying the body was longer.
+            without saying the body was longer; 429 when every stream slot is taken.
     """
     data = request.get_data(cache=False)
     limit = request.max_content_length
     if request.content_length is None and limit is not None and len(data) >= limit \
             and request.environ["wsgi.input"].read(1):
         raise body_too_large(limit)
+    g.toolwire_body_read = True
+    _take_stream_slot()
     return data
 
 

@@ -72,11 +72,32 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+#: C0 and C1 control characters (newlines, ESC, CSI…) as visible escapes: a client-chosen value (a model or
+#: tool name) can neither start a forged log line nor drive the terminal that shows the log.
+_ESCAPE_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPE_CONTROLS.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+#: JSON strings escape C0 controls but leave DEL and C1 as they are.
+_JSON_ESCAPE_C1 = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
+
+
+def _plain_value(value: Any) -> str:
+    """A field value for a ``key=value`` pair: as is when it is one plain word, else a JSON string
+    (quoted, controls escaped), so a value cannot pose as further pairs."""
+    text = str(value)
+    if text and text.isprintable() and not any(c in text for c in ' "=\\'):
+        return text
+    return orjson.dumps(text).decode().translate(_JSON_ESCAPE_C1)
+
+
 class PlainFormatter(logging.Formatter):
-    """``time LEVEL logger [request_id] message key=value…``."""
+    """``time LEVEL logger [request_id] message key=value…``, one line per record (a traceback follows
+    on its own lines); control characters in the message are escaped, odd field values quoted."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(_ESCAPE_CONTROLS)
 
     def format(self, record: logging.LogRecord) -> str:
         if not hasattr(record, "request_id"):
@@ -84,7 +105,9 @@ class PlainFormatter(logging.Formatter):
         text = super().format(record)
         fields = getattr(record, "fields", None)
         if fields:
-            text += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+            pairs = " ".join(f"{key}={_plain_value(value)}" for key, value in fields.items())
+            head, newline, traceback = text.partition("\n")  # the pairs belong on the record's own line
+            text = f"{head} {pairs}{newline}{traceback}"
         return text
 
 

@@ -106,6 +106,26 @@ def test_plain_log_format(make_app):
     assert "[plain-1] POST /v1/chat/completions 200" in line and " status=200 " in line and "{" not in line
 
 
+def test_plain_log_lines_cannot_be_forged_or_carry_terminal_escapes(make_app):
+    """A client-chosen model name with a newline, a fake field and an ANSI escape stays one line, quoted."""
+    buffer = io.StringIO()
+    handler = make_handler("plain", buffer)
+    logger = logging.getLogger("app.access")
+    logger.addHandler(handler)
+    forged = "m\n2026-01-01 INFO app.access [x] POST /v1/admin 200 status=200\x1b[2J\x9b31m"
+    try:
+        post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "plain-2", model=forged)
+        logger.warning("tool %s\r\nforged", "\x1b]0;title\x07")
+    finally:
+        logger.removeHandler(handler)
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2 and all(c.isprintable() for line in lines for c in line)
+    assert "POST /v1/chat/completions 200" in lines[0] and lines[0].split(" model=")[0].endswith(" status=200")
+    model, end = json.JSONDecoder().raw_decode(lines[0].split(" model=", 1)[1])  # one quoted value, read back whole
+    assert model == forged and lines[0].split(" model=", 1)[1][end:].startswith(" stream=")
+    assert lines[1].endswith("tool \\x1b]0;title\\x07\\r\\nforged")
+
+
 def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json_log):
     client = make_app(FakeUpstream(text_chunks("hi"))).test_client()
     logger = logging.getLogger("toolwire.access")
