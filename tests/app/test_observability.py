@@ -110,9 +110,9 @@ def test_plain_log_lines_cannot_be_forged_or_carry_terminal_escapes(make_app):
     """A client-chosen model name with a newline, a fake field and an ANSI escape stays one line, quoted."""
     buffer = io.StringIO()
     handler = make_handler("plain", buffer)
-    logger = logging.getLogger("app.access")
+    logger = logging.getLogger("toolwire.access")
     logger.addHandler(handler)
-    forged = "m\n2026-01-01 INFO app.access [x] POST /v1/admin 200 status=200\x1b[2J\x9b31m"
+    forged = "m\n2026-01-01 INFO toolwire.access [x] POST /v1/admin 200 status=200\x1b[2J\x9b31m"
     try:
         post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "plain-2", model=forged)
         logger.warning("tool %s\r\nforged", "\x1b]0;title\x07")
