@@ -22,7 +22,7 @@ from ..observability import record as observe
 from ..state import current_state
 from ..upstreams.base import UpstreamStream
 from .driver import ChoiceDriver
-from .encoder import Encoder, usage_of
+from .encoder import Encoder, Usage, usage_of
 from .failures import as_api_error
 from .plan import prompt_format
 from .prompt import build_upstream_messages
@@ -64,7 +64,7 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     stream = open_upstream(generation.model, messages, generation.fields)
     driver = ChoiceDriver(stream, config, n=generation.n)
 
-    def usage() -> Any:
+    def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
     if not generation.stream:
