@@ -43,7 +43,7 @@ from flask import Flask, Response
 from flask.json.provider import JSONProvider
 
 from .observability.debug import create_debug_blueprint
-from .http.auth import authorize_request, metrics_guard
+from .http.auth import authorize_debug, metrics_guard
 from .http.errors import register_error_handlers
 from .http.extension import Toolwire
 from .observability.logs import configure_logging
@@ -87,6 +87,6 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_error_handlers(app)
     Toolwire(app, settings=settings)
     app.register_blueprint(create_ops_blueprint(metrics_guard=metrics_guard))
-    app.register_blueprint(create_debug_blueprint(guard=authorize_request))  # the records hold model output
+    app.register_blueprint(create_debug_blueprint(guard=authorize_debug))  # the records hold model output
     return app
 

@@ -3,17 +3,20 @@
 Precedence, highest first: keyword arguments, environment variables, the TOML
 file named by ``TOOLWIRE_CONFIG_FILE``, defaults. Nested values (``model_map``)
 are JSON in the environment (``TOOLWIRE_MODEL_MAP='{"gpt-4o": "qwen2.5"}'``) or
-a table in the file.
+a table in the file. A ``model_map`` value is the upstream model's name, or an
+object that may also set the model's tool mode:
+``{"gpt-4o": {"model": "qwen3", "tool_mode": "native"}}``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -28,6 +31,19 @@ CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
 _NESTED = "__"
 _MASK = "**********"
 
+#: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
+#: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
+ToolMode = Literal["prompt", "native", "auto"]
+
+
+class ModelRoute(BaseModel):
+    """A ``model_map`` value written as an object."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(None, description="The upstream model; unset = the client's model name")
+    tool_mode: ToolMode | None = Field(None, description="This model's tool mode; unset = tool_mode")
+
 
 class Settings(BaseSettings):
     """Every knob toolwire reads. Environment variable = ``TOOLWIRE_`` + field name, upper case."""
@@ -41,11 +57,15 @@ class Settings(BaseSettings):
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
     upstream_pool_timeout: float = Field(10.0, gt=0, description="Wait for a free connection, seconds")
-    model_map: dict[str, str] = Field(default_factory=dict, description="Client model -> upstream model")
+    model_map: dict[str, str | ModelRoute] = Field(
+        default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in")
+    tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see README, Tool modes)")
+    tool_mode_fallback_seconds: float = Field(
+        600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
     unknown_tool: Literal["text", "emit", "fail"] = "text"
     invalid_json: Literal["text", "fail"] = "text"
     schema_mismatch: Literal["emit", "text", "fail"] = "emit"
@@ -107,7 +127,21 @@ class Settings(BaseSettings):
 
     def upstream_model(self, client_model: str) -> str:
         """The upstream model name for a client's ``model``."""
-        return self.model_map.get(client_model) or self.default_upstream_model or client_model
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute):
+            route = route.model
+        return route or self.default_upstream_model or client_model
+
+    def tool_mode_for(self, client_model: str) -> ToolMode:
+        """The tool mode for a client's ``model``: its ``model_map`` object's, else ``tool_mode``."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.tool_mode is not None:
+            return route.tool_mode
+        return self.tool_mode
+
+    def upstream_models(self) -> set[str]:
+        """Every upstream model name ``model_map`` names."""
+        return {self.upstream_model(name) for name in self.model_map} - {""}
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(name, display value, source)`` per field; secrets and URL passwords masked.
@@ -177,4 +211,6 @@ def _display(name: str, value: Any) -> str:
         return mask_url(value)
     if value is None:
         return ""
+    if name == "model_map":
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_none=True) for k, v in value.items()})
     return str(value)

@@ -18,14 +18,15 @@ shared and noisy:
    on a fresh minimal relay worker (the floor: gunicorn, Flask, httpx);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
-6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is).
+6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
+7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is).
 
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all six.
+runs, so it comes with it); the default is all seven.
 """
 
 from __future__ import annotations
@@ -601,7 +602,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -652,6 +653,9 @@ def main() -> int:
             table.section("6 non-streamed vs streamed 1 MB argument, both endpoints, in process "
                           "(bench/assembly_bench.py)")
             script_figures(table, "6", "assembly_bench.py")
+        if "7" in sections:
+            table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
+            script_figures(table, "7", "native_bench.py")
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())

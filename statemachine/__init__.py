@@ -20,6 +20,7 @@ from ._events import (
     ToolCallNote,
     ToolCallStarted,
 )
+from ._native import NativeCalls
 from .formats import TextFormat, get_format, register_format, registered_formats
 from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
 
@@ -31,6 +32,7 @@ __all__ = [
     "INITIAL",
     "ModelOutputError",
     "NOTE_KINDS",
+    "NativeCalls",
     "ParserConfig",
     "Policy",
     "ProtocolError",

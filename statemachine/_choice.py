@@ -191,7 +191,7 @@ class ChoiceStream:
         return out
 
     def feed_tool_call(self, index: int, *, id: str | None = None, name: str | None = None,
-                       arguments: str | None = None) -> list[Event]:
+                       arguments: str | None = None, invalid: bool = False) -> list[Event]:
         """Feed one native ``delta.tool_calls[]`` fragment from the upstream.
 
         Native calls go through the same policy as text calls and share the
@@ -202,6 +202,8 @@ class ChoiceStream:
             id: the upstream's call id (ignored; toolwire makes its own).
             name: the function name, when this fragment carries it.
             arguments: a fragment of the arguments text.
+            invalid: the upstream broke this call's fragments (see :class:`~statemachine.NativeCalls`);
+                the call ends as invalid, as a malformed text call does.
         Returns:
             The events this fragment completes.
         Raises:
@@ -217,12 +219,16 @@ class ChoiceStream:
         if self._native_index != index:
             self._flush_text()
             self._end_native()
+            if self._cut:  # ending the previous call reached a limit: this one never begins
+                return out
             self._native_index = index
             self.call_begin(native=True)
         if name:
             self.call_name(name)
         if arguments:
             self.call_args(arguments)
+        if invalid:
+            self.call_invalid()
         return out
 
     def finish(self, reason: str | None = None) -> list[Event]:
@@ -672,6 +678,8 @@ class ChoiceStream:
 
     def _decide(self, name: str, kind: str, *, bare: bool) -> str:
         config = self.config
+        if config.tool_choice.mode == "none":  # only a native call gets here: the back end ignored "none"
+            return "suppress"
         if self._valid_calls and (not config.parallel_tool_calls or config.legacy_functions):
             return "suppress"
         allowed = config.tool_choice.allowed

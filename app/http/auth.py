@@ -5,7 +5,8 @@ file ``TOOLWIRE_API_KEYS_FILE`` (one per line, ``#`` comments). Only their
 SHA-256 digests are kept. With no keys configured the API is open (a warning
 is logged once when the app is set up). These keys are the clients'; the key
 toolwire sends upstream (``TOOLWIRE_UPSTREAM_API_KEY``) is a different one and
-client keys are never forwarded.
+client keys are never forwarded. The debug view takes the same keys, also as an
+HTTP Basic password so that a browser can open its page.
 """
 
 from __future__ import annotations
@@ -92,24 +93,48 @@ def bearer_token() -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+def basic_password() -> str | None:
+    """The password of this request's ``Authorization: Basic`` header, if any (the user name is ignored)."""
+    auth = request.authorization
+    if auth is None or auth.type != "basic":
+        return None
+    return auth.password or None
+
+
 def authorize_request() -> None:
     """Refuse the current request unless it carries an accepted key (no keys configured = open).
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
     """
+    _authorize(bearer_token(), "Bearer")
+
+
+def authorize_debug() -> None:
+    """The ``/debug`` guard: the API key, as a Bearer token or as the password of HTTP Basic auth.
+
+    A browser opening the debug page cannot add a Bearer header; the Basic
+    challenge makes it ask for the key once (any user name) and send it with
+    the page's own requests.
+
+    Raises:
+        ApiError: 401 ``invalid_api_key`` with a Basic challenge.
+    """
+    _authorize(bearer_token() or basic_password(), 'Basic realm="toolwire debug", charset="UTF-8"')
+
+
+def _authorize(token: str | None, challenge: str) -> None:
     ring = current_state().api_keys
     if not ring:
         return
-    token = bearer_token()
     if token is None:
-        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.")
+        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.", challenge)
     if not ring.accepts(token):
-        raise _unauthorized("Incorrect API key provided.")
+        raise _unauthorized("Incorrect API key provided.", challenge)
 
 
-def _unauthorized(message: str) -> ApiError:
-    return ApiError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+def _unauthorized(message: str, challenge: str) -> ApiError:
+    return ApiError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": challenge})
 
 
 def api_before_request() -> None:

@@ -106,7 +106,7 @@ class Toolwire:
 def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
     ``demo_model`` while the demo answers (no ``upstream_url``)."""
-    names = {*settings.model_map, *settings.model_map.values()}
+    names = {*settings.model_map, *settings.upstream_models()}
     if settings.default_upstream_model is not None:
         names.add(settings.default_upstream_model)
     if not settings.upstream_url:

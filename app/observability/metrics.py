@@ -45,6 +45,9 @@ FSM_TRANSITIONS = Counter("toolwire_fsm_transitions_total", "Per-choice state ma
                           ["source", "dest"])
 CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the client left before their end")
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
+TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
+                              "Requests auto tool mode retried in prompt mode after the back end refused tools",
+                              ["model"])
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -18,10 +18,12 @@ import re
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
+
+from statemachine import ChoiceFinished, ToolCallEnded, ToolCallNote
 
 from . import metrics
 from .debug import DebugStore, debug_store
@@ -45,7 +47,7 @@ class RequestRecord:
     Fields:
         request_id: the echoed or generated id.
         method, route: the request line (the URL rule, not the raw path: bounded).
-        started: ``time.perf_counter()`` at arrival.
+        started: ``time.perf_counter()`` at arrival; ``started_at`` the same moment on the wall clock.
         status: the response status, once known.
         model: the client's ``model``; ``model_label`` is it when configured, else ``other``.
         stream: the body is an SSE stream.
@@ -59,6 +61,7 @@ class RequestRecord:
     method: str
     route: str
     started: float = field(default_factory=time.perf_counter)
+    started_at: float = field(default_factory=time.time)
     status: int = 0
     model: str | None = None
     model_label: str = "other"
@@ -73,6 +76,11 @@ class RequestRecord:
     def keeps_text(self) -> bool:
         """Whether drivers should keep the model text (only for the debug view)."""
         return self.debug is not None
+
+    @property
+    def ttfb_ms(self) -> float | None:
+        """Milliseconds from arrival to the first bytes of the body, once they went out."""
+        return _ms(self.first_byte - self.started) if self.first_byte is not None else None
 
     def stream_opened(self) -> None:
         """An SSE body started for this request."""
@@ -122,27 +130,40 @@ class RequestRecord:
                 None, "finish", {"fields": {
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
                     "stream": self.stream, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
-                    "ttfb_ms": _ms(self.first_byte - self.started) if self.first_byte is not None else None,
+                    "ttfb_ms": self.ttfb_ms,
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
             try:
-                self.debug.save(self.request_id, self.debug_view())
+                self.debug.save(self.request_id, self.debug_view(duration, outcomes))
             except OSError as exc:  # the debug view must never break a response
                 access_log.warning("debug record not saved: %s", exc)
         if _current.get() is self:
             _current.set(None)
 
-    def debug_view(self) -> dict[str, Any]:
-        """The request's per-choice state-machine paths, each transition with its text span."""
+    def debug_view(self, duration: float, outcomes: Counter[str]) -> dict[str, Any]:
+        """The request's summary and per-choice state-machine paths, each transition with its text span.
+
+        Args:
+            duration: seconds from arrival to the end of the body.
+            outcomes: the request's tool calls by outcome (``emitted``, ``repaired``…).
+        """
         choices = []
         for driver in self.drivers:
             for index, choice in sorted(driver.choices.items()):
                 text = "".join((driver.texts or {}).get(index, ()))
                 path = [{"source": s, "trigger": t, "dest": d, "span": [a, b], "text": text[a:b]}
                         for (s, t, d), (a, b) in zip(choice.path, choice.spans)]
-                choices.append({"index": index, "state": choice.state.value, "path": path})
+                events = (driver.outcome_events or {}).get(index, ())
+                choices.append({
+                    "index": index, "state": choice.state.value, "path": path,
+                    "calls": [asdict(e) for e in events if isinstance(e, ToolCallEnded)],
+                    "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
+                    "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})
         return {"request_id": self.request_id, "method": self.method, "route": self.route,
-                "status": self.status, "model": self.model, "choices": choices}
+                "status": self.status, "model": self.model, "stream": self.stream,
+                "started_at": self.started_at, "duration_ms": _ms(duration),
+                "ttfb_ms": self.ttfb_ms,
+                "tool_calls": dict(outcomes), "choices": choices}
 
 
 def _ms(seconds: float) -> float:

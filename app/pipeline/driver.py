@@ -11,9 +11,11 @@ from collections import Counter
 from typing import Any, Callable, Iterator
 
 from statemachine import (
+    ChoiceFinished,
     ChoiceStream,
     Event,
     ModelOutputError,
+    NativeCalls,
     ParserConfig,
     ReasoningDelta,
     TextDelta,
@@ -31,13 +33,15 @@ log = logging.getLogger("toolwire.pipeline.driver")
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
+_OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
 
 
 class ChoiceDriver:
     """Feeds an upstream stream to per-choice state machines; iterate for ``(choice_index, event)``.
 
     Each upstream choice delta goes to its choice's ``ChoiceStream``: content
-    to ``feed``, native tool-call fragments to ``feed_tool_call``, the finish
+    to ``feed``, native tool-call fragments through the choice's
+    :class:`~statemachine.NativeCalls` (which undoes back-end quirks), the finish
     reason to ``finish``. A choice whose ``wants_more`` turns ``False`` is
     finished at once; once all ``n`` choices are finished and one of them was
     cut that way, the upstream is closed without reading further. Choices
@@ -54,6 +58,8 @@ class ChoiceDriver:
         outcomes: tool calls by outcome (``emitted``, ``repaired``, ``rejected``, ``failed``).
         first_output_at: ``time.perf_counter()`` at the first text, reasoning or call header.
         texts: per choice, the model text fed (kept only for the debug view), else ``None``.
+        outcome_events: per choice, its ``ToolCallEnded``, ``ToolCallNote`` and ``ChoiceFinished``
+            events (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
@@ -65,13 +71,16 @@ class ChoiceDriver:
         # Every requested choice exists from the start, so each gets its finish even if the upstream
         # sends fewer choices than asked for.
         self._choices = {i: ChoiceStream(config, id_factory=id_factory) for i in range(n)}
+        self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
         self._finished: set[int] = set()
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
         record = observe.current()
-        self.texts: dict[int, list[str]] | None = {} if record is not None and record.keeps_text else None
+        debugging = record is not None and record.keeps_text
+        self.texts: dict[int, list[str]] | None = {} if debugging else None
+        self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         if record is not None:
             record.drivers.append(self)
 
@@ -93,14 +102,17 @@ class ChoiceDriver:
                     events: list[Event] = []
                     if delta.reasoning:
                         events.append(ReasoningDelta(delta.reasoning))
+                    natives = self._natives.get(delta.index)
                     if delta.content:
                         if self.texts is not None:
                             self.texts.setdefault(delta.index, []).append(delta.content)
+                        if natives is not None:
+                            events += natives.close()
                         events += choice.feed(delta.content)
-                    for call in delta.tool_calls or ():
-                        fn = call.get("function") or {}
-                        events += choice.feed_tool_call(call.get("index", 0), id=call.get("id"),
-                                                        name=fn.get("name"), arguments=fn.get("arguments"))
+                    if delta.tool_calls:
+                        if natives is None:
+                            natives = self._natives[delta.index] = NativeCalls(choice)
+                        events += natives.feed(delta.tool_calls)
                     if delta.finish_reason:
                         events += self._finish(delta.index, delta.finish_reason)
                     elif not choice.wants_more:
@@ -126,12 +138,16 @@ class ChoiceDriver:
 
     def _finish(self, index: int, reason: str | None) -> list[Event]:
         self._finished.add(index)
-        return self._choices[index].finish(reason)
+        natives = self._natives.get(index)
+        held = natives.close() if natives is not None else ()
+        return [*held, *self._choices[index].finish(reason)]
 
     def _emit(self, index: int, events: list[Event]) -> Iterator[tuple[int, Event]]:
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
         for event in events:
+            if self.outcome_events is not None and isinstance(event, _OUTCOMES):
+                self.outcome_events.setdefault(index, []).append(event)
             if isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
             elif isinstance(event, ToolCallArgumentsDelta):

@@ -3,7 +3,7 @@
 An endpoint validates its request, turns it into a :class:`Generation` (the
 parser configuration, the client's transcript as Chat messages, the fields the
 back end gets) and calls :func:`generate` with its :class:`~app.pipeline.encoder.Encoder`.
-The prompt is built and the upstream opened before the first byte, so a refusal
+The upstream is opened in the model's tool mode (:func:`open_in_tool_mode`) before the first byte, so a refusal
 is an ordinary HTTP error; then the same :class:`~app.pipeline.driver.ChoiceDriver`
 events are either streamed through the pump (:func:`~app.pipeline.streaming.sse_body`)
 or folded into one body, so the two cannot disagree.
@@ -11,22 +11,29 @@ or folded into one body, so the two cannot disagree.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import orjson
 from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
+from ..observability import metrics
 from ..observability import record as observe
 from ..state import current_state
-from ..upstreams.base import UpstreamStream
+from ..upstreams.base import UpstreamError, UpstreamStream
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .failures import as_api_error
+from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import prompt_format
 from .prompt import build_upstream_messages
 from .streaming import cooperative, sse_body
+
+log = logging.getLogger("toolwire.pipeline.generate")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -58,10 +65,8 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     Raises:
         UpstreamError: the upstream refused (the client got nothing yet).
     """
-    config = generation.config
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    prompt_chars = sum(len(message["content"]) for message in messages)  # for a usage estimate
-    stream = open_upstream(generation.model, messages, generation.fields)
+    stream, config, messages = open_in_tool_mode(generation)
+    prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n)
 
     def usage() -> Usage:
@@ -82,6 +87,46 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
         return encoder.error_frames(as_api_error(exc), usage())
 
     return sse_response(frames(), on_error=failed, on_abandon=stream.close)
+
+
+def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
+    """Open the upstream in the model's tool mode (README, Tool modes; :mod:`app.pipeline.native`).
+
+    Returns:
+        The open stream, the parser configuration for it (no marker in native mode: the model never
+        saw one), and the messages sent.
+    Raises:
+        UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
+            prompt-mode retry's refusal).
+    """
+    state = current_state()
+    settings = state.settings
+    model, config = generation.model, generation.config
+    mode = settings.tool_mode_for(model)
+    if mode != "prompt":
+        key = (upstream_name(state.upstream), settings.upstream_model(model))
+        if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
+            messages = native_messages(generation.messages)
+            try:
+                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)})
+            except UpstreamError as exc:
+                if mode == "native" or not refuses_tools(exc):
+                    raise
+                FALLBACKS.remember(key)
+                record = observe.current()
+                metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
+                log.warning("the back end refused tools: prompt mode for %s", key[1],
+                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
+            else:
+                return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
+    return open_upstream(model, messages, generation.fields), config, messages
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
 def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:

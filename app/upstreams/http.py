@@ -157,12 +157,21 @@ def parse_chunk(obj: Any) -> UpstreamChunk:
         choices.append(ChoiceDelta(
             index=choice.get("index") or 0,
             content=delta.get("content"),
-            tool_calls=delta.get("tool_calls") or None,
+            tool_calls=_native_calls(delta),
             finish_reason=choice.get("finish_reason"),
             reasoning=delta.get("reasoning_content") or delta.get("reasoning"),
         ))
     usage = obj.get("usage")
     return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _native_calls(delta: dict[str, Any]) -> list[Any] | None:
+    """A delta's (or message's) ``tool_calls``, or its legacy ``function_call`` as the one entry."""
+    calls = delta.get("tool_calls")
+    if calls and isinstance(calls, list):
+        return calls
+    function_call = delta.get("function_call")
+    return [{"function": function_call}] if isinstance(function_call, dict) else None
 
 
 def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
@@ -172,9 +181,11 @@ def _whole_completion(obj: Any) -> Iterator[UpstreamChunk]:
     choices = []
     for choice in obj.get("choices") or ():
         message = choice.get("message") or {}
-        calls = [{**call, "index": i} for i, call in enumerate(message.get("tool_calls") or ())]
+        calls = _native_calls(message)
+        if calls:  # whole calls: each its own index, whatever the server wrote
+            calls = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
         choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
-                                   tool_calls=calls or None, finish_reason=choice.get("finish_reason"),
+                                   tool_calls=calls, finish_reason=choice.get("finish_reason"),
                                    reasoning=message.get("reasoning_content")))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)

@@ -143,7 +143,8 @@ class ResponsesEndpoint(Endpoint):
             assert response.get("status") == ("failed" if error else "completed"), response
             outcome = Outcome("stream_error" if error else "completed", status, headers, body, error=error)
             items = response.get("output") or []
-        outcome.calls = [(i["name"], json.loads(i["arguments"])) for i in items if i.get("type") == "function_call"]
+        outcome.calls = [(i["name"], json.loads(i["arguments"])) for i in items
+                         if i.get("type") == "function_call" and i.get("status", "completed") == "completed"]
         outcome.text = "".join(c.get("text", "") for i in items if i.get("type") == "message" for c in i.get("content") or ())
         return outcome
 

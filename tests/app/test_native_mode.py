@@ -1,0 +1,133 @@
+"""Tool modes, in process: settings, what a native back end gets, refusal detection, the fallback memory."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from app.pipeline.driver import ChoiceDriver
+from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
+from app.settings import ModelRoute, Settings
+from app.upstreams.base import UpstreamError
+from app.upstreams.http import HttpUpstream, parse_chunk
+from statemachine import ChoiceFinished, ParserConfig, TextDelta, ToolCallEnded, ToolChoice, ToolSpec
+
+WEATHER = ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"}, strict=True)
+SHELL = ToolSpec(name="shell", parameters={"type": "object"})
+PATCH = ToolSpec(name="apply_patch", description="Patch files.", kind="custom", input_format={"type": "text"})
+
+
+def test_model_map_takes_names_and_objects_and_sets_modes_per_model() -> None:
+    settings = Settings(tool_mode="auto", model_map={
+        "gpt-4o": "qwen2.5", "qwen": {"model": "qwen3:32b", "tool_mode": "native"}, "plain": {"tool_mode": "prompt"}},
+        default_upstream_model="fallback")
+    assert [settings.upstream_model(m) for m in ("gpt-4o", "qwen", "plain", "other")] == [
+        "qwen2.5", "qwen3:32b", "fallback", "fallback"]
+    assert [settings.tool_mode_for(m) for m in ("gpt-4o", "qwen", "plain", "other")] == [
+        "auto", "native", "prompt", "auto"]
+    assert settings.model_map["qwen"] == ModelRoute(model="qwen3:32b", tool_mode="native")
+    shown = dict((name, value) for name, value, _ in settings.describe())
+    assert json.loads(shown["model_map"])["qwen"] == {"model": "qwen3:32b", "tool_mode": "native"}
+    assert Settings().tool_mode == "prompt", "prompt stays the default"
+
+
+@pytest.mark.parametrize("value", [{"model": "x", "tool_mode": "natve"}, {"modle": "x"}])
+def test_a_bad_model_map_object_is_refused(value: dict) -> None:
+    with pytest.raises(ValidationError):
+        Settings(model_map={"m": value})
+
+
+@pytest.mark.parametrize("choice, sent", [
+    (ToolChoice("auto"), "auto"),
+    (ToolChoice("required"), "required"),
+    (ToolChoice("none"), "none"),
+    (ToolChoice("required", frozenset({"shell"})), {"type": "function", "function": {"name": "shell"}}),
+    (ToolChoice("auto", frozenset({"shell", "get_weather"})), {"type": "allowed_tools", "allowed_tools": {
+        "mode": "auto", "tools": [{"type": "function", "function": {"name": "get_weather"}},
+                                  {"type": "function", "function": {"name": "shell"}}]}}),
+])
+def test_native_tools_in_chat_shape(choice: ToolChoice, sent: object) -> None:
+    config = ParserConfig.for_tools([WEATHER, SHELL, PATCH], tool_choice=choice)
+    fields = native_tools(config)
+    assert fields["tools"] == [
+        {"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                          "parameters": {"type": "object"}, "strict": True}},
+        {"type": "function", "function": {"name": "shell", "parameters": {"type": "object"}}},
+        {"type": "custom", "custom": {"name": "apply_patch", "description": "Patch files.", "format": {"type": "text"}}},
+    ]
+    assert fields["tool_choice"] == sent
+    assert "parallel_tool_calls" not in fields
+    assert native_tools(ParserConfig.for_tools([SHELL], parallel_tool_calls=False))["parallel_tool_calls"] is False
+    assert native_tools(ParserConfig()) == {}
+
+
+def test_native_messages_keep_calls_and_convert_legacy_ones() -> None:
+    messages = [
+        {"role": "developer", "content": "Rules."},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": None, "function_call": {"name": "shell", "arguments": "{}"}},
+        {"role": "function", "name": "shell", "content": "ok"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "done"},
+    ]
+    out = native_messages(messages)
+    assert out[0] == {"role": "system", "content": "Rules."}
+    assert out[1] == messages[1] and out[4:] == messages[4:]
+    legacy_id = out[2]["tool_calls"][0]["id"]
+    assert out[2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": legacy_id, "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}
+    assert out[3] == {"role": "tool", "tool_call_id": legacy_id, "content": "ok"}
+    assert messages[0]["role"] == "developer", "the client's messages are not changed"
+
+
+@pytest.mark.parametrize("kind, message, refused", [
+    ("server_error", "The upstream failed (HTTP 500): tools param requires --jinja flag", True),
+    ("server_error", "The upstream failed (HTTP 500): Unsupported param: tools", True),
+    ("client_error", "registry.ollama.ai/library/gemma3:4b does not support tools", True),
+    ("client_error", "stablelm2:latest does not support tools", True),
+    ("client_error", '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', True),
+    ("client_error", "Function calling is not supported for this model.", True),
+    ("client_error", "This model's maximum context length is 4096 tokens.", False),
+    ("client_error", "No tool call found for function call output with call_id 'x'.", False),
+    ("client_error", "Invalid 'tools[0].function.name': string does not match pattern.", False),
+    ("server_error", "The upstream failed (HTTP 503).", False),
+    ("rate_limited", "tools are not supported", False),
+    ("auth", "The upstream refused toolwire's credentials (HTTP 401).", False),
+])
+def test_tools_refusals_are_recognised(kind: str, message: str, refused: bool) -> None:
+    assert refuses_tools(UpstreamError(kind, message, status=400)) is refused
+
+
+def test_the_fallback_memory_forgets_after_its_window_and_stays_bounded() -> None:
+    memory = FallbackMemory(size=2)
+    memory.remember(("u", "a"), now=100.0)
+    assert memory.prompt_only(("u", "a"), 60, now=159.0)
+    assert not memory.prompt_only(("u", "a"), 60, now=160.0)
+    assert not memory.prompt_only(("u", "a"), 60, now=100.0), "forgotten once expired"
+    for model in ("a", "b", "c"):
+        memory.remember(("u", model), now=200.0)
+    assert [memory.prompt_only(("u", m), 60, now=201.0) for m in ("a", "b", "c")] == [False, True, True]
+
+
+def test_a_legacy_function_call_delta_is_a_native_fragment() -> None:
+    chunk = parse_chunk({"choices": [{"index": 0, "delta": {"function_call": {"name": "shell", "arguments": ""}}}]})
+    assert chunk.choices[0].tool_calls == [{"function": {"name": "shell", "arguments": ""}}]
+
+
+def test_a_back_end_that_answers_whole_with_tool_calls_yields_the_calls() -> None:
+    """A server that ignores ``stream: true`` sends one completion: its calls (object arguments, no index,
+    ``finish_reason: "stop"``) come out as a streamed OpenAI answer would."""
+    completion = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+            {"id": "x", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "ls"}'}}]}}]}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=completion))
+    stream = HttpUpstream("http://back.end/v1", transport=transport).open({"model": "m", "messages": []})
+    events = list(ChoiceDriver(stream, ParserConfig.for_tools([WEATHER, SHELL])))
+    ended = [(e.name, e.arguments, e.valid) for _, e in events if isinstance(e, ToolCallEnded)]
+    assert ended == [("get_weather", '{"city":"Oslo"}', True), ("shell", '{"cmd": "ls"}', True)]
+    assert events[0][1] == TextDelta("Checking.") and events[-1][1] == ChoiceFinished("tool_calls")
