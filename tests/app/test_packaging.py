@@ -25,13 +25,18 @@ def test_the_core_is_toolwires():
     assert done.stdout.strip() == str(ROOT / "statemachine" / "__init__.py")
 
 
-def test_an_installed_python_statemachine_is_refused_naming_it_and_the_fix(tmp_path):
-    dist = tmp_path / "python_statemachine-2.5.0.dist-info"
+def test_python_statemachine_installed_beside_the_core_is_refused_naming_it_and_the_fix(tmp_path):
+    """A site directory holding toolwire's core and python-statemachine's metadata, as pip leaves it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "statemachine").symlink_to(ROOT / "statemachine")
+    dist = site / "python_statemachine-2.5.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: python-statemachine\nVersion: 2.5.0\n")
-    done = python("import app", first_on_path=tmp_path)
+    done = python("import app", first_on_path=site, cwd=tmp_path)
     assert done.returncode == 1
-    assert "ImportError: toolwire cannot start: the PyPI package 'python-statemachine' (2.5.0)" in done.stderr
+    assert ("ImportError: toolwire cannot start: the PyPI package 'python-statemachine' (2.5.0) is installed in "
+            f"{site}") in done.stderr
     assert "'pip uninstall python-statemachine'" in done.stderr
 
 
