@@ -21,7 +21,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 serve: $(VENV)/.installed
 	$(BIN)/python -m gunicorn -c gunicorn.conf.py wsgi:app
 
+# The Redis store's tests need redis-server: installed here (Debian's package, as root) when missing.
 test: $(VENV)/.installed-dev
+	PYTHONPATH=tests $(BIN)/python -m support.redis_server --install
 	$(BIN)/python -m pytest
 
 # Unit tests only: the core and the Flask side in process (no gunicorn, no fuzz corpus); well under a minute.

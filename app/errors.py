@@ -38,16 +38,17 @@ class ApiError(Exception):
 
 
 class InputError(ApiError):
-    """A request refused with 400 ``invalid_request_error`` (both endpoints' validation raises it).
+    """A request refused with an ``invalid_request_error`` (both endpoints' validation raises it).
 
     Args:
         message: the human-readable reason.
         param: the offending parameter path (``input[1].call_id``), or ``None``.
         code: a machine-readable code, or ``None``.
+        status: 400, or 404 for a stored response or item the request names that is not there.
     """
 
-    def __init__(self, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(400, message, param=param, code=code)
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, status: int = 400):
+        super().__init__(status, message, param=param, code=code)
 
 
 def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:

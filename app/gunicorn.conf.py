@@ -9,6 +9,7 @@ on the command line; the environment variables below are read here.
 """
 
 import os
+import resource
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,7 +17,10 @@ from pathlib import Path
 # gevent: one greenlet per request, so thousands of idle streams cost little.
 worker_class = "gevent"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_connections = 1000
+# An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
+# used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
+# (README: "Deploying behind a reverse proxy").
+worker_connections = int(os.environ.get("TOOLWIRE_WORKER_CONNECTIONS", "10000"))
 bind = os.environ.get("TOOLWIRE_BIND", "127.0.0.1:8000")
 # A liveness heartbeat between master and worker, not a request-length limit.
 timeout = 30
@@ -25,6 +29,11 @@ graceful_timeout = int(os.environ.get("TOOLWIRE_GRACEFUL_TIMEOUT", "300"))
 # Above common load-balancer idle timeouts (60 s).
 keepalive = 75
 max_requests = 0
+# Request heads: gunicorn's defaults take 100 fields of 8 KiB (~800 KiB a request, read and parsed before
+# any check of toolwire's). Real clients send about 15 (Codex, the heaviest, 12, with ~2 KiB of metadata).
+limit_request_line = 8190
+limit_request_fields = 32
+limit_request_field_size = 8190
 # Workers import the app after gunicorn's gevent patch; preloading would import it unpatched.
 preload_app = False
 # toolwire writes its own access line per request when the body really ends (streams included),
@@ -37,6 +46,13 @@ if os.environ.get("TOOLWIRE_CONTROL_SOCKET"):
     control_socket = os.environ["TOOLWIRE_CONTROL_SOCKET"]
 else:
     control_socket_disable = True
+
+# Every connection is a file descriptor: make sure the process may open that many (up to the hard limit).
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+_wanted = worker_connections + 1024  # upstream connections, log and metric files
+if _soft != resource.RLIM_INFINITY and _soft < _wanted:
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (_wanted if _hard == resource.RLIM_INFINITY else min(_wanted, _hard), _hard))
 
 # Prometheus multiprocess mode: every worker writes its metrics under this directory and /metrics
 # aggregates them. It must be in the environment before the workers start (they inherit it).

@@ -30,6 +30,8 @@ ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
 _NESTED = "__"
 _MASK = "**********"
+#: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
+STORE_SCHEMES = ("sqlite", "redis", "rediss")
 
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
@@ -50,13 +52,25 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
 
+    upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
+        None, description="Back end: openai (HTTP, TOOLWIRE_UPSTREAM_URL), codex (a Codex app-server) or demo; "
+                          "unset = openai when upstream_url is set, else demo")
     upstream_url: str | None = Field(
         None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
     upstream_api_key: SecretStr | None = Field(None, description="Bearer key sent to the upstream")
     upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
     upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
-    upstream_pool_timeout: float = Field(10.0, gt=0, description="Wait for a free connection, seconds")
+    codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
+    codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
+                                                    "never written by toolwire")
+    codex_provider_url: str | None = Field(
+        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
+    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
+    codex_work_dir: str = Field("var/codex", description="Where toolwire writes its private Codex homes")
+    codex_recycle_requests: int = Field(1000, ge=0, description="Requests per Codex app-server before it is "
+                                                               "replaced (after its open requests end); 0 = never")
+    codex_max_turns: int = Field(64, ge=0, description="Codex turns in flight per worker (more get 429); 0 = no limit")
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
@@ -74,8 +88,19 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
+    body_timeout_seconds: float = Field(
+        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
+    response_store_url: str | None = Field(
+        None, description="Where stored responses live: sqlite:///relative/path, sqlite:////absolute/path, "
+                          "redis://[:password@]host:port/db or rediss://…; empty = no store; "
+                          "unset = the SQLite file response_store_path")
     response_store_path: str = Field(
-        "var/responses.sqlite3", description="SQLite file keeping stored responses; empty = no store")
+        "var/responses.sqlite3", description="SQLite file keeping stored responses when response_store_url "
+                                             "is unset; empty = no store")
+    response_store_shared: bool = Field(
+        False, description="Every client key may read, continue and delete every stored response (one tenant)")
+    response_store_timeout: float = Field(
+        2.0, gt=0, description="Longest wait for the response store per operation, seconds")
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     api_keys: SecretStr | None = Field(
@@ -88,6 +113,8 @@ class Settings(BaseSettings):
     max_concurrent_streams: int = Field(
         512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
     marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
+    auto_marker: bool = Field(
+        True, description="Marker mode for a request whose user text or tool results already hold call syntax")
     log_level: str = "INFO"
     log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
     debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
@@ -104,6 +131,11 @@ class Settings(BaseSettings):
         except KeyError as exc:
             raise ValueError(str(exc.args[0])) from None
         return value
+
+    @field_validator("response_store_url")
+    @classmethod
+    def _known_store(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_url(value.strip())
 
     @field_validator("log_level")
     @classmethod
@@ -125,6 +157,11 @@ class Settings(BaseSettings):
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
+    @property
+    def backend(self) -> str:
+        """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
+        return self.upstream_kind or ("openai" if self.upstream_url else "demo")
+
     def upstream_model(self, client_model: str) -> str:
         """The upstream model name for a client's ``model``."""
         route = self.model_map.get(client_model)
@@ -142,6 +179,13 @@ class Settings(BaseSettings):
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""
         return {self.upstream_model(name) for name in self.model_map} - {""}
+
+    def store_url(self) -> str:
+        """The response store's URL: ``response_store_url``, else ``sqlite:///`` + ``response_store_path``
+        (empty: no store)."""
+        if self.response_store_url is not None:
+            return self.response_store_url
+        return f"sqlite:///{self.response_store_path}" if self.response_store_path else ""
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(name, display value, source)`` per field; secrets and URL passwords masked.
@@ -163,7 +207,10 @@ class Settings(BaseSettings):
                 source = "init"
             else:
                 source = "default"
-            rows.append((name, _display(name, getattr(self, name)), source))
+            display = _display(name, getattr(self, name))
+            if name == "response_store_url" and self.response_store_url is None:
+                display = f"{self.store_url() or 'none'} (from response_store_path)"
+            rows.append((name, display, source))
         return rows
 
 
@@ -193,6 +240,29 @@ def _read_toml(path: Path | None) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///path`` URL: ``sqlite:///var/r.db`` is relative, ``sqlite:////srv/r.db`` absolute.
+
+    Raises:
+        ValueError: not a ``sqlite:///`` URL with a path.
+    """
+    if not url.startswith("sqlite:///") or url == "sqlite:///":
+        raise ValueError(f"a SQLite store URL is sqlite:///relative/path or sqlite:////absolute/path, not {url!r}")
+    return url[len("sqlite:///"):]
+
+
+def check_store_url(url: str) -> str:
+    """``url`` when it names a response store toolwire can open (or is empty: no store), else ``ValueError``."""
+    if url:
+        scheme = urlsplit(url).scheme
+        if scheme not in STORE_SCHEMES:
+            raise ValueError(f"the response store URL must start with sqlite:///, redis:// or rediss://, "
+                             f"not {scheme + '://' if scheme else repr(url)}")
+        if scheme == "sqlite":
+            sqlite_path(url)
+    return url
+
+
 def mask_url(url: str) -> str:
     """``url`` with any password replaced by asterisks."""
     parts = urlsplit(url)
@@ -207,7 +277,7 @@ def mask_url(url: str) -> str:
 def _display(name: str, value: Any) -> str:
     if isinstance(value, SecretStr):
         return _MASK if value.get_secret_value() else ""
-    if name == "upstream_url" and isinstance(value, str):
+    if name in ("upstream_url", "codex_provider_url", "response_store_url") and isinstance(value, str):
         return mask_url(value)
     if value is None:
         return ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from flask import current_app
+from flask import current_app, g
 
 if TYPE_CHECKING:
     from .http.auth import KeyRing
@@ -56,3 +56,14 @@ def current_state() -> ToolwireState:
         raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
                            "'Toolwire.init_app(app)'?")
     return ext.state(app)
+
+
+def client_owner() -> str | None:
+    """The owner digest of the current request's client key (see :func:`app.http.auth.owner_digest`), recorded
+    by the key check; ``None`` when the API has no keys (an open API has no owners)."""
+    return g.get("toolwire_client_owner")
+
+
+def set_client_owner(owner: str) -> None:
+    """Record the owner digest of the accepted client key for :func:`client_owner`."""
+    g.toolwire_client_owner = owner

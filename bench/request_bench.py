@@ -14,10 +14,11 @@ The baseline is a bare Flask view streaming three frames, measured the same
 way in the same run. ``--long`` streams a real 500-chunk tool-call script
 instead (the bare view is unchanged): the close then runs after a stream's worth
 of work, as at concurrency 1 under gunicorn, and measures two to three times the
-short figure (likely colder CPU caches). Figures are this thread's CPU
+short figure (likely colder CPU caches); ``--short`` streams the ~100-chunk
+tool-call script of ``make bench``'s short-stream section. Figures are this thread's CPU
 microseconds (``time.thread_time``: other processes do not count): per phase,
 the lowest of five rounds' medians (the apps take turns). Run:
-``.venv/bin/python bench/request_bench.py [--requests N] [--long] [--profile]``
+``.venv/bin/python bench/request_bench.py [--requests N] [--long | --short] [--profile]``
 (``--profile`` prints the top cProfile entries of the toolwire requests).
 """
 
@@ -164,11 +165,14 @@ def main() -> None:
     parser.add_argument("--long", action="store_true",
                         help="stream bench/upstream.py's bench-fast script (prose and a write_file call in ~500 "
                              "chunks) instead of two words: the close then follows a real stream's work")
+    parser.add_argument("--short", action="store_true",
+                        help="stream bench/upstream.py's bench-short script (a sentence and a write_file call in "
+                             "~100 chunks)")
     args = parser.parse_args()
-    if args.long:
+    if args.long or args.short:
         global CHUNKS
-        CHUNKS = (*(UpstreamChunk([ChoiceDelta(content=piece)]) for piece in scripted.script(MODEL)["pieces"]),
-                  *CHUNKS[2:])
+        pieces = scripted.script(MODEL if args.long else "bench-short")["pieces"]
+        CHUNKS = (*(UpstreamChunk([ChoiceDelta(content=piece)]) for piece in pieces), *CHUNKS[2:])
     body = request_body(MODEL)
     tw = toolwire_app()
     rows = list(zip(("bare Flask view", "toolwire"), measure([bare_app(), tw], body, args.requests)))

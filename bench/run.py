@@ -1,32 +1,41 @@
 """toolwire end-to-end benchmark suite: ``make bench`` (or ``.venv/bin/python bench/run.py``).
 
 Starts, on free 127.0.0.1 ports, the scripted upstream (``bench/upstream.py``),
-the minimal relay (``bench/relay.py``) and toolwire, both relays under
-``gunicorn -c gunicorn.conf.py --workers 1 -k gevent --worker-connections 4000``;
-drives them with the gevent load generator (``bench/load.py``) and prints one
-table on stdout (progress goes to stderr). Every figure is set against a
-baseline measured in the same run, as a ratio, because the machine is small,
-shared and noisy:
+the minimal relays (``bench/relay.py``: one on httpx, the fixed reference
+called "relay", one on geventhttpclient, toolwire's own upstream client, one on
+urllib3) and toolwire, each under ``gunicorn -c gunicorn.conf.py --workers 1
+-k gevent --worker-connections 4000``; drives them with the gevent load
+generator (``bench/load.py``) and prints one table on stdout (progress goes to
+stderr). Every figure is set against a baseline measured in the same run, as a
+ratio, because the machine is small, shared and noisy; servers compared take
+turns in rounds, and requests/s ratios are the median of the rounds' ratios:
 
+0. short streams (run first): ~100-chunk streams ending in a tool call with
+   an escaped JSON argument, concurrency 64, toolwire and every relay;
 1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
-   toolwire versus the minimal relay (the two interleaved in rounds), with the
-   worker's CPU time read from ``/proc/PID/stat``;
+   toolwire and every relay, with the worker's CPU time read from
+   ``/proc/PID/stat``;
 2. added latency at concurrency 1: first byte and first content, toolwire
    versus the upstream itself and versus the relay;
 3. open streams: 2,000 concurrent slow streams on a fresh toolwire worker,
    RSS per open stream from ``/proc/PID/status``, set against the same run
-   on a fresh minimal relay worker (the floor: gunicorn, Flask, httpx);
+   on fresh relay workers (httpx and geventhttpclient: the floor of the stack);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures (``bench/core_bench.py``, run as is);
 6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
-7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is).
+7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is);
+8. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
+   Responses-API model, versus toolwire → the same model server over plain
+   HTTP (Chat Completions): first content at c=1, CPU per request (toolwire
+   worker plus app-server), and the app-server's RSS. Needs ``npm`` (Codex is
+   installed into the test cache as the e2e tests do); skipped without it.
 
 Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
 ``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all seven.
+runs, so it comes with it); the default is all eight.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import os  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -64,9 +74,16 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PATH = "/v1/chat/completions"
 GUNICORN_FLAGS = ["--workers", "1", "-k", "gevent", "--worker-connections", "4000"]
 
-#: Section 1: (concurrency, requests per round); each round runs the relay, then toolwire.
+#: The minimal relays by upstream client (``bench/relay.py``): httpx is the fixed reference ("relay"),
+#: geventhttpclient the client toolwire uses, urllib3 the third one compared (docs/upstream-client.md).
+RELAY_CLIENTS = ("httpx", "geventhttpclient", "urllib3")
+CHOSEN_CLIENT = "geventhttpclient"
+#: Section 1: (concurrency, requests per round); each round runs every server in turn.
 RELAY_PLAN = ((1, 100), (64, 320), (512, 1024))
 ROUNDS = 2
+#: Section 0: short tool-call streams, (concurrency, requests per round) and rounds.
+SHORT_PLAN = (64, 800)
+SHORT_ROUNDS = 3
 RUN_TIME_LIMIT = 60.0
 WARMUP_REQUESTS = 32
 OPEN_STREAMS = 2000
@@ -74,8 +91,15 @@ OPEN_RAMP_LIMIT = 10.0
 OPEN_READ_TIMEOUT = 30.0
 SLOW_INTERVAL = 0.5
 LINEARITY_RUNS_100K = 2
+#: Section 8: requests per back end per round, at c=1; the model's answer and its delta size.
+CODEX_REQUESTS = 30
+CODEX_ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
+CODEX_DELTA_CHARS = 4
 
 TARGET_RPS_RATIO = 0.75
+TARGET_SHORT_VS_RELAY = 1.0
+TARGET_SHORT_VS_CHOSEN = 0.8
+TARGET_TTFB_512 = 1.2
 TARGET_CPU_RATIO = 1.3
 TARGET_TTFC_DELTA_MS = 1.0
 TARGET_RSS_KB = 40.0
@@ -403,32 +427,59 @@ def check_output(server: Server, body: bytes, expected: dict) -> str:
             f"{'matches' if prose_ok else 'DIFFERS'}; finish_reason {finish}")
 
 
-def relay_overhead(table: Table, upstream: Server, relay: Server, toolwire: Server, body: bytes,
+def relay_name(client: str) -> str:
+    """The table name of the relay on ``client`` (the httpx reference is plain "relay")."""
+    return "relay" if client == "httpx" else f"relay-{client}"
+
+
+def interleaved(servers: dict[str, Server], body: bytes, *, concurrency: int, requests: int, chunks: int,
+                rounds: int, label: str) -> dict[str, list[Measured]]:
+    """``rounds`` rounds in which every server gets the same load in turn (the order rotates each
+    round, so none always runs first); every run, per server."""
+    runs: dict[str, list[Measured]] = {name: [] for name in servers}
+    order = list(servers)
+    for round_no in range(rounds):
+        for name in order[round_no % len(order):] + order[:round_no % len(order)]:
+            progress(f"{label}: c={concurrency} round {round_no + 1}/{rounds}: {name}, {requests} requests")
+            runs[name].append(measure(servers[name], body, concurrency=concurrency, requests=requests, chunks=chunks))
+    return runs
+
+
+def round_ratio(runs: dict[str, list[Measured]], mine: str, theirs: str, attr: str = "rps") -> float:
+    """The median over the rounds of ``mine``'s figure / ``theirs``' (both measured in the same round)."""
+    ratios = [getattr(Figures.of(a), attr) / getattr(Figures.of(b), attr) for a, b in zip(runs[mine], runs[theirs])]
+    return statistics.median(ratios)
+
+
+def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], body: bytes,
                    chunks: int) -> dict[int, dict[str, Figures]]:
     """Section 1; returns the figures per concurrency and server (section 2 reuses c=1)."""
     figures: dict[int, dict[str, Figures]] = {}
     for concurrency, per_round in RELAY_PLAN:
-        runs: dict[str, list[Measured]] = {"relay": [], "toolwire": []}
-        for round_no in range(ROUNDS):
-            for name, server in (("relay", relay), ("toolwire", toolwire)):
-                progress(f"1: c={concurrency} round {round_no + 1}/{ROUNDS}: {name}, {per_round} requests")
-                runs[name].append(measure(server, body, concurrency=concurrency, requests=per_round, chunks=chunks))
+        runs = interleaved(servers, body, concurrency=concurrency, requests=per_round, chunks=chunks, rounds=ROUNDS,
+                           label="1")
         direct = measure(upstream, body, concurrency=concurrency, requests=per_round, chunks=chunks)
-        figures[concurrency] = {"relay": Figures.of(merged(runs["relay"])),
-                                "toolwire": Figures.of(merged(runs["toolwire"])),
-                                "upstream": Figures.of(direct)}
+        figures[concurrency] = {name: Figures.of(merged(m)) for name, m in runs.items()}
+        figures[concurrency]["upstream"] = Figures.of(direct)
         tw, rl, up = figures[concurrency]["toolwire"], figures[concurrency]["relay"], figures[concurrency]["upstream"]
         s = "1"
         table.add(s, f"c={concurrency}: requests ok / errors (each server)", f"{tw.ok} / {tw.errors}",
                   f"{rl.ok} / {rl.errors} relay")
         table.add(s, f"c={concurrency}: chunks/s", f"{tw.chunks_per_s:,.0f}", f"{rl.chunks_per_s:,.0f} relay",
                   f"{tw.chunks_per_s / rl.chunks_per_s:.2f}")
-        rps_ratio = tw.rps / rl.rps
-        table.add(s, f"c={concurrency}: requests/s", f"{tw.rps:,.1f}", f"{rl.rps:,.1f} relay", f"{rps_ratio:.2f}",
-                  f">= {TARGET_RPS_RATIO}" if concurrency == 64 else "",
+        rps_ratio = round_ratio(runs, "toolwire", "relay")
+        table.add(s, f"c={concurrency}: requests/s (ratio: median of rounds)", f"{tw.rps:,.1f}", f"{rl.rps:,.1f} relay",
+                  f"{rps_ratio:.2f}", f">= {TARGET_RPS_RATIO}" if concurrency == 64 else "",
                   verdict(rps_ratio >= TARGET_RPS_RATIO) if concurrency == 64 else "")
+        for client in RELAY_CLIENTS[1:]:
+            other = figures[concurrency][relay_name(client)]
+            table.add(s, f"c={concurrency}:   relay on {client}: ok / errors, requests/s", f"{tw.rps:,.1f}",
+                      f"{other.ok} / {other.errors}, {other.rps:,.1f}",
+                      f"{round_ratio(runs, 'toolwire', relay_name(client)):.2f}")
+        ttfb_target = concurrency == 512
         table.add(s, f"c={concurrency}: TTFB p50 / p99 ms", ms_pair(tw.ttfb), ms_pair(rl.ttfb) + " relay",
-                  ratio_pair(tw.ttfb, rl.ttfb))
+                  ratio_pair(tw.ttfb, rl.ttfb), f"p50 <= {TARGET_TTFB_512}" if ttfb_target else "",
+                  verdict(tw.ttfb[0] / rl.ttfb[0] <= TARGET_TTFB_512) if ttfb_target else "")
         table.add(s, f"c={concurrency}: total time p50 / p99 ms", ms_pair(tw.total), ms_pair(rl.total) + " relay",
                   ratio_pair(tw.total, rl.total))
         cpu_ratio = tw.cpu_us_per_chunk / rl.cpu_us_per_chunk
@@ -441,6 +492,34 @@ def relay_overhead(table: Table, upstream: Server, relay: Server, toolwire: Serv
         table.add(s, f"c={concurrency}: harness ceiling (upstream direct)", "",
                   f"{up.chunks_per_s:,.0f} chunks/s", f"{tw.chunks_per_s / up.chunks_per_s:.2f}")
     return figures
+
+
+def short_streams(table: Table, servers: dict[str, Server]) -> None:
+    """Section 0: ~100-chunk streams ending in a tool call, c=64, every server interleaved in rounds."""
+    concurrency, per_round = SHORT_PLAN
+    chunks = scripted.script("bench-short")["chunks"]
+    runs = interleaved(servers, request_body("bench-short"), concurrency=concurrency, requests=per_round,
+                       chunks=chunks, rounds=SHORT_ROUNDS, label="0")
+    figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
+    tw = figures["toolwire"]
+    s = "0"
+    table.add(s, "toolwire output check (httpx, 1 stream)", check_output(servers["toolwire"],
+                                                                         request_body("bench-short"),
+                                                                         scripted.script("bench-short")))
+    for name, f in figures.items():
+        table.add(s, f"{name}: ok / errors, requests/s", f"{f.ok} / {f.errors}", f"{f.rps:,.1f}")
+        table.add(s, f"{name}: TTFB / total p50 ms, worker CPU µs per request", "",
+                  f"{f.ttfb[0]:.1f} / {f.total[0]:.1f}, {f.cpu_us_per_chunk * chunks:,.0f}")
+    chosen = relay_name(CHOSEN_CLIENT)
+    for theirs, target in (("relay", TARGET_SHORT_VS_RELAY), (chosen, TARGET_SHORT_VS_CHOSEN)):
+        ratio = round_ratio(runs, "toolwire", theirs)
+        table.add(s, f"requests/s toolwire / {theirs} (median of rounds)", f"{tw.rps:,.1f}",
+                  f"{figures[theirs].rps:,.1f} {theirs}", f"{ratio:.2f}", f">= {target}", verdict(ratio >= target))
+        cpu = tw.cpu_us_per_chunk / figures[theirs].cpu_us_per_chunk
+        table.add(s, f"worker CPU per request toolwire / {theirs}", "", "", f"{cpu:.2f}")
+    for client in RELAY_CLIENTS[1:]:
+        table.add(s, f"requests/s {relay_name(client)} / relay (the clients compared)", "", "",
+                  f"{round_ratio(runs, relay_name(client), 'relay'):.2f}")
 
 
 def added_latency(table: Table, c1: dict[str, Figures]) -> None:
@@ -471,8 +550,9 @@ def open_streams(table: Table, procs: Processes, upstream_url: str, fast_body: b
     """
     count = OPEN_STREAMS
     figures = open_streams_run(procs, upstream_url, fast_body, fast_chunks, count)
-    relay = open_streams_run(procs, upstream_url, fast_body, fast_chunks, count, relay=True)
-    _open_stream_rows(table, figures, count, target=True, relay=relay)
+    relays = {client: open_streams_run(procs, upstream_url, fast_body, fast_chunks, count, relay=client)
+              for client in ("httpx", CHOSEN_CLIENT)}
+    _open_stream_rows(table, figures, count, target=True, relays=relays)
     if figures["ok"] < count or figures["peak_open"] < count:
         count //= 2
         _open_stream_rows(table, open_streams_run(procs, upstream_url, fast_body, fast_chunks, count), count,
@@ -480,16 +560,17 @@ def open_streams(table: Table, procs: Processes, upstream_url: str, fast_body: b
 
 
 def open_streams_run(procs: Processes, upstream_url: str, fast_body: bytes, fast_chunks: int,
-                     count: int, *, relay: bool = False) -> dict:
-    """``count`` slow streams on a fresh, warmed-up toolwire (or relay) worker, its RSS sampled every 50 ms.
+                     count: int, *, relay: str | None = None) -> dict:
+    """``count`` slow streams on a fresh, warmed-up toolwire worker (or the relay on client ``relay``),
+    its RSS sampled every 50 ms.
 
     The RSS kept is the one at the moment the most streams were open (had
     their first byte and not ended); requests sent but not yet answered (the
     worker holds them too) are reported as well.
     """
     if relay:
-        server = start_gunicorn(procs, f"relay-open-{count}", ["--pythonpath", str(BENCH), "relay:app"],
-                                {"RELAY_UPSTREAM_URL": upstream_url})
+        server = start_gunicorn(procs, f"{relay_name(relay)}-open-{count}", ["--pythonpath", str(BENCH), "relay:app"],
+                                {"RELAY_UPSTREAM_URL": upstream_url, "RELAY_CLIENT": relay})
     else:
         server = start_gunicorn(procs, f"toolwire-open-{count}", ["wsgi:app"], toolwire_env(upstream_url))
     try:
@@ -499,7 +580,7 @@ def open_streams_run(procs: Processes, upstream_url: str, fast_body: bytes, fast
         request = load.build_request(server.port, PATH, request_body("bench-slow"))
         counters = load.Progress()
         progress(f"3: {count} slow streams ({SLOW_INTERVAL} s between chunks) on one fresh "
-                 f"{'relay' if relay else 'toolwire'} worker")
+                 f"{relay_name(relay) if relay else 'toolwire'} worker")
         job = gevent.spawn(load.run_load, server.port, request, concurrency=count, requests=count,
                            time_limit=OPEN_RAMP_LIMIT, read_timeout=OPEN_READ_TIMEOUT, progress=counters)
         start = time.monotonic()
@@ -528,7 +609,7 @@ def _per_open(f: dict) -> float:
     return (f["peak_rss"] - f["idle"]) / f["peak_open"] if f["peak_open"] else float("nan")
 
 
-def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool, relay: dict | None = None) -> None:
+def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool, relays: dict[str, dict] | None = None) -> None:
     s = "3"
     label = f"{count} streams" + ("" if target else " (reference: half the target count)")
     all_ok = f["ok"] == count and not f["restarted"]
@@ -547,11 +628,14 @@ def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool, relay:
               f"{grown / f['peak_inflight']:.1f} per in-flight" if f["peak_inflight"] else "", "",
               f"<= {TARGET_RSS_KB:.0f} KB" if target else "",
               verdict(per_open <= TARGET_RSS_KB) if target else "")
-    if relay is not None:
-        # The minimal relay's own figure is the floor of this stack (gunicorn worker, Flask, httpx).
-        table.add(s, "  minimal relay, same run: RSS per open stream KiB",
-                  f"{per_open:.1f}", f"{relay['ok']} / {relay['peak_open']}, {_per_open(relay):.1f} relay",
-                  f"{per_open / _per_open(relay):.2f}", "", "relay: " + verdict(_per_open(relay) <= TARGET_RSS_KB))
+    for client, relay in (relays or {}).items():
+        # A minimal relay's own figure is the floor of this stack (gunicorn worker, Flask, the client).
+        name = relay_name(client)
+        reference = client == "httpx"
+        table.add(s, f"  {name} (on {client}), same run: RSS per open stream KiB",
+                  f"{per_open:.1f}", f"{relay['ok']} / {relay['peak_open']}, {_per_open(relay):.1f} {name}",
+                  f"{per_open / _per_open(relay):.2f}", "<= 1.00" if reference else "",
+                  verdict(per_open <= _per_open(relay)) if reference else "")
     table.add(s, "  stream total time p50 / p99 s",
               f"{pct(f['totals'], 0.5):.2f} / {pct(f['totals'], 0.99):.2f}",
               f"{scripted.script('bench-slow')['chunks'] * SLOW_INTERVAL:.1f} scripted")
@@ -594,6 +678,66 @@ def script_figures(table: Table, section: str, script: str) -> None:
         table.add(section, f"{script} exited with {done.returncode}: {done.stderr.strip()[-200:]}")
 
 
+def codex_backend(table: Table, procs: Processes) -> None:
+    """Section 8: the same scripted model behind the real Codex app-server and straight over HTTP."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.codex_binary import ensure_codex
+
+    launcher, why = ensure_codex()
+    if launcher is None:
+        table.add("8", f"skipped: {why}")
+        return
+    port = free_port()
+    procs.start("model", [PY, str(ROOT / "tests" / "support" / "responses_model.py"), "--port", str(port),
+                          "--text", CODEX_ANSWER, "--chunk-chars", str(CODEX_DELTA_CHARS)], {})
+    _wait_port(port)
+    model_url = f"http://127.0.0.1:{port}/v1"
+    base = {"TOOLWIRE_HEARTBEAT_SECONDS": "30", "TOOLWIRE_DEFAULT_UPSTREAM_MODEL": "bench-model",
+            "TOOLWIRE_RESPONSE_STORE_PATH": ""}
+    codex = start_gunicorn(procs, "toolwire-codex", ["wsgi:app"], {
+        **base, "TOOLWIRE_UPSTREAM_KIND": "codex", "TOOLWIRE_CODEX_COMMAND": str(launcher),
+        "TOOLWIRE_CODEX_PROVIDER_URL": model_url, "TOOLWIRE_CODEX_WORK_DIR": str(procs.logdir / "codex")})
+    http = start_gunicorn(procs, "toolwire-http", ["wsgi:app"], {**base, "TOOLWIRE_UPSTREAM_URL": model_url})
+    body = request_body("bench-model")
+    chunks = -(-len(CODEX_ANSWER) // CODEX_DELTA_CHARS)
+    for server in (codex, http):
+        measure(server, body, concurrency=1, requests=5, chunks=chunks)  # warm-up; starts the app-server
+    [app_server] = [pid for pid in _pids() if _ppid(pid) == codex.worker]
+    runs: dict[str, list[Measured]] = {"codex": [], "http": []}
+    codex_cpu = 0.0
+    for _ in range(ROUNDS):
+        before = cpu_seconds(app_server)
+        runs["codex"].append(measure(codex, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
+        codex_cpu += cpu_seconds(app_server) - before
+        runs["http"].append(measure(http, body, concurrency=1, requests=CODEX_REQUESTS, chunks=chunks))
+    via_codex, via_http = (Figures.of(merged(runs[name])) for name in ("codex", "http"))
+    table.add("8", "requests ok (codex / http)", f"{via_codex.ok}/{via_codex.requests}",
+              f"{via_http.ok}/{via_http.requests} http")
+    table.add("8", "c=1 first content p50 / p99 ms", ms_pair(via_codex.ttfc), f"{ms_pair(via_http.ttfc)} http",
+              ratio_pair(via_codex.ttfc, via_http.ttfc), "", f"Δp50 {via_codex.ttfc[0] - via_http.ttfc[0]:+.1f} ms")
+    worker_ms = {name: sum(m.worker_cpu for m in runs[name]) / max(1, sum(len(m.result.ok) for m in runs[name])) * 1e3
+                 for name in runs}
+    app_server_ms = codex_cpu / max(1, via_codex.ok) * 1e3
+    table.add("8", "CPU ms/request: toolwire worker", f"{worker_ms['codex']:.2f}", f"{worker_ms['http']:.2f} http",
+              f"{worker_ms['codex'] / worker_ms['http']:.2f}")
+    total = worker_ms["codex"] + app_server_ms
+    table.add("8", "CPU ms/request: worker + app-server", f"{total:.2f}", f"{worker_ms['http']:.2f} http",
+              f"{total / worker_ms['http']:.2f}")
+    table.add("8", "app-server RSS per worker (MiB)", f"{rss_kb(app_server) / 1024:.0f}",
+              f"{rss_kb(http.worker) / 1024:.0f} http worker")
+
+
+def _wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            gevent.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:.0f} s")
+
+
 def toolwire_env(upstream_url: str) -> dict[str, str]:
     """Environment for a toolwire gunicorn (no stream cap: section 3 holds 2,000 streams on one worker)."""
     return {"TOOLWIRE_UPSTREAM_URL": upstream_url, "TOOLWIRE_HEARTBEAT_SECONDS": "30",
@@ -602,7 +746,7 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated sections to run (default all)")
+    parser.add_argument("--sections", default="0,1,2,3,4,5,6,7,8", help="comma-separated sections to run (default all)")
     sections = set(parser.parse_args().sections.split(","))
     raise_fd_limit()
     procs = Processes()
@@ -616,34 +760,45 @@ def main() -> int:
         wait_ready(procs, "upstream", up_proc, up_port)
         upstream = Server("upstream", up_port, up_proc)
         upstream_url = f"http://127.0.0.1:{up_port}/v1"
-        relay = start_gunicorn(procs, "relay", ["--pythonpath", str(BENCH), "relay:app"],
-                               {"RELAY_UPSTREAM_URL": upstream_url})
+        relays = {relay_name(client): start_gunicorn(procs, relay_name(client),
+                                                     ["--pythonpath", str(BENCH), "relay:app"],
+                                                     {"RELAY_UPSTREAM_URL": upstream_url, "RELAY_CLIENT": client})
+                  for client in RELAY_CLIENTS}
+        relay = relays["relay"]
         toolwire = start_gunicorn(procs, "toolwire", ["wsgi:app"], toolwire_env(upstream_url))
+        servers = {"toolwire": toolwire, **relays}
         fast = scripted.script("bench-fast")
         body = request_body("bench-fast")
         progress(f"started upstream :{up_port}, relay :{relay.port}, toolwire :{toolwire.port}; logs in {procs.logdir}")
         check = check_output(toolwire, body, fast)
-        for server in (relay, toolwire):
+        for server in servers.values():
             measure(server, body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast["chunks"])
+
+        if "0" in sections:
+            table.section(f"0 short tool-call streams: {scripted.script('bench-short')['chunks']} chunks ending in a "
+                          f"write_file call, c={SHORT_PLAN[0]}, every server in {SHORT_ROUNDS} interleaved rounds of "
+                          f"{SHORT_PLAN[1]} requests; relay = httpx (fixed reference)")
+            short_streams(table, servers)
 
         if sections & {"1", "2"}:
             table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire "
-                          f"vs minimal relay, {ROUNDS} interleaved rounds; requests per server: "
+                          f"vs the minimal relays (relay = httpx; on geventhttpclient; on urllib3), {ROUNDS} interleaved "
+                          f"rounds; requests per server: "
                           + ", ".join(f"c={c}: {n * ROUNDS}" for c, n in RELAY_PLAN))
             table.add("1", "toolwire output check (httpx, 1 stream)", check)
-            figures = relay_overhead(table, upstream, relay, toolwire, body, fast["chunks"])
+            figures = relay_overhead(table, upstream, servers, body, fast["chunks"])
             table.section(f"2 added latency at c=1 ({RELAY_PLAN[0][1] * ROUNDS} requests per server, "
                           f"{RELAY_PLAN[0][1]} direct to the upstream)")
             added_latency(table, figures[1])
         if "3" in sections:
             table.section(f"3 open streams: {OPEN_STREAMS} concurrent slow streams, one fresh toolwire worker, "
-                          "then one fresh relay worker")
+                          f"then one fresh relay worker on httpx and one on {CHOSEN_CLIENT}")
             open_streams(table, procs, upstream_url, body, fast["chunks"])
         if "4" in sections:
             table.section("4 linearity: one tool call, argument text in 1-character upstream chunks, c=1, "
                           "end to end")
             linearity(table, toolwire)
-        for server in (relay, toolwire):
+        for server in servers.values():
             if worker_pid(server.proc.pid) != server.worker:
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
         if "5" in sections:
@@ -656,6 +811,11 @@ def main() -> int:
         if "7" in sections:
             table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
             script_figures(table, "7", "native_bench.py")
+        if "8" in sections:
+            table.section(f"8 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
+                          f"the same model over HTTP; c=1, {CODEX_REQUESTS * ROUNDS} requests each, "
+                          f"{len(CODEX_ANSWER)}-char answer in {CODEX_DELTA_CHARS}-char deltas")
+            codex_backend(table, procs)
     except Exception as exc:
         table.add("!", f"run aborted: {type(exc).__name__}: {exc}")
         print(table.render())

@@ -10,6 +10,9 @@ pre-encoded ``chat.completion.chunk`` SSE stream chosen by the request's
 * ``bench-fast``: :data:`STREAM_CHUNKS` frames (role, prose, a ``write_file``
   ``<tool_call>`` split across many frames, more prose, finish, usage), sent
   all at once;
+* ``bench-short``: :data:`SHORT_CHUNKS` frames, a sentence of prose, then a
+  ``write_file`` ``<tool_call>`` with an escaped JSON argument that ends the
+  stream, sent all at once (a typical short tool-call answer);
 * ``bench-slow``: a short prose + tool-call stream whose frames are sent
   ``--slow-interval`` seconds apart (the open-streams test);
 * ``bench-arg-100k`` / ``bench-arg-1m``: one tool call whose argument text is
@@ -34,6 +37,7 @@ import orjson
 from gevent.server import StreamServer
 
 STREAM_CHUNKS = 500
+SHORT_CHUNKS = 100
 SLOW_PIECES = 24
 HTTP_CHUNK_BYTES = 256 * 1024
 MODEL = "bench"
@@ -90,7 +94,7 @@ def stream_frames(pieces: list[str]) -> list[bytes]:
     return frames
 
 
-SCRIPT_NAMES = ("bench-fast", "bench-slow", "bench-arg-100k", "bench-arg-1m")
+SCRIPT_NAMES = ("bench-fast", "bench-short", "bench-slow", "bench-arg-100k", "bench-arg-1m")
 
 
 def script(name: str) -> dict:
@@ -102,6 +106,10 @@ def script(name: str) -> dict:
         call, arguments = tool_call_text(1500)
         text = PROSE * 8 + call + TAIL * 3
         pieces = split_even(text, STREAM_CHUNKS - 3)
+    elif name == "bench-short":
+        call, arguments = tool_call_text(600)
+        text = PROSE + call
+        pieces = split_even(text, SHORT_CHUNKS - 3)
     elif name == "bench-slow":
         call, arguments = tool_call_text(300)
         text = PROSE + call + TAIL

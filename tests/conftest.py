@@ -21,6 +21,7 @@ import openai
 import pytest
 
 from support.invariants import StreamRecorder
+from support.redis_server import RedisServer, redis_server_binary
 from support.scripted_upstream import ScriptedUpstream
 from support.server import ServerPool, ToolwireServer
 
@@ -109,3 +110,25 @@ def make_openai_client(stream_recorder: StreamRecorder) -> Iterator[Callable[[To
 def openai_client(make_openai_client: Callable[[ToolwireServer], openai.OpenAI], toolwire_server: ToolwireServer) -> openai.OpenAI:
     """A recorded openai client for the shared toolwire."""
     return make_openai_client(toolwire_server)
+
+
+@pytest.fixture(scope="session")
+def redis_server_session() -> Iterator[RedisServer]:
+    """A real ``redis-server`` for the session (installed first when missing and possible); skips loudly
+    where it cannot be had."""
+    binary, reason = redis_server_binary()
+    if binary is None:
+        pytest.skip(f"REDIS TESTS SKIPPED: {reason}")
+    with RedisServer(binary) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_server(redis_server_session: RedisServer) -> Iterator[RedisServer]:
+    """The session's Redis, running and empty at the start of the test (restarted if a test stopped it)."""
+    if not redis_server_session.running:
+        redis_server_session.start()
+    redis_server_session.resume()
+    redis_server_session.flush()
+    yield redis_server_session
+    redis_server_session.resume()

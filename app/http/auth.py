@@ -19,7 +19,7 @@ from typing import Any
 from flask import request
 
 from .errors import ApiError
-from ..state import current_state
+from ..state import current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
 
@@ -55,6 +55,12 @@ class KeyRing:
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
+
+
+def owner_digest(key: str) -> str:
+    """The owner recorded with the responses a client key stores: a SHA-256 of the key, domain-separated
+    from :class:`KeyRing`'s, hex. It is the same on every host, so a shared store scopes across hosts."""
+    return hashlib.sha256(b"toolwire response owner\0" + key.encode()).hexdigest()
 
 
 def load_keyring(settings: Any) -> KeyRing:
@@ -102,7 +108,8 @@ def basic_password() -> str | None:
 
 
 def authorize_request() -> None:
-    """Refuse the current request unless it carries an accepted key (no keys configured = open).
+    """Refuse the current request unless it carries an accepted key (no keys configured = open); the accepted
+    key's owner digest is recorded (:func:`~app.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
@@ -131,6 +138,7 @@ def _authorize(token: str | None, challenge: str) -> None:
         raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.", challenge)
     if not ring.accepts(token):
         raise _unauthorized("Incorrect API key provided.", challenge)
+    set_client_owner(owner_digest(token))
 
 
 def _unauthorized(message: str, challenge: str) -> ApiError:

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import warnings
 import weakref
-import httpx
+
 from flask import Flask, current_app
 from gevent import monkey
 
-from ..responses.store import ResponseStore, SQLiteResponseStore
+from ..responses.store import ResponseStore, open_store
 from ..settings import Settings, settings_from_config
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
 from ..upstreams.http import HttpUpstream
+from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
 from .limits import StreamSlots
@@ -46,8 +47,8 @@ class Toolwire:
             (environment and config file).
         upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo).
-        store: a :class:`~app.responses.store.ResponseStore`; default the SQLite file
-            ``response_store_path`` names (none when it is empty).
+        store: a :class:`~app.responses.store.ResponseStore`; default the store
+            ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
     """
 
     def __init__(self, app: Flask | None = None, *, settings: Settings | None = None,
@@ -105,28 +106,36 @@ class Toolwire:
 
 def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
-    ``demo_model`` while the demo answers (no ``upstream_url``)."""
+    ``demo_model`` while the demo answers."""
     names = {*settings.model_map, *settings.upstream_models()}
     if settings.default_upstream_model is not None:
         names.add(settings.default_upstream_model)
-    if not settings.upstream_url:
+    if settings.backend == "demo":
         names.add(settings.demo_model)
     return frozenset(names)
 
 
 def make_upstream(settings: Settings) -> Upstream:
-    """The upstream the settings describe: HTTP when ``upstream_url`` is set, else the embedded demo."""
-    if settings.upstream_url:
-        timeout = httpx.Timeout(connect=settings.upstream_connect_timeout,
-                                read=settings.upstream_read_timeout,
-                                write=settings.upstream_write_timeout,
-                                pool=settings.upstream_pool_timeout)
-        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeout=timeout)
+    """The upstream ``settings.backend`` names: HTTP (``upstream_url``), a Codex app-server, or the embedded demo.
+
+    Raises:
+        ValueError: the ``openai`` back end without an ``upstream_url``.
+        CodexSetupError: the Codex binary is missing or refused toolwire's config.
+    """
+    if settings.backend == "codex":
+        from ..upstreams.codex import make_codex_upstream  # gevent subprocess machinery only when used
+
+        return make_codex_upstream(settings)
+    if settings.backend == "openai":
+        if not settings.upstream_url:
+            raise ValueError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
+        timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
+                            write=settings.upstream_write_timeout)
+        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts)
     return DemoUpstream(model=settings.demo_model)
 
 
 def make_store(settings: Settings) -> ResponseStore | None:
-    """The embedded SQLite response store at ``response_store_path`` (``None`` when the path is empty)."""
-    if not settings.response_store_path:
-        return None
-    return SQLiteResponseStore(settings.response_store_path, settings.response_retention_seconds)
+    """The response store the settings name (``None`` when storing is off); nothing is connected yet."""
+    return open_store(settings.store_url(), settings.response_retention_seconds,
+                      shared=settings.response_store_shared, timeout=settings.response_store_timeout)

@@ -1,11 +1,13 @@
-"""Operational endpoints: ``/healthz`` (liveness, no I/O), ``/readyz`` (upstream reachable), ``/metrics``."""
+"""Operational endpoints: ``/healthz`` (liveness, no I/O), ``/readyz`` (upstream and response store usable),
+``/metrics``."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from flask import Blueprint, Response, current_app
 
+from ..responses.store import StoreError
 from ..state import current_state
 from ..observability.metrics import exposition
 
@@ -31,11 +33,26 @@ def healthz() -> Response:
 
 
 def readyz() -> Response:
-    """Readiness: 200 when the upstream answers, else 503."""
-    ready = current_state().upstream.ready()
-    response = current_app.json.response({"status": "ready" if ready else "unavailable"})
+    """Readiness: 200 when the upstream answers and the response store (if any) can be used, else 503.
+
+    The body names each check: ``{"status", "upstream": "ok"|"unavailable", "store": "ok"|"unavailable"|"off"}``.
+    """
+    state = current_state()
+    checks = {"upstream": "ok" if state.upstream.ready() else "unavailable", "store": _store_status(state.store)}
+    ready = all(value != "unavailable" for value in checks.values())
+    response = current_app.json.response({"status": "ready" if ready else "unavailable", **checks})
     response.status_code = 200 if ready else 503
     return response
+
+
+def _store_status(store: Any) -> str:
+    if store is None:
+        return "off"
+    try:
+        store.check()
+    except StoreError:
+        return "unavailable"
+    return "ok"
 
 
 def metrics() -> Response:

@@ -25,6 +25,6 @@ def json_body() -> dict[str, Any]:
         raise ApiError(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
-    limits.check_nesting(raw, body)
+    limits.check_nesting(raw)
     observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
     return body

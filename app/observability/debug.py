@@ -211,7 +211,9 @@ def machine_view(digests: list[Digest]) -> dict[str, Any]:
     Args:
         digests: the records whose paths are counted.
     """
-    fired = sum((digest.fired for digest in digests), Counter())
+    fired: Counter[tuple[str, str, str]] = Counter()
+    for digest in digests:
+        fired.update(digest.fired)
     sources = {t.source for t in TRANSITIONS}
     return {
         "initial": INITIAL.value,

@@ -44,6 +44,8 @@ TOOL_CALLS = Counter("toolwire_tool_calls_total",
 FSM_TRANSITIONS = Counter("toolwire_fsm_transitions_total", "Per-choice state machine transitions",
                           ["source", "dest"])
 CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the client left before their end")
+STORE_WRITE_FAILURES = Counter("toolwire_store_write_failures_total",
+                               "Responses answered with store: true that the response store failed to keep")
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
 TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",

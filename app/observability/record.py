@@ -151,8 +151,10 @@ class RequestRecord:
         for driver in self.drivers:
             for index, choice in sorted(driver.choices.items()):
                 text = "".join((driver.texts or {}).get(index, ()))
-                path = [{"source": s, "trigger": t, "dest": d, "span": [a, b], "text": text[a:b]}
-                        for (s, t, d), (a, b) in zip(choice.path, choice.spans)]
+                times = (driver.step_times or {}).get(index, [])
+                path = [{"source": s, "trigger": t, "dest": d, "span": [a, b], "text": text[a:b],
+                         "at_ms": _ms(times[i] - self.started) if i < len(times) else None}
+                        for i, ((s, t, d), (a, b)) in enumerate(zip(choice.path, choice.spans))]
                 events = (driver.outcome_events or {}).get(index, ())
                 choices.append({
                     "index": index, "state": choice.state.value, "path": path,

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Callable, Iterator
 
 from statemachine import (
+    ChoiceState,
     ChoiceFinished,
     ChoiceStream,
     Event,
@@ -27,7 +28,7 @@ from statemachine import (
 )
 
 from ..observability import record as observe
-from ..upstreams.base import UpstreamStream
+from ..upstreams.base import UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -60,6 +61,8 @@ class ChoiceDriver:
         texts: per choice, the model text fed (kept only for the debug view), else ``None``.
         outcome_events: per choice, its ``ToolCallEnded``, ``ToolCallNote`` and ``ChoiceFinished``
             events (kept only for the debug view), else ``None``.
+        step_times: per choice, the ``time.perf_counter()`` at which each entry of its machine's
+            ``path`` was taken (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
@@ -81,6 +84,7 @@ class ChoiceDriver:
         debugging = record is not None and record.keeps_text
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
+        self.step_times: dict[int, list[float]] | None = {} if debugging else None
         if record is not None:
             record.drivers.append(self)
 
@@ -123,6 +127,11 @@ class ChoiceDriver:
                 if cut and len(self._finished) >= self._n:
                     break
             for index in sorted(set(self._choices) - self._finished):
+                if self._choices[index].state is ChoiceState.ARGS_STREAMING:
+                    # Part of a call went out and the back end stopped without saying why: it was cut off,
+                    # and no finish reason would be true (parsing.md 4.11), so the answer fails.
+                    raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
+                                                    "without a finish reason.")
                 yield from self._emit(index, self._finish(index, None))
         except ModelOutputError:
             self.outcomes["failed"] += 1  # a fail policy ends the response
@@ -143,6 +152,9 @@ class ChoiceDriver:
         return [*held, *self._choices[index].finish(reason)]
 
     def _emit(self, index: int, events: list[Event]) -> Iterator[tuple[int, Event]]:
+        if self.step_times is not None:  # stamp the transitions this input fired
+            times = self.step_times.setdefault(index, [])
+            times += [time.perf_counter()] * (len(self._choices[index].path) - len(times))
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
         for event in events:

@@ -29,7 +29,7 @@ from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .failures import as_api_error
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import prompt_format
+from .plan import prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import cooperative, sse_body
 
@@ -119,6 +119,7 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
                             extra={"fields": {"upstream_model": key[1], "status": exc.status}})
             else:
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
+    config = with_auto_marker(config, generation.messages, settings)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config))
     return open_upstream(model, messages, generation.fields), config, messages
 

@@ -8,14 +8,20 @@ operator's policy.
 Marker mode (``TOOLWIRE_MARKER_MODE``, or ``X-Toolwire-Marker: 1`` on one
 request) gives each request a fresh random marker that the model's calls must
 repeat in their opener; :func:`prompt_format` is the format the prompt then
-describes (and re-renders earlier calls in).
+describes (and re-renders earlier calls in). With ``TOOLWIRE_AUTO_MARKER`` (on by
+default) a request whose user text or tool results already hold call syntax gets
+a marker too (:func:`with_auto_marker`): a model quoting that text back would
+otherwise make a call nobody asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
+
+import orjson
 
 from flask import has_request_context, request
 
@@ -117,6 +123,22 @@ def request_marker(settings: "Settings") -> str | None:
     if settings.marker_mode or header.strip().lower() in ("1", "true", "yes", "on"):
         return secrets.token_urlsafe(12)
     return None
+
+
+def with_auto_marker(config: ParserConfig, messages: Iterable[Mapping[str, Any]],
+                     settings: "Settings") -> ParserConfig:
+    """``config`` with a fresh marker when ``auto_marker`` is on, it has none yet, tools are offered, and a
+    user message or tool result in ``messages`` holds an opener of the request's formats."""
+    if config.marker is not None or not config.tools or not settings.auto_marker:
+        return config
+    openers = {opener for name in config.formats for opener in get_format(name).openers}
+    for message in messages:
+        if message.get("role") in ("user", "tool", "function"):
+            content = message.get("content")
+            text = content if isinstance(content, str) else orjson.dumps(content).decode() if content else ""
+            if any(opener in text for opener in openers):
+                return dataclasses.replace(config, marker=secrets.token_urlsafe(12))
+    return config
 
 
 def prompt_format(config: ParserConfig) -> TextFormat:

@@ -4,7 +4,8 @@ The back end only speaks Chat, so ``instructions``, the history of a
 ``previous_response_id`` chain and the ``input`` items become the message dicts
 that ``prompting.build_upstream_messages`` takes. Stored items come from a
 :class:`~app.responses.store.ResponseStore`; anything that can't be resolved is an
-:class:`InputError` (400) raised before the first byte is sent.
+:class:`InputError` (400; 404 for a stored response or item that is not there, or not the caller's) raised before
+the first byte is sent.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from .schemas import (
     ToolChoiceParam,
     parse_input_item,
 )
-from .store import ResponseStore
+from .store import OwnedStore, ResponseStore
+
+#: What stored items are read from: the store as the request's client key sees it (or the whole store).
+Lookup = OwnedStore | ResponseStore
 
 __all__ = ["InputError", "choice_request", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
 
@@ -41,7 +45,7 @@ _NO_STORE_HINT = (
 )
 
 
-def resolve_input_items(request: ResponsesRequest, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+def resolve_input_items(request: ResponsesRequest, lookup: Lookup | None) -> list[dict[str, Any]]:
     """The request's own input as item dicts, with every ``item_reference`` replaced by its stored item.
 
     This is what to store as the response's input items (a string input is one
@@ -57,7 +61,7 @@ def resolve_input_items(request: ResponsesRequest, lookup: ResponseStore | None)
 
 
 def to_chat_messages(
-    request: ResponsesRequest, lookup: ResponseStore | None, input_items: list[dict[str, Any]] | None = None
+    request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
@@ -92,11 +96,12 @@ def to_chat_messages(
     return builder.messages
 
 
-def _stored_item(reference: ItemReference, index: int, lookup: ResponseStore | None) -> dict[str, Any]:
+def _stored_item(reference: ItemReference, index: int, lookup: Lookup | None) -> dict[str, Any]:
     stored = lookup.get_item(reference.id) if lookup is not None else None
     if stored is None:
         raise InputError(
-            f"Item with id {reference.id!r} not found." + _NO_STORE_HINT, f"input[{index}].id", "item_not_found"
+            f"Item with id {reference.id!r} not found." + _NO_STORE_HINT, f"input[{index}].id", "item_not_found",
+            status=404,
         )
     return stored
 
@@ -125,23 +130,23 @@ def choice_request(tool_choice: ToolChoiceParam | None) -> ChoiceRequest:
     return ChoiceRequest(to_tool_choice(tool_choice), name_params=names)
 
 
-def _history(response_id: str, lookup: ResponseStore | None) -> list[dict[str, Any]]:
+def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
     """Input and output items of the chain ending at ``response_id``, oldest response first."""
     chain: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
     seen: set[str] = set()
     next_id: str | None = response_id
     while next_id is not None and next_id not in seen:
         seen.add(next_id)
-        response = lookup.get(next_id) if lookup is not None else None
-        input_items = lookup.get_input_items(next_id) if lookup is not None else None
-        if response is None or input_items is None:
+        stored = lookup.load(next_id) if lookup is not None else None
+        if stored is None:
             raise InputError(
                 f"Previous response with id {next_id!r} not found." + _NO_STORE_HINT,
                 "previous_response_id",
                 "previous_response_not_found",
+                status=404,
             )
-        chain.append((input_items, response))
-        next_id = response.get("previous_response_id")
+        chain.append((stored.input_items, stored.response))
+        next_id = stored.response.get("previous_response_id")
     items: list[dict[str, Any]] = []
     for input_items, response in reversed(chain):
         items.extend(input_items)

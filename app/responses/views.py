@@ -23,12 +23,13 @@ from statemachine import ParserConfig
 from ..errors import ApiError
 from ..pipeline.generate import Generation, generate
 from ..pipeline.plan import build_parser_config, is_json_format, tool_specs
-from ..state import current_state
+from ..state import client_owner, current_state
 from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import choice_request, resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
-from .store import ResponseStore
+from .store import OwnedStore, StoreError
+from ..observability.metrics import STORE_WRITE_FAILURES
 
 log = logging.getLogger("toolwire.responses")
 
@@ -40,7 +41,7 @@ def create_response(body: dict[str, Any]) -> Response:
     """``POST /responses`` on the request's JSON ``body``, streaming or not."""
     check_responses_limits(body)
     req = parse_responses_request(body)
-    store = current_state().store
+    store = _owned_store()
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
     generation = Generation(model=req.model, messages=to_chat_messages(req, store, input_items),
@@ -99,16 +100,27 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: ResponseStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> None:
-    """Store a finished response; a store failure is logged, not sent: the client's answer is complete."""
+def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> None:
+    """Store a finished response; a store failure is logged and counted, not sent: the client's answer is
+    complete (a later ``previous_response_id`` naming it gets a 404)."""
     try:
         store.put(response, input_items)
+    except StoreError as exc:
+        STORE_WRITE_FAILURES.inc()
+        log.error("response %s was answered but not stored: %s", response["id"], exc)
     except Exception:
-        log.exception("could not store response %s", response["id"])
+        STORE_WRITE_FAILURES.inc()
+        log.exception("response %s was answered but not stored", response["id"])
 
 
-def _store() -> ResponseStore:
+def _owned_store() -> OwnedStore | None:
+    """The response store as the current request's client key sees it (``None`` when storing is off)."""
     store = current_state().store
+    return None if store is None else store.for_owner(client_owner())
+
+
+def _store() -> OwnedStore:
+    store = _owned_store()
     if store is None:
         raise ApiError(404, "Responses are not stored on this server (the response store is disabled).",
                        code="not_found")

@@ -36,6 +36,7 @@ sequences cut prose replies (never a call). Nothing sleeps.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Iterator
 
@@ -67,6 +68,9 @@ _RESULT_RE = re.compile(
     + r"$",
     re.S | re.M,
 )
+#: How much of the last message the demo reads, and how much of a text it quotes back.
+CONTEXT_CHARS = 8192
+EXCERPT_CHARS = 2000
 _MARKER_RE = re.compile(r' marker="([A-Za-z0-9_-]+)"')
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?")
 _QUOTED_RE = re.compile(r"\"([^\"]+)\"|“([^”]+)”|(?<!\w)'([^']+)'(?!\w)")
@@ -112,7 +116,7 @@ class DemoUpstream:
             UpstreamChunk(choices=[ChoiceDelta(index=i, content=piece)]) for piece in pieces for i in range(n)
         ]
         chunks += [UpstreamChunk(choices=[ChoiceDelta(index=i, finish_reason=finish)]) for i in range(n)]
-        prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
+        prompt_tokens = sum(math.ceil(len(str(m.get("content") or "")) / 4) for m in messages)  # ~4 chars a token
         completion_tokens = len(pieces) * n
         chunks.append(
             UpstreamChunk(
@@ -219,19 +223,27 @@ def _reply(messages: list[dict[str, Any]]) -> tuple[str, bool]:
     last = messages[-1] if messages else {}
     if last.get("role") != "user":
         return "Hello! I am the toolwire demo model. How can I help?", True
-    text = str(last.get("content") or "").strip()
+    # Like any model, the demo reads a bounded context: the end of the last message (a 16 MiB one would
+    # otherwise cost a minute of CPU and gigabytes), and it quotes at most a short excerpt of anything.
+    text = str(last.get("content") or "")[-CONTEXT_CHARS:].strip()
     if text.endswith(TOOL_RESULT_END):
         results = [
-            f"{m.group('name') or 'the tool'} returned: {m.group('body').strip()}" for m in _RESULT_RE.finditer(text)
+            f"{m.group('name') or 'the tool'} returned: {_excerpt(m.group('body').strip())}"
+            for m in _RESULT_RE.finditer(text)
         ]
         return "Here is what I found. " + " ".join(results), True
     request = text.rsplit(TOOL_RESULT_END, 1)[-1].strip()
     block = _ToolBlock.find(messages)
     name = _pick_tool(block, request) if block else None
     if block is None or name is None:
-        return f'Hello! You said: "{request}". I am the toolwire demo model, so this is a canned reply.', True
+        return (f'Hello! You said: "{_excerpt(request)}". I am the toolwire demo model, so this is a canned reply.',
+                True)
     arguments = json.dumps(_fill_arguments(block.tools[name], request), ensure_ascii=False)
     return f"I'll use {name} for this.\n" + block.format.render_call(name, arguments), False
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
 
 def _words(text: str) -> set[str]:

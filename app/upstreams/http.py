@@ -1,63 +1,51 @@
-"""HttpUpstream: an OpenAI-compatible Chat Completions server reached over httpx.
+"""HttpUpstream: an OpenAI-compatible Chat Completions server reached over HTTP(S).
 
-One ``httpx.Client`` per worker process, created lazily (after gunicorn forks)
-with explicit timeouts. Failures become :class:`UpstreamError` with the kind
-and status the client should see.
+Requests go through :class:`~app.upstreams.transport.UpstreamConnection`
+(geventhttpclient's pool and parser; one pool per worker process, made after
+gunicorn forks) with explicit timeouts. Failures become
+:class:`UpstreamError` with the kind and status the client should see.
 """
 
 from __future__ import annotations
 
-import os
+from functools import partial
 from typing import Any, Iterator
 
-import httpx
+import gevent
 import orjson
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from pydantic import SecretStr
 
 from ..observability.metrics import UPSTREAM_ERRORS
-from .sse import SSEDecoder
-from .transport import make_transport
 from .base import ChoiceDelta, UpstreamChunk, UpstreamError
+from .sse import SSEDecoder
+from .transport import Timeouts, UpstreamConnection
 
 _MAX_ERROR_CHARS = 2000
 #: Bytes of one read decoded at a time (see :func:`_payloads`).
 DECODE_BYTES = 4096
-# No cap on open upstream connections: gunicorn's worker_connections already bounds the streams a
-# worker holds, and a smaller pool cap queues requests inside httpx, whose pool rescans every
-# connection per queued request (it stalled the 2,000-stream benchmark at the 1,000 cap).
-_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+#: ``/readyz``: the longest wait for the upstream's model list, seconds.
+READY_TIMEOUT = 3.0
+_STREAM_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+_JSON_HEADERS = {"Accept": "application/json"}
 
 
 class HttpUpstream:
     """An upstream at ``base_url`` (the URL up to and including ``/v1``).
 
     Args:
-        base_url: e.g. ``http://127.0.0.1:11434/v1``.
+        base_url: e.g. ``http://127.0.0.1:11434/v1`` or ``https://…``.
         api_key: sent as ``Authorization: Bearer``; never logged.
-        timeout: per-phase timeouts (``read`` is the longest silence allowed).
-        transport: an httpx transport (tests pass ``httpx.MockTransport``).
+        timeouts: per-phase timeouts (``read`` is the longest silence allowed).
     """
 
-    def __init__(self, base_url: str, *, api_key: SecretStr | None = None,
-                 timeout: httpx.Timeout | None = None, transport: httpx.BaseTransport | None = None):
+    def __init__(self, base_url: str, *, api_key: SecretStr | None = None, timeouts: Timeouts | None = None):
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self._timeout = timeout or httpx.Timeout(300.0, connect=10.0)
-        self._transport = transport
-        self._client: httpx.Client | None = None
-        self._pid: int | None = None
-
-    @property
-    def client(self) -> httpx.Client:
-        """This process's client (a forked worker gets its own)."""
-        if self._client is None or self._pid != os.getpid():
-            headers = {"Accept": "text/event-stream"}
-            if self._api_key is not None and self._api_key.get_secret_value():
-                headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-            self._client = httpx.Client(timeout=self._timeout, headers=headers,
-                                        transport=self._transport or make_transport(_LIMITS))
-            self._pid = os.getpid()
-        return self._client
+        headers = {}
+        if api_key is not None and api_key.get_secret_value():
+            headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+        self.connection = UpstreamConnection(self.base_url, timeouts=timeouts or Timeouts(), headers=headers)
 
     def open(self, body: dict[str, Any], *, request_id: str | None = None) -> "HttpStream":
         """POST ``/chat/completions`` and return the open stream once the status is known.
@@ -65,32 +53,21 @@ class HttpUpstream:
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        payload = orjson.dumps(body)
-        headers = {"Content-Type": "application/json", "Content-Length": str(len(payload))}
-        if request_id:
-            headers["X-Request-Id"] = request_id
-        # Sent from an iterator, which lets go of the bytes once written: as plain content they would stay
-        # on the response's request for the whole stream (the prompt, often the largest thing a stream holds).
-        request = self.client.build_request("POST", f"{self.base_url}/chat/completions",
-                                            content=iter((payload,)), headers=headers)
+        headers = {**_STREAM_HEADERS, "X-Request-Id": request_id} if request_id else _STREAM_HEADERS
         with _mapped_errors():
-            response = self.client.send(request, stream=True)
+            response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers)
             if response.status_code >= 400:
-                try:
-                    response.read()
-                finally:
-                    response.close()
-                raise status_error(response, secret=self._api_key)
+                raise self._status_error(response)
         return HttpStream(response)
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
         with _mapped_errors():
-            response = self.client.get(f"{self.base_url}/models", headers={"Accept": "application/json"})
+            response = self.connection.request("GET", "/models", headers=_JSON_HEADERS)
             if response.status_code >= 400:
-                raise status_error(response, secret=self._api_key)
+                raise self._status_error(response)
             try:
-                data = orjson.loads(response.content).get("data")
+                data = orjson.loads(response.read()).get("data")
             except (orjson.JSONDecodeError, AttributeError):
                 data = None
             if not isinstance(data, list):
@@ -98,47 +75,80 @@ class HttpUpstream:
         return data
 
     def ready(self) -> bool:
-        """Whether ``GET /models`` answers 200 within a short timeout."""
+        """Whether ``GET /models`` answers 200 within :data:`READY_TIMEOUT` seconds."""
         try:
-            response = self.client.get(f"{self.base_url}/models", timeout=httpx.Timeout(3.0))
-        except httpx.HTTPError:
+            with gevent.Timeout(READY_TIMEOUT):
+                response = self.connection.request("GET", "/models", headers=_JSON_HEADERS)
+                response.read()
+        except (gevent.Timeout, OSError, HTTPParseError):
             return False
         return response.status_code == 200
 
     def close(self) -> None:
-        """Close this process's client."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Close this process's idle upstream connections."""
+        self.connection.close()
+
+    def _status_error(self, response: HTTPSocketPoolResponse) -> UpstreamError:
+        try:
+            body = response.read()
+        finally:
+            response.release()
+        return status_error(response.status_code, body, retry_after=_header(response, "retry-after"),
+                            secret=self._api_key)
 
 
 class HttpStream:
     """An open upstream response: iterate :class:`UpstreamChunk` objects, then close."""
 
-    def __init__(self, response: httpx.Response):
+    def __init__(self, response: HTTPSocketPoolResponse):
         self._response = response
-        self._json = response.headers.get("content-type", "").startswith("application/json")
+        self._json = (_header(response, "content-type") or "").startswith("application/json")
 
     def __iter__(self) -> Iterator[UpstreamChunk]:
         with _mapped_errors():
             if self._json:
                 # Some servers ignore ``stream: true``; their whole completion is one chunk.
-                self._response.read()
-                yield from _whole_completion(_loads(self._response.content))
+                yield from _whole_completion(_loads(self._response.read()))
                 return
-            raw_chunks = self._response.iter_bytes()
-            for payload in _payloads(raw_chunks):
+            pieces = event_reads(self._response)
+            for payload in _payloads(pieces):
                 if payload == "[DONE]":
-                    # Read the (normally empty) rest of the body: only a fully read response
-                    # goes back to the connection pool instead of being thrown away.
-                    for _ in raw_chunks:
+                    # Read the (normally empty) rest of the body: only a complete response
+                    # gives its connection back to the pool instead of closing it.
+                    for _ in pieces:
                         pass
                     return
                 yield parse_chunk(_loads(payload))
 
     def close(self) -> None:
-        """Close the response (aborts the upstream generation)."""
-        self._response.close()
+        """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
+        self._response.release()
+
+
+def event_reads(response: HTTPSocketPoolResponse) -> Iterator[bytes]:
+    """The body as it arrives, one SSE event at a time, then whatever followed the last event's end.
+
+    ``read(n)`` would wait for ``n`` bytes and hold events back, so the body is read with
+    ``readline``: line by line up to the first blank line, which shows the stream's line end; from
+    there on each read ends at the next blank line (a stream that changes its line ends midway is
+    still decoded whole, its later events only at the end).
+    """
+    readline = response.readline
+    while line := readline(b"\n"):
+        yield line
+        if line == b"\n" or line == b"\r\n":
+            blank_line = b"\n\n" if line == b"\n" else b"\r\n\r\n"
+            yield from iter(partial(readline, blank_line), b"")
+            break
+    rest = response.read()
+    if rest:
+        yield rest
+
+
+def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
+    """A response header's value (the first one, if the upstream repeated it)."""
+    value = response.get(name)
+    return value[0] if isinstance(value, list) else value
 
 
 def parse_chunk(obj: Any) -> UpstreamChunk:
@@ -222,7 +232,7 @@ def _loads(payload: str | bytes) -> Any:
 
 
 class _mapped_errors:
-    """Context manager: httpx exceptions → :class:`UpstreamError`; every one leaving it is counted
+    """Context manager: transport exceptions → :class:`UpstreamError`; every one leaving it is counted
     in ``toolwire_upstream_errors_total`` by kind (so do not nest it)."""
 
     def __enter__(self) -> None:
@@ -231,11 +241,11 @@ class _mapped_errors:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, UpstreamError):
             UPSTREAM_ERRORS.labels(exc.kind).inc()
-        if exc is None or not isinstance(exc, httpx.HTTPError):
+        if exc is None or not isinstance(exc, (OSError, HTTPParseError)):
             return None
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, TimeoutError):
             mapped = UpstreamError("timeout", "The upstream timed out.", status=504)
-        elif isinstance(exc, (httpx.RemoteProtocolError, httpx.DecodingError)):
+        elif isinstance(exc, HTTPParseError):
             mapped = UpstreamError("protocol", "The upstream broke the HTTP protocol.")
         else:
             mapped = UpstreamError("connect", "Could not reach the upstream.")
@@ -243,29 +253,29 @@ class _mapped_errors:
         raise mapped from None
 
 
-def status_error(response: httpx.Response, *, secret: SecretStr | None = None) -> UpstreamError:
-    """The :class:`UpstreamError` for a non-2xx upstream answer (its body already read).
+def status_error(status: int, content: bytes, *, retry_after: str | None = None,
+                 secret: SecretStr | None = None) -> UpstreamError:
+    """The :class:`UpstreamError` for a non-2xx upstream answer with body ``content``.
 
     401 and 403 are about toolwire's own upstream key, not the client's
     request: they become a 502 whose message never quotes the upstream (which
     may echo part of the key). Any other upstream message has ``secret``
     masked out.
     """
-    status = response.status_code
     if status in (401, 403):
         return UpstreamError("auth", f"The upstream refused toolwire's credentials (HTTP {status}).",
                              code="upstream_auth_failed")
     try:
-        body: Any = orjson.loads(response.content)
+        body: Any = orjson.loads(content)
     except orjson.JSONDecodeError:
-        body = response.text[:_MAX_ERROR_CHARS]
+        body = content[:_MAX_ERROR_CHARS * 4].decode("utf-8", "replace")
     message = _redact(_message(body), secret)
     err = body.get("error") if isinstance(body, dict) else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
     if status == 429:
         return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429,
-                             retry_after=response.headers.get("Retry-After"))
+                             retry_after=retry_after)
     if status < 500:
         return UpstreamError("client_error", message or f"The upstream rejected the request (HTTP {status}).",
                              status=status,

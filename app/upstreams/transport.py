@@ -1,73 +1,160 @@
-"""The httpx transport for the upstream: httpx's own, with an idle-connection check that never yields.
+"""HTTP/1.1 to the upstream over geventhttpclient's connection pool and C response parser.
 
-Before every request and after every response, httpcore's pool asks each idle
-connection whether the server closed it (``get_extra_info("is_readable")``, a
-``select.poll`` with timeout 0). Under gevent's patch that poll switches to the
-hub and waits for a full loop turn, once per idle connection: at 64 concurrent
-streams that cost a third of the requests per second and most of the time to
-first byte. Here the same check uses the unpatched ``poll``, a plain
-non-blocking system call. httpx has no public hook for the network backend, so
-it is set on the transport's httpcore pool.
+Chosen by measurement (``docs/upstream-client.md``): under gevent it costs a
+fraction of httpx per request, and its pool hands out an idle connection after
+one non-blocking check of that connection alone (httpcore checked every idle
+connection, through the hub, on every request). Only public classes are used:
+``ConnectionPool`` / ``SSLConnectionPool`` for sockets and
+``HTTPSocketPoolResponse`` to parse an answer and give its socket back once
+the body is complete. The request head is written here (fixed headers built
+once), which is what lets connect, write and read timeouts differ.
+
+Proxies come from the environment as httpx took them: ``HTTPS_PROXY`` /
+``HTTP_PROXY`` / ``ALL_PROXY`` (``http://[user:pass@]host:port``; HTTPS goes
+through a ``CONNECT`` tunnel), unless ``NO_PROXY`` names the host. Server
+certificates and host names are checked against ``SSL_CERT_FILE`` when set,
+else certifi's bundle (as httpx did).
 """
 
 from __future__ import annotations
 
-import select
-from typing import Any
+import base64
+import os
+import urllib.request
+from dataclasses import dataclass
+from typing import Mapping
+from urllib.parse import unquote, urlsplit
 
-import httpcore
-import httpx
-from gevent import monkey
+import certifi
+import gevent.ssl
+from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
+from geventhttpclient.response import HTTPSocketPoolResponse
 
-_poll = monkey.get_original("select", "poll")
-
-
-def make_transport(limits: httpx.Limits) -> httpx.HTTPTransport:
-    """An ``httpx.HTTPTransport`` with ``limits`` whose pool checks idle connections without yielding."""
-    transport = httpx.HTTPTransport(limits=limits)
-    transport._pool._network_backend = _Backend()  # no public parameter for it (httpx 0.27/0.28)
-    return transport
-
-
-def socket_readable(sock: Any) -> bool:
-    """Whether ``sock`` has data or EOF waiting (a closed or missing socket counts as readable)."""
-    fd = sock.fileno() if sock is not None else -1
-    if fd < 0:
-        return True
-    poller = _poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
+#: Bytes asked of one receive.
+READ_BYTES = 65536
+#: Connections one process may hold open to the upstream. Far above gunicorn's ``worker_connections``:
+#: a stream never waits for a connection (as with round 1's uncapped httpx pool).
+MAX_CONNECTIONS = 100_000
 
 
-class _Backend(httpcore.SyncBackend):
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return _Stream(super().connect_tcp(*args, **kwargs))
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds allowed to connect (TCP and TLS), to write the request, and between received bytes."""
 
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return _Stream(super().connect_unix_socket(*args, **kwargs))
+    connect: float = 10.0
+    read: float = 300.0
+    write: float = 30.0
 
 
-class _Stream(httpcore.NetworkStream):
-    """httpcore's stream, answering ``is_readable`` itself."""
+class UpstreamConnection:
+    """Requests to one base URL (scheme, host, port and path prefix), over pooled keep-alive connections.
 
-    __slots__ = ("_inner",)
+    Args:
+        base_url: e.g. ``https://llm.internal:8443/v1``.
+        timeouts: per-phase timeouts.
+        headers: sent with every request (e.g. ``Authorization``).
+    """
 
-    def __init__(self, inner: httpcore.NetworkStream):
-        self._inner = inner
+    def __init__(self, base_url: str, *, timeouts: Timeouts, headers: Mapping[str, str]):
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.tls = url.scheme == "https"
+        self.host = url.hostname
+        self.port = url.port or (443 if self.tls else 80)
+        self.prefix = url.path.rstrip("/")
+        self.timeouts = timeouts
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        authority = host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
+        self.proxy = proxy_for(url.scheme, self.host)
+        # A plain-HTTP proxy takes the absolute URL; through a CONNECT tunnel the path is enough.
+        self._target = f"{url.scheme}://{authority}{self.prefix}" if self.proxy and not self.tls else self.prefix
+        fixed = {"Host": authority, "User-Agent": "toolwire", **headers}
+        proxy = urlsplit(self.proxy) if self.proxy else None
+        if proxy is not None and not self.tls and proxy.username:  # a CONNECT tunnel sends them itself
+            credentials = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
+            fixed["Proxy-Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+        self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())
+        self._pool: ConnectionPool | None = None
+        self._pid: int | None = None
 
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, timeout)
+    @property
+    def pool(self) -> ConnectionPool:
+        """This process's pool (a forked worker makes its own)."""
+        if self._pool is None or self._pid != os.getpid():
+            self._pool = self._new_pool()
+            self._pid = os.getpid()
+        return self._pool
 
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, timeout)
+    def request(self, method: str, path: str, body: bytes = b"", *, headers: Mapping[str, str] | None = None,
+                read_timeout: float | None = None) -> HTTPSocketPoolResponse:
+        """Send one request and return the response once its headers are in.
+
+        The body is then read with ``readline``/``read``; the connection goes back to the pool
+        when the body is complete, and is closed by ``release()`` before that.
+
+        Raises:
+            OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
+            geventhttpclient.response.HTTPParseError: the answer is not HTTP.
+        """
+        head = f"{method} {self._target}{path} HTTP/1.1\r\n{self._fixed}"
+        for name, value in (headers or {}).items():
+            head += f"{name}: {value}\r\n"
+        if body or method == "POST":
+            head += f"Content-Length: {len(body)}\r\n"
+        pool = self.pool
+        try:
+            sock = pool.get_socket()
+        except RuntimeError as exc:  # a refused proxy CONNECT, or a closed pool
+            raise ConnectionError(str(exc)) from None
+        try:
+            sock.settimeout(self.timeouts.write)
+            sock.sendall(head.encode("latin-1") + b"\r\n" + body)
+            sock.settimeout(read_timeout or self.timeouts.read)
+        except BaseException:
+            pool.release_socket(sock)
+            raise
+        # Reads the status and headers; on failure it closes the socket and gives its slot back.
+        return HTTPSocketPoolResponse(sock, pool, block_size=READ_BYTES, method=method)
 
     def close(self) -> None:
-        self._inner.close()
+        """Close this process's idle connections."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
-    def start_tls(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        return _Stream(self._inner.start_tls(*args, **kwargs))
+    def _new_pool(self) -> ConnectionPool:
+        proxy = urlsplit(self.proxy) if self.proxy else None
+        options = dict(size=MAX_CONNECTIONS, connection_timeout=self.timeouts.connect,
+                       network_timeout=self.timeouts.read)
+        if proxy is not None:
+            options.update(use_proxy=True, proxy_user=unquote(proxy.username) if proxy.username else None,
+                           proxy_password=unquote(proxy.password) if proxy.password else None)
+        address = (proxy.hostname, proxy.port or 80) if proxy is not None else (self.host, self.port)
+        if not self.tls:
+            return ConnectionPool(*address, self.host, self.port, **options)
+        return SSLConnectionPool(*address, self.host, self.port, ssl_options={"ca_certs": ca_bundle()},
+                                 ssl_context_factory=gevent.ssl.create_default_context, **options)
 
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            return socket_readable(self._inner.get_extra_info("socket"))
-        return self._inner.get_extra_info(info)
+
+def proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment sets for ``scheme`` (``ALL_PROXY`` as a fallback), unless
+    ``NO_PROXY`` covers ``host``.
+
+    Raises:
+        ValueError: the proxy is not an ``http://`` URL (https and SOCKS proxies are not supported).
+    """
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    if not proxy.startswith("http://"):
+        raise ValueError(f"unsupported upstream proxy {urlsplit(proxy).scheme}:// (only http:// proxies)")
+    return proxy
+
+
+def ca_bundle() -> str:
+    """The CA certificates upstream TLS is checked against: ``SSL_CERT_FILE``, else certifi's."""
+    return os.environ.get("SSL_CERT_FILE") or certifi.where()

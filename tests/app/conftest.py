@@ -34,3 +34,25 @@ def make_app(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[..., Any]:
 @pytest.fixture
 def client(make_app, upstream):
     return make_app(upstream).test_client()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Any]]:
+    """``serve(handler, **HttpUpstream kwargs)``: an ``HttpUpstream`` on a fresh loopback server that
+    answers with ``handler(Seen) -> Answer`` (``tests/support/loopback.py``); all closed afterwards."""
+    from app.upstreams.http import HttpUpstream
+    from support.loopback import LoopbackServer
+
+    opened: list[tuple[LoopbackServer, HttpUpstream]] = []
+
+    def start(handler: Callable[..., Any], *, tls: Any = None, **kwargs: Any) -> HttpUpstream:
+        server = LoopbackServer(handler, tls=tls)
+        upstream = HttpUpstream(server.url, **kwargs)
+        upstream.server = server
+        opened.append((server, upstream))
+        return upstream
+
+    yield start
+    for server, upstream in opened:
+        upstream.close()
+        server.close()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-import httpx
 import pytest
 
 from app.http.auth import KeyRing, load_keyring
 from app.settings import Settings
-from app.upstreams.http import HttpUpstream
 from support.fakes import FakeUpstream, text_chunks
+from support.loopback import Answer, Seen, json_answer
 
 USER = [{"role": "user", "content": "hi"}]
 BODY = {"model": "m", "messages": USER}
@@ -126,16 +126,15 @@ UPSTREAM_KEY = "sk-upstream-0123456789abcdef"
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_upstream_auth_failure_is_502_without_the_upstream_message(make_app, caplog, status):
-    def handler(request: httpx.Request) -> httpx.Response:
-        assert request.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
-        return httpx.Response(status, json={"error": {"message": f"Incorrect API key provided: {UPSTREAM_KEY}",
-                                                      "code": "invalid_api_key"}})
+def test_upstream_auth_failure_is_502_without_the_upstream_message(make_app, serve, caplog, status):
+    def handler(seen: Seen) -> Answer:
+        assert seen.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+        return json_answer(status, json.dumps({"error": {"message": f"Incorrect API key provided: {UPSTREAM_KEY}",
+                                                         "code": "invalid_api_key"}}).encode())
 
     from pydantic import SecretStr
 
-    upstream = HttpUpstream("http://up.test/v1", api_key=SecretStr(UPSTREAM_KEY),
-                            transport=httpx.MockTransport(handler))
+    upstream = serve(handler, api_key=SecretStr(UPSTREAM_KEY))
     client = make_app(upstream, upstream_api_key=UPSTREAM_KEY, api_keys="sk-client").test_client()
     with caplog.at_level(logging.DEBUG):
         for stream in (False, True):
@@ -151,16 +150,15 @@ def test_upstream_auth_failure_is_502_without_the_upstream_message(make_app, cap
     assert "sk-client" not in caplog.text
 
 
-def test_upstream_key_is_masked_in_other_upstream_messages():
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(400, json={"error": {"message": f"bad request from key {UPSTREAM_KEY}!"}})
+def test_upstream_key_is_masked_in_other_upstream_messages(serve):
+    def handler(seen: Seen) -> Answer:
+        return json_answer(400, json.dumps({"error": {"message": f"bad request from key {UPSTREAM_KEY}!"}}).encode())
 
     from pydantic import SecretStr
 
     from app.upstreams.base import UpstreamError
 
-    upstream = HttpUpstream("http://up.test/v1", api_key=SecretStr(UPSTREAM_KEY),
-                            transport=httpx.MockTransport(handler))
+    upstream = serve(handler, api_key=SecretStr(UPSTREAM_KEY))
     with pytest.raises(UpstreamError) as info:
         upstream.open({})
     assert info.value.status == 400

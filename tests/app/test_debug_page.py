@@ -65,6 +65,8 @@ def test_a_choice_carries_its_calls_notes_and_finish_reason(debug_app):
     assert (note["kind"], note["index"]) == ("unknown_tool", None) and "launch_rocket" in note["message"]
     assert [step["trigger"] for step in rejected["path"]] == ["tool_open_seen", "tool_open_disproved",
                                                                "upstream_finished"]
+    times = [step["at_ms"] for step in rejected["path"]]  # when each transition fired, since arrival
+    assert 0 < times[0] <= times[1] <= times[2] <= client.get("/debug/requests/rejected").get_json()["duration_ms"]
 
 
 def test_the_machine_counts_every_edge_across_the_kept_requests(debug_app):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 
 import pytest
 
-from app.upstreams.demo import DemoUpstream
+from app.upstreams.demo import EXCERPT_CHARS, DemoUpstream
 from app.pipeline.prompt import build_upstream_messages
 from app.upstreams.base import UpstreamChunk
 from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
@@ -172,3 +173,17 @@ def test_close_stops_iteration():
     next(it)
     stream.close()
     assert list(it) == []
+
+
+def test_a_huge_message_costs_a_bounded_context_not_gigabytes():
+    """The demo reads the end of the last message and quotes an excerpt: a 4 MiB message once became a
+    4 MiB echo in a million chunk objects (16 MiB: 81 s of CPU, 1.9 GB)."""
+    message = "tell me about " + "x" * (4 << 20) + " please"
+    tracemalloc.start()
+    try:
+        texts, _, chunks = run([{"role": "user", "content": message}], tools=())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert texts[0].startswith('Hello! You said: "') and len(texts[0]) < EXCERPT_CHARS + 200
+    assert len(chunks) < 1000 and peak < 2 * len(message)

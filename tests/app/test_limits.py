@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import tracemalloc
 
 import gevent
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
-from app.http.limits import StreamSlots
+from app.http.limits import StreamSlots, check_nesting, nests_deeper
 from app.validation import check_responses_limits
 from app.errors import ApiError
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
@@ -197,3 +201,46 @@ def test_stream_slots_count_and_cap():
     assert c is not None and capped.in_use == 2
     unlimited = StreamSlots(0)
     assert all(unlimited.try_acquire() for _ in range(1000)) and unlimited.in_use == 1000
+
+
+# -- nesting depth -------------------------------------------------------------------------------
+
+
+def _depth(value) -> int:
+    """The reference: nesting depth by plain recursion over the parsed value (scalars are 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+json_values = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet='[]{}"a', max_size=3), inner,
+                                                                 max_size=4),
+    max_leaves=40)
+
+
+@hypothesis_settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_nesting_depth_is_measured_exactly_on_the_bytes(value):
+    raw, depth = json.dumps(value).encode(), _depth(value)
+    for limit in {max(depth - 1, 0), depth, depth + 1}:
+        assert nests_deeper(raw, limit) is (depth > limit)
+
+
+@pytest.mark.parametrize("unit", [b"[],", b"[1],", b"[" * 120 + b"1" + b"]" * 120 + b","])
+def test_the_nesting_check_is_bounded_in_memory_on_cheap_hostile_bodies(unit):
+    """Millions of tiny containers (16 MiB of ``[],`` once cost seconds and ~900 MB): a few copies of the body."""
+    raw = b'{"model": "m", "extra": [' + unit * ((4 << 20) // len(unit)) + b'1]}'
+    tracemalloc.start()
+    try:
+        check_nesting(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * len(raw)
+    with pytest.raises(ApiError) as refused:
+        check_nesting(raw[:-2] + b"," + b"[" * 129 + b"]" * 129 + b"]}")
+    assert refused.value.status == 400 and refused.value.code == "invalid_json"

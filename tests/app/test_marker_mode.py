@@ -36,9 +36,27 @@ def test_quoted_sentinel_alone_is_no_call(make_app):
 
 
 def test_without_marker_mode_the_quoted_sentinel_becomes_a_call(make_app):
-    client = make_app(EchoUpstream(marked_call=False)).test_client()
+    client = make_app(EchoUpstream(marked_call=False), auto_marker=False).test_client()
     message = message_of(post(client))
     assert [c["function"]["arguments"] for c in message["tool_calls"]] == ['{"city": "Oslo"}']
+
+
+def test_a_transcript_quoting_call_syntax_turns_marker_mode_on_by_itself(make_app):
+    """The default (``auto_marker``): the tool result quotes a ``<tool_call>``, so the request is marked, the
+    echoed quote stays text and the model's marked call is a call."""
+    upstream = EchoUpstream(marked_call=True)
+    message = message_of(post(make_app(upstream).test_client()))
+    assert QUOTED in message["content"]
+    assert [c["function"]["arguments"] for c in message["tool_calls"]] == ['{"city": "Rome"}']
+    assert len(set(MARKER.findall(str(upstream.bodies[0]["messages"])))) == 1
+
+
+def test_a_transcript_without_call_syntax_stays_unmarked(make_app):
+    upstream = EchoUpstream(marked_call=False)
+    plain = [m for m in TRANSCRIPT if m["role"] in ("system", "user") and "<" not in str(m.get("content"))]
+    client = make_app(upstream).test_client()
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": plain, "tools": [WEATHER_TOOL]})
+    assert response.status_code == 200 and "marker=" not in str(upstream.bodies[0]["messages"])
 
 
 def test_prompt_and_transcript_use_a_fresh_marker_per_request(make_app):
@@ -60,7 +78,7 @@ def test_prompt_and_transcript_use_a_fresh_marker_per_request(make_app):
 
 def test_no_marker_in_the_prompt_when_off(make_app):
     upstream = EchoUpstream(marked_call=False)
-    post(make_app(upstream).test_client())
+    post(make_app(upstream, auto_marker=False).test_client())
     assert "marker=" not in str(upstream.bodies[0]["messages"])
 
 

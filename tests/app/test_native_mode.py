@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -12,8 +11,9 @@ from app.pipeline.driver import ChoiceDriver
 from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
 from app.settings import ModelRoute, Settings
 from app.upstreams.base import UpstreamError
-from app.upstreams.http import HttpUpstream, parse_chunk
+from app.upstreams.http import parse_chunk
 from statemachine import ChoiceFinished, ParserConfig, TextDelta, ToolCallEnded, ToolChoice, ToolSpec
+from support.loopback import json_answer
 
 WEATHER = ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"}, strict=True)
 SHELL = ToolSpec(name="shell", parameters={"type": "object"})
@@ -118,15 +118,14 @@ def test_a_legacy_function_call_delta_is_a_native_fragment() -> None:
     assert chunk.choices[0].tool_calls == [{"function": {"name": "shell", "arguments": ""}}]
 
 
-def test_a_back_end_that_answers_whole_with_tool_calls_yields_the_calls() -> None:
+def test_a_back_end_that_answers_whole_with_tool_calls_yields_the_calls(serve) -> None:
     """A server that ignores ``stream: true`` sends one completion: its calls (object arguments, no index,
     ``finish_reason: "stop"``) come out as a streamed OpenAI answer would."""
     completion = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
         "role": "assistant", "content": "Checking.", "tool_calls": [
             {"id": "x", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
             {"id": "x", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "ls"}'}}]}}]}
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=completion))
-    stream = HttpUpstream("http://back.end/v1", transport=transport).open({"model": "m", "messages": []})
+    stream = serve(lambda seen: json_answer(200, json.dumps(completion).encode())).open({"model": "m", "messages": []})
     events = list(ChoiceDriver(stream, ParserConfig.for_tools([WEATHER, SHELL])))
     ended = [(e.name, e.arguments, e.valid) for _, e in events if isinstance(e, ToolCallEnded)]
     assert ended == [("get_weather", '{"city":"Oslo"}', True), ("shell", '{"cmd": "ls"}', True)]

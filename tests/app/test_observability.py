@@ -9,19 +9,20 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from typing import Iterator
 
 import gevent
-import httpx
 import pytest
 from prometheus_client import REGISTRY
 
 from app.http.extension import configured_models
 from app.observability.logs import make_handler
 from app.settings import Settings
-from app.upstreams.http import HttpUpstream
 from app.upstreams.base import UpstreamError
+from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.loopback import json_answer, sse_answer
 
 SECRET = "my-secret-prompt-4711"
 USER = [{"role": "user", "content": f"Weather in Paris? {SECRET}"}]
@@ -146,16 +147,10 @@ def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json
     assert sample("toolwire_requests_total", route="/v1/chat/completions", status="200") == before + 3
 
 
-def test_request_id_is_forwarded_upstream():
-    seen = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.headers.get("X-Request-Id"))
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: [DONE]\n\n")
-
-    upstream = HttpUpstream("http://up/v1", transport=httpx.MockTransport(handler))
+def test_request_id_is_forwarded_upstream(serve):
+    upstream = serve(lambda seen: sse_answer(b"data: [DONE]\n\n"))
     list(upstream.open({"model": "m", "messages": []}, request_id="rid-up-1"))
-    assert seen == ["rid-up-1"]
+    assert [seen.headers.get("x-request-id") for seen in upstream.server.seen] == ["rid-up-1"]
 
 
 def test_the_chat_view_passes_its_request_id_to_the_upstream(make_app):
@@ -247,27 +242,23 @@ def test_client_disconnect_is_counted_and_the_stream_leaves_the_gauge(make_app, 
     assert [(a["request_id"], a["disconnected"]) for a in access] == [("rid-left", True)]
 
 
-@pytest.mark.parametrize("respond, kind", [
-    (lambda request: httpx.Response(500, json={"error": {"message": "boom"}}), "server_error"),
-    (lambda request: httpx.Response(429, json={"error": {"message": "slow"}}), "rate_limited"),
-    (lambda request: httpx.Response(200, headers={"content-type": "text/event-stream"}, content=b"data: {x\n\n"),
-     "protocol"),
+@pytest.mark.parametrize("answer, kind", [
+    (json_answer(500, b'{"error": {"message": "boom"}}'), "server_error"),
+    (json_answer(429, b'{"error": {"message": "slow"}}'), "rate_limited"),
+    (sse_answer(b"data: {x\n\n"), "protocol"),
 ])
-def test_upstream_errors_are_counted_by_kind(respond, kind):
+def test_upstream_errors_are_counted_by_kind(serve, answer, kind):
     before = sample("toolwire_upstream_errors_total", kind=kind)
-    upstream = HttpUpstream("http://up/v1", transport=httpx.MockTransport(respond))
+    upstream = serve(lambda seen: answer)
     with pytest.raises(UpstreamError):
         list(upstream.open({"model": "m", "messages": []}))
     assert sample("toolwire_upstream_errors_total", kind=kind) == before + 1
 
 
-def test_upstream_timeouts_are_counted():
-    def respond(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
-
+def test_upstream_timeouts_are_counted(serve):
     before = sample("toolwire_upstream_errors_total", kind="timeout")
     with pytest.raises(UpstreamError):
-        HttpUpstream("http://up/v1", transport=httpx.MockTransport(respond)).open({})
+        serve(lambda seen: (time.sleep(1.0), sse_answer(b""))[1], timeouts=Timeouts(read=0.2)).open({})
     assert sample("toolwire_upstream_errors_total", kind="timeout") == before + 1
 
 

@@ -18,7 +18,8 @@ def test_readyz_follows_the_upstream(make_app):
     assert client.get("/readyz").status_code == 200
     upstream.is_ready = False
     response = client.get("/readyz")
-    assert response.status_code == 503 and response.get_json() == {"status": "unavailable"}
+    assert response.status_code == 503 and response.get_json() == {"status": "unavailable", "upstream": "unavailable",
+                                                               "store": "ok"}
 
 
 def test_models_lists_upstream_models_and_mapped_names(make_app):

@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
+from app.observability.metrics import STORE_WRITE_FAILURES
+from app.responses.store import SQLiteResponseStore, StoreUnavailable
 from app.upstreams.base import UpstreamChunk, UpstreamError
-from support.fakes import FakeUpstream, text_chunks
-from support.fakes import EchoUpstream
+from support.fakes import EchoUpstream, FakeUpstream, assert_envelope, text_chunks
 from support.injection import QUOTED
 from support.invariants import check_responses_stream
 from support.tools import STRICT_WEATHER, WEATHER
@@ -28,16 +29,6 @@ def stream(client, **body):
     response = post(client, stream=True, **body)
     assert response.status_code == 200, response.data
     return check_responses_stream(response.data, status=200, content_type=response.headers["Content-Type"])
-
-
-def assert_envelope(response, status: int, param: str | None, code: str | None = None) -> dict:
-    assert response.status_code == status, response.data
-    error = response.get_json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["param"] == param
-    if code is not None:
-        assert error["code"] == code
-    return error
 
 
 # -- one turn ---------------------------------------------------------------------------------
@@ -124,13 +115,22 @@ def test_max_tool_calls_caps_the_calls(make_app):
      "tool_choice.name"),
     ({"model": "m", "input": [{"type": "function_call_output", "call_id": "call_nope", "output": "1"}]},
      "input[0].call_id"),
-    ({"model": "m", "input": "hi", "previous_response_id": "resp_unknown"}, "previous_response_id"),
-    ({"model": "m", "input": [{"type": "item_reference", "id": "msg_unknown"}]}, "input[0].id"),
 ])
 def test_bad_requests_are_400_before_the_upstream(make_app, body, param):
     upstream = FakeUpstream(text_chunks("never"))
     client = make_app(upstream).test_client()
     assert_envelope(client.post("/v1/responses", json=body), 400, param)
+    assert upstream.bodies == []
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "m", "input": "hi", "previous_response_id": "resp_unknown"}, "previous_response_id"),
+    ({"model": "m", "input": [{"type": "item_reference", "id": "msg_unknown"}]}, "input[0].id"),
+])
+def test_unknown_stored_responses_and_items_are_404_before_the_upstream(make_app, body, param):
+    upstream = FakeUpstream(text_chunks("never"))
+    client = make_app(upstream).test_client()
+    assert_envelope(client.post("/v1/responses", json=body), 404, param)
     assert upstream.bodies == []
 
 
@@ -217,7 +217,7 @@ def test_store_false_is_not_kept(make_app):
     body = post(client, store=False).get_json()
     assert body["store"] is False
     assert_envelope(client.get(f"/v1/responses/{body['id']}"), 404, "response_id")
-    assert_envelope(post(client, previous_response_id=body["id"]), 400, "previous_response_id")
+    assert_envelope(post(client, previous_response_id=body["id"]), 404, "previous_response_id")
 
 
 def test_without_a_store_lookups_are_clear_errors(make_app):
@@ -225,28 +225,25 @@ def test_without_a_store_lookups_are_clear_errors(make_app):
     body = post(client).get_json()
     assert body["status"] == "completed"
     assert_envelope(client.get(f"/v1/responses/{body['id']}"), 404, None, "not_found")
-    assert_envelope(post(client, previous_response_id=body["id"]), 400, "previous_response_id")
+    assert_envelope(post(client, previous_response_id=body["id"]), 404, "previous_response_id")
 
 
-def test_a_failing_store_does_not_break_the_answer(make_app, caplog):
-    class BrokenStore:
-        def put(self, response, input_items):
-            raise OSError("disk full")
-
-        def get(self, response_id):
-            return None
-
-        get_input_items = get_item = get
+def test_a_failing_store_does_not_break_the_answer(make_app, caplog, tmp_path):
+    class BrokenStore(SQLiteResponseStore):
+        def put(self, response, input_items, *, owner=None):
+            raise StoreUnavailable("disk full")
 
     app = make_app(FakeUpstream([UpstreamChunk([])] + text_chunks("Hello.")))
     from app.state import current_state
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore())
+        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
+    before = STORE_WRITE_FAILURES._value.get()
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
-    assert "could not store response" in caplog.text
+    assert "was answered but not stored: disk full" in caplog.text
+    assert STORE_WRITE_FAILURES._value.get() == before + 1
 
 
 def test_tool_choice_none_leaves_call_text_as_text(make_app):

@@ -120,3 +120,36 @@ def test_cli_diagram(tmp_path, capsys):
     assert main(["diagram", "--format", "dot", "-o", str(target)]) == 0
     assert "digraph" in target.read_text()
     assert main(["diagram", "--state", "nowhere"]) == 2
+
+
+@pytest.mark.parametrize("env, url", [
+    ({}, "sqlite:///var/responses.sqlite3"),
+    ({"TOOLWIRE_RESPONSE_STORE_PATH": "/srv/tw/r.db"}, "sqlite:////srv/tw/r.db"),
+    ({"TOOLWIRE_RESPONSE_STORE_PATH": ""}, ""),
+    ({"TOOLWIRE_RESPONSE_STORE_URL": "redis://cache:6379/2", "TOOLWIRE_RESPONSE_STORE_PATH": "x.db"},
+     "redis://cache:6379/2"),
+    ({"TOOLWIRE_RESPONSE_STORE_URL": "", "TOOLWIRE_RESPONSE_STORE_PATH": "x.db"}, ""),
+    ({"TOOLWIRE_RESPONSE_STORE_URL": " rediss://:pw@cache:6380/0 "}, "rediss://:pw@cache:6380/0"),
+])
+def test_the_store_url_and_the_old_path_setting(monkeypatch, env, url):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert Settings().store_url() == url
+
+
+@pytest.mark.parametrize("url", ["postgres://db/x", "sqlite://relative.db", "sqlite:///", "cache:6379"])
+def test_unknown_store_urls_are_rejected(monkeypatch, url):
+    monkeypatch.setenv("TOOLWIRE_RESPONSE_STORE_URL", url)
+    with pytest.raises(ValidationError, match="response store URL|SQLite store URL"):
+        Settings()
+
+
+def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys):
+    assert main(["config"]) == 0
+    assert "sqlite:///var/responses.sqlite3 (from response_store_path)" in capsys.readouterr().out
+    monkeypatch.setenv("TOOLWIRE_RESPONSE_STORE_URL", "redis://:hunter2@cache:6379/0")
+    monkeypatch.setenv("TOOLWIRE_RESPONSE_STORE_SHARED", "true")
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2" not in out and "redis://:**********@cache:6379/0" in out
+    assert any(line.startswith("response_store_shared") and "True" in line for line in out.splitlines())

@@ -1,71 +1,24 @@
-"""SQLiteResponseStore: round trips, retention, item lookup, several processes on one file."""
+"""SQLiteResponseStore beyond the shared contract (test_store_contract.py): purging, WAL, several processes
+on one file, lock waits, a killed writer, an unwritable file, files from before owners."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import sqlite3
+import threading
 import time
 
 import pytest
 
-from app.responses.store import ResponseStore, SQLiteResponseStore
-
-
-def response(response_id, *items, previous=None):
-    return {"id": response_id, "object": "response", "status": "completed", "previous_response_id": previous,
-            "output": list(items)}
-
-
-def message(item_id, text):
-    return {"id": item_id, "type": "message", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
-
-
-USER = {"type": "message", "role": "user", "content": "hi"}
+from app.responses.store import SQLiteResponseStore, StoreUnavailable
+from support.store_items import ALICE, USER, message, response, unwritable
 
 
 @pytest.fixture
 def store(tmp_path):
     return SQLiteResponseStore(tmp_path / "r.db", retention_seconds=3600)
-
-
-def test_is_a_response_store(store):
-    assert isinstance(store, ResponseStore)
-
-
-def test_put_get_delete(store):
-    stored = response("resp_1", message("msg_1", "hello"))
-    store.put(stored, [USER])
-    assert store.get("resp_1") == stored
-    assert store.get_input_items("resp_1") == [USER]
-    assert store.delete("resp_1") is True
-    assert store.get("resp_1") is None and store.get_input_items("resp_1") is None
-    assert store.get_item("msg_1") is None
-    assert store.delete("resp_1") is False
-
-
-def test_unknown_ids(store):
-    assert store.get("resp_nope") is None
-    assert store.get_input_items("resp_nope") is None
-    assert store.get_item("msg_nope") is None
-
-
-def test_item_lookup_covers_output_and_input_items_with_ids(store):
-    fc = {"id": "fc_1", "type": "function_call", "status": "completed", "arguments": "{}",
-          "call_id": "call_1", "name": "ping"}
-    typed_input = {"type": "message", "id": "msg_in", "role": "user", "content": "x"}
-    store.put(response("resp_1", message("msg_1", "a"), fc), [USER, typed_input])
-    assert store.get_item("msg_1") == message("msg_1", "a")
-    assert store.get_item("fc_1") == fc
-    assert store.get_item("msg_in") == typed_input
-
-
-def test_an_item_echoed_by_a_later_response_survives_deleting_either(store):
-    store.put(response("resp_1", message("msg_1", "a")), [USER])
-    store.put(response("resp_2", message("msg_2", "b"), previous="resp_1"), [message("msg_1", "a")])
-    store.delete("resp_1")
-    assert store.get_item("msg_1") == message("msg_1", "a")
-    store.delete("resp_2")
-    assert store.get_item("msg_1") is None
 
 
 def test_put_again_replaces(store):
@@ -104,35 +57,114 @@ def test_wal_mode(store):
     assert store._connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def _write_many(path, prefix, count):
-    store = SQLiteResponseStore(path, retention_seconds=3600)
-    for i in range(count):
-        store.put(response(f"resp_{prefix}{i}", message(f"msg_{prefix}{i}", str(i))), [USER])
+def _write_and_read(path, prefix, count, others, failures):
+    store = SQLiteResponseStore(path, retention_seconds=3600, timeout=10.0)
+    try:
+        for i in range(count):
+            store.put(response(f"resp_{prefix}{i}", message(f"msg_{prefix}{i}", str(i))), [USER])
+            for other in others:
+                store.get_item(f"msg_{other}{i // 2}")
+    except Exception as exc:  # reported to the parent, which fails the test
+        failures.put(f"{prefix}: {type(exc).__name__}: {exc}")
 
 
-def _read_one(path, response_id, queue):
-    queue.put(SQLiteResponseStore(path, retention_seconds=3600).get(response_id))
-
-
-def test_two_processes_write_and_read_the_same_file(tmp_path):
+def test_four_processes_write_and_read_one_file_without_lock_errors(tmp_path):
     path = str(tmp_path / "shared.db")
     ctx = multiprocessing.get_context("spawn")
-    writers = [ctx.Process(target=_write_many, args=(path, prefix, 40)) for prefix in "ab"]
-    for p in writers:
+    failures = ctx.Queue()
+    prefixes = "abcd"
+    workers = [ctx.Process(target=_write_and_read, args=(path, p, 60, prefixes.replace(p, ""), failures))
+               for p in prefixes]
+    for p in workers:
         p.start()
-    for p in writers:
-        p.join(60)
+    for p in workers:
+        p.join(120)
         assert p.exitcode == 0
+    assert failures.empty(), failures.get()
     store = SQLiteResponseStore(path, retention_seconds=3600)
-    for prefix in "ab":
-        for i in range(40):
+    for prefix in prefixes:
+        for i in range(60):
             assert store.get_item(f"msg_{prefix}{i}")["content"][0]["text"] == str(i)
-    store.put(response("resp_from_parent"), [USER])
-    queue = ctx.Queue()
-    reader = ctx.Process(target=_read_one, args=(path, "resp_from_parent", queue))
-    reader.start()
-    assert queue.get(timeout=60) == response("resp_from_parent")
-    reader.join(60)
+
+
+def test_a_held_write_lock_is_waited_for_then_reported_as_unavailable(tmp_path):
+    path = tmp_path / "r.db"
+    SQLiteResponseStore(path).check()  # creates the file
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    impatient = SQLiteResponseStore(path, timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="locked"):
+        impatient.put(response("resp_1"), [USER])
+    assert 0.25 < time.monotonic() - started < 1.0
+    threading.Timer(0.3, holder.execute, ["COMMIT"]).start()
+    patient = SQLiteResponseStore(path, timeout=5.0)
+    patient.put(response("resp_2"), [USER])  # waits for the lock instead of failing
+    assert impatient.get("resp_2") is not None and impatient.get("resp_1") is None
+    holder.close()
+
+
+def _write_until_killed(path, acks):
+    store = SQLiteResponseStore(path, retention_seconds=3600)
+    for i in range(100_000):
+        store.put(response(f"resp_{i}", message(f"msg_{i}", "x" * 2000)), [USER] * 20)
+        acks.put(i)  # after the commit
+
+
+def test_a_writer_killed_mid_write_loses_no_committed_record(tmp_path):
+    path = str(tmp_path / "r.db")
+    ctx = multiprocessing.get_context("spawn")
+    acks = ctx.Queue()
+    writer = ctx.Process(target=_write_until_killed, args=(path, acks))
+    writer.start()
+    committed = [acks.get(timeout=60) for _ in range(50)]
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join(10)
+    while True:
+        try:
+            committed.append(acks.get(timeout=0.2))
+        except Exception:
+            break
+    store = SQLiteResponseStore(path, retention_seconds=3600)
+    assert store._connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for i in committed:
+        assert store.get_item(f"msg_{i}") is not None, f"committed resp_{i} lost"
+    stored = store._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    assert stored >= len(committed)
+    store.put(response("resp_after"), [USER])  # the file is still writable
+
+
+def test_an_unwritable_file_fails_writes_keeps_reads_and_recovers(tmp_path):
+    path = str(tmp_path / "r.db")
+    store = SQLiteResponseStore(path, retention_seconds=3600, timeout=1.0)
+    store.put(response("resp_before", message("msg_before", "kept")), [USER], owner=ALICE)
+    with unwritable(path, path + "-wal"):
+        with pytest.raises(StoreUnavailable):
+            store.put(response("resp_during"), [USER], owner=ALICE)
+        with pytest.raises(StoreUnavailable):
+            store.check()
+        assert store.get_item("msg_before", owner=ALICE) == message("msg_before", "kept")
+    store.put(response("resp_after"), [USER], owner=ALICE)  # the same store object works again
+    assert store.get("resp_after", owner=ALICE) is not None and store.get("resp_during", owner=ALICE) is None
+    store.check()
+
+
+def test_a_file_from_before_owners_gains_the_column(tmp_path):
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE responses (id TEXT PRIMARY KEY, body BLOB NOT NULL, input_items BLOB NOT NULL, expires_at REAL);
+        CREATE TABLE items (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, response_id TEXT NOT NULL,
+                            body BLOB NOT NULL);
+        INSERT INTO responses VALUES ('resp_old', '{"id": "resp_old", "output": []}', '[]', NULL);
+    """)
+    old.commit()
+    old.close()
+    store = SQLiteResponseStore(path)
+    assert store.get("resp_old") == {"id": "resp_old", "output": []}  # unowned: visible without a key
+    assert store.get("resp_old", owner=ALICE) is None
+    store.put(response("resp_new"), [USER], owner=ALICE)
+    assert store.get("resp_new", owner=ALICE) is not None
 
 
 def _use_inherited(store, queue):

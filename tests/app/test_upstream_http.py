@@ -1,83 +1,80 @@
-"""HttpUpstream over httpx.MockTransport: chunk parsing and error mapping."""
+"""HttpUpstream against a loopback server: the request sent, chunk parsing, error mapping, connection reuse."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
-from http.server import ThreadingHTTPServer
+import time
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
-from app.upstreams.http import HttpUpstream
 from app.upstreams.base import UpstreamError
-from support.fakes import WEATHER_TOOL, KeepAliveSSE, chunk, sse
+from app.upstreams.http import HttpUpstream
+from app.upstreams.transport import Timeouts
+from support.fakes import WEATHER_TOOL, chunk, sse
+from support.loopback import Answer, json_answer, sse_answer
 
 
-def upstream_for(handler, **kwargs) -> HttpUpstream:
-    return HttpUpstream("http://upstream.test/v1/", transport=httpx.MockTransport(handler), **kwargs)
-
-
-def stream_response(body: bytes, status: int = 200, headers=None) -> httpx.Response:
-    return httpx.Response(status, content=body, headers={"content-type": "text/event-stream", **(headers or {})})
-
-
-def test_streams_chunks_and_sends_the_request():
-    seen = {}
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen["url"] = str(request.url)
-        seen["auth"] = request.headers.get("authorization")
-        seen["rid"] = request.headers.get("x-request-id")
-        seen["body"] = json.loads(request.content)
-        return stream_response(sse(chunk("Hel"), chunk("lo"), chunk(finish="stop"),
-                                   chunk(usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
-                                   b"[DONE]", chunk("after done is ignored")))
-
-    upstream = upstream_for(handler, api_key=SecretStr("sk-up"))
+def test_streams_chunks_and_sends_the_request(serve):
+    body = sse(chunk("Hel"), chunk("lo"), chunk(finish="stop"),
+               chunk(usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
+               b"[DONE]", chunk("after done is ignored"))
+    upstream = serve(lambda seen: sse_answer(body), api_key=SecretStr("sk-up"))
     stream = upstream.open({"model": "m", "messages": []}, request_id="rid-1")
     chunks = list(stream)
     stream.close()
-    assert seen == {"url": "http://upstream.test/v1/chat/completions", "auth": "Bearer sk-up", "rid": "rid-1",
-                    "body": {"model": "m", "messages": []}}
+    [seen] = upstream.server.seen
+    assert (seen.method, seen.path, seen.headers["authorization"], seen.headers["x-request-id"]) == (
+        "POST", "/v1/chat/completions", "Bearer sk-up", "rid-1")
+    assert (seen.headers["accept"], seen.headers["content-type"]) == ("text/event-stream", "application/json")
+    assert json.loads(seen.body) == {"model": "m", "messages": []}
     assert [c.choices[0].content for c in chunks[:2]] == ["Hel", "lo"]
     assert chunks[2].choices[0].finish_reason == "stop"
     assert chunks[3].usage["total_tokens"] == 5
     assert len(chunks) == 4
 
 
-def test_native_tool_calls_and_reasoning_are_parsed():
+def test_events_split_across_http_chunks_and_line_ends_of_every_kind(serve):
+    body = sse(chunk("a"), chunk("b")) + b'data: {"choices": [{"delta": {"content": "c"}}]}\r\n\r\n'
+    body += b'data: {"choices": [{"delta": {"content": "d"}}]}'  # the last event lacks its line end
+    pieces = [body[i:i + 7] for i in range(0, len(body), 7)]
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces))
+    assert [c.choices[0].content for c in upstream.open({})] == ["a", "b", "c", "d"]
+
+
+def test_native_tool_calls_and_reasoning_are_parsed(serve):
     calls = [{"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]
     body = sse({"choices": [{"index": 1, "delta": {"tool_calls": calls, "reasoning_content": "hmm"},
                              "finish_reason": None}]})
-    [c] = list(upstream_for(lambda r: stream_response(body)).open({}))
+    [c] = list(serve(lambda seen: sse_answer(body)).open({}))
     assert (c.choices[0].index, c.choices[0].tool_calls, c.choices[0].reasoning) == (1, calls, "hmm")
 
 
-def test_json_body_instead_of_a_stream_becomes_one_chunk():
+def test_json_body_instead_of_a_stream_becomes_one_chunk(serve):
     completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-    [c] = list(upstream_for(lambda r: httpx.Response(200, json=completion)).open({}))
+    [c] = list(serve(lambda seen: json_answer(200, json.dumps(completion).encode())).open({}))
     assert c.choices[0].content == "hi" and c.choices[0].tool_calls[0]["index"] == 0
     assert c.usage["total_tokens"] == 2
 
 
-@pytest.mark.parametrize("response, kind, status, message", [
-    (httpx.Response(400, json={"error": {"message": "context too long", "type": "invalid_request_error",
-                                         "param": "messages", "code": "context_length_exceeded"}}),
+@pytest.mark.parametrize("answer, kind, status, message", [
+    (json_answer(400, b'{"error": {"message": "context too long", "type": "invalid_request_error", '
+                      b'"param": "messages", "code": "context_length_exceeded"}}'),
      "client_error", 400, "context too long"),
-    (httpx.Response(404, json={"error": "model not found"}), "client_error", 404, "model not found"),
-    (httpx.Response(422, json={"detail": "bad field"}), "client_error", 422, "bad field"),
-    (httpx.Response(429, json={"error": {"message": "slow down"}}, headers={"Retry-After": "12"}),
+    (json_answer(404, b'{"error": "model not found"}'), "client_error", 404, "model not found"),
+    (json_answer(422, b'{"detail": "bad field"}'), "client_error", 422, "bad field"),
+    (json_answer(429, b'{"error": {"message": "slow down"}}', **{"Retry-After": "12"}),
      "rate_limited", 429, "slow down"),
-    (httpx.Response(500, text="boom"), "server_error", 502, "The upstream failed (HTTP 500): boom"),
-    (httpx.Response(503), "server_error", 502, "The upstream failed (HTTP 503)."),
+    (Answer(500, body=b"boom"), "server_error", 502, "The upstream failed (HTTP 500): boom"),
+    (Answer(503), "server_error", 502, "The upstream failed (HTTP 503)."),
 ])
-def test_error_statuses_are_mapped(response, kind, status, message):
+def test_error_statuses_are_mapped(serve, answer, kind, status, message):
     with pytest.raises(UpstreamError) as info:
-        upstream_for(lambda r: response).open({})
+        serve(lambda seen: answer).open({})
     assert (info.value.kind, info.value.status, info.value.message) == (kind, status, message)
     if status == 429:
         assert info.value.retry_after == "12"
@@ -85,82 +82,85 @@ def test_error_statuses_are_mapped(response, kind, status, message):
         assert (info.value.param, info.value.code) == ("messages", "context_length_exceeded")
 
 
-@pytest.mark.parametrize("exc, kind, status", [
-    (httpx.ConnectError("refused"), "connect", 502),
-    (httpx.ConnectTimeout("slow"), "timeout", 504),
-    (httpx.ReadTimeout("slow"), "timeout", 504),
-])
-def test_transport_errors_are_mapped(exc, kind, status):
-    def handler(request):
-        raise exc
-
+def test_connect_failures_are_mapped(serve):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: refused
+        with pytest.raises(UpstreamError) as info:
+            HttpUpstream(f"http://127.0.0.1:{port}/v1").open({})
+    assert (info.value.kind, info.value.status) == ("connect", 502)
     with pytest.raises(UpstreamError) as info:
-        upstream_for(handler).open({})
-    assert (info.value.kind, info.value.status) == (kind, status)
+        HttpUpstream("http://upstream.invalid/v1").open({})  # the name does not resolve
+    assert (info.value.kind, info.value.status) == ("connect", 502)
 
 
-class _Broken(httpx.SyncByteStream):
-    def __init__(self, first: bytes, exc: Exception):
-        self.first, self.exc = first, exc
+def test_no_answer_before_the_read_timeout_is_a_timeout(serve):
+    def hang(seen):
+        time.sleep(1.0)
+        return sse_answer(b"")
 
-    def __iter__(self):
-        yield self.first
-        raise self.exc
+    upstream = serve(hang, timeouts=Timeouts(read=0.2))
+    with pytest.raises(UpstreamError) as info:
+        upstream.open({})
+    assert (info.value.kind, info.value.status) == ("timeout", 504)
 
 
-@pytest.mark.parametrize("body, kind, status", [
-    (_Broken(sse(chunk("a")), httpx.ReadTimeout("idle")), "timeout", 504),
-    (_Broken(sse(chunk("a")), httpx.RemoteProtocolError("eof")), "protocol", 502),
-    (_Broken(sse(chunk("a")), httpx.ReadError("reset")), "connect", 502),
-    (sse(chunk("a")) + b"data: {not json\n\n", "protocol", 502),
-    (sse(chunk("a")) + b"data: \xff\xfe\n\n", "protocol", 502),
-    (sse(chunk("a"), {"error": {"message": "engine died"}}), "server_error", 502),
+@pytest.mark.parametrize("answer, kind, status", [
+    (sse_answer(sse(chunk("a")), then="hang", hang_seconds=1.0), "timeout", 504),
+    (sse_answer(sse(chunk("a")).replace(b"\n", b"\r\n"), then="hang", hang_seconds=1.0), "timeout", 504),
+    (sse_answer(sse(chunk("a")) + sse(chunk("a")).replace(b"\n", b"\r\n")[:-2], then="hang", hang_seconds=1.0),
+     "timeout", 504),
+    (sse_answer(sse(chunk("a")), then="close"), "protocol", 502),
+    (sse_answer(sse(chunk("a")), then="reset"), "connect", 502),
+    (sse_answer(sse(chunk("a")) + b"data: {not json\n\n"), "protocol", 502),
+    (sse_answer(sse(chunk("a")) + b"data: \xff\xfe\n\n"), "protocol", 502),
+    (sse_answer(sse(chunk("a"), {"error": {"message": "engine died"}})), "server_error", 502),
 ])
-def test_mid_stream_failures_are_mapped(body, kind, status):
-    def handler(request):
-        if isinstance(body, bytes):
-            return stream_response(body)
-        return httpx.Response(200, stream=body, headers={"content-type": "text/event-stream"})
-
-    stream = upstream_for(handler).open({})
+def test_mid_stream_failures_are_mapped(serve, answer, kind, status):
+    stream = serve(lambda seen: answer, timeouts=Timeouts(read=0.3)).open({})
     got = []
     with pytest.raises(UpstreamError) as info:
         for c in stream:
             got.append(c)
     assert (info.value.kind, info.value.status) == (kind, status)
-    if isinstance(body, _Broken):  # what arrived before the failure was delivered
-        assert [c.choices[0].content for c in got] == ["a"]
+    assert [c.choices[0].content for c in got] == ["a"]  # what arrived before the failure was delivered
 
 
-def test_models_and_ready():
-    def handler(request):
-        assert request.url.path == "/v1/models"
-        return httpx.Response(200, json={"object": "list", "data": [{"id": "qwen", "object": "model"}]})
-
-    upstream = upstream_for(handler)
+def test_models_and_ready(serve):
+    listing = json_answer(200, b'{"object": "list", "data": [{"id": "qwen", "object": "model"}]}')
+    upstream = serve(lambda seen: listing)
     assert upstream.models() == [{"id": "qwen", "object": "model"}]
     assert upstream.ready() is True
-    assert upstream_for(lambda r: httpx.Response(503)).ready() is False
-
-    def refuse(request):
-        raise httpx.ConnectError("refused")
-
-    assert upstream_for(refuse).ready() is False
+    assert [(s.method, s.path, s.headers["accept"]) for s in upstream.server.seen] == [
+        ("GET", "/v1/models", "application/json")] * 2
+    assert serve(lambda seen: Answer(503)).ready() is False
     with pytest.raises(UpstreamError):
-        upstream_for(refuse).models()
+        serve(lambda seen: json_answer(200, b'{"data": 3}')).models()
 
 
-def test_through_the_app_with_a_mock_transport(make_app):
-    def handler(request):
-        return stream_response(sse(chunk("Sunny "), chunk("in Paris."), chunk(finish="stop"), b"[DONE]"))
+def test_ready_gives_up_after_its_timeout(serve, monkeypatch):
+    from app.upstreams import http as upstream_module
 
-    client = make_app(upstream_for(handler)).test_client()
+    monkeypatch.setattr(upstream_module, "READY_TIMEOUT", 0.2)
+    upstream = serve(lambda seen: (time.sleep(1.0), Answer(200))[1])
+    started = time.monotonic()
+    assert upstream.ready() is False
+    assert time.monotonic() - started < 0.9
+    refused = HttpUpstream("http://127.0.0.1:9/v1")
+    assert refused.ready() is False
+    with pytest.raises(UpstreamError):
+        refused.models()
+
+
+def test_through_the_app_on_a_loopback_upstream(make_app, serve):
+    body = sse(chunk("Sunny "), chunk("in Paris."), chunk(finish="stop"), b"[DONE]")
+    client = make_app(serve(lambda seen: sse_answer(body))).test_client()
     response = client.post("/v1/chat/completions", json={"model": "m", "tools": [WEATHER_TOOL],
                                                          "messages": [{"role": "user", "content": "hi"}]})
     assert response.get_json()["choices"][0]["message"]["content"] == "Sunny in Paris."
 
-    client = make_app(upstream_for(lambda r: httpx.Response(429, json={"error": {"message": "busy"}},
-                                                            headers={"Retry-After": "3"}))).test_client()
+    busy = json_answer(429, b'{"error": {"message": "busy"}}', **{"Retry-After": "3"})
+    client = make_app(serve(lambda seen: busy)).test_client()
     response = client.post("/v1/chat/completions", json={"model": "m", "stream": True,
                                                          "messages": [{"role": "user", "content": "hi"}]})
     assert response.status_code == 429 and response.headers["Retry-After"] == "3"
@@ -168,22 +168,56 @@ def test_through_the_app_with_a_mock_transport(make_app):
                                             "code": "rate_limit_exceeded"}
 
 
-def test_a_finished_stream_hands_its_connection_back():
+def test_a_finished_stream_hands_its_connection_back(serve):
     """After ``[DONE]`` the body is read to its end, so the next request reuses the connection."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), KeepAliveSSE)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = HttpUpstream(f"http://127.0.0.1:{server.server_port}/v1")
-    try:
-        for _ in range(2):
-            stream = client.open({"model": "m", "messages": [], "stream": True})
-            assert [d.content for c in stream for d in c.choices] == ["hi"]
-            stream.close()
-    finally:
-        client.close()
-        server.shutdown()
-        server.server_close()
-    ports = KeepAliveSSE.ports
+    upstream = serve(lambda seen: sse_answer(sse(chunk("hi", finish="stop"), b"[DONE]")))
+    for _ in range(2):
+        stream = upstream.open({"model": "m", "messages": [], "stream": True})
+        assert [d.content for c in stream for d in c.choices] == ["hi"]
+        stream.close()
+    ports = [seen.port for seen in upstream.server.seen]
     assert len(ports) == 2 and ports[0] == ports[1]
+
+
+def test_an_abandoned_stream_closes_its_connection(serve):
+    """Closing a stream before its end closes the connection (the upstream stops generating)."""
+    upstream = serve(lambda seen: sse_answer(sse(chunk("a"), chunk("b")), then="hang", hang_seconds=5.0))
+    for _ in range(2):
+        stream = upstream.open({})
+        assert next(iter(stream)).choices[0].content == "a"
+        stream.close()
+    ports = [seen.port for seen in upstream.server.seen]
+    assert len(ports) == 2 and ports[0] != ports[1]
+
+
+def test_a_connection_the_server_closed_is_not_reused(serve):
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream", "Connection": "close"},
+                                         body=sse(chunk("hi")), then="close"))
+    for _ in range(2):
+        stream = upstream.open({"model": "m", "messages": [], "stream": True})
+        assert [d.content for c in stream for d in c.choices] == ["hi"]
+        stream.close()
+    ports = [seen.port for seen in upstream.server.seen]
+    assert len(ports) == 2 and ports[0] != ports[1]
+
+
+def test_an_idle_connection_the_server_closed_later_is_not_reused(serve):
+    """A keep-alive connection the server drops while it sits in the pool is noticed before reuse."""
+    closed = threading.Event()
+
+    def answer(seen):
+        if len(upstream.server.seen) == 1:
+            threading.Timer(0.1, closed.set).start()
+            return Answer(headers={"Content-Type": "text/event-stream"}, body=sse(chunk("hi")), then="close")
+        return sse_answer(sse(chunk("hi")))
+
+    upstream = serve(answer)
+    for _ in range(2):
+        assert [d.content for c in upstream.open({}) for d in c.choices] == ["hi"]
+        closed.wait(5)
+        time.sleep(0.1)
+    ports = [seen.port for seen in upstream.server.seen]
+    assert len(ports) == 2 and ports[0] != ports[1]
 
 
 def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monkeypatch):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -47,7 +48,8 @@ WAIT = 8.0
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """One headless Chromium for the module (installed with apt on first use)."""
     reason = chromium_unavailable()
-    if reason:
+    if reason:  # loud: a warning in the run's summary as well as the skip
+        warnings.warn(f"the debug page was NOT tested in a browser: {reason}", pytest.PytestWarning)
         pytest.skip(f"NO BROWSER TEST: {reason}")
     with headless_chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
@@ -132,6 +134,8 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     assert step["trigger"] == "tool_open_disproved" and "launch_rocket" in step["text"]
     current_step = css(browser, "#steps li.current")[0]
     assert current_step.find_element(By.CSS_SELECTOR, "pre.span").text == step["text"]
+    shown_ms = current_step.find_element(By.CSS_SELECTOR, ".at").text
+    assert shown_ms.endswith(" ms") and abs(float(shown_ms[:-3]) - step["at_ms"]) <= 0.051  # one decimal shown
     assert css(browser, "#finish-reason")[0].text == "stop"
     notes = [note.text for note in css(browser, "#notes li")]
     assert len(notes) == 1 and notes[0].startswith("unknown_tool") and "launch_rocket" in notes[0]

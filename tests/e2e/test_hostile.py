@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 
 import httpx
+import openai
 import pytest
 
 from support.invariants import check_error_envelope
@@ -112,3 +115,86 @@ def test_instances_do_not_share_gunicorns_per_user_control_socket(tmp_path):
     with run_toolwire({"HOME": str(home), "TOOLWIRE_CONTROL_SOCKET": str(own)}):
         assert stat.S_ISSOCK(own.stat().st_mode)
     assert not (home / ".gunicorn").exists()
+
+
+def test_request_heads_are_bounded(upstream: ScriptedUpstream, guarded: ToolwireServer) -> None:
+    """Heads of ~800 KiB (100 fields of 8 KiB, gunicorn's defaults) are refused; a heavy real client's pass."""
+    auth = {"Authorization": f"Bearer {KEY}"}
+    bloated = {**auth, **{f"X-Pad-{i}": "p" * 8000 for i in range(60)}}
+    refused = httpx.post(guarded.v1_url + "/chat/completions", json={"model": MODEL, "messages": USER},
+                         headers=bloated, timeout=10)
+    assert refused.status_code == 431
+    upstream.enqueue(Script(text="Fine."))
+    heavy = {**auth, **{f"X-Codex-{i}": "m" * 2000 for i in range(14)}}
+    answered = httpx.post(guarded.v1_url + "/chat/completions", json={"model": MODEL, "messages": USER},
+                          headers=heavy, timeout=10)
+    assert answered.status_code == 200
+
+
+#: Opens N idle connections to HOST:PORT, says how many on stdout, holds them until stdin closes. In its own
+#: process, so the test process keeps few file descriptors (the scripted upstream uses select()).
+_FLOOD = """
+import socket, sys
+host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = [socket.create_connection((host, port), timeout=10) for _ in range(count)]
+print(len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_flood_of_idle_and_slow_connections_does_not_lock_clients_out(upstream: ScriptedUpstream,
+                                                                          toolwire_factory) -> None:
+    """1,100 idle connections and 50 slow uploads on one worker (1,000 connections per worker used to be the
+    ceiling: everyone else waited for them to time out); a normal client still gets its answer, and a body
+    that takes too long gets a 408."""
+    server = toolwire_factory(TOOLWIRE_API_KEYS=KEY, TOOLWIRE_BODY_TIMEOUT_SECONDS="1")
+    host, port = server.url.removeprefix("http://").split(":")
+    flood = subprocess.Popen([sys.executable, "-c", _FLOOD, host, port, "1100"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    slow = [_raw_request_head(server, 100, authorized=True) for _ in range(50)]
+    try:
+        assert flood.stdout.readline().strip() == "1100"
+        upstream.enqueue(Script(text="Still here."))
+        response = httpx.post(server.v1_url + "/chat/completions", json={"model": MODEL, "messages": USER},
+                              headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
+        assert response.status_code == 200, response.text
+        assert response.json()["choices"][0]["message"]["content"] == "Still here."
+        slow[0].sendall(b'{"model"')
+        answer = slow[0].recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in answer
+    finally:
+        flood.communicate(timeout=10)
+        for sock in slow:
+            sock.close()
+
+
+CUT_CALL = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_stream_that_ends_inside_a_call_without_a_finish_reason_fails(
+        upstream: ScriptedUpstream, guarded: ToolwireServer, make_openai_client, stream: bool) -> None:
+    """No finish reason while a call's arguments were still arriving: the back end was cut off. The answer
+    fails as any cut stream does (error frame / ``response.failed`` / 502); it used to end ``stop`` (Chat) or
+    ``completed`` (Responses) with the call's unparseable arguments."""
+    client = make_openai_client(guarded)
+    tools = [{"type": "function", **WEATHER["function"]}]
+    upstream.enqueue(Script(text=CUT_CALL, chunks=4, finish_reason=None),
+                     Script(text=CUT_CALL, chunks=4, finish_reason=None))
+    if stream:
+        with pytest.raises(openai.APIError, match="ended inside a tool call"):
+            for _ in client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER], stream=True):
+                pass
+        with client.responses.stream(model=MODEL, input="Weather?", tools=tools) as events:
+            kinds = [event.type for event in events]
+        assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+    else:
+        with pytest.raises(openai.APIStatusError) as chat:
+            client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER])
+        with pytest.raises(openai.APIStatusError) as responses:
+            client.responses.create(model=MODEL, input="Weather?", tools=tools)
+        for caught in (chat, responses):
+            assert caught.value.status_code == 502
+            check_error_envelope(502, caught.value.response.content)

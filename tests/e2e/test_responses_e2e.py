@@ -127,8 +127,8 @@ def test_stream_equals_non_stream_and_the_stored_copy(upstream: ScriptedUpstream
         openai_client.responses.retrieve(streamed.id)
 
 
-def test_unknown_previous_response_is_a_400(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError) as caught:
+def test_unknown_previous_response_is_a_404(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
         openai_client.responses.create(model=MODEL, input="hi", previous_response_id="resp_missing")
     assert caught.value.body["param"] == "previous_response_id"
     assert upstream.chat_requests == []

@@ -5,7 +5,7 @@ The one way to import it, from any test: ``from support.<module> import …`` (p
 holds them to that.
 
 Modules:
-    fakes: in-process doubles: a scripted fake upstream, upstream chunk builders, a keep-alive SSE server.
+    fakes: in-process doubles: a scripted fake upstream, upstream chunk builders, the weather tool.
     scripted_upstream: an OpenAI-compatible loopback server whose answers tests script.
     server: starts real gunicorn (gevent workers) serving toolwire and stops it cleanly.
     invariants: checkers for wire-contract section 9 and an httpx transport that records streams.

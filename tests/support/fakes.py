@@ -1,11 +1,10 @@
-"""Test doubles for the in-process tests: a scripted fake upstream, upstream chunk builders, a keep-alive
-SSE server on loopback, and the shared Chat-shaped weather tool."""
+"""Test doubles for the in-process tests: a scripted fake upstream, upstream chunk builders, the shared
+Chat-shaped weather tool, and the error-envelope check of a test-client response."""
 
 from __future__ import annotations
 
 import json
 import re
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterator
 
 import gevent
@@ -127,21 +126,11 @@ def chunk(content=None, *, finish=None, index=0, tool_calls=None, usage=None):
     return obj
 
 
-class KeepAliveSSE(BaseHTTPRequestHandler):
-    """Answers every POST with a short chunked SSE stream on a kept-alive connection."""
-
-    protocol_version = "HTTP/1.1"
-    ports: list[int] = []
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).ports.append(self.client_address[1])
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for frame in (sse(chunk("hi", finish="stop")), b"data: [DONE]\n\n", b""):
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
-
-    def log_message(self, *args):
-        pass
+def assert_envelope(response, status: int, param: str | None, code: str | None = None) -> dict:
+    assert response.status_code == status, response.data
+    error = response.get_json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param
+    if code is not None:
+        assert error["code"] == code
+    return error

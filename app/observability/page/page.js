@@ -337,7 +337,8 @@ function renderChoice() {
     const item = h("li", {"data-step": i, className: i === page.step ? "step current" : "step"},
       h("div", {className: "move"}, h("span", {className: "num"}, String(i + 1)),
         h("span", {className: "from"}, step.source), " → ", h("span", {className: "to"}, step.dest),
-        h("span", {className: "trigger"}, step.trigger)),
+        h("span", {className: "trigger"}, step.trigger),
+        h("span", {className: "at", title: "since the request arrived"}, step.at_ms == null ? "" : `${step.at_ms.toFixed(1)} ms`)),
       step.text ? h("pre", {className: "span", title: `characters ${step.span[0]}–${step.span[1]} of the model text`}, step.text)
                 : h("p", {className: "span none"}, "no model text (a native call or the upstream's finish)"));
     item.addEventListener("click", () => setStep(i));
@@ -387,8 +388,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("step-next").addEventListener("click", () => setStep(page.step + 1));
   document.addEventListener("keydown", (event) => {
     if (event.target.closest?.("select, input")) return;
-    if (event.key === "ArrowRight" || event.key === "ArrowDown") { setStep(page.step + 1); event.preventDefault(); }
-    if (event.key === "ArrowLeft" || event.key === "ArrowUp") { setStep(page.step - 1); event.preventDefault(); }
+    if (event.key === "ArrowRight") setStep(page.step + 1);
+    if (event.key === "ArrowLeft") setStep(page.step - 1);
   });
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
   poll();

@@ -1,0 +1,34 @@
+"""Stored responses, for ``previous_response_id``, ``item_reference`` and GET/DELETE by id.
+
+One interface, :class:`ResponseStore`, with two stores behind it, chosen at
+start by :func:`open_store` from ``TOOLWIRE_RESPONSE_STORE_URL``:
+:class:`SQLiteResponseStore` (one host, embedded) and :class:`RedisResponseStore`
+(several hosts). The caller decides what to keep: responses created with
+``store: false`` are simply never ``put``.
+"""
+
+from __future__ import annotations
+
+from ...settings import check_store_url, sqlite_path
+from .base import OwnedStore, ResponseStore, StoredResponse, StoreError, StoreUnavailable
+from .redis import RedisResponseStore
+from .sqlite import SQLiteResponseStore
+
+__all__ = ["OwnedStore", "RedisResponseStore", "ResponseStore", "SQLiteResponseStore", "StoreError",
+           "StoreUnavailable", "StoredResponse", "open_store"]
+
+def open_store(url: str, retention_seconds: float | None, *, shared: bool = False,
+               timeout: float = 2.0) -> ResponseStore | None:
+    """The store ``url`` names, or ``None`` for an empty ``url`` (nothing is stored).
+
+    Nothing is connected yet: a store that is down at start is reported by
+    :meth:`ResponseStore.check` (``/readyz``) and by the requests that need it.
+
+    Raises:
+        ValueError: an unknown scheme or a malformed ``sqlite`` URL.
+    """
+    if not check_store_url(url):
+        return None
+    if url.startswith("sqlite:"):
+        return SQLiteResponseStore(sqlite_path(url), retention_seconds, shared=shared, timeout=timeout)
+    return RedisResponseStore(url, retention_seconds, shared=shared, timeout=timeout)

@@ -1,0 +1,154 @@
+"""The response store interface, its errors, and :class:`OwnedStore`, the store as one client sees it.
+
+Every stored response records its *owner*: a digest of the client key that
+created it (``None`` when the API has no keys). Reads and deletes name the
+owner asking; a response, or an item, whose owner differs is reported as
+absent, never as forbidden, so its existence is not revealed. A store opened
+with ``shared=True`` still records owners but lets every owner see everything
+(one tenant).
+
+Stored responses and items are JSON objects the store never interprets beyond
+``id`` and ``output``: new item types need no store change.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ApiError
+
+__all__ = ["OwnedStore", "ResponseStore", "StoreError", "StoreUnavailable", "StoredResponse"]
+
+
+class StoreError(Exception):
+    """A store operation failed; nothing was changed by it."""
+
+
+class StoreUnavailable(StoreError, ApiError):
+    """The store could not be reached, answered too slowly, or cannot be written.
+
+    Raised through a request that needs the store, it is answered as 503 ``store_unavailable`` with
+    ``Retry-After: 1``; ``str()`` is the internal ``detail`` (for logs), never sent to the client.
+    """
+
+    def __init__(self, detail: str):
+        ApiError.__init__(self, 503, "The response store is unavailable right now. Try again shortly, or send the "
+                                     "full conversation (no previous_response_id or item_reference) with "
+                                     "store: false.", type="server_error", code="store_unavailable",
+                          headers={"Retry-After": "1"})
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A stored Response object with the input items of the request that created it."""
+
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+
+
+class ResponseStore(abc.ABC):
+    """Where finished Response objects and their items live, for ``previous_response_id``,
+    ``item_reference`` and ``GET``/``DELETE /responses/{id}``.
+
+    Every method either completes or raises :class:`StoreError` (usually
+    :class:`StoreUnavailable`) within the store's timeout; a partly written
+    record is never visible.
+
+    Args:
+        retention_seconds: how long a response stays resolvable; ``None`` keeps it until deleted.
+        shared: let every owner read and delete every response (owners are still recorded).
+    """
+
+    #: The URL scheme the store is opened with (``sqlite``, ``redis``).
+    kind: str = ""
+
+    def __init__(self, *, retention_seconds: float | None, shared: bool = False):
+        self.retention_seconds = retention_seconds
+        self.shared = shared
+
+    @abc.abstractmethod
+    def put(self, response: dict[str, Any], input_items: list[dict[str, Any]], *, owner: str | None = None) -> None:
+        """Keep ``response`` (a Response object with a fresh ``id`` and its ``output``) and its input items.
+
+        Output and input items that carry an ``id`` become resolvable with
+        :meth:`get_item` by the same owner, the most recently stored copy winning.
+        """
+
+    @abc.abstractmethod
+    def load(self, response_id: str, *, owner: str | None = None) -> StoredResponse | None:
+        """The stored response and its input items in one lookup; ``None`` when unknown, expired or not ``owner``'s."""
+
+    @abc.abstractmethod
+    def get_item(self, item_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        """An output or input item by its ``id``, as last stored by ``owner``; ``None`` when there is none.
+
+        An item stays resolvable while the response that stored it last is kept.
+        """
+
+    @abc.abstractmethod
+    def delete(self, response_id: str, *, owner: str | None = None) -> bool:
+        """Forget a response and the items it stored last; ``False`` when it is not stored (for ``owner``)."""
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Return when the store answers and can be used; raise :class:`StoreUnavailable` when not."""
+
+    @abc.abstractmethod
+    def location(self) -> str:
+        """Where the store is, as a URL fit to show (any password masked)."""
+
+    def get(self, response_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        """The stored Response object, or ``None`` (see :meth:`load`)."""
+        found = self.load(response_id, owner=owner)
+        return None if found is None else found.response
+
+    def get_input_items(self, response_id: str, *, owner: str | None = None) -> list[dict[str, Any]] | None:
+        """The response's input items in request order, or ``None`` (see :meth:`load`)."""
+        found = self.load(response_id, owner=owner)
+        return None if found is None else found.input_items
+
+    def visible(self, record_owner: str | None, owner: str | None) -> bool:
+        """Whether a record stored by ``record_owner`` is visible to ``owner``."""
+        return self.shared or record_owner == owner
+
+    def for_owner(self, owner: str | None) -> "OwnedStore":
+        """This store as the client with owner digest ``owner`` sees it."""
+        return OwnedStore(self, owner)
+
+
+class OwnedStore:
+    """A :class:`ResponseStore` bound to one owner: the same calls, without the ``owner`` argument."""
+
+    def __init__(self, store: ResponseStore, owner: str | None):
+        self.store = store
+        self.owner = owner
+
+    def put(self, response: dict[str, Any], input_items: list[dict[str, Any]]) -> None:
+        """See :meth:`ResponseStore.put`."""
+        self.store.put(response, input_items, owner=self.owner)
+
+    def load(self, response_id: str) -> StoredResponse | None:
+        """See :meth:`ResponseStore.load`."""
+        return self.store.load(response_id, owner=self.owner)
+
+    def get(self, response_id: str) -> dict[str, Any] | None:
+        """See :meth:`ResponseStore.get`."""
+        return self.store.get(response_id, owner=self.owner)
+
+    def get_input_items(self, response_id: str) -> list[dict[str, Any]] | None:
+        """See :meth:`ResponseStore.get_input_items`."""
+        return self.store.get_input_items(response_id, owner=self.owner)
+
+    def get_item(self, item_id: str) -> dict[str, Any] | None:
+        """See :meth:`ResponseStore.get_item`."""
+        return self.store.get_item(item_id, owner=self.owner)
+
+    def delete(self, response_id: str) -> bool:
+        """See :meth:`ResponseStore.delete`."""
+        return self.store.delete(response_id, owner=self.owner)

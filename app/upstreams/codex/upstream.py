@@ -1,0 +1,460 @@
+"""CodexUpstream: the Codex app-server as a text back end (implements ``app.upstreams.base.Upstream``).
+
+One app-server per worker process, started on first use (so after gunicorn forks), replaced when it
+dies, and recycled after ``recycle_after`` requests (the old one finishes its threads first). Every
+request gets its own ephemeral thread: the flattened transcript's system message becomes the thread's
+base instructions, the earlier turns are injected verbatim, the last user turn starts the turn, and
+the turn's notifications become :class:`UpstreamChunk` objects. The thread is released at the end;
+a turn still running then (client gone, ``stop``/``max_tokens`` reached) is interrupted first.
+
+Codex has no sampling parameters. ``stop`` and ``max_tokens``/``max_completion_tokens`` are emulated
+here (the turn is interrupted when one is reached; finish ``stop``/``length``), ``n`` > 1 is refused
+(400, ``param: n``), so are native ``tools`` (400; tool mode ``auto`` then falls back to prompt mode), and
+every other Chat parameter (``temperature``, ``top_p``, ``seed``, …) is
+ignored. ``reasoning_effort`` becomes the turn's effort, a ``json_schema`` ``response_format`` its output
+schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Iterator
+
+import gevent
+import orjson
+from gevent.lock import Semaphore
+from gevent.queue import Empty, Queue
+
+from ...observability.metrics import UPSTREAM_ERRORS
+from ..base import ChoiceDelta, UpstreamChunk, UpstreamError
+from .appserver import GONE, AppServer, AppServerError, AppServerGone
+from .emulation import StopRules
+from .home import CodexHome, app_server_env
+
+log = logging.getLogger("toolwire.upstreams.codex")
+
+#: Longest wait for the app-server to start and answer ``initialize``.
+START_TIMEOUT = 30.0
+#: Items a plain text turn may start; anything else (``contextCompaction``, tool calls) is a protocol error.
+_EXPECTED_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning"})
+_REASONING_DELTAS = frozenset({"item/reasoning/summaryTextDelta", "item/reasoning/textDelta"})
+#: Notifications that show the model answered (or that the turn ended): ``open`` returns at the first.
+_FIRST_OUTPUT = frozenset({"item/agentMessage/delta", "turn/completed", "error", *_REASONING_DELTAS})
+
+
+class CodexUpstream:
+    """The Codex app-server back end.
+
+    Args:
+        executable: the native ``codex`` binary (see :func:`~.home.resolve_command`).
+        home: the generated private Codex home.
+        provider_key: the custom provider's API key, if any (only the app-server's environment sees it).
+        read_timeout: longest silence from a running turn, seconds (→ 504).
+        rpc_timeout: longest wait for a control request (``thread/start``, ``turn/start``, …), seconds;
+            an app-server that takes longer is hung: it is killed and every request on it gets a 502.
+        recycle_after: requests per app-server before it is replaced (0 = never).
+        max_turns: threads open at once per worker (0 = no limit); more are refused with 429.
+    """
+
+    def __init__(self, executable: str, home: CodexHome, *, provider_key: str | None = None,
+                 read_timeout: float = 300.0, rpc_timeout: float = 10.0, recycle_after: int = 1000,
+                 max_turns: int = 0):
+        self.executable = executable
+        self.home = home
+        self._provider_key = provider_key
+        self.read_timeout = read_timeout
+        self.rpc_timeout = rpc_timeout
+        self.recycle_after = recycle_after
+        self.max_turns = max_turns
+        self._server: AppServer | None = None
+        self._pid: int | None = None
+        self._generation = 0
+        self._start_lock = Semaphore()
+        self._open_turns = 0
+
+    # --- the Upstream protocol ------------------------------------------------------
+
+    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> "CodexStream":
+        """Start a thread and a turn for the Chat ``body``; return once the model answered or failed.
+
+        Raises:
+            UpstreamError: a parameter Codex cannot serve (400), too many turns (429), the app-server
+                could not be started or refused the turn (502), or the model failed before its first
+                token (mapped like an HTTP upstream's answer).
+        """
+        try:
+            n = body.get("n")
+            if isinstance(n, int) and n > 1:
+                raise UpstreamError("client_error", "The Codex back end produces one choice; n must be 1.",
+                                    status=400, param="n")
+            if body.get("tools") or body.get("functions"):  # native tool mode: Codex takes no tool manifest
+                raise UpstreamError("client_error", "The Codex back end does not support tools natively; use "
+                                    "tool mode prompt (or auto) for its models.", status=400, param="tools")
+            model = str(body.get("model") or self.home.models[0])
+            if model not in self.home.models:  # Codex would run it on fallback metadata, which compacts history
+                raise UpstreamError("client_error", f"The model {model!r} is not one Codex serves here "
+                                    f"({', '.join(self.home.models)}); map it with TOOLWIRE_MODEL_MAP or set "
+                                    "TOOLWIRE_DEFAULT_UPSTREAM_MODEL.", status=404, param="model",
+                                    code="model_not_found")
+            if self.max_turns and self._open_turns >= self.max_turns:
+                raise UpstreamError("rate_limited", "All Codex turns of this worker are busy; retry shortly.",
+                                    status=429, retry_after="1")
+            stream = CodexStream(self, self._acquire(), StopRules.from_body(body))
+            try:
+                stream.start(model, body)
+            except BaseException:
+                stream.close()
+                raise
+        except UpstreamError as exc:
+            UPSTREAM_ERRORS.labels(exc.kind).inc()
+            raise
+        return stream
+
+    def models(self) -> list[dict[str, Any]]:
+        """The models Codex offers (``model/list``, which returns toolwire's catalog)."""
+        try:
+            result = self._acquire().call("model/list", {}, timeout=self.rpc_timeout)
+        except (AppServerError, AppServerGone) as exc:
+            raise _counted(UpstreamError("server_error", f"The Codex app-server failed model/list: {exc}")) from None
+        except UpstreamError as exc:
+            raise _counted(exc) from None
+        return [{"id": m["id"], "object": "model", "created": 0, "owned_by": "codex"}
+                for m in (result or {}).get("data") or () if isinstance(m, dict) and m.get("id")]
+
+    def ready(self) -> bool:
+        """Whether the app-server runs (starting it if needed) and answers ``model/list`` within 3 s."""
+        try:
+            self._acquire().call("model/list", {}, timeout=3.0)
+        except (UpstreamError, AppServerError, AppServerGone):
+            return False
+        return True
+
+    def close(self) -> None:
+        """Stop this worker's app-server."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()
+
+    # --- app-server lifecycle -------------------------------------------------------
+
+    def _acquire(self) -> AppServer:
+        """This worker's live app-server, started (or replaced, or recycled) as needed."""
+        server = self._server
+        if server is not None and server.alive and self._pid == os.getpid() and not self._worn_out(server):
+            return server
+        with self._start_lock:
+            server = self._server
+            if server is None or not server.alive or self._pid != os.getpid() or self._worn_out(server):
+                if server is not None and self._pid == os.getpid():
+                    self._retire(server)
+                self._server = server = self._start()
+                self._pid = os.getpid()
+        return server
+
+    def _worn_out(self, server: AppServer) -> bool:
+        return bool(self.recycle_after) and server.served >= self.recycle_after
+
+    def _start(self) -> AppServer:
+        self._generation += 1
+        name = f"{os.getpid()}-{self._generation}"
+        sqlite_home = self.home.state_dir(name)
+        argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={_toml(str(sqlite_home))}"]
+        try:
+            server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
+                               name=name, state_dir=sqlite_home)
+        except OSError as exc:
+            raise UpstreamError("connect", f"Could not start the Codex app-server: {exc}") from None
+        try:
+            server.initialize(timeout=START_TIMEOUT)
+        except (AppServerGone, AppServerError) as exc:
+            server.kill("initialize failed")
+            tail = server.stderr_tail()[-500:]
+            raise UpstreamError("connect", f"The Codex app-server did not start: {exc} {tail}".strip()) from None
+        log.info("codex app-server %s started (pid %s)", name, server.pid)
+        return server
+
+    def _retire(self, server: AppServer) -> None:
+        """Let ``server`` finish its open threads, then stop it and delete its state directory."""
+        server.retired = True
+        gevent.spawn(self._drain, server)
+
+    @staticmethod
+    def _drain(server: AppServer) -> None:
+        while server.active and server.alive:
+            gevent.sleep(0.1)
+        server.stop()
+        log.info("codex app-server %s retired after %d requests", server.name, server.served)
+
+    def _turn_opened(self, server: AppServer) -> None:
+        server.served += 1
+        server.active += 1
+        self._open_turns += 1
+
+    def _turn_closed(self, server: AppServer) -> None:
+        server.active -= 1
+        self._open_turns -= 1
+
+
+class CodexStream:
+    """One request's thread and turn: iterate :class:`UpstreamChunk` objects, then (or on abandon) close."""
+
+    def __init__(self, upstream: CodexUpstream, server: AppServer, rules: StopRules):
+        self._upstream = upstream
+        self._server = server
+        self._rules = rules
+        self._queue: Queue | None = None
+        self._thread_id: str | None = None
+        self._turn_id: str | None = None
+        self._turn_open = False  # Codex's turn started and has not completed
+        self._interrupted = False
+        self._finished = False  # the answer ended (naturally, by a stop rule, or by an error)
+        self._first: dict[str, Any] | None = None  # the notification read ahead by start()
+        self._usage: dict[str, Any] | None = None
+        self._text_sent = False
+        self._closed = False
+        upstream._turn_opened(server)
+
+    def start(self, model: str, body: dict[str, Any]) -> None:
+        """Start the thread and turn, then wait for the model's first output (or failure).
+
+        Like an HTTP upstream's status line, a model that fails before it answers is refused before the
+        client gets a byte.
+        """
+        system, history, last = _split_transcript(body.get("messages") or [])
+        thread = self._call("thread/start", {"ephemeral": True, "model": model, "baseInstructions": system})
+        self._thread_id = thread["thread"]["id"]
+        self._queue = self._server.subscribe(self._thread_id)
+        if history:
+            self._call("thread/inject_items", {"threadId": self._thread_id, "items": history})
+        turn_params: dict[str, Any] = {"threadId": self._thread_id, "input": last}
+        effort = body.get("reasoning_effort")
+        if isinstance(effort, str):
+            turn_params["effort"] = effort
+        schema = _output_schema(body.get("response_format"))
+        if schema is not None:  # Codex asks the model for JSON matching it (strict structured output)
+            turn_params["outputSchema"] = schema
+        turn = self._call("turn/start", turn_params)
+        self._turn_id, self._turn_open = turn["turn"]["id"], True
+        while True:
+            message = self._next()
+            method, params = message.get("method"), message.get("params") or {}
+            if method == "error" and params.get("willRetry"):
+                continue  # Codex retries before any text went out: nothing to undo
+            if method in _FIRST_OUTPUT or (method == "item/started"
+                                           and (params.get("item") or {}).get("type") != "userMessage"):
+                self._first = message
+                if method in ("turn/completed", "error"):
+                    self._check_failure(message)
+                return
+
+    def __iter__(self) -> Iterator[UpstreamChunk]:
+        try:
+            while not self._finished:
+                message, self._first = self._first or self._next(), None
+                chunk = self._handle(message)
+                if chunk is not None:
+                    yield chunk
+        except UpstreamError as exc:
+            UPSTREAM_ERRORS.labels(exc.kind).inc()
+            raise
+
+    def close(self) -> None:
+        """Release the thread (interrupting a running turn first) without blocking the caller."""
+        if not self._closed:
+            self._closed = True
+            gevent.spawn(self._release)
+
+    # --- reading the turn -----------------------------------------------------------
+
+    def _handle(self, message: dict[str, Any]) -> UpstreamChunk | None:
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "item/agentMessage/delta":
+            text, reason = self._rules.feed(params.get("delta") or "")
+            if reason is not None:  # stop or max_tokens reached: the rest of the turn is not wanted
+                self._finished = True
+                self._interrupt()
+                return UpstreamChunk([ChoiceDelta(content=text or None, finish_reason=reason)])
+            if text:
+                self._text_sent = True
+                return UpstreamChunk([ChoiceDelta(content=text)])
+        elif method in _REASONING_DELTAS:
+            return UpstreamChunk([ChoiceDelta(reasoning=params.get("delta") or "")])
+        elif method == "item/started":
+            kind = (params.get("item") or {}).get("type")
+            if kind not in _EXPECTED_ITEMS:
+                raise UpstreamError("protocol", f"Codex started a {kind} item, which a plain text turn never has "
+                                                "(toolwire refuses compacted or tool-using turns).")
+        elif method == "thread/tokenUsage/updated":
+            last = (params.get("tokenUsage") or {}).get("last") or {}
+            prompt, completion = last.get("inputTokens"), last.get("outputTokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self._usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}
+        elif method == "error":
+            if params.get("willRetry") and self._text_sent:
+                raise UpstreamError("server_error", "The model stream was cut and Codex would replay it; "
+                                                    "toolwire ends the response instead.")
+        elif method == "turn/completed":
+            self._check_failure(message)
+            self._finished = True
+            tail = self._rules.flush()
+            return UpstreamChunk([ChoiceDelta(content=tail or None, finish_reason="stop")], usage=self._usage)
+        return None
+
+    def _check_failure(self, message: dict[str, Any]) -> None:
+        """Raise the mapped error of a failed turn (or of an ``error`` notification that ends one)."""
+        params = message.get("params") or {}
+        if message.get("method") == "error":
+            raise codex_error(params.get("error"))
+        self._turn_open = False
+        turn = params.get("turn") or {}
+        if turn.get("status") == "failed":
+            raise codex_error(turn.get("error"))
+        if turn.get("status") == "interrupted":
+            raise UpstreamError("server_error", "The Codex turn was interrupted.")
+
+    def _next(self) -> dict[str, Any]:
+        assert self._queue is not None
+        try:
+            message = self._queue.get(timeout=self._upstream.read_timeout)
+        except Empty:
+            raise UpstreamError("timeout", "The Codex turn sent nothing within the read timeout.", status=504) from None
+        if message is GONE:
+            self._turn_open = False
+            raise UpstreamError("server_error", "The Codex app-server exited during the turn.")
+        if message.get("method") == "turn/completed":
+            self._turn_open = False
+        return message
+
+    # --- control --------------------------------------------------------------------
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return self._server.call(method, params, timeout=self._upstream.rpc_timeout)
+        except AppServerGone as exc:
+            raise UpstreamError("server_error", str(exc)) from None
+        except AppServerError as exc:
+            raise UpstreamError("server_error", f"Codex refused {method}: {exc.message}") from None
+
+    def _interrupt(self) -> None:
+        """Ask Codex to stop the turn now (which closes the model request); do not wait for the answer."""
+        if self._turn_open and not self._interrupted:
+            self._interrupted = True
+            try:
+                self._server.send("turn/interrupt", {"threadId": self._thread_id, "turnId": self._turn_id})
+            except AppServerGone:
+                pass
+
+    def _release(self) -> None:
+        """Interrupt a running turn, wait for its end, unsubscribe the thread (which unloads it)."""
+        server = self._server
+        try:
+            if self._thread_id is None:
+                return
+            if self._turn_open:
+                self._interrupt()
+                self._await_completion()
+            server.call("thread/unsubscribe", {"threadId": self._thread_id}, timeout=self._upstream.rpc_timeout)
+        except (AppServerGone, AppServerError) as exc:
+            log.debug("codex thread %s released with an error: %s", self._thread_id, exc)
+        finally:
+            if self._thread_id is not None:
+                server.unsubscribe(self._thread_id)
+            self._upstream._turn_closed(server)
+
+    def _await_completion(self) -> None:
+        """Read the queue until the interrupted turn completes (or the process is gone), within the RPC timeout."""
+        assert self._queue is not None
+        with gevent.Timeout(self._upstream.rpc_timeout, False):
+            while self._turn_open:
+                message = self._queue.get()
+                if message is GONE or message.get("method") == "turn/completed":
+                    self._turn_open = False
+
+
+def codex_error(error: Any) -> UpstreamError:
+    """The :class:`UpstreamError` for a Codex turn error (``{message, codexErrorInfo, …}``)."""
+    error = error if isinstance(error, dict) else {}
+    message = str(error.get("message") or "The Codex turn failed.")
+    info = error.get("codexErrorInfo")
+    status = None
+    if isinstance(info, dict):
+        detail = next(iter(info.values()), None)
+        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
+        if "httpConnectionFailed" in info and status is None:
+            return UpstreamError("connect", "Codex could not reach its model provider.")
+    if status in (401, 403):
+        return UpstreamError("auth", f"Codex's model provider refused its credentials (HTTP {status}).",
+                             code="upstream_auth_failed")
+    if status == 429:
+        return UpstreamError("rate_limited", "Codex's model provider is rate limited.", status=429)
+    if isinstance(status, int) and 400 <= status < 500:
+        return UpstreamError("client_error", message, status=status)
+    if "idle timeout" in message:
+        return UpstreamError("timeout", "Codex's model provider went silent.", status=504)
+    body = _json_error(message)
+    if body is not None:  # a 400 arrives as the provider's raw error body
+        return UpstreamError("client_error", str(body.get("message") or message), status=400,
+                             param=body.get("param") if isinstance(body.get("param"), str) else None,
+                             code=str(body["code"]) if body.get("code") is not None else None)
+    return UpstreamError("server_error", f"Codex's model provider failed: {message}")
+
+
+def _json_error(message: str) -> dict[str, Any] | None:
+    try:
+        body = orjson.loads(message)
+    except orjson.JSONDecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+def _split_transcript(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(base instructions, items to inject, turn input)`` of a flattened Chat transcript.
+
+    The leading system message is the base instructions; the last message starts the turn when it is
+    the user's (else everything is injected and the turn input is empty, which Codex accepts).
+    """
+    system = ""
+    if messages and messages[0].get("role") == "system":
+        system, messages = _text(messages[0].get("content")), messages[1:]
+    last: list[dict[str, Any]] = []
+    if messages and messages[-1].get("role") == "user":
+        last = [{"type": "text", "text": _text(messages[-1].get("content")), "text_elements": []}]
+        messages = messages[:-1]
+    items = []
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            part = {"type": "output_text", "text": _text(message.get("content"))}
+        else:
+            role = "developer" if role in ("system", "developer") else "user"
+            part = {"type": "input_text", "text": _text(message.get("content"))}
+        items.append({"type": "message", "role": role, "content": [part]})
+    return system, items, last
+
+
+def _output_schema(response_format: Any) -> dict[str, Any] | None:
+    """The JSON schema of a ``json_schema`` ``response_format``, if that is what it is."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _toml(value: str) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _counted(exc: UpstreamError) -> UpstreamError:
+    UPSTREAM_ERRORS.labels(exc.kind).inc()
+    return exc

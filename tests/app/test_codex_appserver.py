@@ -1,0 +1,96 @@
+"""``AppServer``'s JSON-RPC plumbing against a small fake app-server (a Python script on stdio).
+
+The real binary is driven in ``tests/e2e/test_codex_e2e.py``; this fake makes the rare paths happen on
+demand: a server→client request, a JSON-RPC error, a process that hangs, one that exits.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import gevent
+import pytest
+
+from app.upstreams.codex.appserver import GONE, AppServer, AppServerError, AppServerGone
+
+FAKE = textwrap.dedent('''
+    import json, sys
+
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, rid = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            send({"id": rid, "result": {"userAgent": "fake"}})
+        elif method == "emit":
+            send({"method": "note", "params": {"threadId": "other", "n": 0}})
+            send({"method": "note", "params": {"threadId": "t1", "n": 1}})
+            send({"method": "item/tool/call", "id": 0, "params": {"threadId": "t1"}})
+            reply = json.loads(sys.stdin.readline())
+            send({"method": "reply", "params": {"threadId": "t1", "reply": reply}})
+            send({"id": rid, "result": {}})
+        elif method == "fail":
+            send({"id": rid, "error": {"code": -32600, "message": "thread not found: x"}})
+        elif method == "exit":
+            sys.exit(3)
+        # "hang" and the "initialized" notification: no answer
+''')
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    script = tmp_path / "fake_app_server.py"
+    script.write_text(FAKE)
+    server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake")
+    server.initialize(timeout=10)
+    yield server
+    server.stop(timeout=5)
+
+
+def drain(queue) -> list:
+    items = []
+    while not queue.empty():
+        items.append(queue.get())
+    return items
+
+
+def test_notifications_go_to_their_thread_and_server_requests_are_refused(server: AppServer):
+    queue = server.subscribe("t1")
+    assert server.call("emit", {}, timeout=10) == {}
+    notes = drain(queue)
+    assert [n["method"] for n in notes] == ["note", "reply"]  # "other" had no subscriber: dropped
+    reply = notes[1]["params"]["reply"]
+    assert reply["id"] == 0 and reply["error"]["code"] == -32601  # no tools to serve: refused at once
+
+
+def test_a_json_rpc_error_is_raised_with_its_message(server: AppServer):
+    with pytest.raises(AppServerError, match="thread not found"):
+        server.call("fail", {}, timeout=10)
+    assert server.alive
+
+
+def test_a_hung_server_is_killed_and_everyone_waiting_is_told(server: AppServer):
+    queue = server.subscribe("t1")
+    other = gevent.spawn(server.call, "hang", {}, timeout=30)
+    gevent.sleep(0.1)
+    with pytest.raises(AppServerGone, match="did not answer hang"):
+        server.call("hang", {}, timeout=0.3)
+    with pytest.raises(AppServerGone):
+        other.get(timeout=5)  # the other caller learns at once, not after its own 30 s
+    assert queue.get(timeout=5) is GONE
+    assert not server.alive
+
+
+def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):
+    with pytest.raises(AppServerGone):
+        server.call("exit", {}, timeout=10)
+    gevent.sleep(0.1)
+    assert not server.alive
+    assert server.subscribe("late").get(timeout=1) is GONE
+    with pytest.raises(AppServerGone):
+        server.call("fail", {}, timeout=1)

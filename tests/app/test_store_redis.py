@@ -1,0 +1,101 @@
+"""RedisResponseStore beyond the shared contract (test_store_contract.py), on a real redis-server: round trips,
+TTLs, torn records, a restarted and a frozen server."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import orjson
+import pytest
+
+from app.responses.store import RedisResponseStore, StoreUnavailable, open_store
+from support.store_items import ALICE, USER, message, response
+
+
+@pytest.fixture
+def store(redis_server):
+    return RedisResponseStore(redis_server.url, retention_seconds=3600, timeout=1.0)
+
+
+@pytest.fixture
+def admin(redis_server):
+    with contextlib.closing(redis_server.client()) as client:
+        yield client
+
+
+def commands_run(admin, operation):
+    """How many commands the server ran for ``operation`` (the INFO that measures is taken off)."""
+    before = admin.info("stats")["total_commands_processed"]
+    operation()
+    return admin.info("stats")["total_commands_processed"] - before - 1
+
+
+def test_a_lookup_is_one_command_and_a_write_one_transaction(store, admin):
+    store.check()  # the connection's handshake is not counted below
+    stored = response("resp_1", message("msg_1", "a"), message("msg_2", "b"))
+    transactions = admin.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
+    store.put(stored, [USER])
+    assert admin.info("commandstats")["cmdstat_exec"]["calls"] == transactions + 1
+    assert commands_run(admin, lambda: store.load("resp_1")) == 1
+    assert commands_run(admin, lambda: store.get_item("msg_2")) == 1
+    assert commands_run(admin, lambda: store.get("resp_missing")) == 1
+
+
+def test_retention_is_the_keys_ttl(store, admin, redis_server):
+    store.put(response("resp_1", message("msg_1", "a")), [USER])
+    assert 3590 < admin.ttl("toolwire:resp:resp_1") <= 3600
+    assert 3590 < admin.ttl("toolwire:item:msg_1") <= 3600
+    forever = RedisResponseStore(redis_server.url, retention_seconds=None)
+    forever.put(response("resp_2", message("msg_2", "a")), [USER])
+    assert admin.ttl("toolwire:resp:resp_2") == -1 and admin.ttl("toolwire:item:msg_2") == -1
+
+
+def test_a_torn_or_garbled_record_reads_as_absent(store, admin):
+    store.put(response("resp_1", message("msg_1", "a")), [USER], owner=ALICE)
+    admin.hdel("toolwire:resp:resp_1", "input")
+    assert store.load("resp_1", owner=ALICE) is None
+    store.put(response("resp_2", message("msg_2", "a")), [USER], owner=ALICE)
+    admin.hset("toolwire:resp:resp_2", "response", b'{"id": "resp_2", "outp')
+    assert store.load("resp_2", owner=ALICE) is None
+    admin.hset("toolwire:item:msg_2", ALICE, b"not json")
+    assert store.get_item("msg_2", owner=ALICE) is None
+
+
+def test_the_owner_is_recorded_with_the_response(store, admin):
+    store.put(response("resp_1"), [USER], owner=ALICE)
+    assert admin.hget("toolwire:resp:resp_1", "owner") == ALICE.encode()
+    assert orjson.loads(admin.hget("toolwire:resp:resp_1", "response"))["id"] == "resp_1"
+
+
+def test_a_restarted_server_is_used_again_by_the_same_store(store, redis_server):
+    store.put(response("resp_1", message("msg_1", "a")), [USER])
+    redis_server.stop()
+    with pytest.raises(StoreUnavailable):
+        store.load("resp_1")
+    with pytest.raises(StoreUnavailable):
+        store.put(response("resp_2"), [USER])
+    redis_server.start()
+    assert store.get_item("msg_1") == message("msg_1", "a")  # kept in the append-only file
+    store.put(response("resp_3"), [USER])
+    assert store.get("resp_3") is not None
+
+
+def test_a_frozen_server_costs_one_timeout_then_is_used_again(store, redis_server):
+    store.put(response("resp_1"), [USER])
+    redis_server.pause()
+    try:
+        for operation in (lambda: store.load("resp_1"), lambda: store.put(response("resp_2"), [USER]), store.check):
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                operation()
+            assert 0.9 < time.monotonic() - started < 1.8  # timeout=1.0, not retried
+    finally:
+        redis_server.resume()
+    assert store.get("resp_1") is not None
+
+
+def test_the_location_masks_the_password():
+    store = open_store("redis://:s3cret@127.0.0.1:6390/2", 60)
+    assert store.location() == "redis://:**********@127.0.0.1:6390/2"
+    assert "s3cret" not in store.location()

@@ -1,0 +1,439 @@
+"""The Codex app-server back end end to end, on the real binary.
+
+openai SDK → gunicorn/gevent toolwire (``TOOLWIRE_UPSTREAM_KIND=codex``) → the real ``codex app-server``
+(npm ``@openai/codex`` at the pinned version, installed into a cache directory by the test setup) →
+Codex's model provider: ``ResponsesModelServer``, a scripted Responses-API server the tests own.
+Every stream the SDK sees is checked against the wire contract by the recording transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+import openai
+import pytest
+
+from support.codex_binary import ensure_codex
+from support.invariants import check_chat_stream, check_error_envelope
+from support.responses_model import ModelScript, ResponsesModelServer
+from support.scripted_upstream import tool_call_text
+from support.server import ServerStartError, ToolwireServer, free_port, run_toolwire
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "scripted-model"
+PROVIDER_KEY = "provider-secret-key"
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                   "additionalProperties": False}}}
+
+
+@pytest.fixture(scope="module")
+def codex_launcher() -> Path:
+    """The pinned Codex CLI's npm launcher (installed on first use); skips only when npm is missing."""
+    launcher, why = ensure_codex()
+    if launcher is None:
+        pytest.skip(f"NO CODEX E2E TESTS: {why}")
+    return launcher
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ResponsesModelServer]:
+    with ResponsesModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def model(model_server: ResponsesModelServer) -> Iterator[ResponsesModelServer]:
+    """The model server, reset before and after the test."""
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+@pytest.fixture(scope="module")
+def codex_factory(toolwire_factory: Callable[..., ToolwireServer], codex_launcher: Path,
+                  model_server: ResponsesModelServer,
+                  tmp_path_factory: pytest.TempPathFactory) -> Callable[..., ToolwireServer]:
+    """``codex_factory(**settings)``: a toolwire whose back end is the real Codex app-server."""
+    work_dir = str(tmp_path_factory.mktemp("codex-work"))
+    empty_home = str(tmp_path_factory.mktemp("user-codex-home"))
+
+    def make(**settings: str | None) -> ToolwireServer:
+        return toolwire_factory(**{
+            "TOOLWIRE_UPSTREAM_KIND": "codex", "TOOLWIRE_CODEX_COMMAND": str(codex_launcher),
+            "TOOLWIRE_CODEX_HOME": empty_home, "TOOLWIRE_CODEX_WORK_DIR": work_dir,
+            "TOOLWIRE_CODEX_PROVIDER_URL": model_server.v1_url, "TOOLWIRE_CODEX_PROVIDER_API_KEY": PROVIDER_KEY,
+            "TOOLWIRE_DEFAULT_UPSTREAM_MODEL": MODEL, **settings})
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def codex_server(codex_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
+    return codex_factory()
+
+
+@pytest.fixture
+def client(make_openai_client: Callable[[ToolwireServer], openai.OpenAI], codex_server: ToolwireServer) -> openai.OpenAI:
+    return make_openai_client(codex_server)
+
+
+def app_server_pids(server: ToolwireServer) -> list[int]:
+    """The pids of the codex processes the toolwire workers started."""
+    found = []
+    for worker in server.worker_pids():
+        children = Path(f"/proc/{worker}/task/{worker}/children")
+        for pid in children.read_text().split() if children.exists() else ():
+            if "codex" in Path(f"/proc/{pid}/comm").read_text():
+                found.append(int(pid))
+    return found
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict[str, Any] | str]:
+    """The parsed ``data:`` payloads of a raw SSE response (``"[DONE]"`` as a string)."""
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            payload = line[6:]
+            yield payload if payload == "[DONE]" else json.loads(payload)
+
+
+# --- the plain paths -------------------------------------------------------------------------------------
+
+
+def test_chat_non_stream_goes_through_codex_to_the_model(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="Hello from the scripted model.", chunk_chars=4, usage=(33, 8))
+    completion = client.chat.completions.create(model=MODEL, messages=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello"}])
+    assert completion.choices[0].message.content == "Hello from the scripted model."
+    assert completion.choices[0].finish_reason == "stop"
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (33, 8)
+    [exchange] = model.exchanges
+    assert exchange.headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert exchange.body["model"] == MODEL
+    assert exchange.body["tools"] == []  # Codex's own tools are all switched off
+    assert exchange.input_texts() == [("developer", "Be brief."), ("user", "Say hello")]
+
+
+def test_chat_stream_and_usage(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="Streaming through Codex works.", chunk_chars=3, usage=(40, 9))
+    with client.chat.completions.stream(model=MODEL, messages=[{"role": "user", "content": "Stream"}],
+                                        stream_options={"include_usage": True}) as stream:
+        deltas = [e.delta for e in stream if e.type == "content.delta"]
+        final = stream.get_final_completion()
+    assert "".join(deltas) == "Streaming through Codex works."
+    assert len(deltas) > 3  # streamed, not one lump
+    assert final.choices[0].finish_reason == "stop"
+    assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (40, 9)
+
+
+def test_responses_stream_and_non_stream(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="Responses via Codex.", chunk_chars=5, usage=(12, 5))
+    response = client.responses.create(model=MODEL, input="Hi", instructions="Answer plainly.")
+    assert response.output_text == "Responses via Codex."
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 5)
+    with client.responses.stream(model=MODEL, input="Hi again") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == final.output_text == "Responses via Codex."
+    assert final.status == "completed"
+    assert model.exchanges[0].input_texts() == [("developer", "Answer plainly."), ("user", "Hi")]
+
+
+def test_a_tool_call_parsed_out_of_codex_text_and_the_follow_up(client: openai.OpenAI,
+                                                                model: ResponsesModelServer) -> None:
+    call = tool_call_text("get_weather", {"city": "Paris"})
+    model.enqueue(ModelScript(text=f"Let me check.\n{call}", chunk_chars=5),
+                  ModelScript(text="It is 18 C and sunny in Paris."))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
+    with client.chat.completions.stream(model=MODEL, messages=messages, tools=[WEATHER]) as stream:
+        list(stream)
+        first = stream.get_final_completion()
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [tool_call] = choice.message.tool_calls
+    assert (tool_call.function.name, json.loads(tool_call.function.arguments)) == ("get_weather", {"city": "Paris"})
+    developer = model.exchanges[0].input_texts()[0]
+    assert developer[0] == "developer" and "get_weather" in developer[1]  # the manifest is Codex's base instructions
+
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": tool_call.id, "content": "18 C, sunny"}]
+    second = client.chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER])
+    assert second.choices[0].message.content == "It is 18 C and sunny in Paris."
+    roles = [role for role, _ in model.exchanges[1].input_texts()]
+    assert roles == ["developer", "user", "assistant", "user"]  # history injected, tool result as the new turn
+    assert "get_weather" in model.exchanges[1].input_texts()[2][1]
+    assert "18 C, sunny" in model.exchanges[1].input_texts()[3][1]
+
+
+def test_two_concurrent_requests_share_one_app_server(codex_server: ToolwireServer, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="echo: ", chunk_chars=2, delay_between_chunks=0.05, echo=True)
+    results: dict[str, str] = {}
+
+    def ask(word: str) -> None:
+        with openai.OpenAI(base_url=codex_server.v1_url, api_key="t", max_retries=0) as c:
+            completion = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": word}])
+            results[word] = completion.choices[0].message.content
+
+    threads = [threading.Thread(target=ask, args=(word,)) for word in ("alpha", "bravo")]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(15)
+    elapsed = time.monotonic() - started
+    assert results == {"alpha": "echo: alpha", "bravo": "echo: bravo"}
+    # each answer streams for ~0.3 s; run one after the other they would take at least twice that
+    lone = [e.received_at for e in model.exchanges]
+    assert abs(lone[0] - lone[1]) < 0.3, f"the model requests were not concurrent ({elapsed:.2f} s)"
+    assert len(app_server_pids(codex_server)) == 1
+
+
+def test_models_and_readiness(codex_factory: Callable[..., ToolwireServer]) -> None:
+    server = codex_factory(TOOLWIRE_MODEL_MAP=json.dumps({"gpt-4o": MODEL}))
+    listed = httpx.get(server.v1_url + "/models", timeout=10).json()
+    assert {m["id"] for m in listed["data"]} == {MODEL, "gpt-4o"}
+    ready = httpx.get(server.url + "/readyz", timeout=10)
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+
+
+def test_n_above_one_is_refused_with_its_param(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL, n=2, messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["param"] == "n"
+    assert not model.exchanges
+
+
+# --- stop and max_tokens emulation ------------------------------------------------------------------------
+
+
+def test_stop_sequence_cuts_the_text_and_interrupts_the_model(client: openai.OpenAI,
+                                                              model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="one two END three four five", chunk_chars=3, hang_after_chunks=5)
+    completion = client.chat.completions.create(model=MODEL, stop=["END"], messages=[{"role": "user", "content": "x"}])
+    assert completion.choices[0].message.content == "one two "
+    assert completion.choices[0].finish_reason == "stop"
+    [exchange] = model.exchanges
+    assert exchange.peer_closed.wait(2), "Codex kept the model request open after the stop sequence"
+
+
+def test_max_tokens_ends_with_length(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="abcdefghijklmnopqrstuvwxyz", chunk_chars=2, hang_after_chunks=6)
+    with client.chat.completions.stream(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "x"}]) as s:
+        list(s)
+        with pytest.raises(openai.LengthFinishReasonError) as caught:  # how the SDK reports "length"
+            s.get_final_completion()
+    final = caught.value.completion
+    assert final.choices[0].message.content == "abcdefgh"
+    assert final.choices[0].finish_reason == "length"
+    assert model.exchanges[0].peer_closed.wait(2)
+
+
+# --- faults --------------------------------------------------------------------------------------------
+
+
+def test_client_disconnect_interrupts_the_turn_and_closes_the_model_request(codex_server: ToolwireServer,
+                                                                            model: ResponsesModelServer) -> None:
+    model.default = ModelScript(text="a long answer that never ends", chunk_chars=4, hang_after_chunks=2)
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", codex_server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        for event in sse_events(response):
+            if isinstance(event, dict) and event["choices"] and event["choices"][0]["delta"].get("content"):
+                break
+        left_at = time.monotonic()
+    [exchange] = model.exchanges
+    assert exchange.peer_closed.wait(3), "the model request stayed open after the client left"
+    assert exchange.peer_closed_at - left_at < 1.0
+
+
+def test_app_server_killed_mid_stream_then_the_next_request_works(codex_server: ToolwireServer,
+                                                                  model: ResponsesModelServer) -> None:
+    model.enqueue(ModelScript(text="this answer is cut short", chunk_chars=4, hang_after_chunks=2),
+                  ModelScript(text="A fresh app-server answers."))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    killed: list[int] = []
+    with httpx.stream("POST", codex_server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        raw = ""
+        for line in response.iter_lines():
+            raw += line + "\n"
+            if '"content"' in line and not killed:  # text is streaming: kill Codex under it
+                killed += app_server_pids(codex_server)
+                os.kill(killed[0], signal.SIGKILL)
+    summary = check_chat_stream(raw)
+    assert summary.error is not None and summary.error["type"] == "server_error"
+    assert raw.rstrip().endswith("data: [DONE]")
+    with openai.OpenAI(base_url=codex_server.v1_url, api_key="t", max_retries=0) as c:
+        completion = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "again"}])
+    assert completion.choices[0].message.content == "A fresh app-server answers."
+    assert app_server_pids(codex_server) not in ([], killed)
+
+
+def test_model_server_down_is_a_clean_502(codex_factory: Callable[..., ToolwireServer]) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_PROVIDER_URL=f"http://127.0.0.1:{free_port()}/v1")
+    started = time.monotonic()
+    response = httpx.post(server.v1_url + "/chat/completions", timeout=15,
+                          json={"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]})
+    assert time.monotonic() - started < 5
+    assert response.status_code == 502
+    error = check_error_envelope(response.status_code, response.content)
+    assert "reach" in error["message"]
+
+
+def test_a_model_codex_does_not_serve_is_a_404(codex_factory: Callable[..., ToolwireServer],
+                                               make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+                                               model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_DEFAULT_UPSTREAM_MODEL=None, TOOLWIRE_MODEL_MAP=json.dumps({"alias": MODEL}))
+    client = make_openai_client(server)
+    assert client.chat.completions.create(model="alias", messages=[{"role": "user", "content": "x"}]).choices
+    model.exchanges.clear()
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="not-in-the-catalog", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["param"] == "model" and caught.value.body["code"] == "model_not_found"
+    assert not model.exchanges  # never run on Codex's fallback metadata, which compacts long histories
+
+
+def test_hung_app_server_gets_a_502_then_is_replaced(codex_factory: Callable[..., ToolwireServer],
+                                                     model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_UPSTREAM_CONNECT_TIMEOUT="1.5")
+    assert httpx.get(server.url + "/readyz", timeout=10).status_code == 200  # the app-server runs
+    [pid] = app_server_pids(server)
+    os.kill(pid, signal.SIGSTOP)  # alive but silent
+    try:
+        started = time.monotonic()
+        response = httpx.post(server.v1_url + "/chat/completions", timeout=15,
+                              json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+        assert response.status_code == 502
+        check_error_envelope(response.status_code, response.content)
+        assert time.monotonic() - started < 5
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    completion = httpx.post(server.v1_url + "/chat/completions", timeout=15,
+                            json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
+    assert completion.status_code == 200
+    assert app_server_pids(server) not in ([], [pid])
+
+
+def test_recycling_replaces_the_app_server_without_cutting_a_request(codex_factory: Callable[..., ToolwireServer],
+                                                                     model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_RECYCLE_REQUESTS="1")
+    model.enqueue(ModelScript(text="the long answer keeps streaming", chunk_chars=3, delay_between_chunks=0.08),
+                  ModelScript(text="short"))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        lines = response.iter_lines()
+        raw = ""
+        for line in lines:  # the first request is streaming on app-server #1 ...
+            raw += line + "\n"
+            if '"content"' in line:
+                break
+        [first_pid] = app_server_pids(server)
+        second = httpx.post(server.v1_url + "/chat/completions", timeout=10,  # ... #2 serves the next one
+                            json={"model": MODEL, "messages": [{"role": "user", "content": "y"}]})
+        assert second.json()["choices"][0]["message"]["content"] == "short"
+        raw += "\n".join(lines) + "\n"
+    summary = check_chat_stream(raw)
+    assert summary.choice(0).content == "the long answer keeps streaming"  # not cut by the recycling
+    assert summary.choice(0).finish_reason == "stop"
+    deadline = time.monotonic() + 5
+    while first_pid in app_server_pids(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first_pid not in app_server_pids(server), "the retired app-server kept running"
+    [worker] = server.worker_pids()
+    home = Path(server.env["TOOLWIRE_CODEX_WORK_DIR"]) / str(worker)
+    while sorted(p.name for p in home.glob("sqlite-*")) != [f"sqlite-{worker}-2"]:  # the old TRACE log goes too
+        assert time.monotonic() < deadline, f"state directories left: {sorted(home.glob('sqlite-*'))}"
+        time.sleep(0.05)
+
+
+def test_a_missing_binary_stops_the_start_with_a_clear_message(tmp_path: Path) -> None:
+    settings = {"TOOLWIRE_UPSTREAM_KIND": "codex", "TOOLWIRE_CODEX_COMMAND": str(tmp_path / "no-codex-here"),
+                "TOOLWIRE_CODEX_WORK_DIR": str(tmp_path), "TOOLWIRE_RESPONSE_STORE_PATH": ""}
+    with pytest.raises(ServerStartError) as caught:
+        with run_toolwire(settings, timeout=10):
+            pass
+    assert "no-codex-here' was not found" in str(caught.value)
+
+
+def test_turns_per_worker_are_bounded(codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_MAX_TURNS="1")
+    model.enqueue(ModelScript(text="holding the only turn", chunk_chars=4, hang_after_chunks=1))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", server.v1_url + "/chat/completions", json={**body, "stream": True}, timeout=10) as held:
+        next(held.iter_lines())
+        refused = httpx.post(server.v1_url + "/chat/completions", json=body, timeout=10)
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "1"
+        check_error_envelope(refused.status_code, refused.content)
+    deadline = time.monotonic() + 5  # the turn is released (interrupted, unsubscribed) just after the client left
+    while (answer := httpx.post(server.v1_url + "/chat/completions", json=body, timeout=10)).status_code == 429:
+        assert time.monotonic() < deadline, "the turn slot was never released"
+        time.sleep(0.05)
+    assert answer.status_code == 200
+
+
+def test_a_json_schema_format_becomes_codex_output_schema(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    model.default = ModelScript(text='{"answer": "yes"}')
+    response = client.responses.create(model=MODEL, input="Answer in JSON", max_output_tokens=50,
+                                       text={"format": {"type": "json_schema", "name": "reply", "schema": schema}})
+    assert json.loads(response.output_text) == {"answer": "yes"}
+    sent = model.exchanges[0].body["text"]["format"]
+    assert sent["type"] == "json_schema" and sent["schema"] == schema
+
+
+def test_without_configured_models_the_catalog_is_the_binarys_own(codex_factory: Callable[..., ToolwireServer],
+                                                                  model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_DEFAULT_UPSTREAM_MODEL=None)
+    listed = [m["id"] for m in httpx.get(server.v1_url + "/models", timeout=10).json()["data"]]
+    assert listed and MODEL not in listed  # what Codex offers with a login, read from the binary at start
+    response = httpx.post(server.v1_url + "/chat/completions", timeout=10,
+                          json={"model": listed[0], "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 200
+    assert model.exchanges[0].body["model"] == listed[0]
+
+
+def test_tool_mode_auto_falls_back_to_prompt_mode_on_codex(codex_factory: Callable[..., ToolwireServer],
+                                                           make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+                                                           model: ResponsesModelServer) -> None:
+    client = make_openai_client(codex_factory(TOOLWIRE_TOOL_MODE="auto"))
+    model.default = ModelScript(text=tool_call_text("get_weather", {"city": "Oslo"}))
+    completion = client.chat.completions.create(model=MODEL, tools=[WEATHER],
+                                                messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    [call] = completion.choices[0].message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Oslo"})
+    native = make_openai_client(codex_factory(TOOLWIRE_TOOL_MODE="native"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        native.chat.completions.create(model=MODEL, tools=[WEATHER], messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["param"] == "tools"
+
+
+def test_a_model_cut_mid_answer_ends_the_stream_with_an_error(client: openai.OpenAI, codex_server: ToolwireServer,
+                                                              model: ResponsesModelServer) -> None:
+    model.enqueue(ModelScript(text="the answer is cut here", chunk_chars=4, close_after_chunks=2),
+                  ModelScript(text="cut again, on Responses", chunk_chars=4, close_after_chunks=2))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with httpx.stream("POST", codex_server.v1_url + "/chat/completions", json=body, timeout=10) as response:
+        raw = "".join(line + "\n" for line in response.iter_lines())
+    summary = check_chat_stream(raw)
+    assert summary.choice(0).content == "the answ"  # the two deltas that came before the cut, never replayed
+    assert summary.error is not None and summary.error["type"] == "server_error"
+    with client.responses.stream(model=MODEL, input="x") as stream:
+        events = [event.type for event in stream]
+    assert events[-1] == "response.failed"
+
+
+def test_a_model_400_before_the_first_byte_is_passed_through(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    model.default = ModelScript(status=400)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "x"}])
+    assert caught.value.body["message"] == "scripted 400 error"
