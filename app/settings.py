@@ -4,8 +4,9 @@ Precedence, highest first: keyword arguments, environment variables, the TOML
 file named by ``TOOLWIRE_CONFIG_FILE``, defaults. Nested values (``model_map``)
 are JSON in the environment (``TOOLWIRE_MODEL_MAP='{"gpt-4o": "qwen2.5"}'``) or
 a table in the file. A ``model_map`` value is the upstream model's name, or an
-object that may also set the model's tool mode:
-``{"gpt-4o": {"model": "qwen3", "tool_mode": "native"}}``.
+object that may also set the model's tool mode and say that its chat template
+opens the reasoning block itself:
+``{"gpt-4o": {"model": "qwen3", "tool_mode": "native", "opens_reasoning": true}}``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ModelRoute(BaseModel):
 
     model: str | None = Field(None, description="The upstream model; unset = the client's model name")
     tool_mode: ToolMode | None = Field(None, description="This model's tool mode; unset = tool_mode")
+    opens_reasoning: bool | None = Field(
+        None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
 
 
 class Settings(BaseSettings):
@@ -87,6 +90,8 @@ class Settings(BaseSettings):
     suppress_tail_after_tools: bool = False
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
+    unsupported_tools: Literal["drop", "fail"] = Field(
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
@@ -175,6 +180,11 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.tool_mode is not None:
             return route.tool_mode
         return self.tool_mode
+
+    def opens_reasoning(self, client_model: str) -> bool:
+        """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
+        route = self.model_map.get(client_model)
+        return isinstance(route, ModelRoute) and bool(route.opens_reasoning)
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""

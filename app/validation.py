@@ -95,14 +95,22 @@ def check_chat_limits(body: dict[str, Any]) -> None:
 
 
 def check_responses_limits(body: dict[str, Any]) -> None:
-    """The same limits on a Responses body: ``input`` items, ``tools``, ``tools[i].parameters``.
+    """The same limits on a Responses body: ``input`` items, ``tools``, ``tools[i].parameters``, a custom
+    tool's ``tools[i].format`` (its grammar), and the same inside a namespace (``tools[i].tools[j]…``).
 
     Raises:
         InputError: 400 naming the offending ``param``.
     """
     settings = current_state().settings
     _check_length(body.get("input"), "input", settings.max_messages)
-    _check_tools(body.get("tools"), "tools", "parameters", settings.max_tools, settings.max_tool_schema_bytes)
+    tools = body.get("tools")
+    groups = [("tools", tools)]
+    if isinstance(tools, list):
+        groups += [(f"tools[{i}].tools", t.get("tools")) for i, t in enumerate(tools)
+                   if isinstance(t, dict) and t.get("type") == "namespace"]
+    for param, group in groups:
+        _check_tools(group, param, "parameters", settings.max_tools, settings.max_tool_schema_bytes)
+        _check_tools(group, param, "format", 0, settings.max_tool_schema_bytes)
 
 
 def _check_length(items: Any, param: str, limit: int) -> None:

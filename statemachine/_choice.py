@@ -1,4 +1,4 @@
-"""ChoiceStream: one response choice's state machine and sentinel scanner."""
+"""ChoiceStream: one response choice's state machine, its callbacks and its readers."""
 
 from __future__ import annotations
 
@@ -91,9 +91,11 @@ class ChoiceStream:
     call returns the events that input completed, in order. Non-streaming
     responses go through exactly the same path: feed everything, then finish.
 
-    The machine (one shared ``transitions`` machine built from ``TRANSITIONS``) changes state only
-    at boundaries: an opener, a name, a call's end, the finish. Everything per
-    character happens in the scanner below without triggers.
+    The machine (one shared ``transitions`` machine built from ``_table.py``)
+    changes state only at boundaries: an opener, a name, a block's end, the
+    finish; the callbacks the table names do those boundaries' work, and the
+    state names the reader for the next input (``READERS``). Everything per
+    character happens in the readers, without triggers.
 
     Args:
         config: the request's tools, tool_choice, formats and policy.
@@ -125,7 +127,11 @@ class ChoiceStream:
         self._lt_only = starts == {"<"}
         self._start_chars = re.compile("[" + re.escape("".join(sorted(starts))) + "]")
         self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
-        self._think_sentinels = (THINK_CLOSE, THINK_OPEN, *self._openers)
+        # Sentinels by their first two characters (and by the first alone, for a start character at a chunk's
+        # end): at a '<' only the few that can match are tried, however many formats there are.
+        self._sentinel_index = _index(self._sentinels)
+        self._think_index = _index((THINK_CLOSE, THINK_OPEN, *self._openers))
+        self._opener_index = _index(self.openers)
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
         self._ws = ""  # whitespace held while the current stretch of text has nothing else
@@ -374,7 +380,8 @@ class ChoiceStream:
             self._fences.feed(buf[pos:])
             self._emit_text(buf[pos:])
             return n
-        for s in self._sentinels:
+        candidates = self._sentinel_index.get(buf[i:i + 2], ())
+        for s in candidates:
             if buf.startswith(s, i):
                 self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
                 if i > pos:
@@ -382,7 +389,7 @@ class ChoiceStream:
                 self._on_sentinel(s)
                 return i + len(s)
         tail = buf[i:]
-        if len(tail) < self._hold and any(s.startswith(tail) for s in self._sentinels):
+        if len(tail) < self._hold and any(s.startswith(tail) for s in candidates):
             self._fences.feed(buf[pos:i])
             if i > pos:
                 self._emit_text(buf[pos:i])
@@ -440,11 +447,12 @@ class ChoiceStream:
                     i = self._next_start(buf, pos)
                     continue
                 tail = buf[i:]
-                if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_sentinels):
+                if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_index.get(tail[:2], ())):
                     self._reasoning(buf[pos:i])
                     self._pending = tail
                     return n
-                if self._think_held is None and any(buf.startswith(s, i) for s in self._openers):
+                if self._think_held is None and any(
+                        buf.startswith(s, i) for s in self._opener_index.get(buf[i:i + 2], ())):
                     self._reasoning(buf[pos:i])
                     self._think_held = []
                     self._think_fences = fences.copy()  # a promoted draft is scanned again from here
@@ -806,6 +814,15 @@ class ChoiceStream:
 
 #: Each state's reader, resolved once from the table's names.
 _READERS = {state: getattr(ChoiceStream, name) for state, name in READERS.items()}
+
+
+def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """``sentinels`` by their first two characters and by their first one, in their order."""
+    index: dict[str, tuple[str, ...]] = {}
+    for s in sentinels:
+        for key in (s[:2], s[:1]):
+            index[key] = index.get(key, ()) + (s,)
+    return index
 
 
 def _strip_decorations(name: str) -> str:

@@ -123,7 +123,7 @@ class ParserConfig:
     tool_choice: ToolChoice = ToolChoice()
     parallel_tool_calls: bool = True
     legacy_functions: bool = False
-    formats: tuple[str, ...] = ("tool_call", "use_tool", "function")
+    formats: tuple[str, ...] = ("tool_call", "use_tool", "function", "tag_aliases")
     reasoning: bool = True
     starts_in_reasoning: bool = False
     policy: Policy = Policy()

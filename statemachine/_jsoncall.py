@@ -470,15 +470,15 @@ class JsonCallsBody:
                     self.state = "array"
                     pos += 1
                     continue
-                if ch == "<" and not self.bare:
-                    opener = "<function="
-                    if buf.startswith(opener, pos):
-                        from .formats.function import FunctionBody  # the formats package imports this module
+                if ch == "<" and not self.bare:  # a format C block inside the tags (Qwen3-Coder)
+                    from .formats.function import OPENERS, FunctionBody  # the formats package imports this module
 
+                    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
+                    if opener is not None:
                         self.inner = FunctionBody(self.ctx, self.closer)
                         pos += len(opener)
                         continue
-                    if opener.startswith(buf[pos:]):
+                    if any(op.startswith(buf[pos:]) for op in OPENERS):
                         return MORE, pos
                 self.ctx.call_abort("not_a_call", "the block does not start a call")
                 return DONE, pos

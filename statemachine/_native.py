@@ -22,8 +22,12 @@ native calls meet the same state machine and policies as parsed ones:
 - several calls in one delta, a legacy ``function_call`` delta: in order;
 - a call with a name and no arguments at all: ``{}``.
 
-A fragment for a call that already ended (an interleaving back end) is dropped
-with an ``invalid_json`` note rather than merged into another call.
+- calls interleaved by index (0, 1, 0, 1): a call's fragments are held until
+  the open call has its name and arguments that form a complete JSON value, so
+  calls still go out one after the other.
+
+A fragment for a call that already ended is dropped with an ``invalid_json``
+note rather than merged into another call.
 """
 
 from __future__ import annotations
@@ -78,11 +82,12 @@ class NativeCalls:
     gets text or its finish, so a held name reaches the core first.
     """
 
-    __slots__ = ("_choice", "_slot", "_ended", "_count")
+    __slots__ = ("_choice", "_slot", "_waiting", "_ended", "_count")
 
     def __init__(self, choice: ChoiceStream):
         self._choice = choice
-        self._slot: _Slot | None = None
+        self._slot: _Slot | None = None  # the call the core is reading
+        self._waiting: dict[int, _Slot] = {}  # interleaved calls held until the open one is complete
         self._ended: set[int] = set()  # upstream indexes of calls that ended
         self._count = 0
 
@@ -118,10 +123,19 @@ class NativeCalls:
         return self._choice.feed_tool_call(slot.number, arguments=text)
 
     def close(self) -> list[Event] | tuple[Event, ...]:
-        """End the open call (text or the finish follows): its held name goes to the core now."""
+        """End the open call and any held ones (text or the finish follows); held names reach the core now."""
+        if self._slot is None and not self._waiting:
+            return _NO_EVENTS
+        out = self._end_open()
+        while self._waiting:
+            self._activate(self._waiting.pop(next(iter(self._waiting))), out)
+            out += self._end_open()
+        return out
+
+    def _end_open(self) -> list[Event]:
         slot = self._slot
         if slot is None:
-            return _NO_EVENTS
+            return []
         self._slot = None
         if slot.upstream_index is not None:
             self._ended.add(slot.upstream_index)
@@ -133,6 +147,20 @@ class NativeCalls:
             if slot.name_sent and not slot.length:
                 out += self._choice.feed_tool_call(slot.number, arguments="{}")  # a call without parameters
         return out
+
+    def _activate(self, slot: _Slot, out: list[Event]) -> None:
+        """Make ``slot`` the open call: it gets the next index, and what it held goes to the core."""
+        slot.number = self._count
+        self._count += 1
+        self._slot = slot
+        choice = self._choice
+        if slot.broken:
+            out += choice.feed_tool_call(slot.number, name=slot.name or None, invalid=True)
+        elif slot.length and slot.name:
+            slot.name_sent = True
+            out += choice.feed_tool_call(slot.number, name=slot.name, arguments=slot.args)
+        else:  # arguments before the name go to the core (it holds them); a name alone waits here
+            out += choice.feed_tool_call(slot.number, arguments=slot.args or None)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -147,14 +175,23 @@ class NativeCalls:
         index = index if isinstance(index, int) and not isinstance(index, bool) else None
 
         slot = self._slot
-        if index is not None and (slot is None or slot.upstream_index != index) and index in self._ended:
-            out.append(ToolCallNote("invalid_json", "a fragment arrived for a call that had already ended; dropped"))
-            return
-        if slot is None or (index is not None and slot.upstream_index != index) or self._starts_next(
-                slot, name, arguments, "id" in fragment or "type" in fragment):
-            out += self.close()
-            slot = self._slot = _Slot(self._count, index)
-            self._count += 1
+        if index is not None and (slot is None or slot.upstream_index != index):
+            if index in self._ended:
+                if name or arguments:  # (an empty one carries nothing to lose)
+                    out.append(ToolCallNote("invalid_json", "a fragment arrived for a call that had already "
+                                                            "ended; dropped"))
+                return
+            if slot is not None and slot.upstream_index is not None and not (slot.name and _complete_json(slot.args)):
+                # Interleaved calls: the open one is not complete yet, so this one waits its turn.
+                self._hold(self._waiting.setdefault(index, _Slot(-1, index)), name, arguments)
+                return
+            out += self._end_open()
+            slot = self._waiting.pop(index, None) or _Slot(-1, index)
+            self._activate(slot, out)
+        elif slot is None or self._starts_next(slot, name, arguments, "id" in fragment or "type" in fragment):
+            out += self._end_open()
+            slot = _Slot(-1, index)
+            self._activate(slot, out)
         if slot.broken:
             return
         if name:
@@ -203,12 +240,23 @@ class NativeCalls:
         slot.add(text)
         return text
 
-    def _break(self, slot: _Slot) -> list[Event]:
-        """A cumulative call's fragment did not extend it: the call is invalid under the policy."""
-        slot.broken = True
+    def _hold(self, slot: _Slot, name: str, arguments: str) -> None:
+        """Add a fragment to a waiting call (nothing reaches the core yet)."""
+        if name:
+            slot.name = _joined_name(slot.name, name, sent=False)
+        if arguments and not slot.broken and self._new_suffix(slot, arguments) is None:
+            slot.broken = True
+            self._fail_if_strict()
+
+    def _fail_if_strict(self) -> None:
         if self._choice.config.policy.invalid_json == "fail":
             raise ModelOutputError("the back end repeated a call's arguments with different text",
                                    code="invalid_json")
+
+    def _break(self, slot: _Slot) -> list[Event]:
+        """A cumulative call's fragment did not extend it: the call is invalid under the policy."""
+        slot.broken = True
+        self._fail_if_strict()
         return self._choice.feed_tool_call(slot.number, name=None if slot.name_sent else slot.name or None,
                                            invalid=True)
 

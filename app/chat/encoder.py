@@ -6,7 +6,9 @@ event; :class:`ChatAccumulator` folds the same events into a
 ``chat.completion`` (in linear time: argument fragments are joined once). Both follow wire-contract section 3: role once per choice
 in its first delta, tool-call headers then argument fragments, a single finish
 chunk with an empty delta, the legacy ``function_call`` shape for requests that
-used ``functions``, and no null-valued delta keys (except the first delta's
+used ``functions``, a custom (freeform) tool's call as ``type: "custom"`` with
+``custom.name`` and ``custom.input`` (streamed as ``custom.input`` fragments),
+and no null-valued delta keys (except the first delta's
 ``content: null`` when a message starts with a call, as OpenAI sends it).
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallInputDelta, ToolCallStarted
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage, usage_object
@@ -118,9 +120,11 @@ class ChatChunker:
                     return []
                 delta = {"function_call": {"name": event.name, "arguments": ""}}
             else:
-                delta = {"tool_calls": [{"index": event.index, "id": event.call_id, "type": "function",
-                                         "function": {"name": event.name, "arguments": ""}}]}
+                delta = {"tool_calls": [{"index": event.index, "id": event.call_id, **_call_head(event)}]}
             return [self._chunk(index, self._with_role(index, delta))]
+        if isinstance(event, ToolCallInputDelta):
+            delta = {"tool_calls": [{"index": event.index, "custom": {"input": event.fragment}}]}
+            return [self._chunk(index, delta)]
         if isinstance(event, ToolCallArgumentsDelta):
             if self._legacy:
                 if event.index:
@@ -159,18 +163,33 @@ class ChatChunker:
         return chunk
 
 
+def _call_head(event: ToolCallStarted) -> dict[str, Any]:
+    """A call's ``type`` and its empty ``function`` (``name``, ``arguments``) or ``custom`` (``name``, ``input``)."""
+    if event.kind == "custom":
+        return {"type": "custom", "custom": {"name": event.name, "input": ""}}
+    return {"type": "function", "function": {"name": event.name, "arguments": ""}}
+
+
 class _Call:
-    """A tool call being accumulated: its header, and its argument fragments (joined once, at the end)."""
+    """A tool call being accumulated: its header, and its argument (or custom input) fragments, joined once."""
 
-    __slots__ = ("call_id", "name", "fragments")
+    __slots__ = ("call_id", "name", "kind", "fragments")
 
-    def __init__(self, call_id: str, name: str):
+    def __init__(self, call_id: str, name: str, kind: str):
         self.call_id = call_id
         self.name = name
+        self.kind = kind
         self.fragments: list[str] = []
 
     def function(self) -> dict[str, str]:
         return {"name": self.name, "arguments": "".join(self.fragments)}
+
+    def tool_call(self) -> dict[str, Any]:
+        """The ``tool_calls`` entry: a function call, or a custom tool's with ``custom.input``."""
+        if self.kind == "custom":
+            return {"id": self.call_id, "type": "custom", "custom": {"name": self.name,
+                                                                   "input": "".join(self.fragments)}}
+        return {"id": self.call_id, "type": "function", "function": self.function()}
 
 
 class _Message:
@@ -205,8 +224,8 @@ class ChatAccumulator:
         if isinstance(event, TextDelta):
             message.text.append(event.text)
         elif isinstance(event, ToolCallStarted):
-            message.calls[event.index] = _Call(event.call_id, event.name)
-        elif isinstance(event, ToolCallArgumentsDelta):
+            message.calls[event.index] = _Call(event.call_id, event.name, event.kind)
+        elif isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
             message.calls[event.index].fragments.append(event.fragment)
         elif isinstance(event, ChoiceFinished):
             message.finish_reason = event.finish_reason
@@ -222,8 +241,7 @@ class ChatAccumulator:
             if calls and self._legacy:
                 out["function_call"] = calls[0].function()
             elif calls:
-                out["tool_calls"] = [{"id": call.call_id, "type": "function", "function": call.function()}
-                                     for call in calls]
+                out["tool_calls"] = [call.tool_call() for call in calls]
             choices.append({"index": index, "message": out, "logprobs": None,
                             "finish_reason": message.finish_reason})
         return {**self._head, "choices": choices, "usage": usage}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from statemachine import ParserConfig, ToolChoice
+from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config, is_json_format, tool_specs
-from .schemas import AllowedToolsChoice, ChatRequest, NamedFunction, NamedToolChoice
+from .schemas import AllowedToolsChoice, ChatRequest, CustomTool, NamedCustomToolChoice, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -50,10 +50,16 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
         return build_parser_config(tool_specs(req.functions), _legacy_choice(req.function_call),
                                    parallel_tool_calls=False, legacy_functions=True, settings=settings,
                                    json_output=json_output)
-    tools = tool_specs(t.function for t in req.tools or ())
+    tools = [_custom_spec(t) if isinstance(t, CustomTool) else tool_specs([t.function])[0] for t in req.tools or ()]
     parallel = req.parallel_tool_calls is not False
     return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
                                legacy_functions=False, settings=settings, json_output=json_output)
+
+
+def _custom_spec(tool: CustomTool) -> ToolSpec:
+    """A custom (freeform) tool: raw text input, its ``format`` in the flat shape the core reads."""
+    return ToolSpec(name=tool.custom.name, description=tool.custom.description or "", kind="custom",
+                    input_format=tool.custom.input_format())
 
 
 def _chat_choice(choice: object) -> ChoiceRequest:
@@ -64,11 +70,14 @@ def _chat_choice(choice: object) -> ChoiceRequest:
     if isinstance(choice, NamedToolChoice):
         name = choice.function.name
         return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.function.name"})
+    if isinstance(choice, NamedCustomToolChoice):
+        name = choice.custom.name
+        return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.custom.name"})
     assert isinstance(choice, AllowedToolsChoice)
     names: dict[str, str] = {}
     for i, tool in enumerate(choice.allowed_tools.tools):
         if tool.tool_name:
-            where = "function.name" if tool.function else "name"
+            where = "function.name" if tool.function else "custom.name" if tool.custom else "name"
             names.setdefault(tool.tool_name, f"tool_choice.allowed_tools.tools[{i}].{where}")
     return ChoiceRequest(ToolChoice(choice.allowed_tools.mode, frozenset(names)), name_params=names)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from ..validation import RequestModel, validate
 
@@ -52,11 +52,34 @@ class AssistantToolCall(RequestModel):
     function: FunctionCallValue
 
 
+class CustomCallValue(RequestModel):
+    name: str
+    input: str = ""
+
+
+class AssistantCustomToolCall(RequestModel):
+    """An earlier call of a custom (freeform) tool: raw ``input`` text."""
+
+    id: str
+    type: Literal["custom"]
+    custom: CustomCallValue
+
+
+def _call_tag(value: Any) -> str:
+    kind = value.get("type", "function") if isinstance(value, dict) else getattr(value, "type", "function")
+    return "CustomCall" if kind == "custom" else "FunctionCall"
+
+
+# Capitalised tags: never a key of the data, so the error path (validation._param) leaves them out.
+AnyToolCall = Annotated[Union[Annotated[AssistantToolCall, Tag("FunctionCall")],
+                              Annotated[AssistantCustomToolCall, Tag("CustomCall")]], Discriminator(_call_tag)]
+
+
 class AssistantMessage(RequestModel):
     role: Literal["assistant"]
     content: Content | None = None
     name: str | None = None
-    tool_calls: list[AssistantToolCall] | None = None
+    tool_calls: list[AnyToolCall] | None = None
     function_call: FunctionCallValue | None = None
 
 
@@ -92,6 +115,29 @@ class FunctionTool(RequestModel):
     function: FunctionDef
 
 
+class CustomDef(RequestModel):
+    """A custom (freeform) tool offered to the model (``tools[].custom``)."""
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = None
+    format: dict[str, Any] | None = None
+
+    def input_format(self) -> dict[str, Any] | None:
+        """``format`` in the flat Responses shape the core reads (Chat nests a grammar under ``grammar``)."""
+        fmt = self.format
+        if isinstance(fmt, dict) and fmt.get("type") == "grammar" and isinstance(fmt.get("grammar"), dict):
+            return {"type": "grammar", **fmt["grammar"]}
+        return fmt
+
+
+class CustomTool(RequestModel):
+    type: Literal["custom"]
+    custom: CustomDef
+
+
+AnyTool = Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]
+
+
 class NamedFunction(RequestModel):
     name: str = Field(min_length=1)
 
@@ -101,15 +147,22 @@ class NamedToolChoice(RequestModel):
     function: NamedFunction
 
 
+class NamedCustomToolChoice(RequestModel):
+    type: Literal["custom"]
+    custom: NamedFunction
+
+
 class AllowedTool(RequestModel):
-    type: Literal["function"] = "function"
+    type: Literal["function", "custom"] = "function"
     function: NamedFunction | None = None
+    custom: NamedFunction | None = None
     name: str | None = None
 
     @property
     def tool_name(self) -> str | None:
-        """The named function (nested Chat shape or flat shape)."""
-        return self.function.name if self.function else self.name
+        """The named tool (nested Chat shape or flat shape)."""
+        nested = self.function or self.custom
+        return nested.name if nested else self.name
 
 
 class AllowedToolsSpec(RequestModel):
@@ -122,7 +175,8 @@ class AllowedToolsChoice(RequestModel):
     allowed_tools: AllowedToolsSpec
 
 
-ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, AllowedToolsChoice]
+ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, NamedCustomToolChoice,
+                        AllowedToolsChoice]
 
 
 class StreamOptions(RequestModel):
@@ -136,7 +190,7 @@ class ChatRequest(RequestModel):
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[AnyTool] | None = None
     tool_choice: ToolChoiceValue | None = None
     parallel_tool_calls: bool | None = None
     functions: list[FunctionDef] | None = None

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, current_app
 
 from ..chat.views import chat_completions
 from ..observability import record as observe
-from ..responses.views import create_response, delete_response, get_response
+from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
 from ..state import current_state
 from . import limits
 from .auth import api_before_request
@@ -29,6 +29,8 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     bp.add_url_rule("/responses", "create_response", view_func=_create_response, methods=["POST"])
     bp.add_url_rule("/responses/<response_id>", view_func=get_response, methods=["GET"])
     bp.add_url_rule("/responses/<response_id>", view_func=delete_response, methods=["DELETE"])
+    bp.add_url_rule("/responses/<path:subpath>", view_func=unsupported_subpath,
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     bp.add_url_rule("/models", view_func=list_models, methods=["GET"])
     return bp
 

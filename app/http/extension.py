@@ -16,13 +16,14 @@ state (settings, upstream) keyed by the app; it never holds the app itself.
 
 from __future__ import annotations
 
+import logging
 import warnings
 import weakref
 
 from flask import Flask, current_app
 from gevent import monkey
 
-from ..responses.store import ResponseStore, open_store
+from ..responses.store import ResponseStore, StoreError, open_store
 from ..settings import Settings, settings_from_config
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
@@ -32,6 +33,8 @@ from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
 from .limits import StreamSlots
+
+log = logging.getLogger("toolwire.http.extension")
 
 
 class UnpatchedSocketWarning(RuntimeWarning):
@@ -82,6 +85,8 @@ class Toolwire:
         api_keys = load_keyring(settings)
         upstream = self._upstream or make_upstream(settings)
         store = self._store or make_store(settings)
+        if store is not None:
+            check_store_at_start(store)
         self._states[app] = ToolwireState(settings, upstream, store, api_keys,
                                           StreamSlots(settings.max_concurrent_streams), configured_models(settings))
         app.extensions[EXTENSION_KEY] = self
@@ -133,6 +138,17 @@ def make_upstream(settings: Settings) -> Upstream:
                             write=settings.upstream_write_timeout)
         return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts)
     return DemoUpstream(model=settings.demo_model)
+
+
+def check_store_at_start(store: ResponseStore) -> None:
+    """Say at start, not at the first response lost, when the store cannot be used (an unwritable file, a full
+    disk, an unreachable server); toolwire serves on, answering such responses with ``store: false``, and
+    ``/readyz`` answers 503 until the store works."""
+    try:
+        store.check()
+    except StoreError as exc:
+        log.error("the response store %s cannot be used: %s; responses are answered with store: false "
+                  "until it can (/readyz answers 503)", store.location(), exc)
 
 
 def make_store(settings: Settings) -> ResponseStore | None:

@@ -27,4 +27,5 @@ def json_body() -> dict[str, Any]:
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     limits.check_nesting(raw)
     observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
+    observe.note_stream(body.get("stream"))  # and logs the stream it asked for, even if refused below
     return body

@@ -44,6 +44,8 @@ TOOL_CALLS = Counter("toolwire_tool_calls_total",
 FSM_TRANSITIONS = Counter("toolwire_fsm_transitions_total", "Per-choice state machine transitions",
                           ["source", "dest"])
 CLIENT_DISCONNECTS = Counter("toolwire_client_disconnects_total", "Streams the client left before their end")
+DROPPED_TOOLS = Counter("toolwire_dropped_tools_total",
+                        "Request tools not offered to the model (hosted tools it cannot run), by type", ["type"])
 STORE_WRITE_FAILURES = Counter("toolwire_store_write_failures_total",
                                "Responses answered with store: true that the response store failed to keep")
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])

@@ -103,6 +103,7 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
     settings = state.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
+    record = observe.current()
     if mode != "prompt":
         key = (upstream_name(state.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
@@ -113,15 +114,19 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
                 if mode == "native" or not refuses_tools(exc):
                     raise
                 FALLBACKS.remember(key)
-                record = observe.current()
                 metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
                 log.warning("the back end refused tools: prompt mode for %s", key[1],
                             extra={"fields": {"upstream_model": key[1], "status": exc.status}})
             else:
+                if record is not None:
+                    record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    return open_upstream(model, messages, generation.fields), config, messages
+    stream = open_upstream(model, messages, generation.fields)
+    if record is not None:
+        record.tool_mode = "prompt"
+    return stream, config, messages
 
 
 def _content_chars(content: Any) -> int:

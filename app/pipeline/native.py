@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Iterable
 
-from statemachine import ParserConfig, ToolChoice, ToolSpec
+from statemachine import ParserConfig, ToolSpec
 
 from ..upstreams.base import UpstreamError
 
@@ -95,7 +95,7 @@ def native_tools(config: ParserConfig) -> dict[str, Any]:
     if not config.tools:
         return {}
     fields: dict[str, Any] = {"tools": [_chat_tool(spec) for spec in config.tools.values()],
-                              "tool_choice": _chat_tool_choice(config.tool_choice)}
+                              "tool_choice": _chat_tool_choice(config)}
     if not config.parallel_tool_calls:
         fields["parallel_tool_calls"] = False
     return fields
@@ -136,7 +136,7 @@ def _chat_tool(spec: ToolSpec) -> dict[str, Any]:
         if spec.description:
             custom["description"] = spec.description
         if spec.input_format:
-            custom["format"] = spec.input_format
+            custom["format"] = _chat_custom_format(spec.input_format)
         return {"type": "custom", "custom": custom}
     function: dict[str, Any] = {"name": spec.name}
     if spec.description:
@@ -148,14 +148,29 @@ def _chat_tool(spec: ToolSpec) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _chat_tool_choice(choice: ToolChoice) -> Any:
+def _chat_custom_format(fmt: Any) -> Any:
+    """A custom tool's ``format`` in the Chat shape: a grammar nests under ``grammar`` (the core keeps
+    the flat Responses shape, ``{"type": "grammar", "syntax", "definition"}``)."""
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar" and "grammar" not in fmt:
+        return {"type": "grammar", "grammar": {k: v for k, v in fmt.items() if k != "type"}}
+    return fmt
+
+
+def _chat_tool_choice(config: ParserConfig) -> Any:
+    choice = config.tool_choice
     if choice.allowed is None:
         return choice.mode
+
+    def named(name: str) -> dict[str, Any]:
+        spec = config.tools.get(name)
+        kind = "custom" if spec is not None and spec.kind == "custom" else "function"
+        return {"type": kind, kind: {"name": name}}
+
     forced = choice.forced_name
     if forced is not None:
-        return {"type": "function", "function": {"name": forced}}
+        return named(forced)
     return {"type": "allowed_tools", "allowed_tools": {
-        "mode": choice.mode, "tools": [{"type": "function", "function": {"name": n}} for n in sorted(choice.allowed)]}}
+        "mode": choice.mode, "tools": [named(n) for n in sorted(choice.allowed)]}}
 
 
 def upstream_name(upstream: Any) -> str:

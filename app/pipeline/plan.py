@@ -28,6 +28,7 @@ from flask import has_request_context, request
 from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format
 
 from ..errors import InputError
+from ..observability import record as observe
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -93,7 +94,15 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         policy=policy_from_settings(settings),
         marker=request_marker(settings) if tools else None,
         bare_json=not json_output,
+        starts_in_reasoning=template_opens_reasoning(settings),
     )
+
+
+def template_opens_reasoning(settings: "Settings") -> bool:
+    """Whether this request's model has a chat template that opens ``<think>`` itself (its ``model_map``
+    object's ``opens_reasoning``): its output starts inside reasoning, so a call drafted there is no call."""
+    record = observe.current()
+    return bool(record is not None and record.model and settings.opens_reasoning(record.model))
 
 
 def check_tool_choice(request: ChoiceRequest, offered: set[str]) -> None:

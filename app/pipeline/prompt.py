@@ -12,7 +12,9 @@ plain ``system``/``user``/``assistant`` messages with string content:
   strict chat templates accept a system message only at the start.
 - Assistant tool calls (and legacy ``function_call``) are written back after
   the message's text as the exact sentinel text the model is asked to
-  produce (``fmt.render_call``), so imitation yields parseable calls.
+  produce (``fmt.render_call``), so imitation yields parseable calls; a
+  ``custom`` (freeform) call is written in the ``custom_tool_call`` format
+  with its raw input.
 - Tool results (``role: "tool"`` and legacy ``role: "function"``) become
   **user** messages labelled with the tool name and call id and closed by
   :data:`TOOL_RESULT_END`; the wrapper uses no tags or brackets, so it cannot
@@ -29,7 +31,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from statemachine import ParserConfig, TextFormat, ToolSpec
+from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
 
 from ..prompt_protocol import (
     GUIDE_HEADING,
@@ -59,6 +61,8 @@ __all__ = [
     "tool_result_label",
 ]
 
+#: The core's format of custom (freeform) tool calls.
+CUSTOM_FORMAT = "custom_tool_call"
 _NO_CALLS_LINE = (
     "Tools are disabled for this reply: do not call any tool and do not write any tool-call block; "
     "answer in plain text."
@@ -96,6 +100,7 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
 
     call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
     turns: list[tuple[str, str]] = []
+    formats = (fmt, custom_format(config))
     for message in messages:
         role = message.get("role")
         if role in ("system", "developer"):
@@ -103,7 +108,7 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             if text:
                 system_texts.append(text)
         elif role == "assistant":
-            text = _assistant_text(message, fmt, call_names)
+            text = _assistant_text(message, formats, call_names)
             if text:
                 turns.append(("assistant", text))
         elif role == "tool":
@@ -124,6 +129,11 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         else:
             out.append({"role": role, "content": text})
     return out
+
+
+def custom_format(config: ParserConfig) -> TextFormat:
+    """The format custom (freeform) tool calls are written in, marked when ``config`` is."""
+    return get_format(CUSTOM_FORMAT).with_marker(config.marker)
 
 
 def tool_result_label(name: str | None, call_id: str | None) -> str:
@@ -194,7 +204,8 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
     if config.marker is not None:
         return _tool_block(config, fmt)
     try:
-        tools = orjson.dumps([(t.name, t.description, t.parameters, t.strict) for t in config.tools.values()])
+        tools = orjson.dumps([(t.name, t.description, t.parameters, t.strict, t.kind, t.input_format)
+                              for t in config.tools.values()])
     except TypeError:  # a schema JSON cannot hold (only from an embedding host): render it uncached
         return _tool_block(config, fmt)
     key = (fmt, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
@@ -206,22 +217,19 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
 
 
 def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:
-    """The whole tool block: intro, manifest, guide, call format, this turn's rules."""
+    """The whole tool block: intro, manifest, guide, call formats, this turn's rules."""
     tools = list(config.tools.values())
-    example_tool = _example_tool(config)
-    example_args = json.dumps(example_value(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
     sections = [
         f"{TOOL_BLOCK_TITLE}\n"
         "You can call the tools listed below. The client that sent this conversation runs them and "
         "sends each result back in a later message; built-in tools or restrictions of your own runtime "
         "do not apply here. Call a tool only by writing a call block exactly as described under "
         '"How to call".',
-        f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema.\n"
-        + "\n".join(f"{t.name} {_compact(t.parameters or _EMPTY_PARAMETERS)}" for t in tools),
+        f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema "
+        "(or, for a custom tool, the kind of free-text input it takes).\n"
+        + "\n".join(_manifest_line(t) for t in tools),
         f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools),
-        f"{HOW_TO_HEADING}\n{fmt.instructions(example_tool.name, example_args)}\n"
-        "- Wrong (never do this, an array of calls): "
-        f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, …]',
+        f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt)),
     ]
     rules = _turn_rules(config, tools)
     if rules:
@@ -229,17 +237,57 @@ def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:
     return "\n\n".join(sections)
 
 
-def _example_tool(config: ParserConfig) -> ToolSpec:
-    """The tool of the worked example: the forced one, else the first allowed one."""
+def _manifest_line(tool: ToolSpec) -> str:
+    if tool.kind == "custom":
+        return f"{tool.name} (custom tool: {_input_kind(tool.input_format)})"
+    return f"{tool.name} {_compact(tool.parameters or _EMPTY_PARAMETERS)}"
+
+
+def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
+    """The call-format instructions: the JSON format's for function tools, the custom format's for custom tools."""
+    parts = []
+    example_tool = _example_tool(config, "function")
+    if example_tool is not None:
+        example_args = json.dumps(example_value(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+        parts.append(f"{fmt.instructions(example_tool.name, example_args)}\n"
+                     "- Wrong (never do this, an array of calls): "
+                     f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, …]')
+    custom_tool = _example_tool(config, "custom")
+    if custom_tool is not None:
+        parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
+    return parts
+
+
+def _example_tool(config: ParserConfig, kind: str) -> ToolSpec | None:
+    """The ``kind`` tool of a worked example: the forced one, else the first allowed one, else the first."""
     allowed = config.tool_choice.allowed
-    for tool in config.tools.values():
-        if allowed is None or tool.name in allowed:
-            return tool
-    return next(iter(config.tools.values()))
+    of_kind = [t for t in config.tools.values() if t.kind == kind]
+    return next((t for t in of_kind if allowed is None or t.name in allowed), of_kind[0] if of_kind else None)
+
+
+def _input_kind(input_format: Mapping[str, Any] | None) -> str:
+    """``free text``, or ``text in this lark grammar`` for a grammar-constrained custom tool."""
+    if isinstance(input_format, Mapping) and input_format.get("type") == "grammar":
+        return f"text in the {input_format.get('syntax') or 'given'} grammar below"
+    return "free text"
+
+
+def _custom_guide(tool: ToolSpec) -> str:
+    """Name, description, and the input's grammar (shown verbatim) for a custom tool."""
+    lines = [f"### {tool.name}"]
+    if tool.description:
+        lines.append(tool.description.strip())
+    lines.append(f"Input: {_input_kind(tool.input_format)}, written raw (not JSON) in a custom tool call block.")
+    fmt = tool.input_format
+    if isinstance(fmt, Mapping) and fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        lines.append(f"Grammar ({fmt.get('syntax') or 'unspecified'}):\n{fmt['definition'].strip()}")
+    return "\n".join(lines)
 
 
 def _tool_guide(tool: ToolSpec) -> str:
     """Name, description, one line per top-level parameter, example arguments."""
+    if tool.kind == "custom":
+        return _custom_guide(tool)
     lines = [f"### {tool.name}"]
     if tool.description:
         lines.append(tool.description.strip())
@@ -347,21 +395,31 @@ def _arguments_text(arguments: Any) -> str:
     return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
 
 
-def _assistant_text(message: Mapping[str, Any], fmt: TextFormat, call_names: dict[str, str]) -> str:
-    """The assistant's text, then each of its calls as sentinel text; records call names."""
+def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextFormat],
+                    call_names: dict[str, str]) -> str:
+    """The assistant's text, then each of its calls as sentinel text; records call names.
+
+    ``formats`` are the function-call format and the custom-call format.
+    """
     pieces = []
     text = _content_text(message.get("content")) or str(message.get("refusal") or "")
     if text:
         pieces.append(text)
     for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        name = function.get("name") or ""
+        if call.get("type") == "custom":
+            custom = call.get("custom") or {}
+            name = custom.get("name") or ""
+            rendered = formats[1].render_call(name, str(custom.get("input") or ""))
+        else:
+            function = call.get("function") or {}
+            name = function.get("name") or ""
+            rendered = formats[0].render_call(name, _arguments_text(function.get("arguments")))
         if call.get("id"):
             call_names[call["id"]] = name
-        pieces.append(fmt.render_call(name, _arguments_text(function.get("arguments"))))
+        pieces.append(rendered)
     legacy = message.get("function_call")
     if legacy:
-        pieces.append(fmt.render_call(legacy.get("name") or "", _arguments_text(legacy.get("arguments"))))
+        pieces.append(formats[0].render_call(legacy.get("name") or "", _arguments_text(legacy.get("arguments"))))
     return "\n".join(pieces)
 
 

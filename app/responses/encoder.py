@@ -18,7 +18,17 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
+from statemachine import (
+    ChoiceFinished,
+    Event,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallInputDelta,
+    ToolCallStarted,
+)
+
+from .tools import ToolOrigin
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage
@@ -97,16 +107,20 @@ class _Message:
         self.parts: list[str] = []
 
 
+#: Item id prefix per call item type.
+_CALL_ID_PREFIXES = {"function": "fc", "custom": "ctc", "tool_search": "tsc", "local_shell": "lsc"}
+
+
 class _Call:
-    """An open function_call item."""
+    """An open call item: a ``function_call``, ``custom_tool_call``, ``tool_search_call`` or ``local_shell_call``."""
 
-    __slots__ = ("id", "index", "call_id", "name", "fragments")
+    __slots__ = ("id", "index", "call_id", "origin", "fragments")
 
-    def __init__(self, item_id: str, index: int, call_id: str, name: str):
+    def __init__(self, item_id: str, index: int, call_id: str, origin: ToolOrigin):
         self.id = item_id
         self.index = index
         self.call_id = call_id
-        self.name = name
+        self.origin = origin
         self.fragments: list[str] = []
 
 
@@ -119,16 +133,24 @@ class ResponsesEncoder:
         request_echo: request values to repeat (``ResponsesRequest.response_echo()``);
             missing keys get OpenAI's defaults, unknown keys are ignored.
         created_at: Unix time; now when omitted.
-        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``); random by default.
+        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``, ``ctc``, ``tsc``, ``lsc``); random by default.
+        tools: model-facing tool name → :class:`~app.responses.tools.ToolOrigin`: which item a call
+            becomes, under which client name and namespace. A name not in it is a plain function
+            (a custom call, by its ``kind``, a custom tool call).
 
     Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
     :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
-    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing.
+    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing. A function call
+    streams ``function_call_arguments`` events, a custom call
+    ``custom_tool_call_input`` events; a ``tool_search_call`` or
+    ``local_shell_call`` carries parsed JSON, so it is only added and done.
     """
 
     def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
-                 created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id):
+                 created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id,
+                 tools: Mapping[str, ToolOrigin] | None = None):
         self._id_factory = id_factory
+        self._tools = tools or {}
         self._seq = 0
         self._open: _Message | _Call | None = None
         self._finish_reason = "stop"
@@ -152,6 +174,10 @@ class ResponsesEncoder:
         """Whether the terminal event was produced."""
         return self._ended
 
+    def not_stored(self) -> None:
+        """Keeping the response failed: it says ``store: false`` from now on."""
+        self._response["store"] = False
+
     def response(self) -> dict[str, Any]:
         """The Response object as it stands (after the end: the one the terminal event carried)."""
         return {**self._response, "output": list(self._response["output"])}
@@ -170,16 +196,24 @@ class ResponsesEncoder:
             return self._text(event.text)
         if isinstance(event, ToolCallStarted):
             out = self._close_open("completed")
-            call = _Call(self._id_factory("fc"), len(self._response["output"]), event.call_id, event.name)
+            origin = self._tools.get(event.name) or ToolOrigin("custom" if event.kind == "custom" else "function",
+                                                               event.name)
+            call = _Call(self._id_factory(_CALL_ID_PREFIXES[origin.type]), len(self._response["output"]),
+                         event.call_id, origin)
             self._open = call
             return [*out, self._event("response.output_item.added", output_index=call.index,
-                                      item=_call_item(call, "in_progress", ""))]
-        if isinstance(event, ToolCallArgumentsDelta):
+                                      item=_call_item(call, "in_progress", None))]
+        if isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
             call = self._open
             if not isinstance(call, _Call):
                 raise RuntimeError("arguments delta outside a call")
             call.fragments.append(event.fragment)
-            return [self._arguments_delta(call, event.fragment)]
+            if call.origin.type == "function":
+                return [self._arguments_delta(call, event.fragment)]
+            if call.origin.type == "custom":
+                return [self._event("response.custom_tool_call_input.delta", item_id=call.id,
+                                    output_index=call.index, delta=event.fragment)]
+            return []  # tool_search / local_shell: JSON made whole at the end
         if isinstance(event, ToolCallEnded):
             return self._close_open("completed" if event.valid else "incomplete")
         if isinstance(event, ChoiceFinished):
@@ -275,7 +309,7 @@ class ResponsesEncoder:
                 self._event("response.content_part.done", item_id=item.id, output_index=item.index,
                             content_index=0, part=_text_part(text)),
             ]
-        else:
+        elif item.origin.type == "function":
             out = []
             if not item.fragments:
                 # Clients that build arguments from deltas alone need at least one.
@@ -284,7 +318,15 @@ class ResponsesEncoder:
             arguments = "".join(item.fragments)
             done = _call_item(item, status, arguments)
             out.append(self._event("response.function_call_arguments.done", item_id=item.id,
-                                   output_index=item.index, name=item.name, arguments=arguments))
+                                   output_index=item.index, name=item.origin.name, arguments=arguments))
+        elif item.origin.type == "custom":
+            text = "".join(item.fragments)
+            done = _call_item(item, status, text)
+            out = [self._event("response.custom_tool_call_input.done", item_id=item.id, output_index=item.index,
+                               input=text)]
+        else:
+            done = _call_item(item, status, "".join(item.fragments))
+            out = []
         self._response["output"].append(done)
         out.append(self._event("response.output_item.done", output_index=item.index, item=done))
         return out
@@ -304,15 +346,38 @@ def _message_item(item_id: str, status: str, text: str | None) -> dict[str, Any]
     }
 
 
-def _call_item(call: _Call, status: str, arguments: str) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function_call",
-        "status": status,
-        "arguments": arguments,
-        "call_id": call.call_id,
-        "name": call.name,
-    }
+def _call_item(call: _Call, status: str, text: str | None) -> dict[str, Any]:
+    """The output item of ``call`` with its arguments or input ``text`` (``None``: not yet known)."""
+    origin = call.origin
+    item: dict[str, Any] = {"id": call.id, "type": f"{origin.type}_call", "status": status, "call_id": call.call_id}
+    if origin.type == "function":
+        item["type"] = "function_call"
+        item.update(arguments=text or "", name=origin.name)
+    elif origin.type == "custom":
+        item["type"] = "custom_tool_call"
+        item.update(input=text or "", name=origin.name)
+    elif origin.type == "tool_search":
+        item.update(execution="client", arguments=_json_object(text))
+    else:  # local_shell
+        action = _json_object(text)
+        command = action.get("command")
+        item["action"] = {**action, "type": "exec", "env": action.get("env") or {},
+                          "command": [str(c) for c in command] if isinstance(command, list) else
+                          [str(command)] if command else []}
+    if origin.namespace is not None:
+        item["namespace"] = origin.namespace
+    return item
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    """Arguments text as an object (``{}`` while unknown or when they are not an object)."""
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class ResponsesWireEncoder:
@@ -321,10 +386,11 @@ class ResponsesWireEncoder:
     Args:
         encoder: the :class:`ResponsesEncoder` of the response.
         keep: called with the finished (or failed) Response object before its terminal event is sent,
-            so a follow-up request can name it at once (the response store).
+            so a follow-up request can name it at once (the response store); it answers whether the
+            response was stored.
     """
 
-    def __init__(self, encoder: ResponsesEncoder, keep: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, encoder: ResponsesEncoder, keep: Callable[[dict[str, Any]], bool] | None = None):
         self._encoder = encoder
         self._keep = keep
 
@@ -338,15 +404,12 @@ class ResponsesWireEncoder:
 
     def closing(self, usage: Usage) -> list[bytes]:
         """The open items' closing events and the terminal event (the response kept first)."""
-        terminal = self._encoder.finish(usage)
-        self._kept()
-        return [encode_sse(event) for event in terminal]
+        return [encode_sse(event) for event in self._kept(self._encoder.finish(usage))]
 
     def error_frames(self, error: ApiError, usage: Usage) -> bytes:
         """The open items closed ``incomplete``, then ``response.failed`` (the response kept first)."""
         events = self._encoder.fail(error.code or "server_error", error.message, usage)
-        self._kept()
-        return b"".join(encode_sse(event) for event in events)
+        return b"".join(encode_sse(event) for event in self._kept(events))
 
     def add(self, index: int, event: Event) -> None:
         """Feed one core event (a body needs no ``response.created``: the encoder is not started)."""
@@ -354,10 +417,13 @@ class ResponsesWireEncoder:
 
     def body(self, usage: Usage) -> dict[str, Any]:
         """The finished Response object (kept first)."""
-        self._encoder.finish(usage)
-        self._kept()
+        self._kept(self._encoder.finish(usage))
         return self._encoder.response()
 
-    def _kept(self) -> None:
-        if self._keep is not None:
-            self._keep(self._encoder.response())
+    def _kept(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events``, ending in the terminal event, once the response is kept; when keeping it failed, the
+        response (and so the terminal event) says ``store: false``: it never claims to be stored when it is not."""
+        if self._keep is not None and not self._keep(self._encoder.response()):
+            self._encoder.not_stored()
+            events[-1] = {**events[-1], "response": self._encoder.response()}
+        return events

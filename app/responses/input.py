@@ -14,30 +14,35 @@ from typing import Any
 
 import orjson
 
-from statemachine import ToolChoice
-
 from ..errors import InputError
-from ..pipeline.plan import ChoiceRequest
 from ..pipeline.prompt import media_placeholder
 from .schemas import (
-    AllowedToolsChoice,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionToolChoice,
     ItemReference,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
     MessageItem,
     MediaPart,
+    OtherItem,
     RefusalPart,
     ResponsesRequest,
-    ToolChoiceParam,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     parse_input_item,
 )
 from .store import OwnedStore, ResponseStore
 
 #: What stored items are read from: the store as the request's client key sees it (or the whole store).
 Lookup = OwnedStore | ResponseStore
+from .tools import LOCAL_SHELL, TOOL_SEARCH, model_name
 
-__all__ = ["InputError", "choice_request", "resolve_input_items", "to_chat_messages", "to_tool_choice"]
+__all__ = ["InputError", "resolve_input_items", "to_chat_messages"]
+
+#: Longest item note (an item type the model cannot act on, shown as one line).
+NOTE_LIMIT = 240
 
 _NO_STORE_HINT = (
     " Responses are only kept when created with store enabled and within the retention period. "
@@ -61,7 +66,8 @@ def resolve_input_items(request: ResponsesRequest, lookup: Lookup | None) -> lis
 
 
 def to_chat_messages(
-    request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None
+    request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None, *,
+    max_history_items: int = 0, max_history_bytes: int = 0,
 ) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
@@ -70,12 +76,20 @@ def to_chat_messages(
     ``previous_response_id`` chain, oldest first, then this request's input.
     Consecutive function calls (and a call right after assistant text) share
     one assistant message; the Responses ``call_id`` is the tool-call id.
+    Custom tool calls keep their raw input (a Chat ``custom`` tool call);
+    ``tool_search`` and ``local_shell`` calls become calls of the tools of
+    those names; reasoning (readable or encrypted) and compaction items are not
+    shown to the model; any other item (a hosted tool's call, an MCP item, a
+    type never heard of) becomes one short readable line.
 
     ``input_items`` is :func:`resolve_input_items`'s answer when the caller has
     it already (only its referenced items are read: the store is not asked again).
+    ``max_history_items`` and ``max_history_bytes`` (0 = no limit) bound the history the
+    ``previous_response_id`` chain resolves to, checked as the chain is walked: a short
+    request naming a long chain must not rebuild hundreds of megabytes for the back end.
 
     Raises:
-        InputError: unknown ``previous_response_id``, unresolvable
+        InputError: a chain past those limits (400 ``history_too_long``), unknown ``previous_response_id``, unresolvable
             ``item_reference``, or a ``function_call_output`` whose ``call_id``
             matches no earlier ``function_call``; ``param`` names the offending parameter.
             (A media part becomes a placeholder such as ``[image]``, as on the Chat endpoint.)
@@ -84,7 +98,7 @@ def to_chat_messages(
     if request.instructions:
         builder.messages.append({"role": "system", "content": request.instructions})
     if request.previous_response_id is not None:
-        for item in _history(request.previous_response_id, lookup):
+        for item in _history(request.previous_response_id, lookup, max_history_items, max_history_bytes):
             builder.add(parse_input_item(item, "previous_response_id"), "previous_response_id")
     # The request's own items are parsed already; only a referenced (stored) one needs parsing,
     # and every reference is resolved before any item is added, as resolve_input_items does.
@@ -106,35 +120,13 @@ def _stored_item(reference: ItemReference, index: int, lookup: Lookup | None) ->
     return stored
 
 
-def to_tool_choice(tool_choice: ToolChoiceParam | None) -> ToolChoice:
-    """The request's ``tool_choice`` as a core ``ToolChoice`` (``auto`` when absent)."""
-    if tool_choice is None:
-        return ToolChoice("auto")
-    if isinstance(tool_choice, FunctionToolChoice):
-        return ToolChoice("required", frozenset({tool_choice.name}))
-    if isinstance(tool_choice, AllowedToolsChoice):
-        return ToolChoice(tool_choice.mode, frozenset(t.name for t in tool_choice.tools))
-    return ToolChoice(tool_choice)
-
-
-def choice_request(tool_choice: ToolChoiceParam | None) -> ChoiceRequest:
-    """The request's ``tool_choice`` for the plan, with the path of each name it allows."""
-    if isinstance(tool_choice, FunctionToolChoice):
-        names = {tool_choice.name: "tool_choice.name"}
-    elif isinstance(tool_choice, AllowedToolsChoice):
-        names = {}
-        for i, tool in enumerate(tool_choice.tools):
-            names.setdefault(tool.name, f"tool_choice.tools[{i}].name")
-    else:
-        names = {}
-    return ChoiceRequest(to_tool_choice(tool_choice), name_params=names)
-
-
-def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
-    """Input and output items of the chain ending at ``response_id``, oldest response first."""
+def _history(response_id: str, lookup: Lookup | None, max_items: int, max_bytes: int) -> list[dict[str, Any]]:
+    """Input and output items of the chain ending at ``response_id``, oldest response first (see
+    :func:`to_chat_messages` for the limits)."""
     chain: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
     seen: set[str] = set()
     next_id: str | None = response_id
+    count = size = 0
     while next_id is not None and next_id not in seen:
         seen.add(next_id)
         stored = lookup.load(next_id) if lookup is not None else None
@@ -146,6 +138,15 @@ def _history(response_id: str, lookup: Lookup | None) -> list[dict[str, Any]]:
                 status=404,
             )
         chain.append((stored.input_items, stored.response))
+        items = [*stored.input_items, *(stored.response.get("output") or [])]
+        count += len(items)
+        size += sum(len(orjson.dumps(item)) for item in items)
+        if (max_items and count > max_items) or (max_bytes and size > max_bytes):
+            raise InputError(
+                "The conversation behind 'previous_response_id' is longer than a request may be "
+                f"({max_items or 'any number of'} items, {max_bytes or 'any number of'} bytes): start from a "
+                "later response, or send a shorter history in 'input'.",
+                "previous_response_id", "history_too_long")
         next_id = stored.response.get("previous_response_id")
     items: list[dict[str, Any]] = []
     for input_items, response in reversed(chain):
@@ -165,25 +166,89 @@ class _ChatBuilder:
         if isinstance(item, MessageItem):
             self.messages.append({"role": item.role, "content": _content_text(item.content)})
         elif isinstance(item, FunctionCallItem):
-            self._add_call(item)
-        elif isinstance(item, FunctionCallOutputItem):
+            self._add_call(item.call_id, {"type": "function", "function": {
+                "name": model_name(item.name, item.namespace), "arguments": item.arguments}})
+        elif isinstance(item, CustomToolCallItem):
+            self._add_call(item.call_id, {"type": "custom", "custom": {
+                "name": model_name(item.name, item.namespace), "input": item.input}})
+        elif isinstance(item, ToolSearchCallItem):
+            self._add_call(item.call_id or item.id or "", _function(TOOL_SEARCH, item.arguments or {}))
+        elif isinstance(item, LocalShellCallItem):
+            action = {k: v for k, v in item.action.items() if k != "type" and v is not None}
+            self._add_call(item.call_id or item.id or "", _function(LOCAL_SHELL, action))
+        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
             if item.call_id not in self._call_ids:
                 raise InputError(
-                    f"No tool call found for function call output with call_id {item.call_id!r}.",
+                    f"No tool call found for {item.type} with call_id {item.call_id!r}.",
                     f"{param}.call_id",
                     "invalid_value",
                 )
-            self.messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _output_text(item.output)})
-        # Reasoning items are not replayed to a text-only model.
+            self._add_result(item.call_id, _output_text(item.output))
+        elif isinstance(item, ToolSearchOutputItem):
+            names = [_loaded_name(t) for t in item.tools]
+            self._add_result(item.call_id or "", "Tools loaded (callable from now on): "
+                             + (", ".join(n for n in names if n) or "none") + ".")
+        elif isinstance(item, LocalShellCallOutputItem):
+            self._add_result(item.call_id or item.id or "", _output_text(item.output))
+        elif isinstance(item, OtherItem) and item.type != "compaction":
+            role = "assistant" if _is_model_action(item.type) else "user"
+            self._add_note(role, _note(item))
+        # Reasoning and compaction items are opaque or private: never replayed as visible text.
 
-    def _add_call(self, item: FunctionCallItem) -> None:
-        self._call_ids.add(item.call_id)
-        call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+    def _add_call(self, call_id: str, call: dict[str, Any]) -> None:
+        self._call_ids.add(call_id)
+        call = {"id": call_id, **call}
         last = self.messages[-1] if self.messages else None
         if last is not None and last["role"] == "assistant":
             last.setdefault("tool_calls", []).append(call)
         else:
             self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+    def _add_result(self, call_id: str, text: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
+    def _add_note(self, role: str, text: str) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == role and role == "assistant" and "tool_calls" not in last:
+            last["content"] = f"{last['content']}\n{text}" if last["content"] else text
+        else:
+            self.messages.append({"role": role, "content": text})
+
+
+def _function(name: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+
+
+def _loaded_name(tool: dict[str, Any]) -> str:
+    """A loaded tool's model-facing name (each tool of a namespace), for the tool-search result line."""
+    if tool.get("type") == "namespace" and isinstance(tool.get("tools"), list):
+        return ", ".join(model_name(str(t.get("name")), str(tool.get("name"))) for t in tool["tools"]
+                         if isinstance(t, dict) and t.get("name"))
+    return str(tool.get("name") or tool.get("type") or "")
+
+
+def _is_model_action(kind: str) -> bool:
+    """Whether an item type records something the model did (a call, a request) rather than a reply to it."""
+    return kind.endswith("_call") or kind in ("mcp_list_tools", "mcp_approval_request")
+
+
+#: Fields of an unknown item worth a word in its note, in order (never ``encrypted_content`` or other blobs).
+_NOTE_FIELDS = ("name", "server_label", "action", "query", "queries", "arguments", "status", "output", "error")
+
+
+def _note(item: OtherItem) -> str:
+    """``[web_search_call ws_1: action={"query":"x"}, status=completed]``, capped at :data:`NOTE_LIMIT`."""
+    extra = item.model_extra or {}
+    details = []
+    for key in _NOTE_FIELDS:
+        value = extra.get(key)
+        if value not in (None, "", [], {}):
+            details.append(f"{key}={value if isinstance(value, str) else orjson.dumps(value).decode()}")
+    head = item.type + (f" {item.id}" if item.id else "")
+    text = f"{head}: {', '.join(details)}" if details else head
+    if len(text) > NOTE_LIMIT - 2:
+        text = text[: NOTE_LIMIT - 3] + "…"
+    return f"[{text}]"
 
 
 def _content_text(content: Any) -> str:

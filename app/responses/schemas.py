@@ -19,17 +19,32 @@ from ..validation import RequestModel, validate
 __all__ = [
     "AllowedToolsChoice",
     "ContentPart",
+    "CustomTool",
+    "CustomToolCallItem",
+    "CustomToolCallOutputItem",
+    "CustomToolChoice",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
     "FunctionToolChoice",
+    "HostedTool",
+    "HostedToolChoice",
     "InputError",
     "InputItem",
     "ItemReference",
+    "LocalShellCallItem",
+    "LocalShellCallOutputItem",
+    "LocalShellTool",
     "MessageItem",
+    "NamespaceTool",
+    "OtherItem",
     "ReasoningItem",
     "ResponsesRequest",
+    "Tool",
     "ToolChoiceParam",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
+    "ToolSearchTool",
     "parse_input_item",
     "parse_responses_request",
 ]
@@ -74,12 +89,14 @@ class MessageItem(_EchoedItem):
 
 
 class FunctionCallItem(_EchoedItem):
-    """A function call echoed from an earlier output, with or without ``id``/``status``."""
+    """A function call echoed from an earlier output, with or without ``id``/``status``;
+    ``namespace`` names the namespace tool the function belongs to."""
 
     type: Literal["function_call"]
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None
 
 
 class FunctionCallOutputItem(_EchoedItem):
@@ -90,6 +107,65 @@ class FunctionCallOutputItem(_EchoedItem):
     output: Any
 
 
+class CustomToolCallItem(_EchoedItem):
+    """A custom (freeform) tool call: raw ``input`` text, not JSON."""
+
+    type: Literal["custom_tool_call"]
+    call_id: str
+    name: str
+    input: str
+    namespace: str | None = None
+
+
+class CustomToolCallOutputItem(_EchoedItem):
+    """A custom tool's result (a string or a part list)."""
+
+    type: Literal["custom_tool_call_output"]
+    call_id: str
+    output: Any
+
+
+class ToolSearchCallItem(_EchoedItem):
+    """A ``tool_search`` call; ``arguments`` is a JSON value (an object), not a string."""
+
+    type: Literal["tool_search_call"]
+    call_id: str | None = None
+    arguments: Any = None
+    execution: str | None = None
+
+
+class ToolSearchOutputItem(_EchoedItem):
+    """What a client-executed tool search loaded: tool definitions the model may call from now on."""
+
+    type: Literal["tool_search_output"]
+    call_id: str | None = None
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    execution: str | None = None
+
+
+class LocalShellCallItem(_EchoedItem):
+    """A ``local_shell`` call: ``action`` is ``{"type": "exec", "command": [...], ...}``."""
+
+    type: Literal["local_shell_call"]
+    call_id: str | None = None
+    action: dict[str, Any]
+
+
+class LocalShellCallOutputItem(_EchoedItem):
+    """A ``local_shell`` result; its ``id`` is the call's ``call_id`` (OpenAI's shape), ``call_id`` is accepted too."""
+
+    type: Literal["local_shell_call_output"]
+    call_id: str | None = None
+    output: Any
+
+
+class OtherItem(RequestModel):
+    """Any other item type (hosted tool calls, MCP items, compaction, types yet unknown): kept, shown as a note."""
+
+    type: str
+    id: str | None = None
+
+
 class ItemReference(RequestModel):
     """A reference to a stored item by id."""
 
@@ -98,29 +174,47 @@ class ItemReference(RequestModel):
 
 
 class ReasoningItem(RequestModel):
-    """A reasoning item passed back by agent SDKs (not forwarded to the back end)."""
+    """A reasoning item passed back by agents, with or without ``encrypted_content`` (never shown to the back end)."""
 
     type: Literal["reasoning"]
 
 
+_ITEM_MODELS: dict[str, type[BaseModel]] = {
+    "message": MessageItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+    "custom_tool_call": CustomToolCallItem,
+    "custom_tool_call_output": CustomToolCallOutputItem,
+    "tool_search_call": ToolSearchCallItem,
+    "tool_search_output": ToolSearchOutputItem,
+    "local_shell_call": LocalShellCallItem,
+    "local_shell_call_output": LocalShellCallOutputItem,
+    "item_reference": ItemReference,
+    "reasoning": ReasoningItem,
+}
+
+
+def _type_tag(value: Any, known: Any, other: str, default: str | None = None) -> str | None:
+    """The union tag of a ``{"type": …}`` object: its type when ``known``, ``other`` for any other string;
+    ``None`` (an ``invalid_value`` error) for a non-string type. A missing type is ``default``."""
+    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    kind = kind or default
+    if not isinstance(kind, str):
+        return None
+    return kind if kind in known else other
+
+
 def _item_tag(value: Any) -> str | None:
-    if isinstance(value, Mapping):
-        return value.get("type") or "message"
-    return getattr(value, "type", None)
+    return _type_tag(value, _ITEM_MODELS, "other", default="message")
 
 
 InputItem = Annotated[
-    Union[
-        Annotated[MessageItem, Tag("message")],
-        Annotated[FunctionCallItem, Tag("function_call")],
-        Annotated[FunctionCallOutputItem, Tag("function_call_output")],
-        Annotated[ItemReference, Tag("item_reference")],
-        Annotated[ReasoningItem, Tag("reasoning")],
-    ],
+    Union[tuple(Annotated[model, Tag(tag)] for tag, model in _ITEM_MODELS.items())  # type: ignore[misc]
+          + (Annotated[OtherItem, Tag("other")],)],
     Discriminator(
         _item_tag,
         custom_error_type="invalid_value",
-        custom_error_message="unsupported input item type",
+        custom_error_message="invalid input item type",
     ),
 ]
 
@@ -142,6 +236,65 @@ class FunctionTool(RequestModel):
     strict: bool | None = None
 
 
+class CustomTool(RequestModel):
+    """A custom (freeform) tool: the model writes raw text in ``format`` (text, or a lark/regex grammar)."""
+
+    type: Literal["custom"]
+    name: str
+    description: str | None = None
+    format: dict[str, Any] | None = None
+
+
+class NamespaceTool(RequestModel):
+    """Function and custom tools grouped under a namespace; a call carries ``namespace`` besides its ``name``."""
+
+    type: Literal["namespace"]
+    name: str
+    description: str | None = None
+    tools: list[Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]]
+
+
+class ToolSearchTool(RequestModel):
+    """Tool discovery; only ``execution: "client"`` can be offered (the client runs the search)."""
+
+    type: Literal["tool_search"]
+    execution: str | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class LocalShellTool(RequestModel):
+    """The client-executed ``local_shell`` tool (``local_shell_call`` items with an ``exec`` action)."""
+
+    type: Literal["local_shell"]
+
+
+class HostedTool(RequestModel):
+    """A tool the provider would run itself (``web_search``, ``file_search``, ``mcp``, unknown types…)."""
+
+    type: str
+
+
+_TOOL_MODELS: dict[str, type[BaseModel]] = {
+    "function": FunctionTool,
+    "custom": CustomTool,
+    "namespace": NamespaceTool,
+    "tool_search": ToolSearchTool,
+    "local_shell": LocalShellTool,
+}
+
+
+def _tool_tag(value: Any) -> str | None:
+    return _type_tag(value, _TOOL_MODELS, "hosted")
+
+
+Tool = Annotated[
+    Union[tuple(Annotated[model, Tag(tag)] for tag, model in _TOOL_MODELS.items())  # type: ignore[misc]
+          + (Annotated[HostedTool, Tag("hosted")],)],
+    Discriminator(_tool_tag, custom_error_type="invalid_value", custom_error_message="invalid tool type"),
+]
+
+
 class FunctionToolChoice(RequestModel):
     """``{"type": "function", "name": ...}``: force one function."""
 
@@ -149,11 +302,18 @@ class FunctionToolChoice(RequestModel):
     name: str
 
 
-class AllowedTool(RequestModel):
-    """One entry of an ``allowed_tools`` choice."""
+class CustomToolChoice(RequestModel):
+    """``{"type": "custom", "name": ...}``: force one custom tool."""
 
-    type: Literal["function"]
+    type: Literal["custom"]
     name: str
+
+
+class AllowedTool(RequestModel):
+    """One entry of an ``allowed_tools`` choice (a function or custom tool by name, or a tool type)."""
+
+    type: str
+    name: str | None = None
 
 
 class AllowedToolsChoice(RequestModel):
@@ -164,9 +324,23 @@ class AllowedToolsChoice(RequestModel):
     tools: list[AllowedTool]
 
 
+class HostedToolChoice(RequestModel):
+    """``{"type": "web_search_preview"}`` and the like: force a tool by its type."""
+
+    type: str
+
+
+def _choice_tag(value: Any) -> str | None:
+    return _type_tag(value, ("function", "custom", "allowed_tools"), "hosted")
+
+
 ToolChoiceParam = Union[
     Literal["auto", "none", "required"],
-    Annotated[Union[FunctionToolChoice, AllowedToolsChoice], Field(discriminator="type")],
+    Annotated[
+        Union[Annotated[FunctionToolChoice, Tag("function")], Annotated[CustomToolChoice, Tag("custom")],
+              Annotated[AllowedToolsChoice, Tag("allowed_tools")], Annotated[HostedToolChoice, Tag("hosted")]],
+        Discriminator(_choice_tag, custom_error_type="invalid_value", custom_error_message="invalid tool_choice"),
+    ],
 ]
 
 
@@ -176,7 +350,7 @@ class ResponsesRequest(RequestModel):
     model: str
     input: Annotated[list[InputItem], BeforeValidator(_string_input)] = Field(default_factory=list)
     instructions: str | None = None
-    tools: list[FunctionTool] = Field(default_factory=list)
+    tools: list[Tool] = Field(default_factory=list)
     tool_choice: ToolChoiceParam | None = None
     parallel_tool_calls: bool = True
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -205,20 +379,19 @@ class ResponsesRequest(RequestModel):
             "temperature": self.temperature,
             "text": self.text or {"format": {"type": "text"}},
             "tool_choice": _dump(self.tool_choice) if self.tool_choice is not None else "auto",
-            "tools": [
-                {
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": bool(t.strict),
-                }
-                for t in self.tools
-            ],
+            "tools": [_tool_echo(t) for t in self.tools],
             "top_p": self.top_p,
             "truncation": self.truncation or "disabled",
             "user": self.user,
         }
+
+
+def _tool_echo(tool: BaseModel) -> dict[str, Any]:
+    """A request tool as the Response object repeats it (function tools with OpenAI's defaults filled in)."""
+    if isinstance(tool, FunctionTool):
+        return {"type": "function", "name": tool.name, "description": tool.description,
+                "parameters": tool.parameters, "strict": bool(tool.strict)}
+    return tool.model_dump(exclude_none=True)
 
 
 def _dump(value: Any) -> Any:
@@ -242,9 +415,9 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
 
     Raises:
         InputError: a 400 with the offending ``param``: a non-object body, a
-            top-level ``messages`` key, a non-function tool (naming its type),
-            or any field error. (``tool_choice`` is checked against ``tools``
-            with the Chat endpoint's check, when the request is planned.)
+            top-level ``messages`` key, or any field error. Which tools can be
+            offered (and what ``tool_choice`` may name) is decided by
+            :func:`app.responses.tools.offered_tools`.
     """
     if not isinstance(body, Mapping):
         raise InputError("The request body must be a JSON object.", None, "invalid_type")
@@ -255,14 +428,4 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
             "messages",
             "unknown_parameter",
         )
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        for i, tool in enumerate(tools):
-            if isinstance(tool, Mapping) and tool.get("type") != "function":
-                raise InputError(
-                    f"Tool type {tool.get('type')!r} is not supported: this server can only "
-                    "offer function tools to its text-only model.",
-                    f"tools[{i}].type",
-                    "unsupported_tool_type",
-                )
     return validate(ResponsesRequest, body)

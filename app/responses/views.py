@@ -1,4 +1,5 @@
-"""The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``.
+"""The Responses endpoint: ``POST /responses``, ``GET`` and ``DELETE /responses/{id}``; any other
+``/responses/…`` path is a 404 ``not_supported``.
 
 A Responses request becomes the same :class:`~app.pipeline.generate.Generation`
 a Chat request does (its input items flattened to Chat messages, one choice),
@@ -16,25 +17,29 @@ import functools
 import logging
 from typing import Any
 
-from flask import Response, current_app
+from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
 from ..errors import ApiError
 from ..pipeline.generate import Generation, generate
-from ..pipeline.plan import build_parser_config, is_json_format, tool_specs
+from ..pipeline.plan import build_parser_config, is_json_format
 from ..state import client_owner, current_state
 from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
-from .input import choice_request, resolve_input_items, to_chat_messages
+from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
 from .store import OwnedStore, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
+from .tools import OfferedTools, offered_tools
 
 log = logging.getLogger("toolwire.responses")
 
 #: Request fields with the same meaning in a Chat request, sent on as they are.
 _PASSTHROUGH = ("temperature", "top_p", "user")
+#: Fields agents send that Chat back ends also take under the same name (others, such as ``include``,
+#: ``client_metadata`` or ``truncation``, are accepted and not sent: a Chat back end has no use for them).
+_EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
 def create_response(body: dict[str, Any]) -> Response:
@@ -44,11 +49,16 @@ def create_response(body: dict[str, Any]) -> Response:
     store = _owned_store()
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
-    generation = Generation(model=req.model, messages=to_chat_messages(req, store, input_items),
-                            config=_parser_config(req), fields=_chat_fields(req), stream=req.stream)
+    settings = current_state().settings
+    tools = offered_tools(req, settings)
+    # a stored history counts as if the client had sent it: the same item and size limits
+    messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
+                                max_history_bytes=settings.max_body_bytes)
+    generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools),
+                            fields=_chat_fields(req), stream=req.stream)
 
     keep = functools.partial(_keep, store, input_items) if input_items is not None else None
-    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo())
+    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
     return generate(generation, ResponsesWireEncoder(encoder, keep))
 
 
@@ -67,9 +77,17 @@ def delete_response(response_id: str) -> Response:
     return current_app.json.response({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
-def _parser_config(req: ResponsesRequest) -> ParserConfig:
+def unsupported_subpath(subpath: str) -> Response:
+    """Any other ``/responses/…`` path (``POST /responses/compact``…): 404 ``not_supported``, not a 405."""
+    hint = (" Compaction happens on the client (Codex compacts locally with this provider)."
+            if subpath.strip("/") == "compact" else "")
+    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
+                   "POST /v1/responses and GET/DELETE /v1/responses/{id}." + hint, code="not_supported")
+
+
+def _parser_config(req: ResponsesRequest, tools: OfferedTools) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
-    config = build_parser_config(tool_specs(req.tools), choice_request(req.tool_choice),
+    config = build_parser_config(tools.specs, tools.choice,
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
                                  settings=current_state().settings,
                                  json_output=is_json_format((req.text or {}).get("format")))
@@ -81,13 +99,23 @@ def _parser_config(req: ResponsesRequest) -> ParserConfig:
 
 
 def _chat_fields(req: ResponsesRequest) -> dict[str, Any]:
-    """The request's parameters as the back end's Chat request takes them."""
+    """The request's parameters as the back end's Chat request takes them: sampling, limits, output
+    format and the agent fields a Chat back end understands (``reasoning.effort`` as
+    ``reasoning_effort``, ``text.verbosity`` as ``verbosity``)."""
     fields = {key: getattr(req, key) for key in _PASSTHROUGH if getattr(req, key) is not None}
+    extra = req.model_extra or {}
+    fields.update((key, extra[key]) for key in _EXTRA_PASSTHROUGH if extra.get(key) is not None)
     if req.max_output_tokens is not None:
         fields["max_tokens"] = req.max_output_tokens
-    response_format = _chat_response_format((req.text or {}).get("format"))
+    text = req.text or {}
+    response_format = _chat_response_format(text.get("format"))
     if response_format is not None:
         fields["response_format"] = response_format
+    if isinstance(text.get("verbosity"), str):
+        fields["verbosity"] = text["verbosity"]
+    effort = (req.reasoning or {}).get("effort")
+    if isinstance(effort, str):
+        fields["reasoning_effort"] = effort
     return fields
 
 
@@ -100,17 +128,19 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> None:
-    """Store a finished response; a store failure is logged and counted, not sent: the client's answer is
-    complete (a later ``previous_response_id`` naming it gets a 404)."""
+def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> bool:
+    """Store a finished response and say whether it was stored. A store failure is logged and counted, not
+    sent as an error: the client's answer is complete, and says ``store: false`` (a later
+    ``previous_response_id`` naming it gets a 404)."""
     try:
         store.put(response, input_items)
+        return True
     except StoreError as exc:
-        STORE_WRITE_FAILURES.inc()
         log.error("response %s was answered but not stored: %s", response["id"], exc)
     except Exception:
-        STORE_WRITE_FAILURES.inc()
         log.exception("response %s was answered but not stored", response["id"])
+    STORE_WRITE_FAILURES.inc()
+    return False
 
 
 def _owned_store() -> OwnedStore | None:

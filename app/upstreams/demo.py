@@ -166,7 +166,8 @@ class _ToolBlock:
         self.descriptions: dict[str, str] = {}
         for line in _section(system, MANIFEST_HEADING)[1:]:
             name, _, schema = line.partition(" ")
-            self.tools[name] = json.loads(schema)
+            if schema.startswith("{"):  # a custom tool's line describes free text: the demo calls only functions
+                self.tools[name] = json.loads(schema)
         current: str | None = None  # the guide entry whose description lines are being read
         for line in _section(system, GUIDE_HEADING, to_blank=False):
             if line.startswith("### "):

@@ -2,7 +2,9 @@
 
 Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 :mod:`.use_tool`), ``function`` (format C, :mod:`.function`) and
-``custom_tool_call`` (custom tools' raw input, :mod:`.custom`). A host adds a
+``custom_tool_call`` (custom tools' raw input, :mod:`.custom`) and
+``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
+:mod:`.tag_aliases`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -14,6 +16,7 @@ from .._jsoncall import JsonCallsBody as JsonCallsReader
 from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .function import FunctionFormat
+from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
 
@@ -59,5 +62,5 @@ def registered_formats() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat()):
+for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat()):
     register_format(_fmt)

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from .._coerce import coerce_value, schema_type
+from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import DONE, MORE, WS as _WS, NewlineTrim, partial_at_end
 from ._base import BodyReader, CallSink, TextFormat, compact_object
@@ -20,15 +20,26 @@ _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")
 
 
+#: Both spellings of the opener: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both).
+OPENERS = ("<function=", "<function name=")
+
+
 class FunctionFormat(TextFormat):
-    """``<function=NAME>{…}</function>`` or with ``<parameter=K>V</parameter>`` children."""
+    """``<function=NAME>{…}</function>`` or with ``<parameter=K>V</parameter>`` children.
+
+    ``<function name="NAME">`` is the same format.
+    """
 
     name = "function"
-    openers = ("<function=",)
+    openers = OPENERS
     closer = "</function>"
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"<function={name}>{compact_object(arguments)}</function>"
+
+    def marked_openers(self, marker: str) -> dict[str, str]:
+        """``<function marker="…"=`` and ``<function marker="…" name=``."""
+        return {f'<function marker="{marker}"=': "<function=", f'<function marker="{marker}" name=': "<function name="}
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return FunctionBody(sink)
@@ -43,17 +54,24 @@ class FunctionBody:
     not to be the last), any other value once its parameter closes (schema
     coercion may change its text), ``, `` between, ``}`` at ``</function>``.
 
-    A value may contain ``</parameter>``-like text: ``</parameter>`` closes the
-    parameter only when what follows it (after whitespace) is ``<parameter=``,
-    ``</function>``, the enclosing block's closer or the end of the stream, so
-    it and the whitespace after it are held until that is known.
+    A value may contain tag-like text (a file's content, an example call), and a
+    key is never sent twice. ``</parameter>`` closes the parameter only when
+    what follows it (after whitespace) is a new parameter, ``</function>``, the
+    enclosing block's closer or the end of the stream, so it and the whitespace
+    after it are held until that is known. ``<parameter=K>`` is a new parameter
+    only when ``K`` was not sent yet in this call (and, when it would end a
+    value that has no ``</parameter>``, when the schema, if it lists
+    properties, names ``K``); otherwise it is value text. A ``<function=`` inside a value
+    opens a nested example: its tags up to its own ``</function>`` are value
+    text.
     """
 
     CLOSER = "</function>"
     _PARAM_CLOSE = "</parameter>"
-    _PARAM_END = (_PARAM_CLOSE, "<parameter=", "</function>")
-    _PARAM_END_RE = re.compile("|".join(map(re.escape, _PARAM_END)))  # what ends a parameter value
     _PARAM_OPEN = "<parameter="
+    _NESTED_OPENERS = OPENERS
+    _VALUE_TAGS = (_PARAM_CLOSE, _PARAM_OPEN, CLOSER, *_NESTED_OPENERS)
+    _VALUE_TAGS_RE = re.compile("|".join(map(re.escape, _VALUE_TAGS)))  # tags that matter inside a value
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
     _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
 
@@ -73,6 +91,8 @@ class FunctionBody:
         self.schema: Mapping[str, Any] | None = None  # the current parameter's schema
         self.held: list[str] | None = None  # a non-string value's text, held until its parameter closes
         self.trim = NewlineTrim()  # the current value's first and last newline are trimmed
+        self.sent_keys: set[str] = set()  # parameters sent so far: a key is never sent twice
+        self.nested = 0  # '<function=' blocks open inside the current value (an example call)
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
@@ -101,7 +121,7 @@ class FunctionBody:
                     if n - pos >= self._TAG_LIMIT:
                         return self._invalid(pos, "no '>' after the name")
                     return MORE, pos
-                name = buf[pos:end].strip().strip("\"'")
+                name = _param_key(buf[pos:end])
                 if state == "param_name":
                     self._param_open(name)
                 elif not name or any(c in name for c in " \n<"):
@@ -111,15 +131,21 @@ class FunctionBody:
                 pos = end + 1
                 continue
             if state == "value":
-                m = self._PARAM_END_RE.search(buf, pos)
+                m = self._VALUE_TAGS_RE.search(buf, pos)
                 if m is None:
                     # every tag starts with '<': without one the whole rest is value text
-                    keep = n if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._PARAM_END)
+                    keep = n if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._VALUE_TAGS)
                     self._value(buf[pos:keep])
                     return MORE, keep
                 i, hit = m.start(), m.group()
                 self._value(buf[pos:i])
-                if hit == self._PARAM_CLOSE:
+                boundary = self._value_tag(hit, buf, i)
+                if boundary is None:  # a parameter's name cut by the chunk's end: decided with the next chunk
+                    return MORE, i
+                if not boundary:
+                    self._value(hit)
+                    pos = i + len(hit)
+                elif hit == self._PARAM_CLOSE:
                     self.closing = [hit]
                     self.closing_len = len(hit)
                     self.state = "closing"
@@ -176,15 +202,44 @@ class FunctionBody:
         self.closing_len += j - pos
         if j == n:
             return n
-        if any(buf.startswith(tag, j) for tag in self.tags):
+        if buf.startswith(self._PARAM_OPEN, j):
+            closed = self._new_param_at(buf, j, after_closer=True)
+        elif any(buf.startswith(tag, j) for tag in self.tags):
+            closed = True
+        else:
+            closed = None if any(tag.startswith(buf[j:]) for tag in self.tags) else False
+        if closed:
             self.closing = None
             self._param_close()
             self.state = "body"
-        elif any(tag.startswith(buf[j:]) for tag in self.tags):
+        elif closed is None:
             self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
         else:
             self._not_closed("")
         return j
+
+    def _value_tag(self, hit: str, buf: str, i: int) -> bool | None:
+        """Whether the tag ``hit`` at ``buf[i]``, inside a value, may end the value (``None``: not known yet)."""
+        if hit in self._NESTED_OPENERS:
+            self.nested += 1
+            return False
+        if self.nested:  # inside an example call in the value: its tags are text
+            self.nested -= hit == self.CLOSER
+            return False
+        return self._new_param_at(buf, i, after_closer=False) if hit == self._PARAM_OPEN else True
+
+    def _new_param_at(self, buf: str, i: int, *, after_closer: bool) -> bool | None:
+        """Whether the ``<parameter=K>`` at ``buf[i]`` opens a new parameter (``None``: its ``>`` is still to come).
+
+        ``K`` must not have been sent yet; without a ``</parameter>`` before it, the schema (if it lists
+        properties) must also name it, since nothing else shows the value ended.
+        """
+        start = i + len(self._PARAM_OPEN)
+        end = buf.find(">", start, start + self._TAG_LIMIT)
+        if end == -1:
+            return None if len(buf) - start < self._TAG_LIMIT else False
+        key = _param_key(buf[start:end])
+        return key not in self.sent_keys and (after_closer or not self.props or key in self.props)
 
     def _not_closed(self, more: str) -> None:
         """The held ``</parameter>`` (and whitespace) belongs to the value."""
@@ -205,8 +260,10 @@ class FunctionBody:
         self.state = "body"
 
     def _param_open(self, key: str) -> None:
+        self.sent_keys.add(key)
+        self.nested = 0
         self.schema = self.props.get(key)
-        string = schema_type(self.schema) in (None, "string")
+        string = streams_as_string(self.schema)
         self.held = None if string else []
         self.trim = NewlineTrim()
         sep = ", " if self.params else ""
@@ -215,11 +272,13 @@ class FunctionBody:
         self.state = "value"
 
     def _value(self, text: str) -> None:
-        text = self.trim.leading(text)
+        trim = self.trim
+        if not trim.started:
+            text = trim.leading(text)
         if self.held is not None:
             self.held.append(text)
             return
-        text = self.trim.stream(text)
+        text = trim.stream(text)
         if text:
             # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
             self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
@@ -246,3 +305,8 @@ class FunctionBody:
             self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
             self.ctx.call_incomplete()
+
+
+def _param_key(text: str) -> str:
+    """A tag's name: ``<parameter=path>`` and ``<function name="get_weather">`` alike."""
+    return text.strip().strip("\"'")

@@ -64,6 +64,17 @@ def test_native_tools_in_chat_shape(choice: ToolChoice, sent: object) -> None:
     assert native_tools(ParserConfig()) == {}
 
 
+def test_native_custom_tools_keep_the_chat_shape() -> None:
+    """A grammar nests under ``grammar`` on the Chat wire; a forced custom tool is named as one."""
+    grammar = ToolSpec(name="apply_patch", kind="custom",
+                       input_format={"type": "grammar", "syntax": "lark", "definition": "start: x"})
+    fields = native_tools(ParserConfig.for_tools([grammar], tool_choice=ToolChoice("required",
+                                                                                    frozenset({"apply_patch"}))))
+    assert fields["tools"] == [{"type": "custom", "custom": {"name": "apply_patch", "format": {
+        "type": "grammar", "grammar": {"syntax": "lark", "definition": "start: x"}}}}]
+    assert fields["tool_choice"] == {"type": "custom", "custom": {"name": "apply_patch"}}
+
+
 def test_native_messages_keep_calls_and_convert_legacy_ones() -> None:
     messages = [
         {"role": "developer", "content": "Rules."},

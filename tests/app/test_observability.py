@@ -78,6 +78,15 @@ def test_access_line_is_json_with_the_request_fields_and_no_prompt(make_app, jso
     assert SECRET not in json_log.getvalue() and "Paris" not in json_log.getvalue()
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_access_line_of_a_rejected_body_shows_the_stream_it_asked_for(make_app, json_log, stream):
+    response = post(make_app(FakeUpstream(text_chunks("never"))).test_client(), "rejected-1", stream=stream,
+                    temperature=9)
+    assert response.status_code == 400
+    (line,) = [line for line in records(json_log) if line["logger"] == "toolwire.access"]
+    assert (line["status"], line["stream"]) == (400, stream)
+
+
 def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_log):
     unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
     upstream = FakeUpstream(text_chunks(unknown, size=4))
@@ -305,7 +314,7 @@ def test_metrics_guard_can_refuse(make_app):
 @pytest.fixture
 def debug_client(make_app, tmp_path):
     def build(script, **settings):
-        return make_app(FakeUpstream(script), debug=True, debug_dir=str(tmp_path), **settings).test_client()
+        return make_app(FakeUpstream(script), debug=True, debug_dir=str(tmp_path / "debug"), **settings).test_client()
 
     return build
 
@@ -350,9 +359,10 @@ def test_debug_diagram_errors(debug_client):
 
 
 def test_debug_view_is_404_when_debug_is_off(make_app, tmp_path):
-    client = make_app(FakeUpstream(text_chunks("hi")), debug_dir=str(tmp_path)).test_client()
+    debug_dir = tmp_path / "debug"  # the response store lives under tmp_path too
+    client = make_app(FakeUpstream(text_chunks("hi")), debug_dir=str(debug_dir)).test_client()
     post(client, "dbg-off")
-    assert list(tmp_path.iterdir()) == []
+    assert not debug_dir.exists() or list(debug_dir.iterdir()) == []
     response = client.get("/debug/requests/dbg-off")
     assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
 
@@ -362,7 +372,7 @@ def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
     for i in range(4):
         client.application.extensions["toolwire"].state(client.application).upstream.script = text_chunks("hi")
         post(client, f"keep-{i}")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep-2.json", "keep-3.json"]
+    assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == ["keep-2.json", "keep-3.json"]
     assert client.get("/debug/requests/keep-0").status_code == 404
     assert client.get("/debug/requests/keep-3").status_code == 200
 

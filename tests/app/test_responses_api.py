@@ -10,25 +10,12 @@ from app.observability.metrics import STORE_WRITE_FAILURES
 from app.responses.store import SQLiteResponseStore, StoreUnavailable
 from app.upstreams.base import UpstreamChunk, UpstreamError
 from support.fakes import EchoUpstream, FakeUpstream, assert_envelope, text_chunks
+from support.responses_calls import post, stream
 from support.injection import QUOTED
-from support.invariants import check_responses_stream
 from support.tools import STRICT_WEATHER, WEATHER
 
 CALL_TEXT = 'Let me check.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-
-
-def post(client, **body):
-    body.setdefault("model", "m")
-    body.setdefault("input", "Weather in Paris?")
-    return client.post("/v1/responses", json=body)
-
-
-def stream(client, **body):
-    """A streamed request, checked against the wire contract; returns the summary."""
-    response = post(client, stream=True, **body)
-    assert response.status_code == 200, response.data
-    return check_responses_stream(response.data, status=200, content_type=response.headers["Content-Type"])
 
 
 # -- one turn ---------------------------------------------------------------------------------
@@ -110,7 +97,8 @@ def test_max_tool_calls_caps_the_calls(make_app):
     ({"model": "m", "messages": []}, "messages"),
     ({"input": "hi"}, "model"),
     ({"model": "m", "input": 3}, "input"),
-    ({"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"model": "m", "input": "hi", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}},
+     "tool_choice"),
     ({"model": "m", "input": "hi", "tools": [WEATHER], "tool_choice": {"type": "function", "name": "x"}},
      "tool_choice.name"),
     ({"model": "m", "input": [{"type": "function_call_output", "call_id": "call_nope", "output": "1"}]},
@@ -184,6 +172,25 @@ def test_previous_response_id_replays_the_earlier_turn(make_app):
     assert "Only the first turn." not in text  # instructions do not carry over
     assert "Weather in Paris?" in text and "<tool_call>" in text and "18 °C" in text
     assert [m["role"] for m in messages][-3:] == ["user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("limits", [{"max_messages": 5}, {"max_body_bytes": 3000}])
+def test_a_previous_response_chain_past_the_request_limits_is_refused(make_app, limits):
+    """A short request naming a long chain (a 145-byte request once rebuilt 120 MiB of history): the resolved
+    history is held to the item and size limits of a request that sent it inline."""
+    upstream = FakeUpstream(text_chunks("ok " * 100))
+    client = make_app(upstream, **limits).test_client()
+    previous, turns = None, 4  # each stored turn: an input and an output item, ~1.1 KB of JSON
+    for _ in range(turns - 1):
+        upstream.script = text_chunks("ok " * 100)
+        answer = post(client, input="x" * 600, **({"previous_response_id": previous} if previous else {}))
+        assert answer.status_code == 200, answer.data
+        previous = answer.get_json()["id"]
+    upstream.script = text_chunks("ok")
+    refused = post(client, input="next", previous_response_id=previous)
+    error = assert_envelope(refused, 400, "previous_response_id", "history_too_long")
+    assert "longer than a request may be" in error["message"]
+    assert len(upstream.bodies) == turns - 1  # refused before any upstream call
 
 
 def test_item_reference_resolves_a_stored_output_item(make_app):

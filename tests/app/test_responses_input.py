@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.responses.input import InputError, resolve_input_items, to_chat_messages, to_tool_choice
-from app.pipeline.plan import tool_specs
+from app.responses.input import InputError, resolve_input_items, to_chat_messages
 from app.responses.schemas import parse_responses_request
+from app.responses.tools import offered_tools
+from app.settings import Settings
 from app.responses.encoder import ResponsesEncoder
 from app.responses.store import SQLiteResponseStore
 from statemachine import ChoiceFinished, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
@@ -20,9 +21,15 @@ def chat(body, store=None):
     return to_chat_messages(parse_responses_request({"model": "m", **body}), store)
 
 
-def rejected(body, store=None):
+def offered(body, **settings):
+    return offered_tools(parse_responses_request({"model": "m", **body}), Settings(**settings))
+
+
+def rejected(body, store=None, **settings):
+    """The 400 of ``body``: from parsing, flattening the input, or choosing the tools."""
     with pytest.raises(InputError) as info:
         chat(body, store)
+        offered(body, **settings)
     return info.value
 
 
@@ -163,9 +170,7 @@ def test_media_parts_become_placeholders():
 
 @pytest.mark.parametrize(("body", "param"), [
     ({"input": "x", "messages": [{"role": "user", "content": "x"}]}, "messages"),
-    ({"input": "x", "tools": [WEATHER, {"type": "web_search_preview"}]}, "tools[1].type"),
     ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
-    ({"input": [{"type": "computer_call", "id": "cu_1"}]}, "input[0]"),
     ({"input": [{"type": "function_call", "call_id": "c", "name": "n"}]}, "input[0].arguments"),
     ({"input": [{"role": "user", "content": [{"type": "input_txt", "text": "x"}]}]}, "input[0].content[0].type"),
     ({"input": "x", "tool_choice": "sometimes"}, "tool_choice"),
@@ -177,9 +182,12 @@ def test_invalid_requests_name_the_param(body, param):
     assert rejected(body).param == param
 
 
-def test_non_function_tool_error_names_the_type():
-    error = rejected({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": []}]})
+def test_hosted_tool_is_a_400_naming_the_type_only_when_told_to_fail():
+    body = {"input": "x", "tools": [WEATHER, {"type": "file_search", "vector_store_ids": []}]}
+    error = rejected(body, unsupported_tools="fail")
     assert "'file_search'" in error.message and error.code == "unsupported_tool_type"
+    assert error.param == "tools[1].type"
+    assert [s.name for s in offered(body).specs] == ["get_weather"]
 
 
 def test_missing_model_and_non_object_body():
@@ -292,10 +300,9 @@ def test_unresolvable_item_reference_is_400(store):
 # -- tools and tool_choice ------------------------------------------------------------------------
 
 def test_tool_specs_from_responses_tools():
-    request = parse_responses_request({"model": "m", "tools": [
+    assert offered({"tools": [
         WEATHER, {"type": "function", "name": "ping", "description": "Ping.", "strict": False},
-        {"type": "function", "name": "bare"}]})
-    assert tool_specs(request.tools) == [
+        {"type": "function", "name": "bare"}]}).specs == [
         ToolSpec("get_weather", "", {"type": "object"}, True),
         ToolSpec("ping", "Ping.", None, False),
         ToolSpec("bare", "", None, False),
@@ -318,4 +325,4 @@ def test_to_tool_choice(choice, expected):
     body = {"model": "m", "tools": [WEATHER, {"type": "function", "name": "ping"}]}
     if choice is not None:
         body["tool_choice"] = choice
-    assert to_tool_choice(parse_responses_request(body).tool_choice) == expected
+    assert offered_tools(parse_responses_request(body), Settings()).choice.choice == expected

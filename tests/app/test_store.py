@@ -3,6 +3,7 @@ on one file, lock waits, a killed writer, an unwritable file, files from before 
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -183,3 +184,19 @@ def test_a_forked_worker_opens_its_own_connection(tmp_path):
     child.join(60)
     assert child.exitcode == 0 and saw_parent and child_pid == child.pid
     assert store.get("resp_child") is not None  # the parent's connection still works
+
+
+def test_an_unusable_store_is_reported_at_start(tmp_path, caplog):
+    """Round 1 started silently over an unwritable store and lost every response; now the start logs it."""
+    from app import create_app
+    from app.settings import Settings
+
+    path = str(tmp_path / "responses.sqlite3")
+    SQLiteResponseStore(path, 60).check()  # create the file
+    with unwritable(path, path + "-wal"), caplog.at_level(logging.ERROR):
+        create_app(Settings(response_store_path=path))
+    assert any("cannot be used" in record.getMessage() and path in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        create_app(Settings(response_store_path=path))
+    assert not [record for record in caplog.records if "cannot be used" in record.getMessage()]

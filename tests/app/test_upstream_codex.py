@@ -23,7 +23,8 @@ from app.upstreams.codex.home import (
     resolve_command,
     write_home,
 )
-from app.upstreams.codex.upstream import _split_transcript, codex_error
+from app.upstreams.codex.errors import codex_error
+from app.upstreams.codex.transcript import split_transcript
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +78,7 @@ def test_rules_from_a_chat_body():
 
 
 def test_system_becomes_base_instructions_history_is_injected_last_user_starts_the_turn():
-    system, items, turn = _split_transcript([
+    system, items, turn = split_transcript([
         {"role": "system", "content": "SYS"}, {"role": "user", "content": "q1"},
         {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}])
     assert system == "SYS"
@@ -87,7 +88,7 @@ def test_system_becomes_base_instructions_history_is_injected_last_user_starts_t
 
 
 def test_a_trailing_assistant_message_is_injected_and_the_turn_input_is_empty():
-    system, items, turn = _split_transcript([{"role": "user", "content": [{"type": "text", "text": "q"}]},
+    system, items, turn = split_transcript([{"role": "user", "content": [{"type": "text", "text": "q"}]},
                                              {"role": "assistant", "content": "partial"}])
     assert system == "" and turn == []
     assert [item["role"] for item in items] == ["user", "assistant"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, Callable
 
 import httpx
@@ -258,6 +259,17 @@ def test_a_model_in_prompt_mode_next_to_native_ones(native: ToolwireServer, upst
 
 # ---- auto mode -----------------------------------------------------------------------------------
 
+def tool_mode_logged(server: ToolwireServer, request_id: str) -> str | None:
+    """The ``tool_mode`` of the access line of ``request_id`` (written when the body closes: waited for)."""
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        for line in server.log().splitlines():
+            if line.startswith("{") and '"toolwire.access"' in line and f'"{request_id}"' in line:
+                return json.loads(line)["tool_mode"]
+        time.sleep(0.05)
+    return None
+
+
 def fallbacks(server: ToolwireServer, model: str) -> float:
     text = httpx.get(server.url + "/metrics", timeout=10).text
     found = re.search(rf'toolwire_tool_mode_fallbacks_total\{{model="{re.escape(model)}"\}} ([0-9.]+)', text)
@@ -272,8 +284,9 @@ def test_auto_falls_back_to_prompt_mode_once_and_remembers(native: ToolwireServe
     before = fallbacks(native, model)
     prompt_answer = Script(text=tool_call_text("get_weather", {"city": "Paris"}), chunks=4)
     upstream.enqueue(refusal, prompt_answer)
-    first = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    first = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model), headers={"X-Request-Id": f"fb-{model}"})
     assert first.kind == "completed" and first.calls == [CALLS[0]]
+    assert tool_mode_logged(native, f"fb-{model}") == "prompt"
     tried, retried = upstream.chat_requests
     assert "tools" in tried.body and "tools" not in retried.body
     assert "get_weather" in retried.body["messages"][0]["content"], "the retry carries the manifest"
@@ -301,8 +314,10 @@ def test_auto_passes_other_errors_through_and_native_mode_never_retries(native: 
 
 def test_auto_stays_native_on_a_back_end_with_tools(native: ToolwireServer, upstream: ScriptedUpstream) -> None:
     upstream.enqueue(Script(tool_calls=native_frames(CALLS, quirks={"cumulative"}, chunk=2)))
-    outcome = send(native.v1_url, RESPONSES, body(RESPONSES, stream=True, model="auto-ok"))
+    outcome = send(native.v1_url, RESPONSES, body(RESPONSES, stream=True, model="auto-ok"),
+                   headers={"X-Request-Id": "auto-ok"})
     assert outcome.calls == CALLS
+    assert tool_mode_logged(native, "auto-ok") == "native"
     assert "tools" in upstream.chat_requests[-1].body
 
 

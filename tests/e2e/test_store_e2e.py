@@ -202,8 +202,9 @@ def test_an_unwritable_sqlite_file_still_answers(upstream: ScriptedUpstream, sql
     with unwritable(path, path + "-wal"):
         assert raw(host, "GET", "/readyz").json()["store"] == "unavailable"
         during = client.responses.create(model=MODEL, input="during")
-        assert during.output_text == "Fine."
-        assert streamed(client, input="streamed during").status == "completed"
+        assert during.output_text == "Fine." and during.store is False  # never claims to be stored
+        final = streamed(client, input="streamed during")
+        assert final.status == "completed" and final.store is False
         assert store_write_failures(host) >= failures_before + 2
         follow_up = client.responses.create(model=MODEL, input="reads work", previous_response_id=first.id)
         assert follow_up.status == "completed"  # reading the file still works
@@ -211,4 +212,4 @@ def test_an_unwritable_sqlite_file_still_answers(upstream: ScriptedUpstream, sql
             client.responses.retrieve(during.id)  # never claimed: it was not stored
     assert raw(host, "GET", "/readyz").status_code == 200
     after = client.responses.create(model=MODEL, input="after")
-    assert client.responses.retrieve(after.id).output_text == "Fine."
+    assert after.store is True and client.responses.retrieve(after.id).output_text == "Fine."

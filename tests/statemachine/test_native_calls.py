@@ -161,3 +161,13 @@ def test_strict_schema_failure_on_a_native_call_follows_strict_mismatch() -> Non
     strict = ToolSpec(name="get_weather", parameters=WEATHER.parameters, strict=True)
     with pytest.raises(ModelOutputError):
         run(native_frames([("get_weather", {"town": "Paris"})]), ParserConfig.for_tools([strict]))
+
+
+def test_a_call_held_behind_an_unfinished_one_goes_out_after_it() -> None:
+    frames = [[{"index": 0, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": ""}}],
+              [{"index": 1, "id": "b", "type": "function", "function": {"name": "get_time", "arguments": ""}}],
+              [{"index": 1, "function": {"arguments": '{"tz": "UTC"}'}}],
+              [{"index": 0, "function": {"arguments": '{"city": "Rome"}'}}]]
+    events = run(frames)
+    assert calls_of(events) == [("get_weather", {"city": "Rome"}), ("get_time", {"tz": "UTC"})]
+    assert not [e for e in events if isinstance(e, ToolCallNote)]

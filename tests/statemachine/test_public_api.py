@@ -17,3 +17,13 @@ def test_every_public_class_and_function_is_documented():
         obj = getattr(statemachine, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert inspect.getdoc(obj), name
+
+
+def test_the_format_plug_in_api_is_documented():
+    from statemachine import formats
+
+    assert formats.__all__ == sorted(formats.__all__)
+    for name in formats.__all__:
+        assert inspect.getdoc(getattr(formats, name)), name
+    for method in ("render_call", "new_body", "instructions", "marked_openers", "with_marker"):
+        assert inspect.getdoc(getattr(formats.TextFormat, method)), method

@@ -158,7 +158,8 @@ def test_c_parameters_exact_arguments_text():
 def test_c_parameters_stream_as_they_arrive():
     """2.1 C "Streaming the parameter body": ``{`` at the first ``<parameter=``, the key at its ``>``,
     string text as it arrives (one trailing newline held), a non-string value only once it closes; a
-    parameter closes once the tag after its ``</parameter>`` shows the ``</parameter>`` was the closer."""
+    parameter closes once the tag after its ``</parameter>`` (with its name) shows the ``</parameter>`` was
+    the closer."""
     s = ChoiceStream(CFG)
     sent: list[tuple[str, str]] = []  # (the text fed so far, the fragments that text released)
     fed = ""
@@ -173,8 +174,9 @@ def test_c_parameters_stream_as_they_arrive():
     assert released['"city": "'].endswith("<parameter=city>")
     assert released["S"].endswith("\nS")  # the value's first newline is trimmed, its text streams at once
     assert released["\\n"].endswith("cisco\n\n")  # a newline goes out once another character follows it
-    assert released['"'].endswith("</parameter>\n<parameter=")
-    assert released["3"].endswith("3\n</parameter>\n<parameter=")  # an integer is held until its parameter closes
+    # a value closes once the next tag's name shows a new parameter (a key already sent would be value text)
+    assert released['", "days": '].endswith("</parameter>\n<parameter=days>")
+    assert released['3, "note": "'].endswith("3\n</parameter>\n<parameter=note>")  # an integer is held until then
     assert released['"}'].endswith("</function>")  # the last value's quote and the object's end together
     assert "".join(f for _, f in sent) == '{"city": "San \\"Fran\\" \\\\ cisco\\n", "days": 3, "note": "x"}'
 

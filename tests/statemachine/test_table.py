@@ -152,3 +152,29 @@ def test_svg_is_rendered_in_process_with_the_current_state():
     for t in TRANSITIONS:
         assert t.trigger.encode() in svg
     assert b"darksalmon" in svg
+
+
+def test_every_callback_and_reader_the_table_names_exists():
+    from statemachine._table import ON_ENTER, READERS
+
+    named = [t.after for t in TRANSITIONS if t.after] + list(ON_ENTER.values()) + list(READERS.values())
+    for name in named:
+        assert callable(getattr(ChoiceStream, name, None)), name
+    assert set(READERS) == set(ChoiceState) - {ChoiceState.DONE}, "every live state has a reader"
+
+
+def test_entering_done_selects_the_finish_reason():
+    s = ChoiceStream(CFG)
+    s._out = []
+    s.trigger("upstream_finished", upstream="length")
+    assert s.state is ChoiceState.DONE and [e.finish_reason for e in s._out] == ["length"]
+
+
+def test_the_state_picks_the_reader():
+    s = ChoiceStream(CFG)
+    s.feed('<tool_call>{"name": "get_time", "arguments": {"a": "x')
+    assert s.state is ChoiceState.ARGS_STREAMING
+    s.feed('"}}')  # the call object closed; the block's reader reads on until it shows the call is over
+    assert s.state is ChoiceState.ARGS_STREAMING
+    s.feed("</tool_call> then text")
+    assert s.state is ChoiceState.TEXT

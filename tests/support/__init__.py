@@ -6,6 +6,7 @@ holds them to that.
 
 Modules:
     fakes: in-process doubles: a scripted fake upstream, upstream chunk builders, the weather tool.
+    responses_calls: ``post`` / ``stream`` to ``/v1/responses`` through a Flask test client.
     scripted_upstream: an OpenAI-compatible loopback server whose answers tests script.
     server: starts real gunicorn (gevent workers) serving toolwire and stops it cleanly.
     invariants: checkers for wire-contract section 9 and an httpx transport that records streams.
@@ -13,4 +14,6 @@ Modules:
     fuzz_bodies: hostile request bodies and the judge of what toolwire answered to them.
     injection: a transcript quoting call text back (marker-mode tests).
     tools: function tool definitions shared by the tests.
+    responses_model: a scripted Responses-API model server (Codex's provider in the Codex e2e tests).
+    codex_binary: the pinned Codex CLI, installed from npm into the test cache on first use.
 """

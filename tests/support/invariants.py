@@ -34,6 +34,7 @@ RESPONSES_EVENT_TYPES = {
     "response.output_text.delta", "response.output_text.done", "response.output_text.annotation.added",
     "response.refusal.delta", "response.refusal.done",
     "response.function_call_arguments.delta", "response.function_call_arguments.done",
+    "response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
     "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
     "response.reasoning_text.delta", "response.reasoning_text.done",
@@ -59,6 +60,8 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.output_text.done": ("item_id", "output_index", "content_index", "text", "logprobs"),
     "response.function_call_arguments.delta": ("item_id", "output_index", "delta"),
     "response.function_call_arguments.done": ("item_id", "output_index", "arguments", "name"),
+    "response.custom_tool_call_input.delta": ("item_id", "output_index", "delta"),
+    "response.custom_tool_call_input.done": ("item_id", "output_index", "input"),
     "response.refusal.delta": ("item_id", "output_index", "content_index", "delta"),
     "response.refusal.done": ("item_id", "output_index", "content_index", "refusal"),
     "response.completed": ("response",),
@@ -66,7 +69,10 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.failed": ("response",),
     "error": ("message",),
 }
-ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_"}
+ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
+                  "tool_search_call": "tsc_", "local_shell_call": "lsc_"}
+#: Call items: a unique non-empty ``call_id`` each.
+CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
 
 
 class ContractViolation(AssertionError):
@@ -190,7 +196,8 @@ def _check_http(v: _Violations, status: int | None, content_type: str | None) ->
 class ToolCall:
     """One accumulated tool call (or the legacy function_call, with ``id`` ``None``).
 
-    ``complete`` is true when the concatenated arguments parse as a JSON object.
+    ``complete`` is true when the concatenated arguments parse as a JSON object (a custom tool's
+    raw ``input``, held in ``arguments``, is complete when its call ended).
     """
 
     index: int
@@ -198,6 +205,7 @@ class ToolCall:
     name: str
     arguments: str = ""
     complete: bool = False
+    kind: str = "function"
 
     @property
     def args(self) -> Any:
@@ -459,30 +467,33 @@ def _check_tool_call_fragments(
             v.add(8, f"tool_calls entry is not an object: {fragment!r}")
             continue
         index = fragment.get("index")
-        function = fragment.get("function")
         if not isinstance(index, int) or isinstance(index, bool):
             v.add(8, f"tool_calls entry without an int index: {fragment!r}")
             continue
+        # a custom (freeform) tool's call carries custom.{name, input} where a function's has function.{name, arguments}
+        custom = "custom" in fragment or (index < len(choice.tool_calls) and choice.tool_calls[index].kind == "custom")
+        body_key, text_key = ("custom", "input") if custom else ("function", "arguments")
+        function = fragment.get(body_key)
         if not isinstance(function, dict):
-            v.add(8, f"tool_calls entry {index} without a function object: {fragment!r}")
+            v.add(8, f"tool_calls entry {index} without a {body_key} object: {fragment!r}")
             function = {}
         for key, value in [*fragment.items(), *function.items()]:
             if value is None:
                 v.add(7, f"tool_calls entry {index} sends {key}: null")
         known = len(choice.tool_calls)
         if index == known:
-            _open_tool_call(v, choice, index, fragment, function, ids_here, seen_call_ids)
+            _open_tool_call(v, choice, index, fragment, function, ids_here, seen_call_ids, body_key)
         elif index > known:
             v.add(9, f"tool-call index {index} appears before index {known} (indices must run 0..k-1)")
             continue
         else:
             if index != known - 1:
                 v.add(12, f"fragment for index {index} after index {known - 1} started (interleaving)")
-            extra = set(fragment) - {"index", "function"}
-            extra_fn = set(function) - {"arguments"}
+            extra = set(fragment) - {"index", body_key}
+            extra_fn = set(function) - {text_key}
             if extra or extra_fn:
                 v.add(11, f"continuation of index {index} repeats {sorted(extra | extra_fn)}")
-        arguments = function.get("arguments")
+        arguments = function.get(text_key)
         if arguments is not None and not isinstance(arguments, str):
             v.add(13, f"arguments fragment of index {index} is not a string: {arguments!r}")
         elif arguments:
@@ -497,6 +508,7 @@ def _open_tool_call(
     function: dict[str, Any],
     ids_here: set[str],
     seen_call_ids: set[str] | None,
+    kind: str = "function",
 ) -> None:
     call_id = fragment.get("id")
     name = function.get("name")
@@ -508,13 +520,15 @@ def _open_tool_call(
         v.add(10, f"call id {call_id!r} was already used by an earlier response")
     if isinstance(call_id, str):
         ids_here.add(call_id)
-    if fragment.get("type") != "function":
-        v.add(10, f"first fragment of index {index} has type {fragment.get('type')!r}, expected 'function'")
+    text_key = "input" if kind == "custom" else "arguments"
+    if fragment.get("type") != kind:
+        v.add(10, f"first fragment of index {index} has type {fragment.get('type')!r}, expected {kind!r}")
     if not isinstance(name, str) or not name:
-        v.add(10, f"first fragment of index {index} has no complete function.name: {name!r}")
-    if not isinstance(function.get("arguments"), str):
-        v.add(10, f"first fragment of index {index} has no string function.arguments")
-    choice.tool_calls.append(ToolCall(index=index, id=call_id if isinstance(call_id, str) else None, name=name if isinstance(name, str) else ""))
+        v.add(10, f"first fragment of index {index} has no complete {kind}.name: {name!r}")
+    if not isinstance(function.get(text_key), str):
+        v.add(10, f"first fragment of index {index} has no string {kind}.{text_key}")
+    choice.tool_calls.append(ToolCall(index=index, id=call_id if isinstance(call_id, str) else None,
+                                      name=name if isinstance(name, str) else "", kind=kind))
 
 
 def _check_function_call_fragment(v: _Violations, choice: ChoiceSummary, fragment: Any) -> None:
@@ -550,7 +564,7 @@ def _check_choice_end(v: _Violations, choice: ChoiceSummary, *, errored: bool) -
         v.add(14, f"choice {i} never got a finish_reason")
     calls = choice.tool_calls + ([choice.function_call] if choice.function_call else [])
     for position, call in enumerate(calls):
-        call.complete = _is_json_object(call.arguments)
+        call.complete = call.kind == "custom" or _is_json_object(call.arguments)
         open_at_error = errored and choice.finish_reason is None and position == len(calls) - 1
         if not call.complete and not open_at_error:
             v.add(13, f"choice {i} call {call.name!r} arguments {call.arguments!r} are not one JSON object")
@@ -594,7 +608,9 @@ def _check_against_openai_helper(v: _Violations, summary: ChatStreamSummary) -> 
             (tc.id, tc.function.name if tc.function else None, tc.function.arguments if tc.function else None)
             for tc in choice.message.tool_calls or []
         ]
-        naive_calls = [(c.id, c.name, c.arguments) for c in mine.tool_calls]
+        # The helper accumulates only function calls: of a custom tool's call it keeps the id (and must not crash).
+        naive_calls = [(c.id, None, None) if c.kind == "custom" else (c.id, c.name, c.arguments)
+                       for c in mine.tool_calls]
         if helper_calls != naive_calls:
             v.add(13, f"choice {choice.index}: openai-python helper accumulated {helper_calls!r}, naive concatenation {naive_calls!r}")
         if (choice.message.content or "") != mine.content:
@@ -633,16 +649,19 @@ def check_chat_completion(body: bytes | str | dict[str, Any], *, legacy: bool | 
             v.add("3.9", f"choice {i} finish_reason {finish!r}")
         calls = message.get("tool_calls") or []
         for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or call.get("type") != "function" or not function.get("name"):
-                v.add("3.9", f"choice {i} tool call without type 'function' and a name: {call!r}")
+            custom = isinstance(call, dict) and call.get("type") == "custom"
+            function = call.get("custom" if custom else "function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or call.get("type") not in ("function", "custom") or \
+                    not function.get("name") or (custom and not isinstance(function.get("input"), str)):
+                v.add("3.9", f"choice {i} tool call without type 'function' (or 'custom') and a name: {call!r}")
                 continue
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id.startswith("call_") or call_id in ids_here or call_id in (seen_call_ids or ()):
                 v.add(10, f"choice {i} tool call id {call_id!r} is not a fresh 'call_…' id")
             if isinstance(call_id, str):
                 ids_here.add(call_id)
-            if not isinstance(function.get("arguments"), str) or not _is_json_object(function["arguments"]):
+            if not custom and (not isinstance(function.get("arguments"), str)
+                               or not _is_json_object(function["arguments"])):
                 v.add(13, f"choice {i} tool call {function.get('name')!r} arguments {function.get('arguments')!r} are not a JSON object")
         if calls and message.get("content") == "":
             v.add("3.9", f"choice {i} holds only tool calls but content is '' (expected null)")
@@ -763,7 +782,8 @@ def check_responses_stream(
             _on_item_added(v, event, items, call_ids, seen_call_ids)
         elif kind == "response.output_item.done":
             _on_item_done(v, event, items)
-        elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.", "response.refusal.")):
+        elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.",
+                              "response.custom_tool_call_input.", "response.refusal.")):
             _on_item_scoped(v, kind, event, items)
 
     if terminal is None:
@@ -820,9 +840,11 @@ def _on_item_added(v: _Violations, event: dict[str, Any], items: list[_Item], ca
     if open_items:
         v.add(24, f"item {len(items)} added while item(s) {open_items} are still open")
     _check_item_identity_fields(v, "output_item.added", item)
-    if item.get("type") == "function_call":
-        if item.get("arguments") != "":
+    if item.get("type") in CALL_ITEM_TYPES:
+        if item.get("type") == "function_call" and item.get("arguments") != "":
             v.add(28, f"function_call output_item.added has arguments {item.get('arguments')!r}, expected ''")
+        if item.get("type") == "custom_tool_call" and item.get("input") != "":
+            v.add(28, f"custom_tool_call output_item.added has input {item.get('input')!r}, expected ''")
         call_id = item.get("call_id")
         if call_id in call_ids or (seen is not None and call_id in seen):
             v.add(25, f"call_id {call_id!r} is not unique")
@@ -837,12 +859,13 @@ def _check_item_identity_fields(v: _Violations, where: str, item: dict[str, Any]
     prefix = ITEM_ID_PREFIX.get(item_type, "")
     if not isinstance(item_id, str) or not item_id.startswith(prefix) or item_id == prefix:
         v.add(25, f"{where}: {item_type} item id {item_id!r} is not a non-empty {prefix or 'string'}… id")
-    if item_type == "function_call":
+    if item_type in ("function_call", "custom_tool_call"):
         for key in ("call_id", "name"):
             if not isinstance(item.get(key), str) or not item[key]:
-                v.add(25, f"{where}: function_call item without a non-empty {key}: {item!r}")
-        if not isinstance(item.get("arguments"), str):
-            v.add(25, f"{where}: function_call arguments is not a string: {item.get('arguments')!r}")
+                v.add(25, f"{where}: {item_type} item without a non-empty {key}: {item!r}")
+        text_key = "arguments" if item_type == "function_call" else "input"
+        if not isinstance(item.get(text_key), str):
+            v.add(25, f"{where}: {item_type} {text_key} is not a string: {item.get(text_key)!r}")
 
 
 def _same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -857,11 +880,23 @@ def _on_item_scoped(v: _Violations, kind: str, event: dict[str, Any], items: lis
         v.add(24, f"{kind} for output_index {it.output_index} after its output_item.done")
     if event.get("item_id") != it.item.get("id"):
         v.add(26, f"{kind} item_id {event.get('item_id')!r} != id {it.item.get('id')!r} of item {it.output_index}")
-    wanted = "function_call" if kind.startswith("response.function_call_arguments.") else "message"
+    wanted = ("function_call" if kind.startswith("response.function_call_arguments.") else
+              "custom_tool_call" if kind.startswith("response.custom_tool_call_input.") else "message")
     if it.item.get("type") != wanted:
         v.add(26, f"{kind} targets a {it.item.get('type')!r} item")
         return
-    if kind == "response.function_call_arguments.delta":
+    if kind == "response.custom_tool_call_input.delta":
+        if not isinstance(event.get("delta"), str) or not event["delta"]:
+            v.add(28, f"custom_tool_call_input.delta without a non-empty string delta: {event.get('delta')!r}")
+        else:
+            it.arg_deltas.append(event["delta"])
+    elif kind == "response.custom_tool_call_input.done":
+        if it.args_done is not None:
+            v.add(28, f"second custom_tool_call_input.done for item {it.output_index}")
+        it.args_done = event
+        if event.get("input") != "".join(it.arg_deltas):
+            v.add(28, f"custom_tool_call_input.done.input {event.get('input')!r} != deltas {''.join(it.arg_deltas)!r}")
+    elif kind == "response.function_call_arguments.delta":
         if not isinstance(event.get("delta"), str):
             v.add(28, f"function_call_arguments.delta without a string delta: {event.get('delta')!r}")
         else:
@@ -936,6 +971,11 @@ def _on_item_done(v: _Violations, event: dict[str, Any], items: list[_Item]) -> 
             v.add(28, f"output_item.done arguments {arguments!r} != function_call_arguments.done {it.args_done.get('arguments')!r}")
         if item.get("status") == "completed" and not (isinstance(arguments, str) and _is_json_object(arguments)):
             v.add(28, f"completed function_call {it.output_index} arguments {arguments!r} are not a JSON object")
+    elif item.get("type") == "custom_tool_call":
+        if it.args_done is None:
+            v.add(28, f"custom_tool_call {it.output_index} closed without custom_tool_call_input.done")
+        elif item.get("input") != it.args_done.get("input"):
+            v.add(28, f"output_item.done input {item.get('input')!r} != custom_tool_call_input.done {it.args_done.get('input')!r}")
     elif item.get("type") == "message":
         for content_index, part in it.parts.items():
             if part["part_done"] is None:

@@ -12,7 +12,11 @@ writes them. Quirks (combine any):
 - ``changing_ids``: a new ``id`` on every fragment;
 - ``split_name``: the name comes in two fragments;
 - ``object_args``: ``arguments`` is a JSON object, sent whole;
-- ``one_delta``: all fragments of all calls in one chunk.
+- ``one_delta``: all fragments of all calls in one chunk;
+- ``index_from_one``: indexes start at 1;
+- ``null_fields``: continuation fragments carry ``id``, ``type`` and ``name`` as ``null``;
+- ``empty_continuations``: a ``{"index": i}`` fragment (no ``function``) after each fragment;
+- ``interleaved``: the calls' fragments take turns (0, 1, 0, 1…).
 
 ``OPENAI`` (no quirk) is what OpenAI itself sends: a header fragment with ``index``, ``id``,
 ``type``, ``name`` and ``arguments: ""``, then argument pieces with only ``index`` and ``arguments``.
@@ -25,7 +29,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 QUIRKS = ("before_name", "cumulative", "no_index", "same_index", "no_id", "changing_ids", "split_name",
-          "object_args", "one_delta")
+          "object_args", "one_delta", "index_from_one", "null_fields", "empty_continuations", "interleaved")
 OPENAI: frozenset[str] = frozenset()
 
 #: Single quirks, and combinations real back ends produce together.
@@ -37,6 +41,8 @@ QUIRK_SETS: tuple[frozenset[str], ...] = (
     frozenset({"cumulative", "split_name", "same_index"}),
     frozenset({"object_args", "no_index", "one_delta", "no_id"}),
     frozenset({"before_name", "cumulative", "changing_ids", "one_delta"}),
+    frozenset({"interleaved", "cumulative", "split_name"}),
+    frozenset({"interleaved", "before_name", "null_fields", "index_from_one", "empty_continuations"}),
 )
 
 _ids = itertools.count(1)
@@ -64,9 +70,14 @@ def native_frames(calls: Sequence[tuple[str, dict[str, Any]]], *, quirks: Iterab
     unknown = quirks - set(QUIRKS)
     if unknown:
         raise ValueError(f"unknown quirks {sorted(unknown)}")
-    fragments: list[dict[str, Any]] = []
-    for n, (name, arguments) in enumerate(calls):
-        fragments += _call_fragments(n, name, arguments, quirks, chunk)
+    if "interleaved" in quirks and quirks & {"no_index", "same_index"}:
+        raise ValueError("interleaved calls need their own indexes")
+    per_call = [_call_fragments(n, name, arguments, quirks, chunk) for n, (name, arguments) in enumerate(calls)]
+    if "interleaved" in quirks:
+        turns = itertools.zip_longest(*per_call)
+        fragments = [fragment for turn in turns for fragment in turn if fragment is not None]
+    else:
+        fragments = [fragment for call in per_call for fragment in call]
     if "one_delta" in quirks:
         return [fragments]
     return [[fragment] for fragment in fragments]
@@ -97,12 +108,14 @@ def _call_fragments(n: int, name: str, arguments: dict[str, Any], quirks: frozen
             sent_args += args_piece
         fragment: dict[str, Any] = {}
         if "no_index" not in quirks:
-            fragment["index"] = 0 if "same_index" in quirks else n
+            fragment["index"] = 0 if "same_index" in quirks else n + 1 if "index_from_one" in quirks else n
         if "no_id" not in quirks and ("changing_ids" in quirks or not fragments):
             fragment["id"] = f"call_upstream_{next(_ids)}" if "changing_ids" in quirks else call_id
         if not fragments:
             fragment["type"] = "function"
-        function: dict[str, Any] = {}
+        elif "null_fields" in quirks:
+            fragment.update({"id": None, "type": None})
+        function: dict[str, Any] = {"name": None} if fragments and "null_fields" in quirks else {}
         if "cumulative" in quirks:
             if sent_name and (name_piece is not None or sent_name == name):
                 function["name"] = sent_name
@@ -115,4 +128,6 @@ def _call_fragments(n: int, name: str, arguments: dict[str, Any], quirks: frozen
                 function["arguments"] = args_piece
         fragment["function"] = function
         fragments.append(fragment)
+        if "empty_continuations" in quirks and "index" in fragment:
+            fragments.append({"index": fragment["index"]})
     return fragments

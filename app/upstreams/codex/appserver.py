@@ -30,7 +30,8 @@ log = logging.getLogger("toolwire.upstreams.codex")
 GONE = {"method": "toolwire/appServerGone", "params": {}}
 #: Notifications toolwire never reads: Codex leaves them out of this connection.
 _QUIET = ["account/rateLimits/updated", "thread/status/changed", "item/completed", "configWarning",
-          "remoteControl/status/changed", "thread/started", "thread/closed", "warning", "mcpServer/startupStatus/updated"]
+          "remoteControl/status/changed", "thread/started", "thread/closed", "warning",
+          "mcpServer/startupStatus/updated"]
 _STDERR_LINES = 20
 #: The reader yields to the other greenlets every this many lines: a pipe that always has data never blocks.
 _COOPERATE_EVERY = 64

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .appserver import AppServer, AppServerError, AppServerGone
-from .home import CodexSetupError, app_server_env, preflight, resolve_command, write_home
+from .home import CODEX_VERSION, CodexSetupError, app_server_env, preflight, resolve_command, write_home
 from .upstream import START_TIMEOUT, CodexUpstream
 
 if TYPE_CHECKING:
     from ...settings import Settings
+
+log = logging.getLogger("toolwire.upstreams.codex")
 
 _BOOTSTRAP_CONFIG = "check_for_update_on_startup = false\n[features]\nplugins = false\n"
 
@@ -33,13 +36,17 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
     _sweep(work_dir)
     path = work_dir / str(os.getpid())
     atexit.register(shutil.rmtree, path, True)  # registered first, so it runs after the app-server stops
-    models = list(dict.fromkeys([*filter(None, [settings.default_upstream_model]), *sorted(settings.upstream_models())]))
+    configured = [*filter(None, [settings.default_upstream_model]), *sorted(settings.upstream_models())]
+    models = list(dict.fromkeys(configured))
     if not models:
         models = builtin_models(executable, path / "bootstrap")
     key = settings.codex_provider_api_key.get_secret_value() if settings.codex_provider_api_key else None
     home = write_home(path, models=models, provider_url=settings.codex_provider_url, provider_key=bool(key),
                       user_home=Path(settings.codex_home).expanduser())
-    preflight(executable, home)
+    version = preflight(executable, home)
+    if CODEX_VERSION not in version:
+        log.warning("Codex %r is not the version toolwire is verified with (%s); its protocol or config keys may "
+                    "differ.", version, CODEX_VERSION)
     upstream = CodexUpstream(executable, home, provider_key=key, read_timeout=settings.upstream_read_timeout,
                              rpc_timeout=settings.upstream_connect_timeout,
                              recycle_after=settings.codex_recycle_requests, max_turns=settings.codex_max_turns)

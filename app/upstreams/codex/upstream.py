@@ -22,7 +22,6 @@ import os
 from typing import Any, Iterator
 
 import gevent
-import orjson
 from gevent.lock import Semaphore
 from gevent.queue import Empty, Queue
 
@@ -30,7 +29,9 @@ from ...observability.metrics import UPSTREAM_ERRORS
 from ..base import ChoiceDelta, UpstreamChunk, UpstreamError
 from .appserver import GONE, AppServer, AppServerError, AppServerGone
 from .emulation import StopRules
-from .home import CodexHome, app_server_env
+from .errors import codex_error
+from .home import CodexHome, app_server_env, toml_string
+from .transcript import output_schema, split_transcript
 
 log = logging.getLogger("toolwire.upstreams.codex")
 
@@ -159,7 +160,7 @@ class CodexUpstream:
         self._generation += 1
         name = f"{os.getpid()}-{self._generation}"
         sqlite_home = self.home.state_dir(name)
-        argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={_toml(str(sqlite_home))}"]
+        argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={toml_string(str(sqlite_home))}"]
         try:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
                                name=name, state_dir=sqlite_home)
@@ -221,7 +222,7 @@ class CodexStream:
         Like an HTTP upstream's status line, a model that fails before it answers is refused before the
         client gets a byte.
         """
-        system, history, last = _split_transcript(body.get("messages") or [])
+        system, history, last = split_transcript(body.get("messages") or [])
         thread = self._call("thread/start", {"ephemeral": True, "model": model, "baseInstructions": system})
         self._thread_id = thread["thread"]["id"]
         self._queue = self._server.subscribe(self._thread_id)
@@ -231,7 +232,7 @@ class CodexStream:
         effort = body.get("reasoning_effort")
         if isinstance(effort, str):
             turn_params["effort"] = effort
-        schema = _output_schema(body.get("response_format"))
+        schema = output_schema(body.get("response_format"))
         if schema is not None:  # Codex asks the model for JSON matching it (strict structured output)
             turn_params["outputSchema"] = schema
         turn = self._call("turn/start", turn_params)
@@ -371,88 +372,6 @@ class CodexStream:
                 message = self._queue.get()
                 if message is GONE or message.get("method") == "turn/completed":
                     self._turn_open = False
-
-
-def codex_error(error: Any) -> UpstreamError:
-    """The :class:`UpstreamError` for a Codex turn error (``{message, codexErrorInfo, …}``)."""
-    error = error if isinstance(error, dict) else {}
-    message = str(error.get("message") or "The Codex turn failed.")
-    info = error.get("codexErrorInfo")
-    status = None
-    if isinstance(info, dict):
-        detail = next(iter(info.values()), None)
-        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        if "httpConnectionFailed" in info and status is None:
-            return UpstreamError("connect", "Codex could not reach its model provider.")
-    if status in (401, 403):
-        return UpstreamError("auth", f"Codex's model provider refused its credentials (HTTP {status}).",
-                             code="upstream_auth_failed")
-    if status == 429:
-        return UpstreamError("rate_limited", "Codex's model provider is rate limited.", status=429)
-    if isinstance(status, int) and 400 <= status < 500:
-        return UpstreamError("client_error", message, status=status)
-    if "idle timeout" in message:
-        return UpstreamError("timeout", "Codex's model provider went silent.", status=504)
-    body = _json_error(message)
-    if body is not None:  # a 400 arrives as the provider's raw error body
-        return UpstreamError("client_error", str(body.get("message") or message), status=400,
-                             param=body.get("param") if isinstance(body.get("param"), str) else None,
-                             code=str(body["code"]) if body.get("code") is not None else None)
-    return UpstreamError("server_error", f"Codex's model provider failed: {message}")
-
-
-def _json_error(message: str) -> dict[str, Any] | None:
-    try:
-        body = orjson.loads(message)
-    except orjson.JSONDecodeError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, dict) else None
-
-
-def _split_transcript(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(base instructions, items to inject, turn input)`` of a flattened Chat transcript.
-
-    The leading system message is the base instructions; the last message starts the turn when it is
-    the user's (else everything is injected and the turn input is empty, which Codex accepts).
-    """
-    system = ""
-    if messages and messages[0].get("role") == "system":
-        system, messages = _text(messages[0].get("content")), messages[1:]
-    last: list[dict[str, Any]] = []
-    if messages and messages[-1].get("role") == "user":
-        last = [{"type": "text", "text": _text(messages[-1].get("content")), "text_elements": []}]
-        messages = messages[:-1]
-    items = []
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant":
-            part = {"type": "output_text", "text": _text(message.get("content"))}
-        else:
-            role = "developer" if role in ("system", "developer") else "user"
-            part = {"type": "input_text", "text": _text(message.get("content"))}
-        items.append({"type": "message", "role": role, "content": [part]})
-    return system, items, last
-
-
-def _output_schema(response_format: Any) -> dict[str, Any] | None:
-    """The JSON schema of a ``json_schema`` ``response_format``, if that is what it is."""
-    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
-        schema = (response_format.get("json_schema") or {}).get("schema")
-        return schema if isinstance(schema, dict) else None
-    return None
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-    return ""
-
-
-def _toml(value: str) -> str:
-    return orjson.dumps(value).decode()
 
 
 def _counted(exc: UpstreamError) -> UpstreamError:

@@ -1,0 +1,264 @@
+"""Responses request ``tools`` / ``tool_choice`` → what the model is offered, and what its calls become.
+
+A text-only model can call what the client runs: ``function`` tools, the
+function and custom tools of a ``namespace``, ``custom`` (freeform) tools, a
+client-executed ``tool_search`` and ``local_shell``. Each gets a model-facing
+name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names it: namespaces stay
+apart, and the name stays a valid Chat tool name for native tool mode) and a
+:class:`ToolOrigin` that tells the encoder which output item a call becomes.
+
+Hosted tools (``web_search``, ``file_search``, ``mcp``, any unknown type) are
+not offered: by default they are dropped (counted in
+``toolwire_dropped_tools_total``, logged once per request at debug level);
+with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool.
+A ``tool_choice`` that forces a tool the model is not offered is a 400.
+
+Tools a client-executed tool search loaded (the ``tools`` of a
+``tool_search_output`` input item) are offered too, as OpenAI does.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from statemachine import ToolChoice, ToolSpec
+
+from ..errors import InputError
+from ..observability import metrics
+from ..pipeline.plan import ChoiceRequest
+from .schemas import (
+    AllowedToolsChoice,
+    CustomTool,
+    CustomToolChoice,
+    FunctionTool,
+    FunctionToolChoice,
+    HostedTool,
+    HostedToolChoice,
+    LocalShellTool,
+    NamespaceTool,
+    ResponsesRequest,
+    Tool,
+    ToolSearchOutputItem,
+    ToolSearchTool,
+)
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+__all__ = ["LOCAL_SHELL", "TOOL_SEARCH", "OfferedTools", "ToolOrigin", "model_name", "offered_tools"]
+
+log = logging.getLogger("toolwire.responses.tools")
+
+#: Model-facing names of the two client-executed built-in tools.
+TOOL_SEARCH = "tool_search"
+LOCAL_SHELL = "local_shell"
+
+_TOOL_SEARCH_PARAMETERS = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "What to look for."},
+                   "limit": {"type": "integer", "description": "How many tools to load at most."}},
+    "required": ["query"],
+}
+_LOCAL_SHELL_DESCRIPTION = (
+    "Run a command on the user's machine. The client runs it and sends back its output."
+)
+_LOCAL_SHELL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "array", "items": {"type": "string"},
+                    "description": 'The program and its arguments, e.g. ["bash", "-lc", "ls -la"].'},
+        "working_directory": {"type": "string", "description": "Where to run it."},
+        "timeout_ms": {"type": "integer", "description": "Stop the command after this many milliseconds."},
+        "env": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "Extra environment variables."},
+    },
+    "required": ["command"],
+}
+
+_TOOL_ADAPTER: TypeAdapter[Any] = TypeAdapter(Tool)
+
+#: Hosted tool types that label the dropped-tools metric; any other type counts as ``other`` (bounded labels).
+_HOSTED_TYPES = frozenset({
+    "web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26", "file_search",
+    "code_interpreter", "image_generation", "computer", "computer_use", "computer_use_preview", "mcp",
+    "tool_search", "shell", "apply_patch",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOrigin:
+    """What a model-facing tool name stands for in the client's request.
+
+    Fields:
+        type: the output item a call becomes: ``function`` (``function_call``),
+            ``custom`` (``custom_tool_call``), ``tool_search``
+            (``tool_search_call``) or ``local_shell`` (``local_shell_call``).
+        name: the tool's name as the client knows it.
+        namespace: the namespace tool it belongs to, if any.
+    """
+
+    type: Literal["function", "custom", "tool_search", "local_shell"]
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTools:
+    """The tools offered to the model for one request.
+
+    Fields:
+        specs: core tool specs, by model-facing name order.
+        origins: model-facing name → :class:`ToolOrigin`.
+        choice: the request's ``tool_choice`` in model-facing names, for the plan's one check
+            (a name that is not offered stays as the client wrote it, so that check names it).
+        dropped: the types of the hosted tools that were not offered.
+    """
+
+    specs: list[ToolSpec]
+    origins: dict[str, ToolOrigin]
+    choice: ChoiceRequest
+    dropped: list[str] = field(default_factory=list)
+
+
+def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedTools:
+    """The offered tools, their origins and the normalised ``tool_choice`` of ``request``.
+
+    Raises:
+        InputError: a hosted tool when ``settings.unsupported_tools`` is
+            ``fail`` (``tools[i].type``); a ``tool_choice`` that forces a
+            hosted tool (``tool_choice``), or requires a call from an
+            ``allowed_tools`` list none of which can be called (``tool_choice.tools``).
+    """
+    builder = _Offer()
+    for i, tool in enumerate(request.tools):
+        if isinstance(tool, HostedTool) or (isinstance(tool, ToolSearchTool) and tool.execution != "client"):
+            if settings.unsupported_tools == "fail":
+                raise InputError(
+                    f"Tool type {tool.type!r} is not supported: the model behind this server can only call "
+                    "tools the client runs (function, custom, namespace, client tool_search, local_shell).",
+                    f"tools[{i}].type", "unsupported_tool_type")
+            builder.dropped.append(tool.type)
+        else:
+            builder.add(tool)
+    for tool in _searched_tools(request):
+        builder.add(tool)
+    if builder.dropped:
+        for kind in builder.dropped:
+            metrics.child(metrics.DROPPED_TOOLS, kind if kind in _HOSTED_TYPES else "other").inc()
+        log.debug("tools not offered to the model (hosted, not runnable here): %s", ", ".join(builder.dropped))
+    return OfferedTools(builder.specs, builder.origins, builder.choice(request.tool_choice), builder.dropped)
+
+
+def model_name(name: str, namespace: str | None) -> str:
+    """The name the model knows a tool by: ``namespace__name`` inside a namespace, else ``name``."""
+    return f"{namespace}__{name}" if namespace else name
+
+
+def _searched_tools(request: ResponsesRequest) -> Iterable[Any]:
+    """Valid tool definitions from the request's ``tool_search_output`` items (invalid ones are skipped)."""
+    for item in request.input:
+        if isinstance(item, ToolSearchOutputItem):
+            for definition in item.tools:
+                try:
+                    tool = _TOOL_ADAPTER.validate_python(definition)
+                except ValidationError:
+                    continue
+                if not isinstance(tool, (HostedTool, ToolSearchTool)):
+                    yield tool
+
+
+class _Offer:
+    """Collects specs and origins, then maps the client's ``tool_choice`` onto them."""
+
+    def __init__(self) -> None:
+        self.specs: list[ToolSpec] = []
+        self.origins: dict[str, ToolOrigin] = {}
+        self.dropped: list[str] = []
+
+    def add(self, tool: Any) -> None:
+        if isinstance(tool, NamespaceTool):
+            note = f"(In namespace `{tool.name}`" + (f": {_first_line(tool.description)})" if tool.description
+                                                      else ")")
+            for inner in tool.tools:
+                self._add_one(inner, tool.name, note)
+        elif isinstance(tool, ToolSearchTool):
+            self._put(ToolSpec(TOOL_SEARCH, tool.description or "Search for more tools.",
+                               tool.parameters or _TOOL_SEARCH_PARAMETERS), ToolOrigin("tool_search", TOOL_SEARCH))
+        elif isinstance(tool, LocalShellTool):
+            self._put(ToolSpec(LOCAL_SHELL, _LOCAL_SHELL_DESCRIPTION, _LOCAL_SHELL_PARAMETERS),
+                      ToolOrigin("local_shell", LOCAL_SHELL))
+        else:
+            self._add_one(tool, None, None)
+
+    def _add_one(self, tool: FunctionTool | CustomTool, namespace: str | None, note: str | None) -> None:
+        name = model_name(tool.name, namespace)
+        description = "\n".join(p for p in (tool.description or "", note or "") if p)
+        if isinstance(tool, CustomTool):
+            spec = ToolSpec(name, description, kind="custom", input_format=tool.format)
+            self._put(spec, ToolOrigin("custom", tool.name, namespace))
+        else:
+            spec = ToolSpec(name, description, tool.parameters, strict=bool(tool.strict))
+            self._put(spec, ToolOrigin("function", tool.name, namespace))
+
+    def _put(self, spec: ToolSpec, origin: ToolOrigin) -> None:
+        if spec.name in self.origins:
+            self.specs = [s for s in self.specs if s.name != spec.name]
+        self.specs.append(spec)
+        self.origins[spec.name] = origin
+
+    def choice(self, choice: Any) -> ChoiceRequest:
+        if choice is None:
+            return ChoiceRequest()
+        if isinstance(choice, str):
+            return ChoiceRequest(ToolChoice(choice))  # type: ignore[arg-type]
+        if isinstance(choice, (FunctionToolChoice, CustomToolChoice)):
+            name = self._named(choice.type, choice.name, "tool_choice.name")
+            return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
+        if isinstance(choice, HostedToolChoice):
+            return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
+        assert isinstance(choice, AllowedToolsChoice)
+        names: dict[str, str] = {}
+        for i, allowed in enumerate(choice.tools):
+            if allowed.type in ("function", "custom"):
+                param = f"tool_choice.tools[{i}].name"
+                names.setdefault(self._named(allowed.type, allowed.name or "", param), param)
+            elif allowed.type in (TOOL_SEARCH, LOCAL_SHELL) and allowed.type in self.origins:
+                names.setdefault(allowed.type, f"tool_choice.tools[{i}].type")
+            # an allowed hosted tool is simply not callable here
+        if choice.mode == "required" and not names:
+            raise InputError("Invalid value for 'tool_choice.tools': it requires a call, but none of its tools "
+                             "can be called here (hosted tools are not run).", "tool_choice.tools", "invalid_value")
+        return ChoiceRequest(ToolChoice(choice.mode, frozenset(names)), name_params=names)
+
+    def _named(self, kind: str, name: str, param: str) -> str:
+        """The model-facing name of the ``kind`` tool the client calls ``name`` (or ``namespace__name``);
+        ``name`` itself when no tool has it (the plan's one check then refuses it).
+
+        Raises:
+            InputError: ``name`` is a tool of another kind (a custom tool named as a function).
+        """
+        found = self.origins.get(name)
+        if found is not None and found.type == kind:
+            return name
+        for offered, origin in self.origins.items():
+            if origin.type == kind and origin.name == name:
+                return offered
+        if found is not None:
+            raise InputError(f"Invalid value for '{param}': {name!r} is a {found.type} tool, not a {kind} tool.",
+                             param, "invalid_value")
+        return name
+
+    def _by_type(self, kind: str) -> str:
+        if kind in (TOOL_SEARCH, LOCAL_SHELL) and kind in self.origins:
+            return kind
+        raise InputError(f"Invalid value for 'tool_choice': it forces {kind!r}, a tool this server cannot offer "
+                         "to its text-only model (hosted tools are not run here).", "tool_choice",
+                         "unsupported_tool_type")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

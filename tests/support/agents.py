@@ -1,0 +1,104 @@
+"""Real coding agents for end-to-end tests: pinned npm packages installed once into a cache outside the repo.
+
+``npm_tool(package, version, binary)`` returns the path of the package's
+executable, installing ``package@version`` with ``npm install`` into
+``~/.cache/toolwire/npm/<package>-<version>`` (``TOOLWIRE_NPM_CACHE``
+overrides the root) the first time; ``codex_cli()`` is the pinned Codex CLI,
+the same install the Codex back-end tests use (``support.codex_binary``). A
+missing ``npm`` is a loud skip; any other install failure is an error, so CI
+(which has npm) must install.
+
+The configuration writers give each agent exactly one custom model provider
+pointing at toolwire's ``/v1`` and the switches that keep it offline (no
+update check, no analytics, no plugin or model-list fetches): nothing that
+changes which tools it offers.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.codex_binary import CACHE_ROOT, INSTALL_TIMEOUT, ensure_codex
+
+OPENCODE = ("opencode-ai", "1.18.33", "opencode")
+
+
+def codex_cli() -> Path:
+    """The pinned Codex CLI's launcher."""
+    launcher, why = ensure_codex()
+    if launcher is None:
+        pytest.skip(f"SKIPPED LOUDLY: {why} for the real-agent test (CI has npm and runs it)")
+    return launcher
+
+
+def npm_tool(package: str, version: str, binary: str) -> Path:
+    """The executable ``binary`` of ``package@version``, installed into the cache on first use."""
+    prefix = CACHE_ROOT / f"{package.replace('/', '+')}-{version}"
+    executable = prefix / "node_modules" / ".bin" / binary
+    if executable.exists():
+        return executable
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {package}@{version} cannot be installed "
+                    "for the real-agent test (CI has npm and runs it)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test processes install once
+        if not executable.exists():
+            result = subprocess.run(
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
+                 f"{package}@{version}"],
+                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
+            if result.returncode != 0 or not executable.exists():
+                raise RuntimeError(f"npm install {package}@{version} failed ({result.returncode}):\n"
+                                   f"{result.stderr[-4000:]}")
+    return executable
+
+
+def codex_config(base_url: str) -> str:
+    """A ``config.toml``: toolwire as the model provider over the Responses API, and the offline switches."""
+    return f"""\
+model_provider = "toolwire"
+check_for_update_on_startup = false
+
+[model_providers.toolwire]
+name = "toolwire"
+base_url = "{base_url}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false
+"""
+
+
+def opencode_config(base_url: str, model: str) -> str:
+    """An ``opencode.json``: toolwire as an ``@ai-sdk/openai-compatible`` provider (Chat Completions)."""
+    return json.dumps({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"toolwire/{model}",
+        "small_model": f"toolwire/{model}",
+        "provider": {
+            "toolwire": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "toolwire",
+                "options": {"baseURL": base_url},
+                "models": {model: {"name": model, "tool_call": True}},
+            },
+        },
+    }, indent=2)
