@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test bench diagram clean-venv
+.PHONY: serve test test-fast bench diagram clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ serve: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	PYTHONPATH=tests $(BIN)/python -m support.redis_server --install
 	$(BIN)/python -m pytest
+
+# Unit tests only: the core and the Flask side in process (no gunicorn, no fuzz corpus); well under a minute.
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest tests/statemachine tests/app tests/test_support_imports.py tests/test_support_invariants.py
 
 diagram: $(VENV)/.installed
 	$(BIN)/toolwire diagram --format mermaid

@@ -1,5 +1,5 @@
-"""The WSGI entry point for gunicorn: ``gunicorn -c gunicorn.conf.py wsgi:app``."""
+"""The checkout's WSGI entry point: ``gunicorn -c gunicorn.conf.py wsgi:app`` (the same app as ``app.wsgi``)."""
 
-from app import create_app
+from app.wsgi import app
 
-app = create_app()
+__all__ = ["app"]

@@ -2,7 +2,44 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+from pathlib import Path
 from typing import Any
+
+
+def _require_toolwire_core() -> None:
+    """Refuse to start when ``statemachine`` is not toolwire's parsing core.
+
+    PyPI's ``python-statemachine`` installs a top-level ``statemachine`` package too: installed beside
+    toolwire's core, it overwrites the core's files, and uninstalling it deletes them. Fail now, with the
+    fix, rather than with a confusing error (or wrong behaviour) later. Only the directory the core was
+    imported from is listed: a python-statemachine installed elsewhere cannot touch its files.
+
+    Raises:
+        ImportError: ``python-statemachine`` is installed beside the core, or ``statemachine`` is another package.
+    """
+    import statemachine
+
+    site = os.path.dirname(os.path.dirname(statemachine.__file__))
+    other = next((name for name in os.listdir(site)
+                  if name.startswith("python_statemachine-") and name.endswith(".dist-info")), None)
+    if other is not None:
+        version = importlib.metadata.PathDistribution(Path(site, other)).version
+        raise ImportError(
+            f"toolwire cannot start: the PyPI package 'python-statemachine' ({version}) is installed in {site}, "
+            "and it uses the same top-level package name, 'statemachine', as toolwire's parsing core "
+            "(installing it overwrote toolwire's files; uninstalling it deletes them). Fix: "
+            "'pip uninstall python-statemachine', then reinstall toolwire ('pip install --force-reinstall "
+            "--no-deps toolwire', or '-e .' in a checkout); or give toolwire a virtual environment of its own.")
+    if not hasattr(statemachine, "ChoiceStream"):
+        raise ImportError(
+            f"toolwire cannot start: the 'statemachine' package imported from {statemachine.__file__} is not "
+            "toolwire's parsing core (another package of that name comes first on sys.path, e.g. PyPI's "
+            "'python-statemachine'). Fix: remove it from this environment, then reinstall toolwire.")
+
+
+_require_toolwire_core()
 
 import orjson
 from flask import Flask, Response

@@ -13,7 +13,8 @@ from statemachine.diagram import FORMATS
 
 from .settings import ENV_PREFIX, Settings
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
+GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolwire", description="OpenAI-compatible tool-calling gateway.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run gunicorn (gevent workers) with gunicorn.conf.py and wsgi:app")
+    serve = commands.add_parser("serve", help="run gunicorn (gevent workers) with the packaged gunicorn settings "
+                                              "and app.wsgi:app")
     serve.add_argument("--bind", help="host:port (default TOOLWIRE_BIND or 127.0.0.1:8000)")
     serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY or 2)")
 
@@ -33,21 +35,24 @@ def main(argv: list[str] | None = None) -> int:
     diagram.add_argument("-o", "--output", help="write to this file instead of stdout")
 
     args = parser.parse_args(argv)
-    return {"serve": _serve, "config": _config, "diagram": _diagram}[args.command](args)
+    try:
+        code = {"serve": _serve, "config": _config, "diagram": _diagram}[args.command](args)
+        sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
+        return code
+    except BrokenPipeError:
+        # The reader had enough (`toolwire config | head -1`): stop quietly; stdout goes nowhere from now
+        # on, so Python's exit-time flush has nothing to complain about.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    root = Path.cwd() if (Path.cwd() / "gunicorn.conf.py").is_file() else _PROJECT_ROOT
-    if not (root / "gunicorn.conf.py").is_file() or not (root / "wsgi.py").is_file():
-        print("toolwire serve: gunicorn.conf.py and wsgi.py not found; run it from the toolwire checkout.",
-              file=sys.stderr)
-        return 2
-    argv = [sys.executable, "-m", "gunicorn", "--chdir", str(root), "-c", str(root / "gunicorn.conf.py")]
+    argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
     if args.bind:
         argv += ["--bind", args.bind]
     if args.workers:
         argv += ["--workers", str(args.workers)]
-    argv.append("wsgi:app")
+    argv.append("app.wsgi:app")
     os.execv(sys.executable, argv)
     return 0  # not reached
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -308,6 +308,17 @@ class Settings(BaseSettings):
                 display = f"{self.store_url() or 'none'} (from response_store_path)"
             rows.append((name, display, source))
         return rows
+
+
+def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
+
+    ``TOOLWIRE_UPSTREAM_URL`` → ``upstream_url``; keys that name no setting (``TOOLWIRE_CONFIG_FILE``…)
+    are left out.
+    """
+    fields = Settings.model_fields
+    names = ((key, key[len(ENV_PREFIX):].lower()) for key in config if key.startswith(ENV_PREFIX))
+    return {name: config[key] for key, name in names if name in fields}
 
 
 def config_file_path() -> Path | None:

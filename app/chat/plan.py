@@ -83,10 +83,10 @@ def _chat_choice(choice: object) -> ChoiceRequest:
 
 
 def _legacy_choice(choice: object) -> ChoiceRequest:
-    legacy = {"param": "function_call", "tools_param": "functions"}
     if choice is None:
-        return ChoiceRequest(**legacy)
-    if isinstance(choice, NamedFunction):
-        return ChoiceRequest(ToolChoice("required", frozenset({choice.name})),
-                             name_params={choice.name: "function_call.name"}, **legacy)
-    return ChoiceRequest(ToolChoice(choice), **legacy)  # type: ignore[arg-type]
+        core, names = ToolChoice(), {}
+    elif isinstance(choice, NamedFunction):
+        core, names = ToolChoice("required", frozenset({choice.name})), {choice.name: "function_call.name"}
+    else:
+        core, names = ToolChoice(choice), {}  # type: ignore[arg-type]
+    return ChoiceRequest(core, "function_call", names, "functions")

@@ -21,7 +21,7 @@ from flask import request
 from .errors import ApiError
 from ..state import current_state, set_client_owner
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.http.auth")
 
 
 class KeyRing:

@@ -5,9 +5,11 @@
     tw = Toolwire()
     tw.init_app(host_app, url_prefix="/llm/v1", name="llm")
 
-Settings come from a :class:`~app.settings.Settings` object (default: read
-from the environment when ``init_app`` runs), see that class for every
-``TOOLWIRE_*`` key. Later environment changes are not picked up. The
+Settings come from a :class:`~app.settings.Settings` object; without one,
+``init_app`` reads the ``TOOLWIRE_*`` keys of the host's ``app.config`` (Flask's
+convention: ``app.config["TOOLWIRE_UPSTREAM_URL"]``), which win over the
+environment and the config file. See that class for every key. Later changes
+are not picked up. ``init_app`` never touches the host's logging. The
 extension stores itself in ``app.extensions["toolwire"]`` and keeps per-app
 state (settings, upstream) keyed by the app; it never holds the app itself.
 """
@@ -22,7 +24,7 @@ from flask import Flask, current_app
 from gevent import monkey
 
 from ..responses.store import ResponseStore, StoreError, open_store
-from ..settings import Settings
+from ..settings import Settings, settings_from_config
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
@@ -32,7 +34,7 @@ from .auth import load_keyring
 from .blueprint import create_blueprint
 from .limits import StreamSlots
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.http.extension")
 
 
 class UnpatchedSocketWarning(RuntimeWarning):
@@ -44,7 +46,8 @@ class Toolwire:
 
     Args:
         app: a Flask app to register on now (or call :meth:`init_app` later).
-        settings: settings to use; default ``Settings()`` (environment and config file).
+        settings: settings to use; default the app's ``TOOLWIRE_*`` config keys over ``Settings()``
+            (environment and config file).
         upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo).
         store: a :class:`~app.responses.store.ResponseStore`; default the store
@@ -76,11 +79,9 @@ class Toolwire:
                                "Create the extension once and call init_app once per app.")
         if not monkey.is_module_patched("socket"):
             warnings.warn("gevent has not patched socket: each stream will block a worker. Serve toolwire "
-                          "with gunicorn's gevent worker (see gunicorn.conf.py).", UnpatchedSocketWarning,
+                          "with gunicorn's gevent worker (see app/gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
-        logging.getLogger("transitions").setLevel(logging.WARNING)
-
-        settings = self._settings or Settings()
+        settings = self._settings or Settings(**settings_from_config(app.config))
         api_keys = load_keyring(settings)
         upstream = self._upstream or make_upstream(settings)
         store = self._store or make_store(settings)

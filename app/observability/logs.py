@@ -1,5 +1,8 @@
 """Log lines as JSON objects (or plain text), each carrying the request id.
 
+toolwire's loggers are ``toolwire.*`` (``toolwire.access`` the access line); a
+host app's own ``app`` package cannot collide with them.
+
 Structured values go in ``extra={"fields": {...}}``: the JSON formatter
 merges them into the object, the plain one appends ``key=value`` pairs.
 Nothing here logs prompt text: what a line holds is up to its caller.
@@ -116,10 +119,21 @@ def make_handler(fmt: str = "json", stream: IO[str] | None = None) -> logging.Ha
     return handler
 
 
+#: Libraries whose INFO lines the standalone service drops: ``transitions`` logs every state change of
+#: the parser, ``httpx`` every upstream request (a second line per request, before its first byte).
+QUIET_LIBRARIES = ("transitions", "httpx")
+
+
 def configure_logging(level: str, fmt: str = "json") -> None:
-    """Root logging at ``level`` in ``fmt`` (unless the host configured it); ``init_app`` quiets ``transitions``."""
+    """The standalone service's logging (``create_app``; the embedding ``init_app`` leaves the host's alone).
+
+    Root logging at ``level`` in ``fmt`` (unless already configured), ``toolwire.*`` at ``level``, and
+    :data:`QUIET_LIBRARIES` at WARNING.
+    """
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(make_handler(fmt))
         root.setLevel(level)
-    logging.getLogger("app").setLevel(level)
+    logging.getLogger("toolwire").setLevel(level)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING)

@@ -1,6 +1,6 @@
 """Prometheus metrics (house style 8.5) and their exposition.
 
-Under gunicorn, ``gunicorn.conf.py`` exports ``PROMETHEUS_MULTIPROC_DIR`` before
+Under gunicorn, ``app/gunicorn.conf.py`` exports ``PROMETHEUS_MULTIPROC_DIR`` before
 the workers start, so every worker writes its values there and :func:`exposition`
 aggregates all of them. Without it (tests, an embedding host) the process's
 default registry is served.

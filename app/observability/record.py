@@ -32,7 +32,7 @@ from ..state import client_owner, current_state
 if TYPE_CHECKING:
     from ..pipeline.driver import ChoiceDriver
 
-access_log = logging.getLogger("app.access")
+access_log = logging.getLogger("toolwire.access")
 
 #: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

@@ -30,7 +30,7 @@ from statemachine import (
 from ..observability import record as observe
 from ..upstreams.base import UpstreamError, UpstreamStream
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.pipeline.driver")
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})

@@ -17,7 +17,7 @@ from statemachine import ModelOutputError
 from ..errors import ApiError, body_too_large
 from ..upstreams.base import UpstreamError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.pipeline.failures")
 
 
 def as_api_error(exc: BaseException) -> ApiError:

@@ -27,14 +27,14 @@ from ..observability import record as observe
 from ..state import current_state
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .driver import ChoiceDriver
-from .encoder import Encoder, usage_of
+from .encoder import Encoder, Usage, usage_of
 from .failures import as_api_error
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import cooperative, sse_body
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.pipeline.generate")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -70,7 +70,7 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n)
 
-    def usage() -> Any:
+    def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
     if not generation.stream:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_SHELL", "TOOL_SEARCH", "OfferedTools", "ToolOrigin", "model_name", "offered_tools"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.responses.tools")
 
 #: Model-facing names of the two client-executed built-in tools.
 TOOL_SEARCH = "tool_search"

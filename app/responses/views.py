@@ -33,7 +33,7 @@ from .store import OwnedStore, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from .tools import OfferedTools, offered_tools
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.responses")
 
 #: Request fields with the same meaning in a Chat request, sent on as they are.
 _PASSTHROUGH = ("temperature", "top_p", "user")

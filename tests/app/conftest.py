@@ -2,85 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import gevent
 import pytest
 
 from app import create_app
 from app.settings import Settings
-from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
-
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-
-
-def text_chunks(text: str, *, size: int = 5, index: int = 0, finish: str | None = "stop",
-                usage: dict | None = None) -> list[UpstreamChunk]:
-    """``text`` as upstream chunks of ``size`` characters, then a finish (and usage) chunk."""
-    chunks = [UpstreamChunk([ChoiceDelta(index=index, content=text[i:i + size])])
-              for i in range(0, len(text), size)]
-    if finish:
-        chunks.append(UpstreamChunk([ChoiceDelta(index=index, finish_reason=finish)]))
-    if usage:
-        chunks.append(UpstreamChunk([], usage=usage))
-    return chunks
-
-
-class FakeStream:
-    def __init__(self, upstream: "FakeUpstream"):
-        self.upstream = upstream
-        self.closed = False
-
-    def __iter__(self) -> Iterator[UpstreamChunk]:
-        for item in self.upstream.script:
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, (int, float)):
-                gevent.sleep(item)  # a silent upstream (prefill)
-                continue
-            self.upstream.delivered += 1
-            yield item
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class FakeUpstream:
-    """An :class:`~app.upstreams.base.Upstream` that plays a script.
-
-    ``script`` items: ``UpstreamChunk`` (delivered), a number (sleep that many
-    seconds), an exception (raised mid-stream). ``open_error`` is raised by
-    ``open``. Every body sent is kept in ``bodies``.
-    """
-
-    def __init__(self, script: list[Any] | None = None, *, open_error: UpstreamError | None = None):
-        self.script = script or []
-        self.open_error = open_error
-        self.bodies: list[dict] = []
-        self.streams: list[FakeStream] = []
-        self.delivered = 0
-        self.is_ready = True
-
-    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
-        self.bodies.append(body)
-        if self.open_error:
-            raise self.open_error
-        stream = FakeStream(self)
-        self.streams.append(stream)
-        return stream
-
-    def models(self) -> list[dict]:
-        return [{"id": "fake-model", "object": "model", "created": 1, "owned_by": "tests"}]
-
-    def ready(self) -> bool:
-        return self.is_ready
+from support.fakes import FakeUpstream, text_chunks
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from app.responses.schemas import parse_responses_request
 from app.responses.tools import offered_tools
 from app.settings import Settings
 from support.tools import WEATHER
-from tests.app.conftest import FakeUpstream, text_chunks
-from tests.app.test_responses_api import post, stream
+from support.fakes import FakeUpstream, text_chunks
+from support.responses_calls import post, stream
 
 PATCH = "*** Begin Patch\n*** Add File: a.txt\n+{\"not\": json}\n+<b>\n*** End Patch"
 APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files with a patch.",
@@ -68,14 +68,14 @@ def test_custom_client_tool_search_and_local_shell_are_offered():
 def test_hosted_tools_are_dropped_counted_and_logged_once(caplog):
     before = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) or 0
     other = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) or 0
-    with caplog.at_level("DEBUG", logger="app.responses.tools"):
+    with caplog.at_level("DEBUG", logger="toolwire.responses.tools"):
         tools = offered({"tools": [*HOSTED, {"type": "tool_search"}, WEATHER]})
     assert [s.name for s in tools.specs] == ["get_weather"]
     assert tools.dropped == ["web_search", "file_search", "mcp", "brand_new_hosted_tool", "tool_search"]
     assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) == before + 1
     # a client-invented type cannot grow the label set
     assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) == other + 1
-    (record,) = [r for r in caplog.records if r.name == "app.responses.tools"]
+    (record,) = [r for r in caplog.records if r.name == "toolwire.responses.tools"]
     assert record.levelname == "DEBUG" and "web_search, file_search, mcp" in record.getMessage()
 
 

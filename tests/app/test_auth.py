@@ -9,8 +9,8 @@ import pytest
 
 from app.http.auth import KeyRing, load_keyring
 from app.settings import Settings
+from support.fakes import FakeUpstream, text_chunks
 from support.loopback import Answer, Seen, json_answer
-from tests.app.conftest import FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
 BODY = {"model": "m", "messages": USER}
@@ -61,10 +61,10 @@ def test_health_stays_open(keyed):
 
 
 def test_no_keys_means_open_with_one_warning(make_app, upstream, caplog):
-    with caplog.at_level(logging.WARNING, logger="app.http.auth"):
+    with caplog.at_level(logging.WARNING, logger="toolwire.http.auth"):
         client = make_app(upstream).test_client()
     assert client.post("/v1/chat/completions", json=BODY).status_code == 200
-    warnings = [r for r in caplog.records if r.name == "app.http.auth"]
+    warnings = [r for r in caplog.records if r.name == "toolwire.http.auth"]
     assert len(warnings) == 1 and "open" in warnings[0].getMessage()
 
 

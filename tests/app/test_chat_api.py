@@ -9,7 +9,7 @@ import pytest
 
 from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
 from statemachine import ModelOutputError
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 from support.invariants import check_chat_stream
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]

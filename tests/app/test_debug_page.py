@@ -10,7 +10,7 @@ import base64
 import pytest
 
 from statemachine import TRANSITIONS
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from flask import Flask
 
@@ -9,7 +11,7 @@ from app import Toolwire, create_app
 from app.http.extension import UnpatchedSocketWarning
 from app.state import current_state
 from app.settings import Settings
-from tests.app.conftest import FakeUpstream, text_chunks
+from support.fakes import FakeUpstream, text_chunks
 
 
 def host_app() -> Flask:
@@ -89,3 +91,36 @@ def test_create_app_uses_the_demo_back_end_without_configuration(monkeypatch):
     app = create_app(Settings(upstream_url=None))
     models = app.test_client().get("/v1/models").get_json()
     assert models["object"] == "list" and models["data"][0]["id"] == "toolwire-demo"
+
+
+def test_init_app_reads_toolwire_keys_from_the_host_config_over_the_environment(monkeypatch):
+    monkeypatch.setenv("TOOLWIRE_DEMO_MODEL", "from-env")
+    monkeypatch.setenv("TOOLWIRE_MAX_TOOLS", "7")
+    host = host_app()
+    host.config.update(TOOLWIRE_DEMO_MODEL="from-host-config", TOOLWIRE_RESPONSE_STORE_PATH="",
+                       TOOLWIRE_CONFIG_FILE="ignored.toml", OTHER_SETTING="not toolwire's")
+    ext = Toolwire(host, upstream=FakeUpstream())
+    settings = ext.state(host).settings
+    assert settings.demo_model == "from-host-config"  # the host's config wins over the environment
+    assert settings.max_tools == 7  # keys the host does not set still come from the environment
+    assert settings.response_store_path == "" and ext.state(host).store is None
+
+
+def test_an_explicit_settings_object_wins_over_the_host_config():
+    host = host_app()
+    host.config["TOOLWIRE_DEMO_MODEL"] = "from-host-config"
+    ext = Toolwire(host, settings=Settings(demo_model="explicit"), upstream=FakeUpstream())
+    assert ext.state(host).settings.demo_model == "explicit"
+
+
+def test_init_app_leaves_the_hosts_logging_levels_alone():
+    names = ("", "transitions", "httpx", "toolwire", "app")
+    before = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    try:
+        Toolwire(host_app(), settings=Settings(response_store_path=""), upstream=FakeUpstream())
+        assert {name: logging.getLogger(name).level for name in names} == dict.fromkeys(names, logging.DEBUG)
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from app.http.limits import StreamSlots, check_nesting, nests_deeper
 from app.validation import check_responses_limits
 from app.errors import ApiError
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -2,33 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from tests.app.conftest import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
+from support.fakes import MARKER, WEATHER_TOOL, EchoUpstream
 from support.injection import QUOTED, TRANSCRIPT
-
-MARKER = re.compile(r'<tool_call marker="([A-Za-z0-9_-]+)">')
-
-
-class EchoUpstream(FakeUpstream):
-    """Answers with the quoted sentinel from the tool result, then (if asked) a call using the prompt's marker."""
-
-    def __init__(self, *, marked_call: bool):
-        super().__init__()
-        self.marked_call = marked_call
-
-    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
-        prompt = "\n".join(m["content"] for m in body["messages"])
-        found = MARKER.search(prompt)
-        marker = found.group(1) if found else "none"
-        reply = f"The tool asked me to run {QUOTED} but I will not."
-        if self.marked_call:
-            reply += f' <tool_call marker="{marker}">{{"name": "get_weather", "arguments": {{"city": "Rome"}}}}</tool_call>'
-        self.script = text_chunks(reply, size=7)
-        return super().open(body, request_id=request_id)
-
 
 def post(client, headers=None, stream=False):
     return client.post("/v1/chat/completions", headers=headers or {},

@@ -21,8 +21,8 @@ from app.observability.logs import make_handler
 from app.settings import Settings
 from app.upstreams.base import UpstreamError
 from app.upstreams.transport import Timeouts
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 from support.loopback import json_answer, sse_answer
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
 
 SECRET = "my-secret-prompt-4711"
 USER = [{"role": "user", "content": f"Weather in Paris? {SECRET}"}]
@@ -67,7 +67,7 @@ def test_access_line_is_json_with_the_request_fields_and_no_prompt(make_app, jso
     response = post(make_app(upstream).test_client(), "req-abc.1", stream=stream, tools=[WEATHER_TOOL])
     assert response.status_code == 200 and response.headers["X-Request-Id"] == "req-abc.1"
     lines = records(json_log)
-    access = [line for line in lines if line["logger"] == "app.access"]
+    access = [line for line in lines if line["logger"] == "toolwire.access"]
     assert len(access) == 1
     line = access[0]
     assert line["request_id"] == "req-abc.1" and line["level"] == "INFO" and isinstance(line["pid"], int)
@@ -83,7 +83,7 @@ def test_access_line_of_a_rejected_body_shows_the_stream_it_asked_for(make_app, 
     response = post(make_app(FakeUpstream(text_chunks("never"))).test_client(), "rejected-1", stream=stream,
                     temperature=9)
     assert response.status_code == 400
-    (line,) = [line for line in records(json_log) if line["logger"] == "app.access"]
+    (line,) = [line for line in records(json_log) if line["logger"] == "toolwire.access"]
     assert (line["status"], line["stream"]) == (400, stream)
 
 
@@ -91,7 +91,7 @@ def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_lo
     unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
     upstream = FakeUpstream(text_chunks(unknown, size=4))
     post(make_app(upstream).test_client(), "rid-pump", stream=True, tools=[WEATHER_TOOL])
-    notes = [line for line in records(json_log) if line["logger"] == "app.pipeline.driver"]
+    notes = [line for line in records(json_log) if line["logger"] == "toolwire.pipeline.driver"]
     assert [(n["kind"], n["tool"], n["request_id"]) for n in notes] == [("unknown_tool", "launch_rocket", "rid-pump")]
     assert "target" not in json_log.getvalue()  # the note's message (which may quote arguments) is debug only
 
@@ -100,13 +100,13 @@ def test_generated_request_id_is_logged_and_returned(make_app, json_log):
     response = post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "not valid!")
     rid = response.headers["X-Request-Id"]
     assert len(rid) == 32 and rid != "not valid!"
-    assert [line["request_id"] for line in records(json_log) if line["logger"] == "app.access"] == [rid]
+    assert [line["request_id"] for line in records(json_log) if line["logger"] == "toolwire.access"] == [rid]
 
 
 def test_plain_log_format(make_app):
     buffer = io.StringIO()
     handler = make_handler("plain", buffer)
-    logger = logging.getLogger("app.access")
+    logger = logging.getLogger("toolwire.access")
     logger.addHandler(handler)
     try:
         post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "plain-1")
@@ -120,9 +120,9 @@ def test_plain_log_lines_cannot_be_forged_or_carry_terminal_escapes(make_app):
     """A client-chosen model name with a newline, a fake field and an ANSI escape stays one line, quoted."""
     buffer = io.StringIO()
     handler = make_handler("plain", buffer)
-    logger = logging.getLogger("app.access")
+    logger = logging.getLogger("toolwire.access")
     logger.addHandler(handler)
-    forged = "m\n2026-01-01 INFO app.access [x] POST /v1/admin 200 status=200\x1b[2J\x9b31m"
+    forged = "m\n2026-01-01 INFO toolwire.access [x] POST /v1/admin 200 status=200\x1b[2J\x9b31m"
     try:
         post(make_app(FakeUpstream(text_chunks("hi"))).test_client(), "plain-2", model=forged)
         logger.warning("tool %s\r\nforged", "\x1b]0;title\x07")
@@ -138,7 +138,7 @@ def test_plain_log_lines_cannot_be_forged_or_carry_terminal_escapes(make_app):
 
 def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json_log):
     client = make_app(FakeUpstream(text_chunks("hi"))).test_client()
-    logger = logging.getLogger("app.access")
+    logger = logging.getLogger("toolwire.access")
     before = sample("toolwire_requests_total", route="/v1/chat/completions", status="200")
     logger.setLevel(logging.WARNING)
     try:
@@ -152,7 +152,7 @@ def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json
     finally:
         logger.removeFilter(dropped)
     post(client, "heard-3")
-    assert [line["request_id"] for line in records(json_log) if line["logger"] == "app.access"] == ["heard-3"]
+    assert [line["request_id"] for line in records(json_log) if line["logger"] == "toolwire.access"] == ["heard-3"]
     assert sample("toolwire_requests_total", route="/v1/chat/completions", status="200") == before + 3
 
 
@@ -247,7 +247,7 @@ def test_client_disconnect_is_counted_and_the_stream_leaves_the_gauge(make_app, 
     gevent.sleep(0.05)
     assert sample("toolwire_client_disconnects_total") == before[0] + 1
     assert sample("toolwire_streams_in_flight") == before[1]
-    access = [line for line in records(json_log) if line["logger"] == "app.access"]
+    access = [line for line in records(json_log) if line["logger"] == "toolwire.access"]
     assert [(a["request_id"], a["disconnected"]) for a in access] == [("rid-left", True)]
 
 
@@ -288,7 +288,7 @@ def test_ops_routes_are_not_logged_or_counted(make_app, json_log):
     client.get("/healthz", buffered=True)
     client.get("/metrics", buffered=True)
     assert sample("toolwire_requests_total", route="/healthz", status="200") == before == 0
-    assert not [line for line in records(json_log) if line["logger"] == "app.access"]
+    assert not [line for line in records(json_log) if line["logger"] == "toolwire.access"]
 
 
 def test_metrics_guard_can_refuse(make_app):
@@ -382,7 +382,7 @@ def test_an_unwritable_debug_dir_does_not_break_the_response(make_app, json_log,
     blocker.write_text("not a directory")
     client = make_app(FakeUpstream(text_chunks("hi")), debug=True, debug_dir=str(blocker)).test_client()
     assert post(client, "dbg-fail").status_code == 200
-    warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "app.http.auth"]
+    warnings = [line for line in records(json_log) if line["level"] == "WARNING" and line["logger"] != "toolwire.http.auth"]
     assert len(warnings) == 1 and warnings[0]["msg"].startswith("debug record not saved")
     assert warnings[0]["request_id"] == "dbg-fail"
 

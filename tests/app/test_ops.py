@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.app.conftest import FakeUpstream
+from support.fakes import FakeUpstream
 
 
 def test_healthz_is_cheap(make_app):

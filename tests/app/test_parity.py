@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from app.upstreams.base import UpstreamError
-from tests.app.conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 WEATHER = WEATHER_TOOL["function"]
 USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}

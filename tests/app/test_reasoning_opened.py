@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 DRAFT = ('I could call <tool_call>{"name": "get_weather", "arguments": {"city": "SF"}}</tool_call> '
          "but I know it.</think>It is sunny.")

@@ -9,37 +9,13 @@ import pytest
 from app.observability.metrics import STORE_WRITE_FAILURES
 from app.responses.store import SQLiteResponseStore, StoreUnavailable
 from app.upstreams.base import UpstreamChunk, UpstreamError
-from tests.app.conftest import FakeUpstream, text_chunks
-from tests.app.test_marker_mode import EchoUpstream
+from support.fakes import EchoUpstream, FakeUpstream, assert_envelope, text_chunks
+from support.responses_calls import post, stream
 from support.injection import QUOTED
-from support.invariants import check_responses_stream
 from support.tools import STRICT_WEATHER, WEATHER
 
 CALL_TEXT = 'Let me check.<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-
-
-def post(client, **body):
-    body.setdefault("model", "m")
-    body.setdefault("input", "Weather in Paris?")
-    return client.post("/v1/responses", json=body)
-
-
-def stream(client, **body):
-    """A streamed request, checked against the wire contract; returns the summary."""
-    response = post(client, stream=True, **body)
-    assert response.status_code == 200, response.data
-    return check_responses_stream(response.data, status=200, content_type=response.headers["Content-Type"])
-
-
-def assert_envelope(response, status: int, param: str | None, code: str | None = None) -> dict:
-    assert response.status_code == status, response.data
-    error = response.get_json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["param"] == param
-    if code is not None:
-        assert error["code"] == code
-    return error
 
 
 # -- one turn ---------------------------------------------------------------------------------

@@ -3,21 +3,18 @@ on one file, lock waits, a killed writer, an unwritable file, files from before 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import multiprocessing
 import os
-import shutil
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 
 import pytest
 
 from app.responses.store import SQLiteResponseStore, StoreUnavailable
-from tests.app.test_store_contract import ALICE, USER, message, response
+from support.store_items import ALICE, USER, message, response, unwritable
 
 
 @pytest.fixture
@@ -136,33 +133,6 @@ def test_a_writer_killed_mid_write_loses_no_committed_record(tmp_path):
     stored = store._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0]
     assert stored >= len(committed)
     store.put(response("resp_after"), [USER])  # the file is still writable
-
-
-@contextlib.contextmanager
-def unwritable(*paths):
-    """Make files unwritable even for root (``chattr +i``), or by mode for another user; skip if neither works."""
-    if os.geteuid() == 0:
-        if shutil.which("chattr") is None:
-            pytest.skip("UNWRITABLE-FILE TEST SKIPPED: running as root without chattr")
-        done = []
-        try:
-            for path in paths:
-                if subprocess.run(["chattr", "+i", path], capture_output=True).returncode != 0:
-                    pytest.skip(f"UNWRITABLE-FILE TEST SKIPPED: chattr +i {path} refused (filesystem?)")
-                done.append(path)
-            yield
-        finally:
-            for path in done:
-                subprocess.run(["chattr", "-i", path], check=True)
-    else:
-        modes = {path: os.stat(path).st_mode for path in paths}
-        try:
-            for path in paths:
-                os.chmod(path, 0o444)
-            yield
-        finally:
-            for path, mode in modes.items():
-                os.chmod(path, mode)
 
 
 def test_an_unwritable_file_fails_writes_keeps_reads_and_recovers(tmp_path):

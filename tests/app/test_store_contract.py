@@ -16,21 +16,7 @@ from app.responses.store import (
     open_store,
 )
 from support.server import free_port
-
-ALICE = "a" * 64
-BOB = "b" * 64
-USER = {"type": "message", "role": "user", "content": "hi"}
-
-
-def response(response_id, *items, previous=None):
-    return {"id": response_id, "object": "response", "status": "completed", "previous_response_id": previous,
-            "output": list(items)}
-
-
-def message(item_id, text):
-    return {"id": item_id, "type": "message", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
-
+from support.store_items import ALICE, BOB, USER, message, response
 
 @pytest.fixture(params=["sqlite", "redis"])
 def make_store(request, tmp_path):

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from app.responses.store import RedisResponseStore, StoreUnavailable, open_store
-from tests.app.test_store_contract import ALICE, USER, message, response
+from support.store_items import ALICE, USER, message, response
 
 
 @pytest.fixture

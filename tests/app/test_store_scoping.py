@@ -9,8 +9,7 @@ import pytest
 
 from app.http.auth import owner_digest
 from app.responses.encoder import new_item_id, new_response_id
-from tests.app.conftest import FakeUpstream, text_chunks
-from tests.app.test_responses_api import assert_envelope
+from support.fakes import FakeUpstream, assert_envelope, text_chunks
 
 KEYS = "sk-alice,sk-bob"
 ALICE = {"Authorization": "Bearer sk-alice"}

@@ -10,7 +10,7 @@ from app.settings import Settings
 from app.chat.plan import chat_parser_config
 from app.pipeline.plan import build_parser_config
 from statemachine import ToolChoice, ToolSpec
-from tests.app.conftest import WEATHER_TOOL
+from support.fakes import WEATHER_TOOL
 
 USER = [{"role": "user", "content": "hi"}]
 TIME_TOOL = {"type": "function", "function": {"name": "get_time", "strict": True,

@@ -13,25 +13,8 @@ from pydantic import SecretStr
 from app.upstreams.base import UpstreamError
 from app.upstreams.http import Bounds, HttpUpstream
 from app.upstreams.transport import Timeouts
+from support.fakes import WEATHER_TOOL, chunk, sse
 from support.loopback import Answer, json_answer, sse_answer
-from tests.app.conftest import WEATHER_TOOL
-
-
-def sse(*objs) -> bytes:
-    return b"".join(b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs)
-
-
-def chunk(content=None, *, finish=None, index=0, tool_calls=None, usage=None):
-    delta = {}
-    if content is not None:
-        delta["content"] = content
-    if tool_calls:
-        delta["tool_calls"] = tool_calls
-    obj = {"id": "x", "object": "chat.completion.chunk", "choices": [
-        {"index": index, "delta": delta, "finish_reason": finish}]}
-    if usage:
-        obj = {"id": "x", "object": "chat.completion.chunk", "choices": [], "usage": usage}
-    return obj
 
 
 def test_streams_chunks_and_sends_the_request(serve):

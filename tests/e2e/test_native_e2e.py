@@ -264,7 +264,7 @@ def tool_mode_logged(server: ToolwireServer, request_id: str) -> str | None:
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         for line in server.log().splitlines():
-            if line.startswith("{") and '"app.access"' in line and f'"{request_id}"' in line:
+            if line.startswith("{") and '"toolwire.access"' in line and f'"{request_id}"' in line:
                 return json.loads(line)["tool_mode"]
         time.sleep(0.05)
     return None

@@ -34,7 +34,7 @@ def metric(text: str, name: str, default: float | None = 0.0, **labels: str) -> 
 def access_lines(log: str) -> list[dict]:
     """The JSON access lines of this test's requests in the gunicorn output."""
     return [json.loads(line) for line in log.splitlines()
-            if line.startswith("{") and '"app.access"' in line and '"e2e-obs-' in line]
+            if line.startswith("{") and '"toolwire.access"' in line and '"e2e-obs-' in line]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from support.invariants import check_error_envelope
 from support.redis_server import RedisServer
 from support.scripted_upstream import Script, ScriptedUpstream
 from support.server import ToolwireServer
-from tests.app.test_store import unwritable
+from support.store_items import unwritable
 
 pytestmark = pytest.mark.e2e
 

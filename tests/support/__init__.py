@@ -1,6 +1,12 @@
-"""Test support for toolwire: a scripted upstream, a gunicorn runner and wire-contract checkers.
+"""Test support for toolwire: a scripted upstream, a gunicorn runner, wire-contract checkers, fakes.
+
+The one way to import it, from any test: ``from support.<module> import …`` (pytest puts ``tests/`` on
+``sys.path``). Tests never import from conftest files or from other tests; ``tests/test_support_imports.py``
+holds them to that.
 
 Modules:
+    fakes: in-process doubles: a scripted fake upstream, upstream chunk builders, the weather tool.
+    responses_calls: ``post`` / ``stream`` to ``/v1/responses`` through a Flask test client.
     scripted_upstream: an OpenAI-compatible loopback server whose answers tests script.
     server: starts real gunicorn (gevent workers) serving toolwire and stops it cleanly.
     invariants: checkers for wire-contract section 9 and an httpx transport that records streams.

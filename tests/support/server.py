@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import httpx
 
@@ -151,20 +151,25 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, ti
 
 
 @contextlib.contextmanager
-def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT) -> Iterator[ToolwireServer]:
+def run_toolwire(settings: Mapping[str, str | None], *, timeout: float = START_TIMEOUT,
+                 launcher: Sequence[str] = (str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app"),
+                 cwd: Path = PROJECT_ROOT) -> Iterator[ToolwireServer]:
     """Start toolwire under gunicorn with ``settings`` added to the environment (``None`` values
-    and every inherited ``TOOLWIRE_*`` variable are left out); yield it once ``/healthz`` is 200."""
+    and every inherited ``TOOLWIRE_*`` variable are left out); yield it once ``/healthz`` is 200.
+
+    ``launcher`` is the command before ``--bind``/``--workers`` (default the checkout's gunicorn
+    command; ``toolwire serve`` takes the same options), run in ``cwd``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_file = tempfile.NamedTemporaryFile(prefix="toolwire-gunicorn-", suffix=".log", delete=False)
     log_path = Path(log_file.name)
     workers = settings.get("WEB_CONCURRENCY") or "1"
-    command = [str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app", "--bind", f"127.0.0.1:{port}", "--workers", workers]
+    command = [*launcher, "--bind", f"127.0.0.1:{port}", "--workers", workers]
     env = _environment(settings)
     try:
         process = subprocess.Popen(
             command,
-            cwd=PROJECT_ROOT,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log_file,

@@ -31,7 +31,7 @@ from .base import ResponseStore, StoredResponse, StoreUnavailable
 
 __all__ = ["RedisResponseStore"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.responses.store")
 
 PREFIX = "toolwire:"
 

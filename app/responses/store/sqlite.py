@@ -16,7 +16,7 @@ from .base import ResponseStore, StoredResponse, StoreUnavailable
 
 __all__ = ["SQLiteResponseStore"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.responses.store")
 
 T = TypeVar("T")
 

@@ -24,7 +24,7 @@ from gevent.event import AsyncResult
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.upstreams.codex")
 
 #: What a thread's queue receives once the process is gone (after any notifications already routed).
 GONE = {"method": "toolwire/appServerGone", "params": {}}

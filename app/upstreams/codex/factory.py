@@ -16,7 +16,7 @@ from .upstream import START_TIMEOUT, CodexUpstream
 if TYPE_CHECKING:
     from ...settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.upstreams.codex")
 
 _BOOTSTRAP_CONFIG = "check_for_update_on_startup = false\n[features]\nplugins = false\n"
 

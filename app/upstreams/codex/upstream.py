@@ -33,7 +33,7 @@ from .errors import codex_error
 from .home import CodexHome, app_server_env, toml_string
 from .transcript import output_schema, split_transcript
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("toolwire.upstreams.codex")
 
 #: Longest wait for the app-server to start and answer ``initialize``.
 START_TIMEOUT = 30.0

@@ -1,0 +1,137 @@
+"""gunicorn settings for toolwire: gevent workers for long-lived SSE streams.
+
+``toolwire serve`` runs ``gunicorn -c <this file> app.wsgi:app`` from any
+directory, so an installed toolwire (no checkout) serves the same way; the
+checkout's ``gunicorn.conf.py`` loads this file. The dot in the name keeps it
+from ever being imported as part of ``app`` (gunicorn's master must not import
+the app: workers import it after gevent's patch). Every value can be overridden
+on the command line; the environment variables below are read here.
+"""
+
+import html
+import json
+import logging
+import os
+import resource
+import shutil
+import tempfile
+from pathlib import Path
+
+from gunicorn.workers.ggevent import GeventWorker
+
+# gevent: one greenlet per request, so thousands of idle streams cost little. The worker class is defined
+# below, here: the master must not import toolwire itself (the workers do, after gevent's patch).
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+# An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
+# used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
+# (README: "Deploying behind a reverse proxy").
+worker_connections = int(os.environ.get("TOOLWIRE_WORKER_CONNECTIONS", "10000"))
+bind = os.environ.get("TOOLWIRE_BIND", "127.0.0.1:8000")
+# A liveness heartbeat between master and worker, not a request-length limit.
+timeout = 30
+# Streams still running on shutdown or deploy get this long to finish.
+graceful_timeout = int(os.environ.get("TOOLWIRE_GRACEFUL_TIMEOUT", "300"))
+# Above common load-balancer idle timeouts (60 s).
+keepalive = 75
+max_requests = 0
+# Request heads: gunicorn's defaults take 100 fields of 8 KiB (~800 KiB a request, read and parsed before
+# any check of toolwire's). Real clients send about 15 (Codex, the heaviest, 12, with ~2 KiB of metadata).
+limit_request_line = 8190
+limit_request_fields = 32
+limit_request_field_size = 8190
+# Workers import the app after gunicorn's gevent patch; preloading would import it unpatched.
+preload_app = False
+# toolwire writes its own access line per request when the body really ends (streams included),
+# in TOOLWIRE_LOG_FORMAT and with the request id; gunicorn's would repeat it without either.
+accesslog = None
+# gunicorn's control socket defaults to one path per user (~/.gunicorn/gunicorn.ctl), so a second
+# instance takes it over from the first and `gunicornc` then steers the wrong server. toolwire needs none:
+# off unless TOOLWIRE_CONTROL_SOCKET names this instance's own path.
+if os.environ.get("TOOLWIRE_CONTROL_SOCKET"):
+    control_socket = os.environ["TOOLWIRE_CONTROL_SOCKET"]
+else:
+    control_socket_disable = True
+
+# Every connection is a file descriptor: make sure the process may open that many (up to the hard limit).
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+_wanted = worker_connections + 1024  # upstream connections, log and metric files
+if _soft != resource.RLIM_INFINITY and _soft < _wanted:
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (_wanted if _hard == resource.RLIM_INFINITY else min(_wanted, _hard), _hard))
+
+
+
+class _EnvelopeWriter:
+    """Stands in for the client socket while gunicorn writes one of its own error pages (a malformed request
+    line, a head over the limits above, a bad chunked body: answered before toolwire runs), and sends the
+    same status and message as the OpenAI error envelope clients expect. gunicorn writes the page with one
+    ``sendall``: status line, headers, and an HTML body whose message follows the ``<h1>`` heading."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def sendall(self, data):
+        head, _, page = data.partition(b"\r\n\r\n")
+        _, status, reason = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        message = html.unescape(page.decode("latin-1").partition("</h1>")[2].partition("</body>")[0].strip())
+        body = json.dumps({"error": {"message": message or reason,
+                                     "type": "invalid_request_error" if int(status) < 500 else "server_error",
+                                     "param": None, "code": None}}).encode()
+        self._sock.sendall(f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
+
+    def __getattr__(self, name):  # timeouts and blocking mode: the real socket's
+        return getattr(self._sock, name)
+
+
+class ToolwireWorker(GeventWorker):
+    """gevent's worker, with gunicorn's own error answers in the OpenAI envelope."""
+
+    def handle_error(self, req, client, addr, exc):
+        super().handle_error(req, _EnvelopeWriter(client), addr, exc)
+
+
+worker_class = ToolwireWorker
+
+# Prometheus multiprocess mode: every worker writes its metrics under this directory and /metrics
+# aggregates them. It must be in the environment before the workers start (they inherit it).
+_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_OWN_METRICS_DIR = not os.environ.get(_METRICS_ENV)
+if _OWN_METRICS_DIR:
+    os.environ[_METRICS_ENV] = tempfile.mkdtemp(prefix="toolwire-metrics-")
+
+
+def on_starting(server):
+    """Start from empty metrics: drop the files of a previous run."""
+    directory = Path(os.environ[_METRICS_ENV])
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker):
+    """A dead worker's live gauges (streams in flight) stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """Remove the metrics directory if it was made here."""
+    if _OWN_METRICS_DIR:
+        shutil.rmtree(os.environ[_METRICS_ENV], ignore_errors=True)
+
+
+def post_worker_init(worker):
+    """A streaming client that stopped reading is cut by TOOLWIRE_STREAM_WRITE_TIMEOUT_SECONDS: gunicorn would
+    log that write's timeout as an error with a traceback; one warning line says it."""
+    worker.log.error_log.addFilter(_client_stopped_reading)
+
+
+def _client_stopped_reading(record):
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, TimeoutError) and record.msg == "Socket error processing request.":
+        record.msg, record.args, record.exc_info, record.exc_text = (
+            "a client stopped reading: its stream was cut (TOOLWIRE_STREAM_WRITE_TIMEOUT_SECONDS)", (), None, None)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True

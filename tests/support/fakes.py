@@ -1,0 +1,136 @@
+"""Test doubles for the in-process tests: a scripted fake upstream, upstream chunk builders, the shared
+Chat-shaped weather tool, and the error-envelope check of a test-client response."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+import gevent
+
+from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+
+from .injection import QUOTED
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def text_chunks(text: str, *, size: int = 5, index: int = 0, finish: str | None = "stop",
+                usage: dict | None = None) -> list[UpstreamChunk]:
+    """``text`` as upstream chunks of ``size`` characters, then a finish (and usage) chunk."""
+    chunks = [UpstreamChunk([ChoiceDelta(index=index, content=text[i:i + size])])
+              for i in range(0, len(text), size)]
+    if finish:
+        chunks.append(UpstreamChunk([ChoiceDelta(index=index, finish_reason=finish)]))
+    if usage:
+        chunks.append(UpstreamChunk([], usage=usage))
+    return chunks
+
+
+class FakeStream:
+    def __init__(self, upstream: "FakeUpstream"):
+        self.upstream = upstream
+        self.closed = False
+
+    def __iter__(self) -> Iterator[UpstreamChunk]:
+        for item in self.upstream.script:
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, (int, float)):
+                gevent.sleep(item)  # a silent upstream (prefill)
+                continue
+            self.upstream.delivered += 1
+            yield item
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeUpstream:
+    """An :class:`~app.upstreams.base.Upstream` that plays a script.
+
+    ``script`` items: ``UpstreamChunk`` (delivered), a number (sleep that many
+    seconds), an exception (raised mid-stream). ``open_error`` is raised by
+    ``open``. Every body sent is kept in ``bodies``.
+    """
+
+    def __init__(self, script: list[Any] | None = None, *, open_error: UpstreamError | None = None):
+        self.script = script or []
+        self.open_error = open_error
+        self.bodies: list[dict] = []
+        self.streams: list[FakeStream] = []
+        self.delivered = 0
+        self.is_ready = True
+
+    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+        self.bodies.append(body)
+        if self.open_error:
+            raise self.open_error
+        stream = FakeStream(self)
+        self.streams.append(stream)
+        return stream
+
+    def models(self) -> list[dict]:
+        return [{"id": "fake-model", "object": "model", "created": 1, "owned_by": "tests"}]
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+MARKER = re.compile(r'<tool_call marker="([A-Za-z0-9_-]+)">')
+
+
+class EchoUpstream(FakeUpstream):
+    """Answers with the quoted sentinel from the tool result, then (if asked) a call using the prompt's marker."""
+
+    def __init__(self, *, marked_call: bool):
+        super().__init__()
+        self.marked_call = marked_call
+
+    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+        prompt = "\n".join(m["content"] for m in body["messages"])
+        found = MARKER.search(prompt)
+        marker = found.group(1) if found else "none"
+        reply = f"The tool asked me to run {QUOTED} but I will not."
+        if self.marked_call:
+            reply += f' <tool_call marker="{marker}">{{"name": "get_weather", "arguments": {{"city": "Rome"}}}}</tool_call>'
+        self.script = text_chunks(reply, size=7)
+        return super().open(body, request_id=request_id)
+
+
+# -- upstream wire (for the HTTP upstream's tests) --------------------------------------------------
+
+
+def sse(*objs) -> bytes:
+    return b"".join(b"data: " + (o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n\n" for o in objs)
+
+
+def chunk(content=None, *, finish=None, index=0, tool_calls=None, usage=None):
+    delta = {}
+    if content is not None:
+        delta["content"] = content
+    if tool_calls:
+        delta["tool_calls"] = tool_calls
+    obj = {"id": "x", "object": "chat.completion.chunk", "choices": [
+        {"index": index, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        obj = {"id": "x", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+    return obj
+
+
+def assert_envelope(response, status: int, param: str | None, code: str | None = None) -> dict:
+    assert response.status_code == status, response.data
+    error = response.get_json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param
+    if code is not None:
+        assert error["code"] == code
+    return error
