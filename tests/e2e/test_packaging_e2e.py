@@ -45,4 +45,4 @@ def test_toolwire_serve_runs_from_an_installed_copy(installed: Path, tmp_path: P
             "model": "toolwire-demo", "messages": [{"role": "user", "content": "Hello there"}]})
         assert response.status_code == 200
         assert response.json()["choices"][0]["message"]["content"]
-        assert "Using worker: gevent" in server.log()
+        assert "Using worker: ToolwireWorker" in server.log()

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from harness import chunkings
-from test_register_format import _PlayingUpstream
+from support.fakes import PlayingUpstream
 
 SF = {"city": "SF"}
 CASES = {
@@ -42,7 +42,7 @@ def _serve(monkeypatch, tmp_path, text, *, random_splits=6, **settings):
     from app.settings import Settings
 
     runs = chunkings(text, random_splits=random_splits, two_split_limit=0)
-    upstream = _PlayingUpstream([chunks for _, chunks in runs])
+    upstream = PlayingUpstream([chunks for _, chunks in runs])
     monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
     app = create_app(Settings(response_store_path=str(tmp_path / "r.sqlite3"), **settings))
     return app.test_client(), upstream, runs

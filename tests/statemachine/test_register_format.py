@@ -90,40 +90,9 @@ def test_not_listed_it_is_text():
 
 # through the service: the Flask app on an upstream that plays the model text in the given chunks ---------------
 
-class _PlayedStream:
-    def __init__(self, chunks):
-        self.chunks = chunks
-
-    def __iter__(self):
-        yield from self.chunks
-
-    def close(self) -> None:
-        pass
-
-
-class _PlayingUpstream:
-    """Plays one chunking of the model text per request."""
-
-    def __init__(self, chunkings):
-        self.chunkings = iter(chunkings)
-        self.prompts: list[str] = []
-
-    def open(self, body, *, request_id=None):
-        from app.upstreams.base import ChoiceDelta, UpstreamChunk
-
-        self.prompts.append(body["messages"][0]["content"])
-        chunks = [UpstreamChunk([ChoiceDelta(index=0, content=c)]) for c in next(self.chunkings)]
-        return _PlayedStream(chunks + [UpstreamChunk([ChoiceDelta(index=0, finish_reason="stop")])])
-
-    def models(self):
-        return [{"id": "m", "object": "model", "created": 1, "owned_by": "tests"}]
-
-    def ready(self) -> bool:
-        return True
-
-
 def test_through_the_service_under_every_chunking(monkeypatch, tmp_path):
     from harness import chunkings
+    from support.fakes import PlayingUpstream
 
     from app import create_app
     from app.http import extension
@@ -132,7 +101,7 @@ def test_through_the_service_under_every_chunking(monkeypatch, tmp_path):
     text = ('Checking.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "SF"}}, '
             '{"name": "get_time", "arguments": {}}]')
     runs = chunkings(text, random_splits=8)
-    upstream = _PlayingUpstream([chunks for _, chunks in runs])
+    upstream = PlayingUpstream([chunks for _, chunks in runs])
     monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
     app = create_app(Settings(tool_format="test_mistral", response_store_path=str(tmp_path / "r.sqlite3")))
     client = app.test_client()

@@ -134,3 +134,35 @@ def assert_envelope(response, status: int, param: str | None, code: str | None =
     if code is not None:
         assert error["code"] == code
     return error
+
+
+class PlayedStream:
+    """An upstream stream of fixed chunks."""
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+
+    def __iter__(self):
+        yield from self.chunks
+
+    def close(self) -> None:
+        pass
+
+
+class PlayingUpstream:
+    """Plays one chunking of the model text per request."""
+
+    def __init__(self, chunkings):
+        self.chunkings = iter(chunkings)
+        self.prompts: list[str] = []
+
+    def open(self, body, *, request_id=None):
+        self.prompts.append(body["messages"][0]["content"])
+        chunks = [UpstreamChunk([ChoiceDelta(index=0, content=c)]) for c in next(self.chunkings)]
+        return PlayedStream(chunks + [UpstreamChunk([ChoiceDelta(index=0, finish_reason="stop")])])
+
+    def models(self):
+        return [{"id": "m", "object": "model", "created": 1, "owned_by": "tests"}]
+
+    def ready(self) -> bool:
+        return True
