@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from transitions import Machine
 
@@ -113,29 +114,18 @@ class ChoiceStream:
         names = list(config.formats)
         if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
             names.append(CustomToolFormat.name)  # custom tools have no other format
-        formats = [get_format(name).with_marker(config.marker) for name in names] if self._parsing else []
-        # an opener two formats share (``<tool_call>``: format A, GLM) is read by the first format listed
-        self._openers: dict[str, TextFormat] = {}
-        for fmt in formats:
-            for op in fmt.openers:
-                self._openers.setdefault(op, fmt)
-        self.openers = tuple(self._openers)  # bodies stop at these outside JSON strings (case 14)
-        self._closers = frozenset(fmt.closer for fmt in formats if fmt.closer)
-        sentinels = list(self._openers) + sorted(self._closers)
-        if config.reasoning:
-            sentinels += [THINK_OPEN, THINK_CLOSE]
-        self._sentinels = tuple(sentinels)
-        # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
-        # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
-        starts = {s[0] for s in sentinels} | {"<"}
-        self._lt_only = starts == {"<"}
-        self._start_chars = re.compile("[" + re.escape("".join(sorted(starts))) + "]")
-        self._hold = max(16, *map(len, sentinels)) if sentinels else 16  # longest partial sentinel held
-        # Sentinels by their first two characters (and by the first alone, for a start character at a chunk's
-        # end): at a '<' only the few that can match are tried, however many formats there are.
-        self._sentinel_index = _index(self._sentinels)
-        self._think_index = _index((THINK_CLOSE, THINK_OPEN, *self._openers))
-        self._opener_index = _index(self.openers)
+        formats = tuple(get_format(name) for name in names) if self._parsing else ()
+        scan = _scan_tables(formats, config.marker, config.reasoning)
+        self._openers = scan.openers
+        self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
+        self._closers = scan.closers
+        self._sentinels = scan.sentinels
+        self._lt_only = scan.lt_only
+        self._start_chars = scan.start_chars
+        self._hold = scan.hold
+        self._sentinel_index = scan.sentinel_index
+        self._think_index = scan.think_index
+        self._opener_index = scan.opener_index
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
         self._ws = ""  # whitespace held while the current stretch of text has nothing else
@@ -818,6 +808,46 @@ class ChoiceStream:
 
 #: Each state's reader, resolved once from the table's names.
 _READERS = {state: getattr(ChoiceStream, name) for state, name in READERS.items()}
+
+
+class _ScanTables(NamedTuple):
+    """What the scanner looks for, for one set of formats, marker and reasoning: shared by every choice that
+    has them (building them per choice cost more than the rest of a short response's parsing)."""
+
+    openers: dict[str, TextFormat]  # opener → its format (read only)
+    closers: frozenset[str]
+    sentinels: tuple[str, ...]
+    lt_only: bool
+    start_chars: re.Pattern[str]
+    hold: int
+    sentinel_index: dict[str, tuple[str, ...]]
+    think_index: dict[str, tuple[str, ...]]
+    opener_index: dict[str, tuple[str, ...]]
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: bool) -> _ScanTables:
+    marked = [fmt.with_marker(marker) for fmt in formats]
+    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the first format listed
+    openers: dict[str, TextFormat] = {}
+    for fmt in marked:
+        for op in fmt.openers:
+            openers.setdefault(op, fmt)
+    closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
+    sentinels = list(openers) + sorted(closers)
+    if reasoning:
+        sentinels += [THINK_OPEN, THINK_CLOSE]
+    # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
+    # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
+    starts = {s[0] for s in sentinels} | {"<"}
+    # Sentinels by their first two characters (and by the first alone, for a start character at a chunk's
+    # end): at a '<' only the few that can match are tried, however many formats there are.
+    return _ScanTables(
+        openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only=starts == {"<"},
+        start_chars=re.compile("[" + re.escape("".join(sorted(starts))) + "]"),
+        hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
+        sentinel_index=_index(tuple(sentinels)), think_index=_index((THINK_CLOSE, THINK_OPEN, *openers)),
+        opener_index=_index(tuple(openers)))
 
 
 def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
