@@ -36,6 +36,6 @@ diagram: $(VENV)/.installed
 clean-venv:
 	rm -rf $(VENV)
 
-# End-to-end benchmark (toolwire vs a minimal relay, see bench/run.py); prints one table, ~2 minutes.
+# End-to-end benchmark (toolwire vs minimal relays, see bench/run.py); prints one table, ~12 minutes.
 bench: $(VENV)/.installed
 	$(BIN)/python bench/run.py

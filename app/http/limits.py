@@ -1,8 +1,9 @@
 """Request limits: body size (413), nesting depth, messages / tools / tool-schema size (400), concurrent streams (429).
 
-The body-size and stream-cap checks run as Blueprint hooks (see
-:func:`install`), so every ``/v1`` route gets them by construction. The
-count checks need the parsed body: they are part of the validation layer
+The declared body size and the early-refusal close run as Blueprint hooks
+(see :func:`install`), so every ``/v1`` route gets them by construction; the
+stream slot is taken by :func:`read_body`, once the body is in. The count
+checks need the parsed body: they are part of the validation layer
 (:mod:`app.validation`).
 
 Stream cap: every generation (a ``POST`` under ``/v1``, streaming or not —
