@@ -16,7 +16,7 @@ that must not hold events back would use it:
   and its idle-connection check that never yields (set on a private httpcore
   attribute, as toolwire did until issue 15: kept here unchanged, so the
   reference does not move);
-* ``geventhttpclient``: its ``HTTPClient``, read an event at a time (``readline``) as toolwire does;
+* ``geventhttpclient``: its ``HTTPClient``, read an event at a time (``readline``), its public way to stream;
 * ``urllib3``: a ``PoolManager``, ``read1`` (whatever one receive brings).
 
 Run: ``gunicorn -c gunicorn.conf.py --pythonpath bench relay:app`` with
@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import resource
 import select
+from functools import partial
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -114,10 +115,8 @@ def httpx_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None
 
 
 def geventhttpclient_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:
-    """geventhttpclient's ``HTTPClient``; the body read an event at a time, as toolwire reads it."""
+    """geventhttpclient's ``HTTPClient``; the body read an event at a time with its ``readline``."""
     from geventhttpclient import HTTPClient
-
-    from app.upstreams.http import event_reads
 
     client = HTTPClient(_upstream.hostname, _upstream.port, concurrency=10_000, connection_timeout=10.0,
                         network_timeout=300.0)
@@ -128,6 +127,22 @@ def geventhttpclient_client() -> Callable[[bytes], tuple[Iterator[bytes], Callab
         return event_reads(response), response.release
 
     return open_
+
+
+def event_reads(response: Any) -> Iterator[bytes]:
+    """A geventhttpclient body as it arrives, one SSE event at a time (``read(n)`` would wait for ``n``
+    bytes): line by line up to the first blank line, which shows the stream's line end, then up to
+    each next blank line; then whatever followed the last event."""
+    readline = response.readline
+    while line := readline(b"\n"):
+        yield line
+        if line in (b"\n", b"\r\n"):
+            blank_line = b"\n\n" if line == b"\n" else b"\r\n\r\n"
+            yield from iter(partial(readline, blank_line), b"")
+            break
+    rest = response.read()
+    if rest:
+        yield rest
 
 
 def urllib3_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:

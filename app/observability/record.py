@@ -6,8 +6,8 @@ the response body is closed (:func:`respond`), so a stream is accounted for at
 its real end. The record is kept in a context variable: log lines read the
 request id from it, and :class:`~app.pipeline.driver.ChoiceDriver` and
 :class:`~app.pipeline.streaming.SSEBody` attach themselves to it when they are built
-in a view. The pump greenlet gets it bound explicitly (greenlets start with an
-empty context).
+in a view. A stream is relayed by the request's own greenlet, so its log lines carry the
+request id too.
 """
 
 from __future__ import annotations
@@ -183,11 +183,6 @@ def _ms(seconds: float) -> float:
 def current() -> RequestRecord | None:
     """The record of the request this code runs for, if any."""
     return _current.get()
-
-
-def bind(record: RequestRecord | None) -> None:
-    """Make ``record`` current in this greenlet (the pump greenlet starts with none)."""
-    _current.set(record)
 
 
 def current_request_id() -> str | None:

@@ -28,7 +28,7 @@ from statemachine import (
 )
 
 from ..observability import record as observe
-from ..upstreams.base import UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -46,7 +46,9 @@ class ChoiceDriver:
     reason to ``finish``. A choice whose ``wants_more`` turns ``False`` is
     finished at once; once all ``n`` choices are finished and one of them was
     cut that way, the upstream is closed without reading further. Choices
-    still open at the end of the stream get ``finish(None)``.
+    still open at the end of the stream get ``finish(None)``. A stream asked
+    for pauses (:meth:`~app.upstreams.base.UpstreamStream.pause_every`) has
+    them passed through as ``(None, pause)``.
     The upstream is always closed when iteration ends or is abandoned.
 
     Built inside a request, it attaches itself to the request's
@@ -93,10 +95,13 @@ class ChoiceDriver:
         """The state machine of every choice the upstream sent, by index (never more than the ``n`` requested)."""
         return self._choices
 
-    def __iter__(self) -> Iterator[tuple[int, Event]]:
+    def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         cut = False
         try:
             for chunk in self._stream:
+                if chunk.__class__ is Pause:  # the stream's pauses pass through (as ``(None, pause)``)
+                    yield None, chunk
+                    continue
                 if chunk.usage:
                     self.usage = chunk.usage
                 for delta in chunk.choices:

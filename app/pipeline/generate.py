@@ -5,8 +5,8 @@ parser configuration, the client's transcript as Chat messages, the fields the
 back end gets) and calls :func:`generate` with its :class:`~app.pipeline.encoder.Encoder`.
 The upstream is opened in the model's tool mode (:func:`open_in_tool_mode`) before the first byte, so a refusal
 is an ordinary HTTP error; then the same :class:`~app.pipeline.driver.ChoiceDriver`
-events are either streamed through the pump (:func:`~app.pipeline.streaming.sse_body`)
-or folded into one body, so the two cannot disagree.
+events are either streamed (:func:`~app.pipeline.streaming.sse_body`) or folded
+into one body, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from statemachine import ParserConfig
 from ..observability import metrics
 from ..observability import record as observe
 from ..state import current_state
-from ..upstreams.base import UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, UpstreamError, UpstreamStream
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .failures import as_api_error
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
-from .streaming import cooperative, sse_body
+from .streaming import cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
@@ -82,16 +82,19 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
                 encoder.add(index, event)
         return current_app.json.response(encoder.body(usage()))
 
-    def frames() -> Iterator[bytes]:
+    def frames() -> Iterator[bytes | Pause]:
         yield from encoder.opening()
         for index, event in driver:
-            yield from encoder.frames(index, event)
+            if index is None:
+                yield event  # the upstream's pause: what is ready goes out
+            else:
+                yield from encoder.frames(index, event)
         yield from encoder.closing(usage())
 
     def failed(exc: Exception) -> bytes:
         return encoder.error_frames(as_api_error(exc), usage())
 
-    return sse_response(frames(), on_error=failed, on_abandon=stream.close)
+    return sse_response(frames(), stream, on_error=failed)
 
 
 def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
@@ -160,15 +163,18 @@ def wants_keepalive() -> bool:
     return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
 
 
-def sse_response(frames: Iterator[bytes], *, on_error: Callable[[Exception], bytes],
-                 on_abandon: Callable[[], None]) -> Response:
-    """The ``text/event-stream`` response pumping ``frames``, with keep-alives unless the client opted out.
+def sse_response(frames: Iterator[bytes | Pause], stream: UpstreamStream, *,
+                 on_error: Callable[[Exception], bytes]) -> Response:
+    """The ``text/event-stream`` response relaying ``frames`` (made from ``stream``), with keep-alives
+    unless the client opted out.
 
-    ``on_error`` and ``on_abandon`` are :func:`~app.pipeline.streaming.sse_body`'s.
+    ``stream`` is asked for pauses, which ``frames`` passes on; ``on_error`` is
+    :func:`~app.pipeline.streaming.sse_body`'s.
     """
     settings = current_state().settings
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
-    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=on_abandon,
+    stream.pause_every(tick_seconds(heartbeat, settings.stream_max_seconds))
+    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=stream.close,
                     max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
                     write_timeout=settings.stream_write_timeout_seconds)
     return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

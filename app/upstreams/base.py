@@ -63,10 +63,36 @@ class UpstreamError(Exception):
         self.type = type  # a ``client_error``'s OpenAI error type, when the upstream named one
 
 
+class Pause:
+    """A stream's word between chunks, once asked for with :meth:`UpstreamStream.pause_every`.
+
+    :data:`PAUSE` comes before every wait for the back end: what was produced so far should go
+    out now. :data:`IDLE` comes after each tick of silence: time to check the clock (a keep-alive,
+    the stream's time limit). No second greenlet per stream is needed to notice either.
+    """
+
+    __slots__ = ("idle",)
+
+    def __init__(self, idle: bool):
+        self.idle = idle
+
+    def __repr__(self) -> str:
+        return "IDLE" if self.idle else "PAUSE"
+
+
+PAUSE = Pause(idle=False)
+IDLE = Pause(idle=True)
+
+
 class UpstreamStream(Protocol):
     """An open upstream response: iterate chunks, then (or on abandon) close."""
 
-    def __iter__(self) -> Iterator[UpstreamChunk]: ...
+    def __iter__(self) -> Iterator[UpstreamChunk | Pause]: ...
+
+    def pause_every(self, tick: float | None) -> None:
+        """From now on yield :data:`PAUSE` before each wait for the back end and :data:`IDLE` after
+        every ``tick`` seconds of silence (``None``: no ``IDLE``). Without this call a stream
+        yields chunks only."""
 
     def close(self) -> None: ...
 

@@ -139,11 +139,14 @@ class DemoUpstream:
 
 
 class _DemoStream:
-    """Precomputed chunks; ``close()`` ends iteration early."""
+    """Precomputed chunks; ``close()`` ends iteration early. It never waits, so it never pauses."""
 
     def __init__(self, chunks: list[UpstreamChunk]):
         self._chunks = chunks
         self._closed = False
+
+    def pause_every(self, tick: float | None) -> None:
+        """Nothing to do: the chunks are all there (see :meth:`~app.upstreams.base.UpstreamStream.pause_every`)."""
 
     def __iter__(self) -> Iterator[UpstreamChunk]:
         for chunk in self._chunks:

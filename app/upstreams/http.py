@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Iterator
 
 import gevent
@@ -19,8 +18,8 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from pydantic import SecretStr
 
 from ..observability.metrics import UPSTREAM_ERRORS
-from .base import ChoiceDelta, UpstreamChunk, UpstreamError
-from .sse import SSEDecoder
+from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
+from .sse import EventTooLarge, SSEDecoder
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
 _MAX_ERROR_CHARS = 2000
@@ -100,7 +99,7 @@ class HttpUpstream:
                 raise self._status_error(response)
             _check_encoding(response)
             try:
-                data = orjson.loads(response.read()).get("data")
+                data = orjson.loads(response.read_body()).get("data")
             except (orjson.JSONDecodeError, AttributeError):
                 data = None
             if not isinstance(data, list):
@@ -113,7 +112,7 @@ class HttpUpstream:
             with gevent.Timeout(READY_TIMEOUT):
                 response = self.connection.request("GET", "/models", headers=_JSON_HEADERS,
                                                    max_buffer=self.bounds.max_body_bytes)
-                response.read()
+                response.read_body()
         except (gevent.Timeout, OSError, HTTPParseError, BufferLimitExceeded):
             return False
         return response.status_code == 200
@@ -133,7 +132,7 @@ class HttpUpstream:
                                  code="upstream_redirect")
         response.max_buffer = MAX_ERROR_BODY_BYTES
         try:
-            body = response.read() if _identity(response) else b""
+            body = response.read_body() if _identity(response) else b""
         except BufferLimitExceeded:
             body = b""  # too long to be an error envelope: not quoted
         finally:
@@ -149,47 +148,71 @@ class HttpStream:
         self._bounds = bounds or Bounds()
         self._secret = secret
         self._json = (_header(response, "content-type") or "").startswith("application/json")
+        self._pauses = False
+        self._tick: float | None = None
 
-    def __iter__(self) -> Iterator[UpstreamChunk]:
+    def pause_every(self, tick: float | None) -> None:
+        """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
+        self._pauses = True
+        self._tick = tick
+
+    def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
         with _mapped_errors():
             if self._json:
                 # Some servers ignore ``stream: true``; their whole completion is one chunk.
                 self._response.max_buffer = self._bounds.max_body_bytes
-                yield from _whole_completion(_loads(self._response.read()), self._secret)
+                yield from _whole_completion(_loads(self._response.read_body()), self._secret)
                 return
-            pieces = event_reads(self._response)
-            for payload in _payloads(pieces, self._bounds.idle_content):
-                if payload == "[DONE]":
+            reads = body_reads(self._response, pauses=self._pauses, tick=self._tick)
+            for payload in _payloads(reads, self._bounds):
+                if payload.__class__ is Pause:
+                    yield payload
+                elif payload == "[DONE]":
                     # Read the (normally empty) rest of the body: only a complete response
                     # gives its connection back to the pool instead of closing it.
-                    for _ in pieces:
+                    for _ in reads:
                         pass
                     return
-                yield parse_chunk(_loads(payload), self._secret)
+                else:
+                    yield parse_chunk(_loads(payload), self._secret)
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
         self._response.release()
 
 
-def event_reads(response: HTTPSocketPoolResponse) -> Iterator[bytes]:
-    """The body as it arrives, one SSE event at a time, then whatever followed the last event's end.
+def body_reads(response: BoundedResponse, *, pauses: bool = False, tick: float | None = None
+               ) -> Iterator[bytes | Pause]:
+    """The body as it arrives: the bytes of each receive (split anywhere), until its end.
 
-    ``read(n)`` would wait for ``n`` bytes and hold events back, so the body is read with
-    ``readline``: line by line up to the first blank line, which shows the stream's line end; from
-    there on each read ends at the next blank line (a stream that changes its line ends midway is
-    still decoded whole, its later events only at the end).
+    With ``pauses``, :data:`~app.upstreams.base.PAUSE` comes before every wait that follows new bytes, and
+    :data:`~app.upstreams.base.IDLE` after every ``tick`` seconds of silence. Silence longer than
+    the response's ``read_timeout`` raises ``TimeoutError`` (the connection is closed).
     """
-    readline = response.readline
-    while line := readline(b"\n"):
-        yield line
-        if line == b"\n" or line == b"\r\n":
-            blank_line = b"\n\n" if line == b"\n" else b"\r\n\r\n"
-            yield from iter(partial(readline, blank_line), b"")
-            break
-    rest = response.read()
-    if rest:
-        yield rest
+    limit = response.read_timeout
+    wait = min(tick, limit) if pauses and tick else limit
+    silent_since: float | None = None
+    fresh = True  # something may have been produced since the last pause
+    while True:
+        if response.unread:
+            yield response.take()
+            fresh = True
+        if response.message_complete:
+            return
+        if pauses and fresh:
+            yield PAUSE
+            fresh = False
+        if response.receive(wait):
+            silent_since = None
+            continue
+        now = time.monotonic()  # read only after a silent tick, never per receive
+        if silent_since is None:
+            silent_since = now - wait
+        if now - silent_since >= limit:
+            response.release()
+            raise TimeoutError("the upstream went silent")
+        if pauses:
+            yield IDLE
 
 
 def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
@@ -263,19 +286,23 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 
 
-def _payloads(raw_chunks: Iterator[bytes], idle_seconds: float | None = None) -> Iterator[str]:
-    """The ``data`` payloads of an SSE byte stream.
+def _payloads(reads: Iterator[bytes | Pause], bounds: Bounds = Bounds()) -> Iterator[str | Pause]:
+    """The ``data`` payloads of an SSE byte stream (pauses passed through).
 
     A read can hold hundreds of events (up to 64 KB from a fast upstream); it is decoded in
     :data:`DECODE_BYTES` pieces, so the first event goes on before the rest are decoded.
 
     Raises:
         UpstreamError: (``timeout``) only reads without a data event (keep-alive comments) came for
-            ``idle_seconds``. The clock is read only on such reads, never per event.
+            ``bounds.idle_content`` seconds. The clock is read only on such reads, never per event.
     """
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(bounds.max_event_bytes)
+    idle_seconds = bounds.idle_content
     idle_since: float | None = None
-    for raw in raw_chunks:
+    for raw in reads:
+        if raw.__class__ is Pause:
+            yield raw
+            continue
         pieces = (raw,) if len(raw) <= DECODE_BYTES else \
             (raw[start:start + DECODE_BYTES] for start in range(0, len(raw), DECODE_BYTES))
         content = False
@@ -320,9 +347,9 @@ class _mapped_errors:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, UpstreamError):
             UPSTREAM_ERRORS.labels(exc.kind).inc()
-        if exc is None or not isinstance(exc, (OSError, HTTPParseError, BufferLimitExceeded)):
+        if exc is None or not isinstance(exc, (OSError, HTTPParseError, BufferLimitExceeded, EventTooLarge)):
             return None
-        if isinstance(exc, BufferLimitExceeded):
+        if isinstance(exc, (BufferLimitExceeded, EventTooLarge)):
             mapped = UpstreamError("protocol", f"The upstream sent an SSE event, line or body of {exc}; "
                                                "toolwire stopped reading it.", code="upstream_too_large")
         elif isinstance(exc, TimeoutError):

@@ -16,37 +16,59 @@ from __future__ import annotations
 _BOM = b"\xef\xbb\xbf"
 
 
-class SSEDecoder:
-    """Decode one SSE stream.
+class EventTooLarge(ValueError):
+    """An SSE line, or an event's data, grew past the decoder's ``max_event_bytes``."""
 
-    Raises ``UnicodeDecodeError`` on ``data`` that is not UTF-8.
+
+class SSEDecoder:
+    """Decode one SSE stream, holding at most ``max_event_bytes`` of an unfinished line or event.
+
+    Raises ``UnicodeDecodeError`` on ``data`` that is not UTF-8, :class:`EventTooLarge` past the bound.
     """
 
-    __slots__ = ("_pending", "_data", "_started")
+    __slots__ = ("_pending", "_pending_bytes", "_data", "_data_bytes", "_started", "_max", "_failed")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = 8 * 1024 * 1024) -> None:
         self._pending: list[bytes] = []  # an unfinished line, in the pieces it arrived in
+        self._pending_bytes = 0
         self._data: list[str] = []
+        self._data_bytes = 0  # the data lines of the unfinished event
         self._started = False
+        self._max = max_event_bytes
+        self._failed: UnicodeDecodeError | None = None  # raised on the next call, after the events before it
 
     def feed(self, chunk: bytes) -> list[str]:
         """Feed bytes; return the data of every event they complete."""
+        if self._failed is not None:
+            raise self._failed
         if b"\n" not in chunk and b"\r" not in chunk:
             if chunk:
-                self._pending.append(chunk)  # no line ends yet: nothing to scan (no quadratic rescans)
+                self._hold(chunk)  # no line ends yet: nothing to scan (no quadratic rescans)
             return []
         buffer = b"".join(self._pending) + chunk if self._pending else chunk
         self._pending = []
+        self._pending_bytes = 0
         return self._drain(buffer, final=False)
+
+    def _hold(self, piece: bytes) -> None:
+        self._pending_bytes += len(piece)
+        if self._pending_bytes + self._data_bytes > self._max:
+            self._pending = []
+            raise EventTooLarge(f"more than {self._max} bytes")
+        self._pending.append(piece)
 
     def end(self) -> list[str]:
         """The stream ended: flush a last event that lacked its blank line."""
+        if self._failed is not None:
+            raise self._failed
         buffer = b"".join(self._pending)
         self._pending = []
+        self._pending_bytes = 0
         out = self._drain(buffer, final=True)
         if self._data:
             out.append("\n".join(self._data))
             self._data = []
+            self._data_bytes = 0
         return out
 
     def _drain(self, buffer: bytes, *, final: bool) -> list[str]:
@@ -63,7 +85,7 @@ class SSEDecoder:
         if final:
             lines.append(rest)
         elif rest or held:
-            self._pending.append(rest + held)
+            self._hold(rest + held)
         out: list[str] = []
         data = self._data
         for line in lines:
@@ -71,9 +93,19 @@ class SSEDecoder:
                 if data:
                     out.append("\n".join(data))
                     data = self._data = []
+                    self._data_bytes = 0
             elif line.startswith(b"data:"):
                 value = line[5:]
-                data.append((value[1:] if value.startswith(b" ") else value).decode())
+                try:
+                    data.append((value[1:] if value.startswith(b" ") else value).decode())
+                except UnicodeDecodeError as exc:
+                    if not out:
+                        raise
+                    self._failed = exc  # the events complete before it go out first
+                    return out
+                self._data_bytes += len(value)  # a multi-line event's lines together are bounded too
+                if self._data_bytes > self._max:
+                    raise EventTooLarge(f"more than {self._max} bytes")
             elif line == b"data":
                 data.append("")
             # comments (":…") and the other fields carry nothing toolwire uses

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 import certifi
 import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
-from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 #: Bytes asked of one receive.
 READ_BYTES = 65536
@@ -53,22 +53,86 @@ class BufferLimitExceeded(Exception):
 
 
 class BoundedResponse(HTTPSocketPoolResponse):
-    """A pooled response that holds at most ``max_buffer`` unread body bytes.
+    """A pooled response whose body toolwire receives itself, holding at most ``max_buffer`` unread bytes.
 
-    geventhttpclient's ``readline`` and ``read()`` keep every byte until the separator or the end arrives:
-    an upstream line without a newline, or an endless body, would grow the worker without bound. Past
-    the limit the buffer is dropped and :class:`BufferLimitExceeded` raised (which closes the connection).
+    geventhttpclient's ``readline`` and ``read`` wait for a separator or a length, and give the
+    connection up on any exception, a timeout included. Here the parser is fed one receive at a
+    time: :meth:`receive` waits at most a given time and, when nothing came, leaves the response as
+    it was (a stream can send a keep-alive and go on waiting); :meth:`take` hands over what was
+    parsed. More than ``max_buffer`` unread body bytes drop the buffer and raise
+    :class:`BufferLimitExceeded` (which closes the connection).
+
+    Args:
+        sock: the pooled socket the request went out on; the status and headers are read here.
+        pool: the pool it came from; a complete body gives the socket back to it.
+        max_buffer: the most unread body bytes held.
+        read_timeout: the longest silence :meth:`read_body` waits through.
     """
 
-    def __init__(self, sock: Any, pool: ConnectionPool, *, max_buffer: int, **kw: Any):
+    def __init__(self, sock: Any, pool: ConnectionPool, *, max_buffer: int, read_timeout: float, **kw: Any):
         self.max_buffer = max_buffer
+        self.read_timeout = read_timeout
+        self._unread = bytearray()
+        self._socket = sock
         super().__init__(sock, pool, **kw)
 
     def _on_body(self, buf: bytearray) -> None:
-        if len(self._body_buffer) + len(buf) > self.max_buffer:
-            del self._body_buffer[:]
+        if len(self._unread) + len(buf) > self.max_buffer:
+            del self._unread[:]
             raise BufferLimitExceeded(f"more than {self.max_buffer} bytes")
-        self._body_buffer += buf
+        self._unread += buf
+
+    @property
+    def unread(self) -> int:
+        """Body bytes parsed and not taken yet."""
+        return len(self._unread)
+
+    def take(self) -> bytes:
+        """The body bytes parsed and not taken yet."""
+        data = bytes(self._unread)
+        del self._unread[:]
+        return data
+
+    def receive(self, timeout: float | None) -> bool:
+        """Wait at most ``timeout`` seconds for more of the body and parse what comes.
+
+        Returns ``False`` when nothing came in time (the response can still be read), ``True``
+        otherwise; once the body is complete the socket is back in the pool and this is not called.
+
+        Raises:
+            OSError, HTTPParseError, BufferLimitExceeded: the connection failed or the body broke the
+                protocol or the bound; the connection is closed.
+        """
+        sock = self._socket
+        try:
+            sock.settimeout(timeout)
+            data = sock.recv(READ_BYTES)
+        except TimeoutError:
+            return False
+        except BaseException:
+            self.release()
+            raise
+        try:
+            if not data:
+                raise HTTPConnectionClosed("the connection closed before the body ended")
+            self.feed(data)  # the body's end gives the socket back to the pool
+        except BaseException:
+            self.release()
+            raise
+        return True
+
+    def read_body(self) -> bytes:
+        """The rest of the body (a non-streamed answer), at most ``max_buffer`` bytes.
+
+        Raises:
+            TimeoutError: nothing came for ``read_timeout`` seconds (the connection is closed).
+            OSError, HTTPParseError, BufferLimitExceeded: as :meth:`receive`.
+        """
+        while not self.message_complete:
+            if not self.receive(self.read_timeout):
+                self.release()
+                raise TimeoutError("the upstream body timed out")
+        return self.take()
 
 
 class UpstreamConnection:
@@ -115,9 +179,9 @@ class UpstreamConnection:
                 read_timeout: float | None = None, max_buffer: int = DEFAULT_MAX_BUFFER) -> BoundedResponse:
         """Send one request and return the response once its headers are in.
 
-        The body is then read with ``readline``/``read``; the connection goes back to the pool
-        when the body is complete, and is closed by ``release()`` before that. At most ``max_buffer``
-        body bytes are held unread (:class:`BoundedResponse`).
+        The body is then received with :meth:`BoundedResponse.receive` (or ``read_body``); the
+        connection goes back to the pool when the body is complete, and is closed by ``release()``
+        before that. At most ``max_buffer`` body bytes are held unread.
 
         Raises:
             OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
@@ -136,12 +200,14 @@ class UpstreamConnection:
         try:
             sock.settimeout(self.timeouts.write)
             sock.sendall(head.encode("latin-1") + b"\r\n" + body)
-            sock.settimeout(read_timeout or self.timeouts.read)
+            read_timeout = read_timeout or self.timeouts.read
+            sock.settimeout(read_timeout)
         except BaseException:
             pool.release_socket(sock)
             raise
         # Reads the status and headers; on failure it closes the socket and gives its slot back.
-        return BoundedResponse(sock, pool, max_buffer=max_buffer, block_size=READ_BYTES, method=method)
+        return BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout, block_size=READ_BYTES,
+                               method=method)
 
     def close(self) -> None:
         """Close this process's idle connections."""

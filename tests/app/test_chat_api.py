@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import gevent
@@ -306,6 +307,39 @@ def test_keepalive_opt_out_header(make_app):
     response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
                            headers={"X-No-Keepalive": "1"})
     assert not any(f.startswith(":") for f in frames(response.get_data()))
+
+
+def test_frames_ready_together_go_out_in_one_write(make_app):
+    """The body writes at the upstream's pauses: everything produced before a wait goes out as one write."""
+    upstream = FakeUpstream([*text_chunks("one two three ", size=3, finish=None), 0.05,
+                             *text_chunks("four five", size=3)])
+    client = make_app(upstream, heartbeat_seconds=0).test_client()
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
+                           buffered=False)
+    writes = list(response.response)
+    assert len(writes) == 2
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(writes[0])) == "one two three "
+    assert frames(writes[1])[-1] == "[DONE]"
+
+
+def test_a_stream_takes_no_greenlet_of_its_own(make_app):
+    """The request's greenlet pulls the upstream itself, keep-alives included (no pump per stream)."""
+    import greenlet
+
+    def live() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, greenlet.greenlet) and not o.dead)
+
+    upstream = FakeUpstream([0.3, *text_chunks("late")])
+    client = make_app(upstream, heartbeat_seconds=0.05).test_client()
+    before = live()
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
+                           buffered=False)
+    reader = gevent.spawn(list, response.response)
+    gevent.sleep(0.15)
+    during = live()
+    writes = reader.get(timeout=5)
+    assert during - before == 1  # the reader spawned here, nothing else
+    assert b": keep-alive" in b"".join(writes) and frames(writes[-1])[-1] == "[DONE]"
 
 
 def test_client_disconnect_closes_the_upstream(make_app):

@@ -87,7 +87,7 @@ def test_access_line_of_a_rejected_body_shows_the_stream_it_asked_for(make_app, 
     assert (line["status"], line["stream"]) == (400, stream)
 
 
-def test_log_lines_from_the_pump_greenlet_carry_the_request_id(make_app, json_log):
+def test_log_lines_from_a_stream_carry_the_request_id(make_app, json_log):
     unknown = '<tool_call>{"name": "launch_rocket", "arguments": {"target": "Paris"}}</tool_call>'
     upstream = FakeUpstream(text_chunks(unknown, size=4))
     post(make_app(upstream).test_client(), "rid-pump", stream=True, tools=[WEATHER_TOOL])

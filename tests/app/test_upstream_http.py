@@ -10,7 +10,7 @@ import time
 import pytest
 from pydantic import SecretStr
 
-from app.upstreams.base import UpstreamError
+from app.upstreams.base import IDLE, PAUSE, Pause, UpstreamError
 from app.upstreams.http import Bounds, HttpUpstream
 from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, chunk, sse
@@ -339,3 +339,45 @@ def test_a_4xx_envelope_keeps_its_type_and_nothing_else_does(serve):
         with pytest.raises(UpstreamError) as info:
             serve(lambda seen: json_answer(404, body)).open({})
         assert (info.value.message, info.value.type) == ("no such model", expected)
+
+
+# -- pauses: the stream says when it waits, and keeps its connection through silences ------------------------------
+
+
+def test_a_pausing_stream_says_pause_before_each_wait_and_idle_once_a_tick(serve):
+    """Silences shorter than the read timeout are IDLE ticks, not failures: the response stays usable
+    and, complete, gives its connection back."""
+    pieces = [sse(chunk("a")), sse(chunk("b"), chunk(finish="stop"), b"[DONE]")]
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces,
+                                         piece_delay=0.35), timeouts=Timeouts(read=2.0))
+    for _ in range(2):
+        stream = upstream.open({})
+        stream.pause_every(0.1)
+        items = [c if isinstance(c, Pause) else c.choices[0].content or c.choices[0].finish_reason for c in stream]
+        stream.close()
+        assert items[items.index("a") + 1] is PAUSE  # the event that came is followed by a pause, then ticks
+        ticks = items[items.index("a") + 2:items.index("b")]
+        assert len(ticks) >= 2 and set(ticks) == {IDLE}
+        assert items[-2:] == ["b", "stop"] and items[0] is PAUSE
+    ports = [seen.port for seen in upstream.server.seen]
+    assert len(ports) == 2 and ports[0] == ports[1]
+
+
+def test_a_pausing_stream_still_times_out_after_the_whole_silence(serve):
+    upstream = serve(lambda seen: sse_answer(sse(chunk("a")), then="hang", hang_seconds=3.0),
+                     timeouts=Timeouts(read=0.5))
+    stream = upstream.open({})
+    stream.pause_every(0.1)
+    started, ticks = time.monotonic(), 0
+    with pytest.raises(UpstreamError) as info:
+        for item in stream:
+            ticks += item is IDLE
+    assert (info.value.kind, info.value.status) == ("timeout", 504)
+    assert 3 <= ticks <= 5 and time.monotonic() - started < 2.0
+
+
+def test_a_stream_not_asked_to_pause_yields_chunks_only(serve):
+    pieces = [sse(chunk("a")), sse(chunk("b"), b"[DONE]")]
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces,
+                                         piece_delay=0.2))
+    assert [c.choices[0].content for c in upstream.open({})] == ["a", "b"]

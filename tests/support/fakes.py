@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, Iterator
 
 import gevent
 
-from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
 
 from .injection import QUOTED
 
@@ -39,16 +40,36 @@ class FakeStream:
     def __init__(self, upstream: "FakeUpstream"):
         self.upstream = upstream
         self.closed = False
+        self.pauses = False
+        self.tick: float | None = None
 
-    def __iter__(self) -> Iterator[UpstreamChunk]:
+    def pause_every(self, tick: float | None) -> None:
+        self.pauses = True
+        self.tick = tick
+
+    def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
         for item in self.upstream.script:
             if isinstance(item, BaseException):
                 raise item
             if isinstance(item, (int, float)):
-                gevent.sleep(item)  # a silent upstream (prefill)
+                yield from self._silence(item)  # a silent upstream (prefill)
                 continue
             self.upstream.delivered += 1
             yield item
+
+    def _silence(self, seconds: float) -> Iterator[Pause]:
+        """Wait ``seconds``, pausing as an HTTP stream does (``PAUSE``, then ``IDLE`` every tick)."""
+        if not self.pauses:
+            gevent.sleep(seconds)
+            return
+        yield PAUSE
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.tick is None or self.tick >= left:
+                gevent.sleep(left)
+                return
+            gevent.sleep(self.tick)
+            yield IDLE
 
     def close(self) -> None:
         self.closed = True
@@ -141,6 +162,9 @@ class PlayedStream:
 
     def __init__(self, chunks):
         self.chunks = chunks
+
+    def pause_every(self, tick):
+        pass  # every chunk is there: it never waits
 
     def __iter__(self):
         yield from self.chunks

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Iterator
 
 import gevent
@@ -26,7 +27,7 @@ from gevent.lock import Semaphore
 from gevent.queue import Empty, Queue
 
 from ...observability.metrics import UPSTREAM_ERRORS
-from ..base import ChoiceDelta, UpstreamChunk, UpstreamError
+from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
 from .appserver import GONE, AppServer, AppServerError, AppServerGone
 from .emulation import StopRules
 from .errors import codex_error
@@ -214,7 +215,15 @@ class CodexStream:
         self._usage: dict[str, Any] | None = None
         self._text_sent = False
         self._closed = False
+        self._pauses = False
+        self._tick: float | None = None
+        self._silent_since: float | None = None
         upstream._turn_opened(server)
+
+    def pause_every(self, tick: float | None) -> None:
+        """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
+        self._pauses = True
+        self._tick = tick
 
     def start(self, model: str, body: dict[str, Any]) -> None:
         """Start the thread and turn, then wait for the model's first output (or failure).
@@ -249,10 +258,17 @@ class CodexStream:
                     self._check_failure(message)
                 return
 
-    def __iter__(self) -> Iterator[UpstreamChunk]:
+    def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
         try:
             while not self._finished:
-                message, self._first = self._first or self._next(), None
+                message, self._first = self._first, None
+                if message is None:
+                    if self._pauses and self._queue is not None and self._queue.empty():
+                        yield PAUSE
+                        while (message := self._next(self._tick)) is None:
+                            yield IDLE
+                    else:
+                        message = self._next()
                 chunk = self._handle(message)
                 if chunk is not None:
                     yield chunk
@@ -315,12 +331,22 @@ class CodexStream:
         if turn.get("status") == "interrupted":
             raise UpstreamError("server_error", "The Codex turn was interrupted.")
 
-    def _next(self) -> dict[str, Any]:
+    def _next(self, tick: float | None = None) -> dict[str, Any] | None:
+        """The turn's next notification; ``None`` when ``tick`` seconds passed without one (within the
+        read timeout, which counts the whole silence)."""
         assert self._queue is not None
+        limit = self._upstream.read_timeout
+        wait = min(tick, limit) if tick else limit
         try:
-            message = self._queue.get(timeout=self._upstream.read_timeout)
+            message = self._queue.get(timeout=wait)
         except Empty:
+            now = time.monotonic()
+            if self._silent_since is None:
+                self._silent_since = now - wait
+            if now - self._silent_since < limit:
+                return None
             raise UpstreamError("timeout", "The Codex turn sent nothing within the read timeout.", status=504) from None
+        self._silent_since = None
         if message is GONE:
             self._turn_open = False
             raise UpstreamError("server_error", "The Codex app-server exited during the turn.")
