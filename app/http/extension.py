@@ -158,4 +158,6 @@ def check_store_at_start(store: ResponseStore) -> None:
 def make_store(settings: Settings) -> ResponseStore | None:
     """The response store the settings name (``None`` when storing is off); nothing is connected yet."""
     return open_store(settings.store_url(), settings.response_retention_seconds,
-                      shared=settings.response_store_shared, timeout=settings.response_store_timeout)
+                      shared=settings.response_store_shared, timeout=settings.response_store_timeout,
+                      max_bytes=settings.response_store_max_bytes,
+                      max_bytes_per_owner=settings.response_store_max_bytes_per_key)

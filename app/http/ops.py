@@ -13,7 +13,7 @@ from ..responses.store import StoreError
 from ..state import current_state
 from ..observability.metrics import exposition
 
-#: Per app (keyed by its upstream): when its last ``/readyz`` checks expire, and the checks.
+#: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.
 _ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]]" = weakref.WeakKeyDictionary()
 
 
@@ -52,11 +52,17 @@ def readyz() -> Response:
 
 
 def _checks(state: Any) -> dict[str, str]:
+    started = time.monotonic()
     cached = _ready_cache.get(state.upstream)
-    if cached is not None and time.monotonic() < cached[0]:
+    if cached is not None and started < cached[0] + state.settings.ready_cache_seconds:
         return cached[1]
     checks = {"upstream": "ok" if state.upstream.ready() else "unavailable", "store": _store_status(state.store)}
-    _ready_cache[state.upstream] = (time.monotonic() + state.settings.ready_cache_seconds, checks)
+    # Checks run concurrently (one per probe greenlet while none is cached); a slow one that started earlier
+    # (a store timing out while it was down) must not replace a newer answer, nor be reused longer than the
+    # cache time counted from when it looked.
+    latest = _ready_cache.get(state.upstream)
+    if latest is None or latest[0] <= started:
+        _ready_cache[state.upstream] = (started, checks)
     return checks
 
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
 
+from pydantic import SecretStr
+
+#: What stands in for a secret found in a message.
+MASK = "**********"
+
 
 @dataclass(slots=True)
 class ChoiceDelta:
@@ -61,6 +66,26 @@ class UpstreamError(Exception):
         self.param = param
         self.code = code
         self.type = type  # a ``client_error``'s OpenAI error type, when the upstream named one
+
+    def redacted(self, secret: str | SecretStr | None) -> "UpstreamError":
+        """This error with ``secret`` masked out of everything the client is sent (message, ``param``, ``code``)."""
+        if not _secret_value(secret):
+            return self
+        self.message = redact(self.message, secret)
+        self.args = (self.message,)
+        self.param = None if self.param is None else redact(self.param, secret)
+        self.code = None if self.code is None else redact(self.code, secret)
+        return self
+
+
+def redact(text: str, secret: str | SecretStr | None) -> str:
+    """``text`` with every occurrence of ``secret`` (an upstream API key) replaced by :data:`MASK`."""
+    value = _secret_value(secret)
+    return text.replace(value, MASK) if value else text
+
+
+def _secret_value(secret: str | SecretStr | None) -> str:
+    return secret.get_secret_value() if isinstance(secret, SecretStr) else secret or ""
 
 
 class Pause:

@@ -18,7 +18,7 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from pydantic import SecretStr
 
 from ..observability.metrics import UPSTREAM_ERRORS
-from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
+from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError, redact
 from .sse import EventTooLarge, SSEDecoder
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
@@ -245,7 +245,7 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     if not isinstance(obj, dict):
         raise UpstreamError("protocol", "The upstream sent a malformed stream chunk.")
     if obj.get("error"):
-        raise UpstreamError("server_error", f"The upstream failed mid-stream: {_redact(_message(obj), secret)}")
+        raise UpstreamError("server_error", f"The upstream failed mid-stream: {redact(_message(obj), secret)}")
     choices = []
     for choice in obj.get("choices") or ():
         delta = choice.get("delta") or {}
@@ -381,13 +381,13 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
         body = None
     if not isinstance(body, dict):
         body = None
-    message = _redact(_message(body), secret)
+    message = redact(_message(body), secret)
     err = body.get("error") if body is not None else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
     type_ = err.get("type") if isinstance(err, dict) else None
-    param = _redact(param, secret) if isinstance(param, str) else None
-    code = _redact(str(code), secret) if code is not None else None
+    param = redact(param, secret) if isinstance(param, str) else None
+    code = redact(str(code), secret) if code is not None else None
     if status == 429:
         return UpstreamError("rate_limited", message or "The upstream is rate limited.", status=429,
                              retry_after=retry_after)
@@ -397,11 +397,6 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
                              type=type_ if type_ in _CLIENT_ERROR_TYPES else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
-
-
-def _redact(text: str, secret: SecretStr | None) -> str:
-    value = secret.get_secret_value() if secret is not None else ""
-    return text.replace(value, "**********") if value else text
 
 
 def _message(body: Any) -> str:

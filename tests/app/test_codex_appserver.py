@@ -1,11 +1,13 @@
 """``AppServer``'s JSON-RPC plumbing against a small fake app-server (a Python script on stdio).
 
 The real binary is driven in ``tests/e2e/test_codex_e2e.py``; this fake makes the rare paths happen on
-demand: a server→client request, a JSON-RPC error, a process that hangs, one that exits.
+demand: a server→client request, a JSON-RPC error, a process that hangs, one that exits; and a leaky one
+that quotes the provider key in its errors and stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import gevent
 import pytest
 
+from app.upstreams.base import UpstreamError
 from app.upstreams.codex.appserver import GONE, AppServer, AppServerError, AppServerGone
 
 FAKE = textwrap.dedent('''
@@ -94,3 +97,82 @@ def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):
     assert server.subscribe("late").get(timeout=1) is GONE
     with pytest.raises(AppServerGone):
         server.call("fail", {}, timeout=1)
+
+
+# --- the provider key never reaches a client through a Codex error ---------------------------------------
+
+LEAKY = textwrap.dedent('''
+    import json, os, sys
+
+    KEY = os.environ["TOOLWIRE_CODEX_PROVIDER_KEY"]
+    MODE = os.environ["LEAKY_MODE"]
+
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n")
+        sys.stdout.flush()
+
+    if MODE == "start":
+        sys.stderr.write(f"Error: provider refused Authorization: Bearer {KEY}\\n")
+        sys.exit(1)
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, rid = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            send({"id": rid, "result": {"userAgent": "leaky"}})
+        elif method == "model/list":
+            send({"id": rid, "error": {"code": -32603, "message": f"catalog fetch with key {KEY} failed"}})
+        elif method == "thread/start":
+            send({"id": rid, "result": {"thread": {"id": "t1"}}})
+        elif method == "turn/start":
+            send({"id": rid, "result": {"turn": {"id": "u1"}}})
+            if MODE == "400":  # the provider's raw 400 body, echoing the key in message, param and code
+                body = {"error": {"message": f"Incorrect API key provided: {KEY}", "param": KEY, "code": KEY}}
+                error = {"message": json.dumps(body), "codexErrorInfo": "other"}
+            else:
+                error = {"message": f"stream error: upstream said key {KEY} is over quota",
+                         "codexErrorInfo": "internalServerError"}
+            send({"method": "turn/completed", "params": {"threadId": "t1",
+                  "turn": {"id": "u1", "status": "failed", "error": error}}})
+''')
+KEY = "sk-codex-provider-0123456789"
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def leaky_upstream(tmp_path: Path, monkeypatch, mode: str):
+    from app.upstreams.codex.home import write_home
+    from app.upstreams.codex.upstream import CodexUpstream
+
+    script = tmp_path / "leaky-codex"
+    script.write_text(f"#!{sys.executable}\n{LEAKY}")
+    script.chmod(0o755)
+    monkeypatch.setenv("LEAKY_MODE", mode)
+    home = write_home(tmp_path / "home", models=["m"], provider_url="http://127.0.0.1:9/v1", provider_key=True,
+                      user_home=tmp_path / "user")
+    return CodexUpstream(str(script), home, provider_key=KEY, rpc_timeout=10)
+
+
+@pytest.mark.parametrize("mode", ["400", "500"])
+def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkeypatch, mode: str):
+    """Issue 17 item 10: the HTTP upstream masked its key in quoted errors, the Codex back end did not."""
+    upstream = leaky_upstream(tmp_path, monkeypatch, mode)
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            upstream.open(CHAT)
+        with pytest.raises(UpstreamError) as listed:
+            upstream.models()
+    finally:
+        upstream.close()
+    error = caught.value
+    assert "**********" in error.message  # quoted, masked
+    for text in (error.message, str(error), error.param, error.code, listed.value.message):
+        assert KEY not in (text or "")
+    if mode == "400":
+        assert error.status == 400 and error.param == "**********"
+
+
+def test_an_app_server_that_prints_the_key_and_dies_is_masked(tmp_path: Path, monkeypatch, caplog):
+    upstream = leaky_upstream(tmp_path, monkeypatch, "start")
+    with caplog.at_level(logging.DEBUG), pytest.raises(UpstreamError) as caught:
+        upstream.open(CHAT)
+    assert "provider refused" in caught.value.message and KEY not in caught.value.message
+    assert KEY not in caplog.text

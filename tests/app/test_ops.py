@@ -49,3 +49,32 @@ def test_request_id_is_echoed_or_generated(make_app):
     assert client.get("/v1/models", headers={"X-Request-Id": "abc-123"}).headers["X-Request-Id"] == "abc-123"
     generated = client.get("/v1/models", headers={"X-Request-Id": "bad id <script>"}).headers["X-Request-Id"]
     assert len(generated) == 32
+
+
+def test_a_slow_older_readyz_check_does_not_replace_a_newer_answer(make_app):
+    """A check that began while the store (or upstream) was down and ended after a newer check saw it back
+    used to overwrite the cache with its stale 503, stamped as fresh."""
+    import threading
+
+    upstream = FakeUpstream()
+    release, entered = threading.Event(), threading.Event()
+    answers = iter([False, True])
+
+    def ready() -> bool:
+        answer = next(answers, True)
+        if not answer:  # the first, older check: slow, and it saw the outage
+            entered.set()
+            release.wait(10)
+        return answer
+
+    upstream.ready = ready
+    client = make_app(upstream, ready_cache_seconds=60).test_client()
+    older = []
+    probe = threading.Thread(target=lambda: older.append(client.get("/readyz").status_code))
+    probe.start()
+    assert entered.wait(10)
+    assert client.get("/readyz").status_code == 200  # the newer check: back
+    release.set()
+    probe.join(10)
+    assert older == [503]
+    assert client.get("/readyz").status_code == 200

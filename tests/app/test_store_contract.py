@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import orjson
 import pytest
 
 from app.responses.store import (
@@ -12,6 +13,7 @@ from app.responses.store import (
     ResponseStore,
     SQLiteResponseStore,
     StoredResponse,
+    StoreQuotaExceeded,
     StoreUnavailable,
     open_store,
 )
@@ -20,15 +22,17 @@ from support.store_items import ALICE, BOB, USER, message, response
 
 @pytest.fixture(params=["sqlite", "redis"])
 def make_store(request, tmp_path):
-    """``make_store(retention_seconds=3600, shared=False)``: an empty store of the parametrised kind."""
+    """``make_store(retention_seconds=3600, shared=False, max_bytes=0, max_bytes_per_owner=0)``: an empty store
+    of the parametrised kind."""
     if request.param == "redis":
         server = request.getfixturevalue("redis_server")
         url = server.url
     else:
         url = f"sqlite:///{tmp_path}/r.db"
 
-    def make(retention_seconds=3600, shared=False):
-        return open_store(url, retention_seconds, shared=shared, timeout=2.0)
+    def make(retention_seconds=3600, shared=False, max_bytes=0, max_bytes_per_owner=0):
+        return open_store(url, retention_seconds, shared=shared, timeout=2.0, max_bytes=max_bytes,
+                          max_bytes_per_owner=max_bytes_per_owner)
 
     return make
 
@@ -150,6 +154,68 @@ def test_retention_expires_responses_and_items(make_store):
     assert store.load("resp_old") is None
     assert store.get_item("msg_old") is None
     assert store.delete("resp_old") is False
+
+
+def size_of(stored, input_items):
+    """What a quota counts for one response: the JSON bytes of it, its input items and its item copies."""
+    items = [item for item in (*input_items, *stored["output"]) if item.get("id")]
+    return sum(len(orjson.dumps(part)) for part in (stored, input_items, *items))
+
+
+def test_usage_totals_follow_put_replace_delete_and_expiry(make_store):
+    store = make_store(retention_seconds=1)
+    first, second = response("resp_1", message("msg_1", "a" * 500)), response("resp_2", message("msg_2", "b"))
+    store.put(first, [USER], owner=ALICE)
+    store.put(second, [USER, message("msg_in", "c" * 300)], owner=BOB)
+    store.put(response("resp_3"), [])
+    sizes = size_of(first, [USER]), size_of(second, [USER, message("msg_in", "c" * 300)]), \
+        size_of(response("resp_3"), [])
+    assert (store.usage(ALICE), store.usage(BOB), store.usage(None)) == sizes
+    assert store.total_usage() == sum(sizes)
+    replacement = response("resp_1", message("msg_9", "short"))
+    store.put(replacement, [], owner=ALICE)  # the same id again: counted once, at its new size
+    assert store.usage(ALICE) == size_of(replacement, [])
+    assert store.delete("resp_2", owner=ALICE) is False and store.usage(BOB) == sizes[1]  # not hers
+    assert store.delete("resp_2", owner=BOB) is True and store.usage(BOB) == 0
+    time.sleep(1.3)  # everything expires; the next write corrects the totals
+    store.put(response("resp_4"), [], owner=BOB)
+    assert (store.usage(ALICE), store.usage(None)) == (0, 0)
+    assert store.total_usage() == store.usage(BOB) == size_of(response("resp_4"), [])
+
+
+def test_a_key_over_its_quota_loses_its_own_oldest_responses(make_store):
+    one = size_of(response("resp_a0", message("msg_a0", "x" * 1000)), [USER])
+    store = make_store(max_bytes_per_owner=3 * one)
+    store.put(response("resp_b0", message("msg_b0", "x" * 1000)), [USER], owner=BOB)
+    for i in range(5):
+        store.put(response(f"resp_a{i}", message(f"msg_a{i}", "x" * 1000)), [USER], owner=ALICE)
+    assert [store.get(f"resp_a{i}", owner=ALICE) is not None for i in range(5)] == [False, False, True, True, True]
+    assert store.get_item("msg_a1", owner=ALICE) is None and store.get_item("msg_a2", owner=ALICE) is not None
+    assert store.usage(ALICE) == 3 * one
+    assert store.get("resp_b0", owner=BOB) is not None  # another key's responses are not touched
+    for i in range(4):  # without keys the per-key quota does not apply
+        store.put(response(f"resp_n{i}", message(f"msg_n{i}", "x" * 1000)), [USER])
+    assert store.usage(None) == 4 * one
+
+
+def test_the_store_quota_evicts_the_oldest_of_anyone(make_store):
+    one = size_of(response("resp_0", message("msg_0", "x" * 1000)), [USER])
+    store = make_store(max_bytes=3 * one)
+    for i, owner in enumerate([ALICE, BOB, None, ALICE, BOB]):
+        store.put(response(f"resp_{i}", message(f"msg_{i}", "x" * 1000)), [USER], owner=owner)
+    kept = [i for i, owner in enumerate([ALICE, BOB, None, ALICE, BOB]) if store.get(f"resp_{i}", owner=owner)]
+    assert kept == [2, 3, 4] and store.total_usage() == 3 * one
+
+
+@pytest.mark.parametrize("quota", ["max_bytes", "max_bytes_per_owner"])
+def test_a_response_larger_than_a_quota_is_refused_and_evicts_nothing(make_store, quota):
+    store = make_store(**{quota: 5000})
+    store.put(response("resp_small", message("msg_small", "x")), [USER], owner=ALICE)
+    before = store.total_usage()
+    with pytest.raises(StoreQuotaExceeded):
+        store.put(response("resp_huge", message("msg_huge", "x" * 6000)), [USER], owner=ALICE)
+    assert store.get("resp_huge", owner=ALICE) is None and store.get_item("msg_huge", owner=ALICE) is None
+    assert store.get("resp_small", owner=ALICE) is not None and store.total_usage() == before
 
 
 def _unreachable(kind, tmp_path) -> ResponseStore:

@@ -1,5 +1,5 @@
 """RedisResponseStore beyond the shared contract (test_store_contract.py), on a real redis-server: round trips,
-TTLs, torn records, a restarted and a frozen server."""
+TTLs, torn records, a restarted and a frozen server, a server out of memory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from app.responses.store import RedisResponseStore, StoreUnavailable, open_store
-from support.store_items import ALICE, USER, message, response
+from support.store_items import ALICE, BOB, USER, message, response
 
 
 @pytest.fixture
@@ -31,12 +31,18 @@ def commands_run(admin, operation):
     return admin.info("stats")["total_commands_processed"] - before - 1
 
 
-def test_a_lookup_is_one_command_and_a_write_one_transaction(store, admin):
+def script_calls(admin):
+    stats = admin.info("commandstats")
+    return [stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("eval", "evalsha", "exec")]
+
+
+def test_a_lookup_is_one_command_and_a_write_one_script(store, admin):
     store.check()  # the connection's handshake is not counted below
+    store.put(response("resp_0"), [USER])  # loads the script
     stored = response("resp_1", message("msg_1", "a"), message("msg_2", "b"))
-    transactions = admin.info("commandstats").get("cmdstat_exec", {}).get("calls", 0)
+    evals, evalshas, execs = script_calls(admin)
     store.put(stored, [USER])
-    assert admin.info("commandstats")["cmdstat_exec"]["calls"] == transactions + 1
+    assert script_calls(admin) == [evals, evalshas + 1, execs]
     assert commands_run(admin, lambda: store.load("resp_1")) == 1
     assert commands_run(admin, lambda: store.get_item("msg_2")) == 1
     assert commands_run(admin, lambda: store.get("resp_missing")) == 1
@@ -99,3 +105,35 @@ def test_the_location_masks_the_password():
     store = open_store("redis://:s3cret@127.0.0.1:6390/2", 60)
     assert store.location() == "redis://:**********@127.0.0.1:6390/2"
     assert "s3cret" not in store.location()
+
+
+def test_delete_works_when_redis_is_out_of_memory(store, admin):
+    """Issue 17 item 6: with maxmemory reached (noeviction) writes fail as a whole, DELETE still frees."""
+    for i in range(20):
+        store.put(response(f"resp_{i:02}", message(f"msg_{i:02}", "x" * 50_000)), [USER], owner=ALICE)
+    used = admin.info("memory")["used_memory"]
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", used - 200_000)
+    try:
+        with pytest.raises(StoreUnavailable):
+            store.put(response("resp_more", message("msg_more", "x" * 50_000)), [USER], owner=ALICE)
+        assert store.get("resp_more", owner=ALICE) is None and store.get_item("msg_more", owner=ALICE) is None
+        before = store.usage(ALICE)
+        for i in range(10):
+            assert store.delete(f"resp_{i:02}", owner=ALICE) is True
+        assert store.get("resp_00", owner=ALICE) is None and store.get_item("msg_00", owner=ALICE) is None
+        assert store.usage(ALICE) == before // 2  # all the same size
+        store.put(response("resp_after", message("msg_after", "x" * 50_000)), [USER], owner=ALICE)  # room again
+    finally:
+        admin.config_set("maxmemory", 0)
+
+
+def test_totals_follow_records_redis_expired_by_itself(store, admin, redis_server):
+    short = RedisResponseStore(redis_server.url, retention_seconds=1, timeout=1.0)
+    short.put(response("resp_1", message("msg_1", "x" * 1000)), [USER], owner=ALICE)
+    counted = short.usage(ALICE)
+    time.sleep(2.2)  # Redis drops the record and its items; nothing of toolwire's runs then
+    assert admin.exists("toolwire:resp:resp_1") == 0 and short.usage(ALICE) == counted
+    short.put(response("resp_2"), [USER], owner=BOB)  # the next write takes the expired bytes off
+    assert short.usage(ALICE) == 0 and short.total_usage() == short.usage(BOB)
+    assert admin.hget("toolwire:meta", "resp_1") is None and admin.zcard("toolwire:index:" + ALICE) == 0

@@ -9,6 +9,14 @@ with ``shared=True`` still records owners but lets every owner see everything
 
 Stored responses and items are JSON objects the store never interprets beyond
 ``id`` and ``output``: new item types need no store change.
+
+Quotas: a stored response's *size* is the bytes of JSON written for it (the
+Response object, its input items and the item copies made resolvable). A store
+keeps running totals per owner, and a write that would pass ``max_bytes`` (all
+owners) or ``max_bytes_per_owner`` (one client key; not applied without keys)
+first evicts the oldest responses (the owner's own for the per-key quota), like a
+cache. A response larger than a quota on its own evicts nothing and is refused
+with :class:`StoreQuotaExceeded`.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Any
 
 from ...errors import ApiError
 
-__all__ = ["OwnedStore", "ResponseStore", "StoreError", "StoreUnavailable", "StoredResponse"]
+__all__ = ["OwnedStore", "ResponseStore", "StoreError", "StoreQuotaExceeded", "StoreUnavailable", "StoredResponse"]
 
 
 class StoreError(Exception):
@@ -44,6 +52,10 @@ class StoreUnavailable(StoreError, ApiError):
         return self.detail
 
 
+class StoreQuotaExceeded(StoreError):
+    """One response is larger than a quota on its own: it is not stored, and nothing was evicted for it."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """A stored Response object with the input items of the request that created it."""
@@ -63,14 +75,19 @@ class ResponseStore(abc.ABC):
     Args:
         retention_seconds: how long a response stays resolvable; ``None`` keeps it until deleted.
         shared: let every owner read and delete every response (owners are still recorded).
+        max_bytes: the most bytes all stored responses may take (see the module); 0 = no limit.
+        max_bytes_per_owner: the most bytes the responses of one owner (client key) may take; 0 = no limit.
     """
 
     #: The URL scheme the store is opened with (``sqlite``, ``redis``).
     kind: str = ""
 
-    def __init__(self, *, retention_seconds: float | None, shared: bool = False):
+    def __init__(self, *, retention_seconds: float | None, shared: bool = False, max_bytes: int = 0,
+                 max_bytes_per_owner: int = 0):
         self.retention_seconds = retention_seconds
         self.shared = shared
+        self.max_bytes = max_bytes
+        self.max_bytes_per_owner = max_bytes_per_owner
 
     @abc.abstractmethod
     def put(self, response: dict[str, Any], input_items: list[dict[str, Any]], *, owner: str | None = None) -> None:
@@ -78,6 +95,11 @@ class ResponseStore(abc.ABC):
 
         Output and input items that carry an ``id`` become resolvable with
         :meth:`get_item` by the same owner, the most recently stored copy winning.
+        Older responses are evicted first when a quota would be passed.
+
+        Raises:
+            StoreQuotaExceeded: the response alone is larger than a quota.
+            StoreUnavailable: see the class.
         """
 
     @abc.abstractmethod
@@ -96,6 +118,14 @@ class ResponseStore(abc.ABC):
         """Forget a response and the items it stored last; ``False`` when it is not stored (for ``owner``)."""
 
     @abc.abstractmethod
+    def usage(self, owner: str | None = None) -> int:
+        """The bytes stored responses take: ``owner``'s (``None``: those stored without a key)."""
+
+    @abc.abstractmethod
+    def total_usage(self) -> int:
+        """The bytes all stored responses take (what ``max_bytes`` limits)."""
+
+    @abc.abstractmethod
     def check(self) -> None:
         """Return when the store answers and can be used; raise :class:`StoreUnavailable` when not."""
 
@@ -112,6 +142,19 @@ class ResponseStore(abc.ABC):
         """The response's input items in request order, or ``None`` (see :meth:`load`)."""
         found = self.load(response_id, owner=owner)
         return None if found is None else found.input_items
+
+    def quota_check(self, size: int, owner: str | None) -> None:
+        """Refuse a response of ``size`` bytes that no eviction could make room for.
+
+        Raises:
+            StoreQuotaExceeded: ``size`` is over ``max_bytes``, or over ``max_bytes_per_owner`` for a key.
+        """
+        if self.max_bytes and size > self.max_bytes:
+            raise StoreQuotaExceeded(f"the response takes {size} bytes, more than the store's quota "
+                                     f"of {self.max_bytes}")
+        if owner is not None and self.max_bytes_per_owner and size > self.max_bytes_per_owner:
+            raise StoreQuotaExceeded(f"the response takes {size} bytes, more than the per-key quota "
+                                     f"of {self.max_bytes_per_owner}")
 
     def visible(self, record_owner: str | None, owner: str | None) -> bool:
         """Whether a record stored by ``record_owner`` is visible to ``owner``."""

@@ -9,9 +9,12 @@ Layout (``toolwire:`` is the key prefix):
   ``{"response": id, "expires_at": t, "stored_at": t, "item": {...}}``; its TTL
   is renewed to the retention on every write, so it outlives each copy in it.
 
-A lookup is one round trip (``HMGET`` or ``HGET``/``HGETALL``); a write is one
-``MULTI``/``EXEC`` pipeline, so a record and its items appear together or not at
-all. A field that does not decode reads as absent.
+A lookup is one round trip (``HMGET`` or ``HGET``/``HGETALL``); a write and a
+DELETE are one Lua script each (:mod:`.redis_scripts`, which also keeps the byte
+totals and evicts for the quotas), so a record and its items appear together or
+not at all. A field that does not decode reads as absent. When Redis is out of
+memory (``maxmemory`` with ``noeviction``) writes fail as a whole and DELETE
+still works. Records written before the quotas existed are not counted.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ...settings import mask_url
+from . import redis_scripts
 from .base import ResponseStore, StoredResponse, StoreUnavailable
 
 __all__ = ["RedisResponseStore"]
@@ -49,13 +53,15 @@ class RedisResponseStore(ResponseStore):
         retention_seconds: see :class:`ResponseStore`; kept as key TTLs (whole seconds, rounded up).
         shared: see :class:`ResponseStore`.
         timeout: connect and read timeout per command, seconds.
+        max_bytes, max_bytes_per_owner: see :class:`ResponseStore`.
     """
 
     kind = "redis"
 
     def __init__(self, url: str, retention_seconds: float | None = 30 * 24 * 3600, *,
-                 shared: bool = False, timeout: float = 2.0):
-        super().__init__(retention_seconds=retention_seconds, shared=shared)
+                 shared: bool = False, timeout: float = 2.0, max_bytes: int = 0, max_bytes_per_owner: int = 0):
+        super().__init__(retention_seconds=retention_seconds, shared=shared, max_bytes=max_bytes,
+                         max_bytes_per_owner=max_bytes_per_owner)
         self.url = url
         self.timeout = timeout
         # A broken pooled connection (server restarted) is retried once on a new one; a timeout is not
@@ -64,6 +70,8 @@ class RedisResponseStore(ResponseStore):
             url, socket_timeout=timeout, socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
         self._ttl = None if retention_seconds is None else max(1, math.ceil(retention_seconds))
+        self._put = self._redis.register_script(redis_scripts.PUT)
+        self._delete = self._redis.register_script(redis_scripts.DELETE)
 
     def location(self) -> str:
         return mask_url(self.url)
@@ -72,17 +80,19 @@ class RedisResponseStore(ResponseStore):
         response_id = response["id"]
         now = time.time()
         expires_at = None if self._ttl is None else now + self._ttl
-        items = {item["id"]: item for item in (*input_items, *(response.get("output") or [])) if item.get("id")}
-        record = {"owner": owner or "", "response": orjson.dumps(response), "input": orjson.dumps(input_items),
-                  "items": orjson.dumps(list(items))}
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(_response_key(response_id), mapping=record)
-        self._expire(pipe, _response_key(response_id))
-        for item_id, item in items.items():
-            copy = {"response": response_id, "expires_at": expires_at, "stored_at": now, "item": item}
-            pipe.hset(_item_key(item_id), owner or "", orjson.dumps(copy))
-            self._expire(pipe, _item_key(item_id))
-        self._run(pipe.execute)
+        with_ids = [item for item in (*input_items, *(response.get("output") or [])) if item.get("id")]
+        items = {item["id"]: item for item in with_ids}
+        body, inputs = orjson.dumps(response), orjson.dumps(input_items)
+        copies = [(item_id, orjson.dumps({"response": response_id, "expires_at": expires_at, "stored_at": now,
+                                          "item": item})) for item_id, item in items.items()]
+        # counted like the SQLite store: the JSON of the response, its input items and its items
+        size = len(body) + len(inputs) + sum(len(orjson.dumps(item)) for item in with_ids)
+        self.quota_check(size, owner)
+        args: list[Any] = [response_id, owner or "", size, now, self._ttl or 0, self.max_bytes,
+                           self.max_bytes_per_owner, body, inputs, orjson.dumps(list(items))]
+        for item_id, copy in copies:
+            args += [item_id, copy]
+        self._run(self._put, [PREFIX], args)
 
     def load(self, response_id: str, *, owner: str | None = None) -> StoredResponse | None:
         record_owner, response, input_items = self._run(
@@ -108,36 +118,16 @@ class RedisResponseStore(ResponseStore):
         return max(live, key=lambda copy: copy["stored_at"])["item"] if live else None
 
     def delete(self, response_id: str, *, owner: str | None = None) -> bool:
-        key = _response_key(response_id)
-        record_owner, item_ids = self._run(self._redis.hmget, key, ["owner", "items"])
-        if record_owner is None or not self.visible(record_owner.decode() or None, owner):
-            return False
-        try:
-            ids = orjson.loads(item_ids) if item_ids is not None else []
-        except orjson.JSONDecodeError:
-            ids = []
-        field = record_owner.decode()
-        # Only the item copies this response stored last are removed; a later response's copy stays.
-        read = self._redis.pipeline(transaction=False)
-        for item_id in ids:
-            read.hget(_item_key(item_id), field)
-        copies = self._run(read.execute) if ids else []
-        write = self._redis.pipeline(transaction=True)
-        write.delete(key)
-        for item_id, raw in zip(ids, copies):
-            copy = _decode_copy(raw)
-            if copy is not None and copy["response"] == response_id:
-                write.hdel(_item_key(item_id), field)
-        return bool(self._run(write.execute)[0])
+        return bool(self._run(self._delete, [PREFIX], [response_id, owner or "", "1" if self.shared else "0"]))
+
+    def usage(self, owner: str | None = None) -> int:
+        return int(self._run(self._redis.hget, f"{PREFIX}usage", owner or "") or 0)
+
+    def total_usage(self) -> int:
+        return int(self._run(self._redis.hget, f"{PREFIX}usage", "*") or 0)
 
     def check(self) -> None:
         self._run(self._redis.ping)
-
-    def _expire(self, pipe: Any, key: str) -> None:
-        if self._ttl is None:
-            pipe.persist(key)
-        else:
-            pipe.expire(key, self._ttl)
 
     def _run(self, command: Any, *args: Any) -> Any:
         """``command(*args)``, any Redis failure raised as :class:`StoreUnavailable`."""

@@ -13,32 +13,14 @@ from typing import Any, Callable, Iterator, TypeVar
 import orjson
 
 from .base import ResponseStore, StoredResponse, StoreUnavailable
+from .reserve import Reserve
+from .sqlite_schema import prepare
 
 __all__ = ["SQLiteResponseStore"]
 
 log = logging.getLogger("toolwire.responses.store")
 
 T = TypeVar("T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    id TEXT PRIMARY KEY,
-    body BLOB NOT NULL,
-    input_items BLOB NOT NULL,
-    expires_at REAL,
-    owner TEXT
-);
-CREATE INDEX IF NOT EXISTS responses_expires_at ON responses (expires_at);
-CREATE TABLE IF NOT EXISTS items (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL,
-    response_id TEXT NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS items_id ON items (id);
-CREATE INDEX IF NOT EXISTS items_response_id ON items (response_id);
-CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at REAL NOT NULL);
-"""
 
 _LIVE = "(expires_at IS NULL OR expires_at > :now)"
 _OWNED = "(:shared OR owner IS :owner)"
@@ -48,6 +30,14 @@ _OWNED = "(:shared OR owner IS :owner)"
 _BUSY_TIMEOUT_MS = 50
 _FIRST_BACKOFF = 0.005
 _MAX_BACKOFF = 0.1
+#: Pages given back to the filesystem after a write that freed some, at most (2 MiB of 4 KiB pages): a
+#: large deletion shrinks the file over the next writes, never in one slow request. Free pages are reused
+#: by later writes in the meantime, so the file does not grow while they wait.
+_VACUUM_PAGES = 512
+#: The WAL is cut back to this size after a checkpoint (else it keeps its largest size for good).
+_WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: The reserve file's size (see :mod:`.reserve`): room for a deletion and its vacuum on a full disk.
+RESERVE_BYTES = 8 * 1024 * 1024
 
 
 class SQLiteResponseStore(ResponseStore):
@@ -62,21 +52,31 @@ class SQLiteResponseStore(ResponseStore):
     Any other failure (file unwritable, disk full, I/O error) raises
     :class:`StoreUnavailable` and the connection is reopened on next use.
 
+    Space: byte totals per owner are kept in the file (see :mod:`.sqlite_schema`);
+    the file uses incremental auto-vacuum, so what deletions, expiry and evictions
+    free is given back to the filesystem (a bounded amount per write); on a full
+    disk a deletion draws on a reserve file (see :mod:`.reserve`).
+
     Args:
         path: the database file (created with its tables when missing).
         retention_seconds: see :class:`ResponseStore`; expired rows are invisible
             at once and purged on the next write.
         shared: see :class:`ResponseStore`.
         timeout: the longest an operation waits for the write lock, seconds.
+        max_bytes, max_bytes_per_owner: see :class:`ResponseStore`.
+        reserve_bytes: the size of the reserve file ``<path>-reserve``; 0 = none.
     """
 
     kind = "sqlite"
 
     def __init__(self, path: str | os.PathLike[str], retention_seconds: float | None = 30 * 24 * 3600, *,
-                 shared: bool = False, timeout: float = 5.0):
-        super().__init__(retention_seconds=retention_seconds, shared=shared)
+                 shared: bool = False, timeout: float = 5.0, max_bytes: int = 0, max_bytes_per_owner: int = 0,
+                 reserve_bytes: int = RESERVE_BYTES):
+        super().__init__(retention_seconds=retention_seconds, shared=shared, max_bytes=max_bytes,
+                         max_bytes_per_owner=max_bytes_per_owner)
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.reserve = Reserve(self.path + "-reserve", reserve_bytes)
         self._pid: int | None = None
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -93,19 +93,24 @@ class SQLiteResponseStore(ResponseStore):
         body, inputs = orjson.dumps(response), orjson.dumps(input_items)
         items = [(item["id"], response_id, orjson.dumps(item))
                  for item in (*input_items, *(response.get("output") or [])) if item.get("id")]
+        size = len(body) + len(inputs) + sum(len(item[2]) for item in items)
+        self.quota_check(size, owner)
 
         def write(conn: sqlite3.Connection) -> None:
             now = time.time()
             expires_at = None if self.retention_seconds is None else now + self.retention_seconds
-            conn.execute("DELETE FROM items WHERE response_id IN "
-                         "(SELECT id FROM responses WHERE expires_at <= ?)", (now,))
-            conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
-            conn.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
-            conn.execute("INSERT OR REPLACE INTO responses (id, body, input_items, expires_at, owner) "
-                         "VALUES (?, ?, ?, ?, ?)", (response_id, body, inputs, expires_at, owner))
+            conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))  # items and totals: triggers
+            conn.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            if owner is not None and self.max_bytes_per_owner:
+                _evict(conn, owner, self.max_bytes_per_owner - size)
+            if self.max_bytes:
+                _evict(conn, _ANY, self.max_bytes - size)
+            conn.execute("INSERT INTO responses (id, body, input_items, expires_at, owner, size) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (response_id, body, inputs, expires_at, owner, size))
             conn.executemany("INSERT INTO items (id, response_id, body) VALUES (?, ?, ?)", items)
 
         self._retrying(write, transaction=True)
+        self._vacuum()
 
     def load(self, response_id: str, *, owner: str | None = None) -> StoredResponse | None:
         row = self._query_one(f"SELECT body, input_items FROM responses WHERE id = :id AND {_LIVE} AND {_OWNED}",
@@ -123,17 +128,44 @@ class SQLiteResponseStore(ResponseStore):
         def forget(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(f"DELETE FROM responses WHERE id = :id AND {_LIVE} AND {_OWNED}",
                                   {"id": response_id, **self._scope(owner)})
-            if cursor.rowcount == 0:
-                return False
-            conn.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
-            return True
+            return cursor.rowcount > 0  # its items and the totals follow by trigger
 
-        return self._retrying(forget, transaction=True)
+        deleted = self._retrying(forget, transaction=True, reserve=True)
+        self._vacuum()
+        return deleted
+
+    def usage(self, owner: str | None = None) -> int:
+        row = self._query_one("SELECT bytes FROM usage WHERE owner = :owner", {"owner": owner or ""})
+        return 0 if row is None else row[0]
+
+    def total_usage(self) -> int:
+        return self._query_one("SELECT coalesce(sum(bytes), 0) FROM usage", {})[0]
 
     def check(self) -> None:
-        """Write one row of the ``probe`` table: an unwritable file or a full disk fails here."""
+        """Write one row of the ``probe`` table: an unwritable file or a full disk fails here. A released
+        reserve is allocated again here once there is room."""
         self._retrying(lambda conn: conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),)),
                        transaction=True)
+        self.reserve.ensure()
+
+    def _vacuum(self) -> None:
+        """Give up to :data:`_VACUUM_PAGES` free pages back to the filesystem (after the write committed: a
+        failure here loses nothing and is tried again after the next write).
+
+        While the reserve is released (the disk was full), the WAL is also checkpointed and cut back at
+        once, so the space returns now and the reserve can be allocated again.
+        """
+        try:
+            with self._process_lock():
+                conn = self._connection()
+                if conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                    # executescript steps the pragma to its end; execute() would free a single page
+                    conn.executescript(f"PRAGMA incremental_vacuum({_VACUUM_PAGES})")
+                if not self.reserve.ensure():
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                    self.reserve.ensure()
+        except (sqlite3.Error, OSError) as exc:
+            log.debug("response store %s: incremental vacuum failed: %s", self.location(), exc)
 
     def _scope(self, owner: str | None) -> dict[str, Any]:
         return {"now": time.time(), "shared": self.shared, "owner": owner}
@@ -141,9 +173,11 @@ class SQLiteResponseStore(ResponseStore):
     def _query_one(self, sql: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
         return self._retrying(lambda conn: conn.execute(sql, args).fetchone())
 
-    def _retrying(self, operation: Callable[[sqlite3.Connection], T], *, transaction: bool = False) -> T:
+    def _retrying(self, operation: Callable[[sqlite3.Connection], T], *, transaction: bool = False,
+                  reserve: bool = False) -> T:
         """Run ``operation`` (in ``BEGIN IMMEDIATE`` … ``COMMIT`` when ``transaction``), waiting out other
-        processes' locks until ``timeout``.
+        processes' locks until ``timeout``; with ``reserve``, a full disk releases the reserve file and the
+        operation is tried again.
 
         Raises:
             StoreUnavailable: the lock stayed taken, or SQLite failed otherwise.
@@ -160,6 +194,8 @@ class SQLiteResponseStore(ResponseStore):
                         return operation(conn)
             except (sqlite3.Error, OSError) as exc:
                 busy = isinstance(exc, sqlite3.OperationalError) and _is_busy(exc)
+                if reserve and _is_full(exc) and self.reserve.release():
+                    continue
                 if busy and time.monotonic() + pause <= deadline:
                     time.sleep(pause)  # outside the lock; under gevent the worker's other greenlets run meanwhile
                     pause = min(pause * 2, _MAX_BACKOFF)
@@ -214,29 +250,50 @@ class SQLiteResponseStore(ResponseStore):
             if self._conn is not None:
                 self._inherited.append(self._conn)
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                if new:  # only a file without tables takes it; an older file is switched over by prepare()
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
-                conn.executescript(_SCHEMA)
-                _add_owner_column(conn)
+                conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
+                prepare(conn)
             except BaseException:
                 conn.close()
                 raise
             self._conn, self._pid = conn, pid
+            self.reserve.ensure()
         return self._conn
 
 
-def _add_owner_column(conn: sqlite3.Connection) -> None:
-    """Files written before responses had owners get the column; their rows have no owner."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
-    if "owner" not in columns:
-        try:
-            conn.execute("ALTER TABLE responses ADD COLUMN owner TEXT")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):  # another worker added it first
-                raise
+#: ``_evict``'s owner for "every owner" (the store-wide quota).
+_ANY = object()
+
+
+def _evict(conn: sqlite3.Connection, owner: Any, allowed: int) -> None:
+    """Delete the oldest responses of ``owner`` (or of anyone, :data:`_ANY`) until they take at most
+    ``allowed`` bytes (inside the writing transaction)."""
+    if owner is _ANY:
+        used = conn.execute("SELECT coalesce(sum(bytes), 0) FROM usage").fetchone()[0]
+        oldest = conn.execute("SELECT id, size FROM responses ORDER BY rowid")
+    else:
+        row = conn.execute("SELECT bytes FROM usage WHERE owner = ?", (owner,)).fetchone()
+        used = 0 if row is None else row[0]
+        oldest = conn.execute("SELECT id, size FROM responses WHERE owner = ? ORDER BY rowid", (owner,))
+    if used <= allowed:
+        return
+    doomed = []
+    for response_id, size in oldest:
+        doomed.append((response_id,))
+        used -= size
+        if used <= allowed:
+            break
+    oldest.close()
+    conn.executemany("DELETE FROM responses WHERE id = ?", doomed)
+    log.info("response store: %d oldest responses evicted for the %s quota", len(doomed),
+             "store's" if owner is _ANY else "key's")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -246,3 +303,9 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     message = str(exc)
     return "locked" in message or "busy" in message
+
+
+def _is_full(exc: BaseException) -> bool:
+    """The disk (or the file's size limit) is full: ``SQLITE_FULL``."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_FULL

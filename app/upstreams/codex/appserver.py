@@ -24,6 +24,8 @@ from gevent.event import AsyncResult
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
+from ..base import redact
+
 log = logging.getLogger("toolwire.upstreams.codex")
 
 #: What a thread's queue receives once the process is gone (after any notifications already routed).
@@ -58,6 +60,7 @@ class AppServer:
         cwd: its working directory.
         name: how it is named in logs.
         state_dir: a directory of its own that :meth:`stop` deletes (Codex's state and TRACE log).
+        secret: the provider key, masked out of the stderr lines kept (which are logged and quoted in errors).
 
     Attributes:
         served: requests (threads) started on it so far.
@@ -66,8 +69,9 @@ class AppServer:
     """
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, name: str,
-                 state_dir: Path | None = None):
+                 state_dir: Path | None = None, secret: str | None = None):
         self.name = name
+        self._secret = secret
         self.state_dir = state_dir
         self.served = 0
         self.active = 0
@@ -238,6 +242,6 @@ class AppServer:
     def _read_stderr(self) -> None:
         try:
             for line in self._process.stderr:
-                self._stderr.append(line.decode("utf-8", "replace").rstrip())
+                self._stderr.append(redact(line.decode("utf-8", "replace").rstrip(), self._secret))
         except OSError:
             pass

@@ -109,7 +109,7 @@ class CodexUpstream:
                 stream.close()
                 raise
         except UpstreamError as exc:
-            UPSTREAM_ERRORS.labels(exc.kind).inc()
+            self._counted(exc)
             raise
         return stream
 
@@ -118,9 +118,10 @@ class CodexUpstream:
         try:
             result = self._acquire().call("model/list", {}, timeout=self.rpc_timeout)
         except (AppServerError, AppServerGone) as exc:
-            raise _counted(UpstreamError("server_error", f"The Codex app-server failed model/list: {exc}")) from None
+            failed = UpstreamError("server_error", f"The Codex app-server failed model/list: {exc}")
+            raise self._counted(failed) from None
         except UpstreamError as exc:
-            raise _counted(exc) from None
+            raise self._counted(exc) from None
         return [{"id": m["id"], "object": "model", "created": 0, "owned_by": "codex"}
                 for m in (result or {}).get("data") or () if isinstance(m, dict) and m.get("id")]
 
@@ -154,6 +155,12 @@ class CodexUpstream:
                 self._pid = os.getpid()
         return server
 
+    def _counted(self, exc: UpstreamError) -> UpstreamError:
+        """``exc`` counted, the provider key masked out of it in place: Codex and its provider may quote the
+        key (an echoed request, a stderr line), as an HTTP upstream may."""
+        UPSTREAM_ERRORS.labels(exc.kind).inc()
+        return exc.redacted(self._provider_key)
+
     def _worn_out(self, server: AppServer) -> bool:
         return bool(self.recycle_after) and server.served >= self.recycle_after
 
@@ -164,7 +171,7 @@ class CodexUpstream:
         argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={toml_string(str(sqlite_home))}"]
         try:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
-                               name=name, state_dir=sqlite_home)
+                               name=name, state_dir=sqlite_home, secret=self._provider_key)
         except OSError as exc:
             raise UpstreamError("connect", f"Could not start the Codex app-server: {exc}") from None
         try:
@@ -273,7 +280,7 @@ class CodexStream:
                 if chunk is not None:
                     yield chunk
         except UpstreamError as exc:
-            UPSTREAM_ERRORS.labels(exc.kind).inc()
+            self._upstream._counted(exc)
             raise
 
     def close(self) -> None:
@@ -398,8 +405,3 @@ class CodexStream:
                 message = self._queue.get()
                 if message is GONE or message.get("method") == "turn/completed":
                     self._turn_open = False
-
-
-def _counted(exc: UpstreamError) -> UpstreamError:
-    UPSTREAM_ERRORS.labels(exc.kind).inc()
-    return exc
