@@ -100,6 +100,11 @@ class TextFormat(abc.ABC):
     * its transcript rendering, :meth:`render_call`: an earlier call written
       back as the model would write it, so that imitation yields parseable calls.
 
+    A family whose output has a structure of its own (Harmony's channels) may
+    also give :attr:`reasoning_closers`, :attr:`silent` tokens,
+    :attr:`start_openers` and :meth:`render_result`; its reader then drops
+    headers that open no call (:meth:`CallSink.drop_block`).
+
     Subclasses set ``name``, ``openers`` and ``closer``, and implement
     :meth:`render_call` and :meth:`new_body`.
     """
