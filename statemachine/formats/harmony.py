@@ -33,7 +33,7 @@ import re
 
 from .._jsonlex import ValueLexer
 from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from ._base import BodyReader, CallSink, TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
@@ -63,8 +63,9 @@ def parse_header(header: str) -> tuple[str | None, str | None] | None:
 class HarmonyBody(ObjectArguments):
     """Reads one Harmony message from its opener: the header, then a call's arguments (or nothing)."""
 
-    def __init__(self, sink: CallSink, opener: str):
+    def __init__(self, sink: CallSink, opener: str, *, calls: bool = True):
         self.sink = sink
+        self.calls = calls  # False: an unmarked header in marker mode, which may open no call
         self.header = [opener]
         self.size = 0  # header characters after the opener
         self.state = "header"
@@ -140,7 +141,7 @@ class HarmonyBody(ObjectArguments):
             self.sink.drop_block(reasoning=channel == "analysis")
             return False
         name = recipient.removeprefix("functions.")
-        if not _NAME.fullmatch(name):
+        if not self.calls or not _NAME.fullmatch(name):
             self.sink.call_abort("not_a_call", "the recipient is no function name")
             return False
         self.sink.call_name(name)
@@ -213,5 +214,22 @@ class HarmonyFormat(TextFormat):
         """Both openers with the marker inside their ``|>``: ``<|start marker="…"|>``."""
         return {f'{op[:-2]} marker="{marker}"{op[-2:]}': op for op in self.openers}
 
+    def with_marker(self, marker: str | None) -> TextFormat:
+        """In marker mode only a marked header opens a call; the model's own unmarked headers still split
+        reasoning and text (a call in one is text)."""
+        return self if marker is None else _MarkedHarmony(super().with_marker(marker))
+
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
+
+
+class _MarkedHarmony(_MarkedFormat):
+    """Harmony in marker mode: marked and plain openers; only a marked header may open a call."""
+
+    def __init__(self, marked: _MarkedFormat):
+        super().__init__(marked.base, marked.marker)
+        self.openers = (*self.openers, *marked.base.openers)
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        marked = opener in self._unmarked
+        return HarmonyBody(sink, self._unmarked.get(opener, opener), calls=marked)

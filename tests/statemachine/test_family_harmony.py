@@ -12,7 +12,7 @@ import pytest
 
 from harmony_cases import CASES, TOOL_NAMES
 from harness import Call, Reasoning, tr
-from statemachine import ChoiceStream, ParserConfig, ToolChoice, ToolSpec, get_format
+from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 from statemachine.formats.harmony import parse_header
 
 OBJ = {"type": "object"}
@@ -99,5 +99,6 @@ def test_marker_mode_needs_the_marker():
     text = '<|start marker="k3J9"|>assistant<|channel|>commentary to=functions.get_weather<|message|>{}<|call|>'
     tr(marked, text, [Call("get_weather", "{}")], finish="tool_calls")
     plain = '<|channel|>commentary to=functions.get_weather<|message|>{}<|call|>'
-    events = ChoiceStream(marked).feed(plain)
-    assert "".join(e.text for e in events if hasattr(e, "text")) == plain[:len(plain) - len("<|call|>")]
+    tr(marked, plain, [plain[:-len("<|call|>")]], leak_ok=True)  # an unmarked call is text
+    unmarked_channels = "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>Hi."
+    tr(marked, unmarked_channels, [Reasoning("Hm."), "Hi."], notes=[])  # the model's own headers still work
