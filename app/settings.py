@@ -48,6 +48,7 @@ FAMILY_FORMATS = (
     ("qwen3-coder", "function"),
     ("llama-3", "llama3"), ("llama3", "llama3"),
     ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
+    ("gpt-oss", "harmony"), ("gpt_oss", "harmony"),
 )
 
 

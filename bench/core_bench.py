@@ -94,6 +94,7 @@ def format_c_text(value_chars: int) -> str:
 
 SCENARIOS = (
     ("plain text, 16-char chunks", lambda: chunks_of(PROSE * 2000, 16), 3.0),
+    ("inside <think>, 16-char chunks", lambda: chunks_of("<think>" + PROSE * 2000 + "</think>Done.", 16), 3.0),
     ("inside arguments, 16-char chunks", lambda: chunks_of(call_text(64_000), 16), 6.0),
     ("format C parameter value, 16-char", lambda: chunks_of(format_c_text(64_000), 16), 6.0),
     ("100 KB argument, 1-char chunks", lambda: chunks_of(call_text(100_000), 1), 6.0),

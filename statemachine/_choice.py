@@ -114,7 +114,9 @@ class ChoiceStream:
         names = list(config.formats)
         if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
             names.append(CustomToolFormat.name)  # custom tools have no other format
-        formats = tuple(get_format(name) for name in names) if self._parsing else ()
+        formats = tuple(get_format(name) for name in names)
+        if not self._parsing:  # no calls to read; a format whose reasoning is its own syntax (Harmony) still
+            formats = tuple(fmt for fmt in formats if fmt.reasoning_closers)  # splits its channels
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
@@ -125,10 +127,16 @@ class ChoiceStream:
         self._hold = scan.hold
         self._sentinel_index = scan.sentinel_index
         self._think_index = scan.think_index
+        self._think_open = scan.think_open
+        self._think_close = scan.think_close
+        self._silent = scan.silent
+        self._start_openers = tuple(scan.start_openers)
+        self._start_formats = scan.start_openers
         self._opener_index = scan.opener_index
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
         self._ws = ""  # whitespace held while the current stretch of text has nothing else
+        self._ws_is_break = False  # ``_ws`` began as the line break between two messages (drop_block)
         self._stretch_has_text = False  # visible text since the start or the last call
         self._after_call = False  # nothing visible since the last call: an orphan closer is dropped
         self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
@@ -325,7 +333,7 @@ class ChoiceStream:
         self._release = None
         raw = "".join(self._raw or ())
         self._raw = None
-        if kind != "suppressed" and raw:
+        if kind not in ("suppressed", "dropped") and raw:
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
@@ -358,6 +366,15 @@ class ChoiceStream:
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
                 return j
+            elif self._start_openers and (hit := opener_at(buf, j, self._start_openers)):
+                if hit == "partial":
+                    self._pending = buf[pos:]
+                    return n
+                self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
+                opener = next(op for op in self._start_openers if buf.startswith(op, j))
+                self._open_block(self._start_formats[opener].new_body(opener, self), opener)
+                return j + len(opener)
             elif buf[j] == "`" and not self._fence:
                 line_end = buf.find("\n", j)
                 if line_end == -1 and n - j < 16:
@@ -396,11 +413,11 @@ class ChoiceStream:
     def _on_sentinel(self, s: str) -> None:
         if self._fences.inside and not self._fence:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
-        elif s == THINK_OPEN:
+        elif s in self._think_open:
             self._in_think = True
             self._think_fresh = True
-        elif s == THINK_CLOSE:
-            pass  # a stray or duplicate closer is absorbed
+        elif s in self._think_close or s in self._silent:
+            pass  # a stray or duplicate closer is absorbed, a silent token dropped
         elif s in self._closers:
             if not self._after_call:
                 self._emit_text(s)  # a closer in prose is just text
@@ -425,17 +442,18 @@ class ChoiceStream:
             fences.feed(buf[fed:i])
             fed = i
             if not fences.inside:  # a sentinel holds no newline: inside-ness at i is final
-                if buf.startswith(THINK_CLOSE, i):
-                    fences.feed(THINK_CLOSE)
+                if buf.startswith(self._think_close, i):
+                    close = next(c for c in self._think_close if buf.startswith(c, i))
+                    fences.feed(close)
                     self._reasoning(buf[pos:i])
                     if self._think_held is not None:
                         self._out.append(ReasoningDelta("".join(self._think_held)))
                         self._think_held = None
                         self._think_fences = None
                     self._in_think = False
-                    return i + len(THINK_CLOSE)
-                if self._think_fresh and buf.startswith(THINK_OPEN, i) and (i == pos or buf[pos:i].isspace()):
-                    fences.feed(THINK_OPEN)
+                    return i + len(close)
+                if self._think_fresh and buf.startswith(self._think_open, i) and (i == pos or buf[pos:i].isspace()):
+                    fences.feed(THINK_OPEN)  # the one opener there is
                     self._reasoning(buf[pos:i])
                     pos = fed = i + len(THINK_OPEN)
                     i = self._next_start(buf, pos)
@@ -509,7 +527,7 @@ class ChoiceStream:
             self._emit_text(pending)
         if final and self._fence:
             self._out.append(TextDelta(self._take_fence()))
-        if final and self._ws and not self._valid_calls and self._next_index == 0:
+        if final and self._ws and not self._valid_calls and self._next_index == 0 and not self._ws_is_break:
             self._out.append(ReasoningDelta(self._ws) if self._draft_text_is_reasoning else TextDelta(self._ws))
         if final:
             self._ws = ""
@@ -648,6 +666,23 @@ class ChoiceStream:
         self._call = None
         self._settle_rejected(call, kind, message)
 
+    def drop_block(self, *, reasoning: bool = False) -> None:
+        """The block is structure, not a call (a Harmony message header): its text is dropped, and what
+        follows is reasoning or visible text; visible text after visible text starts on a new line."""
+        call = self._call
+        if call is None or call.header_sent:
+            return
+        self._call = None
+        self._release = "dropped"
+        self._leave = "tool_open_disproved"
+        if reasoning:
+            self._in_think = True
+            self._think_fresh = True
+        elif self._stretch_has_text:  # a new message of visible text: held like whitespace until text comes
+            self._stretch_has_text = False
+            self._ws = "\n"
+            self._ws_is_break = True
+
     def call_incomplete(self) -> None:
         """The stream ended inside the call's body."""
         call = self._call
@@ -680,7 +715,7 @@ class ChoiceStream:
 
     def _decide(self, name: str, kind: str, *, bare: bool) -> str:
         config = self.config
-        if config.tool_choice.mode == "none":  # only a native call gets here: the back end ignored "none"
+        if config.tool_choice.mode == "none":  # a native call (the back end ignored "none") or a Harmony one
             return "suppress"
         if self._valid_calls and (not config.parallel_tool_calls or config.legacy_functions):
             return "suppress"
@@ -823,6 +858,10 @@ class _ScanTables(NamedTuple):
     sentinel_index: dict[str, tuple[str, ...]]
     think_index: dict[str, tuple[str, ...]]
     opener_index: dict[str, tuple[str, ...]]
+    think_open: tuple[str, ...]  # what opens reasoning in text: ``<think>``, or nothing
+    think_close: tuple[str, ...]  # what ends it: ``</think>`` and the formats' reasoning closers
+    silent: frozenset[str]
+    start_openers: dict[str, TextFormat]  # opener → its format, read only at the message's start
 
 
 @functools.lru_cache(maxsize=256)
@@ -834,9 +873,17 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
         for op in fmt.openers:
             openers.setdefault(op, fmt)
     closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    sentinels = list(openers) + sorted(closers)
-    if reasoning:
-        sentinels += [THINK_OPEN, THINK_CLOSE]
+    # ``<think>`` is the config's; a format's reasoning closers (Harmony's ``<|end|>``) belong to its syntax
+    think_open = (THINK_OPEN,) if reasoning else ()
+    think_close = tuple(dict.fromkeys(((THINK_CLOSE,) if reasoning else ())
+                                      + tuple(c for fmt in marked for c in fmt.reasoning_closers)))
+    silent = tuple(dict.fromkeys(t for fmt in marked for t in fmt.silent if t not in think_close))
+    sentinels = list(openers) + sorted(closers) + [*think_open, *think_close, *silent]
+    start_openers: dict[str, TextFormat] = {}
+    if marker is None:
+        for fmt in formats:
+            for op in fmt.start_openers:
+                start_openers.setdefault(op, fmt)
     # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
     # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
     starts = {s[0] for s in sentinels} | {"<"}
@@ -846,8 +893,9 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
         openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only=starts == {"<"},
         start_chars=re.compile("[" + re.escape("".join(sorted(starts))) + "]"),
         hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
-        sentinel_index=_index(tuple(sentinels)), think_index=_index((THINK_CLOSE, THINK_OPEN, *openers)),
-        opener_index=_index(tuple(openers)))
+        sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_close, *think_open, *openers)),
+        opener_index=_index(tuple(openers)), think_open=think_open, think_close=think_close,
+        silent=frozenset(silent), start_openers=start_openers)
 
 
 def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

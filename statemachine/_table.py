@@ -13,8 +13,9 @@ the stream is.
 
 * ``TEXT``: ordinary visible text, read by ``_read_text``. It holds back only
   the longest suffix that could still become a sentinel and emits everything
-  else; inside ``<think>`` the same reader emits reasoning (a sub-state of the
-  reader, not of the machine: reasoning never changes what a call is).
+  else; inside ``<think>`` (or a format's reasoning channel, Harmony's
+  analysis) the same reader emits reasoning (a sub-state of the reader, not of
+  the machine: reasoning never changes what a call is).
 * ``IN_TOOL_CALL``: an opener (``<tool_call>``, ``<use_tool``, ``<function=``,
   a registered format's, or a native delta without a name) was seen, but no
   accepted name yet. Entering it (``_hold_call``) starts holding the call:
@@ -34,7 +35,7 @@ policy stops reading, or the stream ends) and the machine leaves the call
 states by ``tool_close_seen`` (the call went out; ``_call_closed`` lets an
 orphan closer right after it be dropped) or ``tool_open_disproved`` (it is
 not a call; ``_release_block`` sends the held block out as text, unless it was
-suppressed).
+suppressed or was structure, a Harmony message header, which is dropped).
 
 Triggers are named for what the scanner observed, and fire only at those
 boundaries: a handful per tool call, never per character. Per-character work

@@ -18,7 +18,9 @@ plain ``system``/``user``/``assistant`` messages with string content:
 - Tool results (``role: "tool"`` and legacy ``role: "function"``) become
   **user** messages labelled with the tool name and call id and closed by
   :data:`TOOL_RESULT_END`; the wrapper uses no tags or brackets, so it cannot
-  be mistaken for, or imitated as, a call.
+  be mistaken for, or imitated as, a call. A format whose family's template
+  writes results its own way (``TextFormat.render_result``: Harmony's
+  ``<|start|>functions.NAME to=assistant…``) gets them in that form instead.
 - Consecutive messages of the same role are merged (blank line between), so
   upstreams that require strict user/assistant alternation accept the result.
 """
@@ -114,9 +116,9 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         elif role == "tool":
             call_id = message.get("tool_call_id")
             name = call_names.get(call_id) if call_id else None
-            turns.append(("user", _tool_result_text(name or message.get("name"), call_id, message.get("content"))))
+            turns.append(("user", _tool_result_text(fmt, name or message.get("name"), call_id, message.get("content"))))
         elif role == "function":
-            turns.append(("user", _tool_result_text(message.get("name"), None, message.get("content"))))
+            turns.append(("user", _tool_result_text(fmt, message.get("name"), None, message.get("content"))))
         else:  # "user", and any role a text-only upstream would not know
             turns.append(("user", _content_text(message.get("content"))))
 
@@ -423,7 +425,8 @@ def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextF
     return "\n".join(pieces)
 
 
-def _tool_result_text(name: str | None, call_id: str | None, content: Any) -> str:
-    """A labelled tool result that is clearly not a call."""
+def _tool_result_text(fmt: TextFormat, name: str | None, call_id: str | None, content: Any) -> str:
+    """A tool result as the format's family writes it (Harmony), else labelled so that it is clearly not a call."""
     body = _content_text(content).strip() or "(no output)"
-    return f"{tool_result_label(name, call_id)}\n{body}\n{TOOL_RESULT_END}"
+    rendered = fmt.render_result(name, body)
+    return rendered if rendered is not None else f"{tool_result_label(name, call_id)}\n{body}\n{TOOL_RESULT_END}"

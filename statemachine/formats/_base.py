@@ -48,6 +48,11 @@ class CallSink(Protocol):
     def call_abort(self, kind: str, message: str) -> None:
         """The block is not a call (``kind`` is a note kind, or ``not_a_call`` for no note)."""
 
+    def drop_block(self, *, reasoning: bool = False) -> None:
+        """The block is structure, not a call (a message header): its text is dropped, and what follows is
+        reasoning (``reasoning``, up to one of the format's :attr:`~TextFormat.reasoning_closers`) or
+        visible text; visible text after visible text starts on a new line."""
+
     def call_incomplete(self) -> None:
         """The stream ended inside the call's body."""
 
@@ -95,6 +100,11 @@ class TextFormat(abc.ABC):
     * its transcript rendering, :meth:`render_call`: an earlier call written
       back as the model would write it, so that imitation yields parseable calls.
 
+    A family whose output has a structure of its own (Harmony's channels) may
+    also give :attr:`reasoning_closers`, :attr:`silent` tokens,
+    :attr:`start_openers` and :meth:`render_result`; its reader then drops
+    headers that open no call (:meth:`CallSink.drop_block`).
+
     Subclasses set ``name``, ``openers`` and ``closer``, and implement
     :meth:`render_call` and :meth:`new_body`.
     """
@@ -105,6 +115,14 @@ class TextFormat(abc.ABC):
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).
     closer: str = ""
+    #: Literals that end reasoning a body reader began (:meth:`CallSink.drop_block`), besides ``</think>``;
+    #: in visible text they are dropped, as a stray ``</think>`` is.
+    reasoning_closers: tuple[str, ...] = ()
+    #: Special tokens that end a message and carry no text: dropped wherever they stand in visible text.
+    silent: tuple[str, ...] = ()
+    #: Openers read only at the start of the message (after whitespace, reasoning or dropped headers, before
+    #: anything visible): text that is a call only there. Never in marker mode.
+    start_openers: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def render_call(self, name: str, arguments: str) -> str:
@@ -120,6 +138,15 @@ class TextFormat(abc.ABC):
     @abc.abstractmethod
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
+
+    def render_result(self, name: str | None, result: str) -> str | None:
+        """A tool result as the family's template writes it, or ``None`` for toolwire's labelled result.
+
+        Args:
+            name: the tool's name, when known.
+            result: the result's text.
+        """
+        return None
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
         """Prompt text telling the model how to write calls in this format.
@@ -183,6 +210,8 @@ class _MarkedFormat(TextFormat):
         self.marker = marker
         self.name = base.name
         self.closer = base.closer
+        self.reasoning_closers = base.reasoning_closers
+        self.silent = base.silent
         self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 
@@ -199,6 +228,9 @@ class _MarkedFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return self.base.new_body(self._unmarked[opener], sink)
+
+    def render_result(self, name: str | None, result: str) -> str | None:
+        return self.base.render_result(name, result)
 
     def with_marker(self, marker: str | None) -> TextFormat:
         return self.base.with_marker(marker)

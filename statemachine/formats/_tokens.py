@@ -45,7 +45,35 @@ class Tokens:
     section_end: str = ""
 
 
-class TokenCallsBody:
+class ObjectArguments:
+    """A body reader's arguments: one JSON object, streamed verbatim to the sink by :attr:`lexer`."""
+
+    sink: CallSink
+    lexer: ValueLexer | None
+    repaired: bool
+    invalid: bool
+
+    def read_object(self, buf: str, pos: int) -> tuple[str | None, int]:
+        """Stream the object from ``buf[pos:]``: ``(MORE, end)`` to go on with the next chunk, ``(DONE,
+        end)`` when a call opener cut it (the call is aborted there), or ``(None, end)``: it closed just
+        before ``end`` (``repaired`` and ``invalid`` say how it went; the lexer is let go)."""
+        lexer = self.lexer
+        text, end = lexer.feed(buf, pos)
+        if text:
+            self.sink.call_args(text)
+        if lexer.stopped == "partial":
+            return MORE, end
+        if lexer.stopped == "opener":
+            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
+            return DONE, end
+        if end is None:
+            return MORE, len(buf)
+        self.repaired, self.invalid = lexer.repaired, lexer.failed
+        self.lexer = None
+        return None, end
+
+
+class TokenCallsBody(ObjectArguments):
     """Reads one block of a token family from just after its opener.
 
     ``in_call`` says the opener began a call (its header follows) rather than
@@ -71,18 +99,9 @@ class TokenCallsBody:
         while pos < n:
             state = self.state
             if state == "args":
-                text, end = self.lexer.feed(buf, pos)
-                if text:
-                    self.sink.call_args(text)
-                if self.lexer.stopped == "partial":
-                    return MORE, end
-                if self.lexer.stopped == "opener":
-                    self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-                    return DONE, end
-                if end is None:
-                    return MORE, n
-                self.repaired, self.invalid = self.lexer.repaired, self.lexer.failed
-                self.lexer = None
+                status, end = self.read_object(buf, pos)
+                if status is not None:
+                    return status, end
                 self.pending = True
                 pos = end
                 if not self.after:  # the object was the call and the block

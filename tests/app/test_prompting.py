@@ -191,6 +191,21 @@ def test_history_calls_and_results(fmt_name):
         assert opener not in out[3]["content"]
 
 
+def test_harmony_history_renders_calls_and_results_as_the_family_template_does():
+    fmt = get_format("harmony")
+    messages = [
+        {"role": "user", "content": "Weather in SF?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "SF"}'}}]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "Foggy, 15 C"},
+    ]
+    out = build(messages, fmt=fmt)
+    assert out[2]["content"] == ("<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+                                 '<|message|>{"city": "SF"}<|call|>')
+    assert out[3] == {"role": "user", "content": "<|start|>functions.get_weather to=assistant<|channel|>commentary"
+                                                 "<|message|>Foggy, 15 C<|end|>"}
+
+
 def test_assistant_with_only_tool_calls_is_kept():
     messages = [
         {"role": "user", "content": "Weather?"},

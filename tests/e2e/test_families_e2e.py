@@ -34,6 +34,9 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "llama": ("meta-llama/Llama-3.3-70B-Instruct",
               'Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}<|eom_id|>',
               "<|python_tag|>"),
+    "gpt-oss": ("openai/gpt-oss-20b", "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+                "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary "
+                'to=functions.get_weather <|constrain|>json<|message|>{"city": "SF"}<|call|>', "to=functions."),
 }
 
 
@@ -71,3 +74,6 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
     assistant_text = "\n".join(m["content"] or "" for m in upstream.chat_requests[1].body["messages"]
                                if m["role"] == "assistant")
     assert opener in assistant_text and ('{"name"' not in assistant_text or model == "llama")
+    if model == "gpt-oss":  # the result comes back as the family's template writes it
+        assert "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>sunny<|end|>" in "\n".join(
+            m["content"] or "" for m in upstream.chat_requests[1].body["messages"] if m["role"] == "user")

@@ -54,7 +54,8 @@ from statemachine import (
 )
 
 #: Substrings that must never appear in visible text unless the fixture says so.
-SENTINELS = ("<tool_call", "</tool_call>", "<use_tool", "<function=", "<think", "<custom_tool_call")
+SENTINELS = ("<tool_call", "</tool_call>", "<use_tool", "<function=", "<think", "<custom_tool_call",
+             "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>", "<|return|>")
 FIXED_SIZES = (1, 2, 3, 5, 8)
 RANDOM_SPLITS = 20
 TWO_SPLIT_LIMIT = 400

@@ -32,6 +32,10 @@ CASES = {
                  "</seed:tool_call><seed:tool_call><function=get_time>{}</function></seed:tool_call>",
                  "<seed:tool_call>"),
     "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
+    "harmony": ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary"
+                "<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+                '<|constrain|>json<|message|>{"city": "SF"}<|call|><|start|>assistant to=functions.get_time'
+                "<|channel|>commentary json<|message|>{}<|call|>", "to=functions."),
 }
 
 
@@ -76,7 +80,7 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
 @pytest.mark.parametrize(("upstream_model", "family"), [
     ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
     ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
-    ("zai-org/GLM-4.6", "glm")])
+    ("zai-org/GLM-4.6", "glm"), ("openai/gpt-oss-20b", "harmony"), ("gpt-oss:120b", "harmony")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
@@ -121,3 +125,12 @@ def test_settings_refuse_unknown_formats():
         with pytest.raises(ValidationError):
             Settings(**bad)
     assert Settings(accept_formats=" mistral , kimi_k2").accept_formats == "mistral,kimi_k2"
+
+
+def test_harmony_without_tools_shows_only_the_final_channel(monkeypatch, tmp_path):
+    text = ("<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant<|channel|>final<|message|>"
+            "Hello!<|return|>")
+    client, _, runs = _serve(monkeypatch, tmp_path, text, random_splits=3, tool_format="harmony")
+    for label, _ in runs:
+        response = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.get_json()["choices"][0]["message"]["content"] == "Hello!", label
