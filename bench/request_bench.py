@@ -71,6 +71,9 @@ class _Stream:
     def __iter__(self) -> Iterator[UpstreamChunk]:
         return iter(CHUNKS)
 
+    def pause_every(self, tick: float | None) -> None:
+        pass  # every chunk is there at once: it never waits
+
     def close(self) -> None:
         pass
 

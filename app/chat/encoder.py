@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallInputDelta, ToolCallStarted
 
 from ..errors import ApiError
@@ -50,6 +52,9 @@ class ChatEncoder:
 
     def frames(self, index: int, event: Event) -> list[bytes]:
         """One ``data:`` frame per chunk that carries ``event``."""
+        frame = self._chunker.delta_frame(index, event)
+        if frame is not None:
+            return [frame]
         return [data_frame(chunk) for chunk in self._chunker.chunks(index, event)]
 
     def closing(self, usage: Usage) -> list[bytes]:
@@ -94,6 +99,42 @@ class ChatChunker:
         self._include_usage = include_usage
         self._role_sent: set[int] = set()
         self._opened_below = 0
+        self._frame_ends: dict[int, tuple[bytes, bytes]] | None = None  # per choice, see delta_frame
+
+    def delta_frame(self, index: int, event: Event) -> bytes | None:
+        """The ``data:`` frame of a text or argument fragment once its choice is open, else ``None``.
+
+        This is a stream's hot path: the frame is the JSON of the chunk :meth:`chunks` would build, byte
+        for byte, written from the choice's fixed start and end around the one encoded string, with no
+        chunk dict built or dumped.
+        """
+        cls = event.__class__
+        if cls is TextDelta:
+            key, fragment = b'{"content":', event.text
+        elif cls is ToolCallArgumentsDelta and not self._legacy:
+            key = b'{"tool_calls":[{"index":%d,"function":{"arguments":' % event.index
+            fragment = event.fragment
+        else:
+            return None
+        if index not in self._role_sent or index > self._opened_below:
+            return None
+        ends = self._frame_ends.get(index) if self._frame_ends is not None else None
+        if ends is None:
+            ends = self._frame_ends_for(index)
+        start, end = ends
+        if cls is TextDelta:
+            return start + key + orjson.dumps(fragment) + end
+        return start + key + orjson.dumps(fragment) + b"}}]" + end
+
+    def _frame_ends_for(self, index: int) -> tuple[bytes, bytes]:
+        """Choice ``index``'s frame start (up to its ``delta``) and end (from the delta's closing brace)."""
+        head = orjson.dumps(self._head)[:-1]  # the object left open
+        start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
+        end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if self._include_usage else b"") + b"}\n\n"
+        if self._frame_ends is None:
+            self._frame_ends = {}
+        self._frame_ends[index] = (start, end)
+        return start, end
 
     def chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
         """The chunks that carry ``event`` for choice ``index`` (none for invisible events)."""
