@@ -127,7 +127,9 @@ class ChoiceDriver:
                     elif not choice.wants_more:
                         events += self._finish(delta.index, None)
                         cut = True
-                    yield from self._emit(delta.index, events)
+                    self._account(delta.index, events)
+                    for event in events:
+                        yield delta.index, event
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if cut and len(self._finished) >= self._n:
                     break
@@ -137,7 +139,10 @@ class ChoiceDriver:
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
                                                     "without a finish reason.")
-                yield from self._emit(index, self._finish(index, None))
+                events = self._finish(index, None)
+                self._account(index, events)
+                for event in events:
+                    yield index, event
         except ModelOutputError:
             self.outcomes["failed"] += 1  # a fail policy ends the response
             raise
@@ -160,26 +165,28 @@ class ChoiceDriver:
         held = natives.close() if natives is not None else ()
         return [*held, *self._choices[index].finish(reason)]
 
-    def _emit(self, index: int, events: list[Event]) -> Iterator[tuple[int, Event]]:
+    def _account(self, index: int, events: list[Event]) -> None:
+        """Count what ``events`` of choice ``index`` carry (output size, outcomes) before they go out."""
         if self.step_times is not None:  # stamp the transitions this input fired
             times = self.step_times.setdefault(index, [])
             times += [time.perf_counter()] * (len(self._choices[index].path) - len(times))
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
         for event in events:
-            if self.outcome_events is not None and isinstance(event, _OUTCOMES):
-                self.outcome_events.setdefault(index, []).append(event)
-            if isinstance(event, TextDelta):
+            cls = event.__class__
+            if cls is TextDelta:
                 self.output_chars += len(event.text)
-            elif isinstance(event, ToolCallArgumentsDelta):
+            elif cls is ToolCallArgumentsDelta:
                 self.output_chars += len(event.fragment)
-            elif isinstance(event, ToolCallStarted):
-                self.output_chars += len(event.name)
-            elif isinstance(event, ToolCallEnded):
-                self.outcomes["emitted" if event.valid else "failed"] += 1
-            elif isinstance(event, ToolCallNote):
-                self._note(index, event)
-            yield index, event
+            else:
+                if self.outcome_events is not None and cls in _OUTCOMES:
+                    self.outcome_events.setdefault(index, []).append(event)
+                if cls is ToolCallStarted:
+                    self.output_chars += len(event.name)
+                elif cls is ToolCallEnded:
+                    self.outcomes["emitted" if event.valid else "failed"] += 1
+                elif cls is ToolCallNote:
+                    self._note(index, event)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
         """Count a note's outcome and log it (its message may quote arguments: debug level only)."""
