@@ -73,7 +73,8 @@ class GlmBody:
                 text, self.text = "".join(self.text), []
                 if state == "key":
                     self.key = text.strip()
-                    self.state = "before_value"
+                    # without a value tag the value starts at once: its leading whitespace is its own
+                    self.state = "before_value" if self.VALUE else "value"
                 else:
                     self._pair(text)
                     self.state = "pairs"
