@@ -518,6 +518,8 @@ class ChoiceStream:
 
     def call_begin(self, *, native: bool = False) -> None:
         """A call block (or the next call inside one) begins."""
+        if self._body is not None and self._leave == "tool_open_disproved":
+            self._raw = None  # a next call shows the block holds calls: the rejected one is dropped, its note stands
         self._leave_call()  # the block's next call: the machine leaves the one before first
         self._trigger("tool_open_seen", native=native)
 

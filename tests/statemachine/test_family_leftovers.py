@@ -1,0 +1,80 @@
+"""Fidelity leftovers of the model-family formats (issue 18), each pinned under every chunking.
+
+Special tokens that arrive as text stay out of the content, a family's
+reasoning delimiters make reasoning, an opener two formats share is read by
+the body that follows it, and one bad call in a block does not take the
+valid calls after it with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness import Call, Reasoning, tr
+from statemachine import ParserConfig, ToolSpec
+
+STR = {"type": "string"}
+WEATHER = ToolSpec("get_weather", "", {"type": "object", "properties": {"city": STR}})
+TIME = ToolSpec("get_time", "", {"type": "object"})
+WRITE = ToolSpec("write", "", {"type": "object", "properties": {"code": STR}})
+TOOLS = ParserConfig.for_tools([WEATHER, TIME, WRITE])
+SF = {"city": "SF"}
+
+
+def formats(*names: str) -> ParserConfig:
+    return replace(TOOLS, formats=names)
+
+
+# MiniMax: a value keeps its leading whitespace ----------------------------------------------------------
+
+def test_minimax_value_keeps_its_indentation():
+    text = ('<minimax:tool_call><invoke name="write"><parameter name="code">    return 1\n</parameter>'
+            "</invoke></minimax:tool_call>")
+    tr(formats("minimax"), text, [Call("write", {"code": "    return 1"})], finish="tool_calls", notes=[])
+
+
+# one bad call in a block, then a valid one ---------------------------------------------------------------
+
+KIMI = formats("kimi_k2", "tool_call")
+SB, SE, CB, CE, AB = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                      "<|tool_call_end|>", "<|tool_call_argument_begin|>")
+DSB, DSE, DCB, DCE, DSEP = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+
+
+@pytest.mark.parametrize("bad", ["functions.get_weather:0 junk", "functions.bad name:0", "!!!", ""])
+def test_kimi_a_malformed_header_is_dropped_and_the_next_call_recovered(bad):
+    text = f'Sure. {SB}{CB}{bad}{AB}{{"city": "x"}}{CE}{CB}functions.get_weather:1{AB}{{"city": "SF"}}{CE}{SE}'
+    tr(KIMI, text, ["Sure. ", Call("get_weather", SF)], finish="tool_calls", notes=["invalid_json"])
+
+
+def test_kimi_a_malformed_header_between_two_calls():
+    text = (f"{SB}{CB}functions.get_time:0{AB}{{}}{CE}{CB}functions.get weather:1{AB}{{}}{CE}"
+            f'{CB}functions.get_weather:2{AB}{{"city": "SF"}}{CE}{SE} Done.')
+    tr(KIMI, text, [Call("get_time", {}), Call("get_weather", SF), " Done."], finish="tool_calls",
+       notes=["invalid_json"])
+
+
+def test_deepseek_a_malformed_fenced_header_is_dropped_and_the_next_call_recovered():
+    text = (f"{DSB}{DCB}function{DSEP}bad name\n```json\n{{}}\n```{DCE}"
+            f'{DCB}function{DSEP}get_weather\n```json\n{{"city": "SF"}}\n```{DCE}{DSE}')
+    tr(formats("deepseek", "tool_call"), text, [Call("get_weather", SF)], finish="tool_calls",
+       notes=["invalid_json"])
+
+
+def test_a_section_of_malformed_calls_alone_is_still_released_as_text():
+    text = f"{SB}{CB}functions.bad name:0{AB}{{}}{CE}{SE}"
+    tr(KIMI, text, [text], notes=["invalid_json"], leak_ok=True)
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "nope", "arguments": {}}\n{"name": "get_time", "arguments": {}}</tool_call>',
+    '<tool_call>[{"name": "nope", "arguments": {}}, {"name": "get_time", "arguments": {}}]</tool_call>',
+    '<minimax:tool_call><invoke name="nope"><parameter name="a">b</parameter></invoke><invoke name="get_time">'
+    "</invoke></minimax:tool_call>",
+    f"{SB}{CB}functions.nope:0{AB}{{}}{CE}{CB}functions.get_time:1{AB}{{}}{CE}{SE}",
+])
+def test_an_unknown_tool_before_a_valid_call_in_one_block_leaks_no_opener(text):
+    tr(formats("tool_call", "minimax", "kimi_k2"), text, [Call("get_time", {})], finish="tool_calls",
+       notes=["unknown_tool"])
