@@ -830,11 +830,13 @@ class _ScanTables(NamedTuple):
 @functools.lru_cache(maxsize=256)
 def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: bool) -> _ScanTables:
     marked = [fmt.with_marker(marker) for fmt in formats]
-    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the first format listed
+    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the one whose reader reads the
+    # other's bodies too, else by the first format listed
     openers: dict[str, TextFormat] = {}
     for fmt in marked:
         for op in fmt.openers:
-            openers.setdefault(op, fmt)
+            if op not in openers or openers[op].name in fmt.reads_also:
+                openers[op] = fmt
     closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
     sentinels = list(openers) + sorted(closers)
     if reasoning:

@@ -105,6 +105,9 @@ class TextFormat(abc.ABC):
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).
     closer: str = ""
+    #: Formats whose bodies this format's reader reads too: an opener it shares with one of them is read by
+    #: this format's reader whichever is listed first (GLM's reader takes ``<tool_call>`` from format A).
+    reads_also: frozenset[str] = frozenset()
 
     @abc.abstractmethod
     def render_call(self, name: str, arguments: str) -> str:
@@ -183,6 +186,7 @@ class _MarkedFormat(TextFormat):
         self.marker = marker
         self.name = base.name
         self.closer = base.closer
+        self.reads_also = base.reads_also
         self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 

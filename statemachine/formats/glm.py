@@ -10,8 +10,10 @@
 GLM 4.7 writes the same without the newlines. Values are raw text, typed by
 the tool's schema (``_coerce``): a string parameter stays the text, any other
 is parsed as JSON or a Python literal. The format shares ``<tool_call>`` with
-format A: its reader reads a JSON body (``{…}``, ``[…]``, ``<function=…>``) as
-format A does, so taught first it replaces ``tool_call`` without losing it.
+format A, and its reader decides by the body: a name starts GLM's syntax,
+anything else (``{…}``, ``[…]``, ``<function=…>``) is read as format A reads
+it. So whenever ``glm`` is requested its reader takes ``<tool_call>``, taught
+or only accepted, without losing format A.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class GlmBody:
                 pos += 1
                 continue
             if state == "start" and not self.NAME_START:
-                if buf[pos] in "{[<":
+                if not (buf[pos].isalpha() or buf[pos] == "_"):  # no name: a format-A body
                     self.inner = JsonCallsBody(self.sink, CLOSER)
                     continue
                 self.state = "name"
@@ -167,6 +169,7 @@ class GlmFormat(TextFormat):
     name = "glm"
     openers = (OPENER,)
     closer = CLOSER
+    reads_also = frozenset({"tool_call"})
 
     def render_call(self, name: str, arguments: str) -> str:
         body = render_pairs(arguments, KEY, KEY_END + "\n" + VALUE, VALUE_END)

@@ -78,3 +78,20 @@ def test_a_section_of_malformed_calls_alone_is_still_released_as_text():
 def test_an_unknown_tool_before_a_valid_call_in_one_block_leaks_no_opener(text):
     tr(formats("tool_call", "minimax", "kimi_k2"), text, [Call("get_time", {})], finish="tool_calls",
        notes=["unknown_tool"])
+
+
+# <tool_call> shared by format A and GLM: the body decides ---------------------------------------------------
+
+GLM_CALL = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>SF</arg_value>\n</tool_call>"
+A_CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "SF"}}</tool_call>'
+
+
+@pytest.mark.parametrize("names", [("tool_call", "glm"), ("glm", "tool_call"), ("use_tool", "tool_call", "glm")])
+@pytest.mark.parametrize("text", [GLM_CALL, A_CALL, "<tool_call>\n<function=get_weather>\n<parameter=city>\nSF\n"
+                                  "</parameter>\n</function>\n</tool_call>"])
+def test_glm_accepted_after_format_a_reads_both_bodies(names, text):
+    tr(formats(*names), f"Checking. {text}", ["Checking. ", Call("get_weather", SF)], finish="tool_calls", notes=[])
+
+
+def test_glm_syntax_is_text_when_glm_is_not_requested():
+    tr(formats("tool_call"), GLM_CALL, [GLM_CALL], leak_ok=True)
