@@ -125,6 +125,7 @@ class ChoiceStream:
         self._hold = scan.hold
         self._sentinel_index = scan.sentinel_index
         self._think_index = scan.think_index
+        self._think_opens, self._think_closes, self._dropped = scan.think_opens, scan.think_closes, scan.dropped
         self._opener_index = scan.opener_index
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
@@ -353,7 +354,7 @@ class ChoiceStream:
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
             elif (buf[j] in "{[" and self.config.bare_json
-                  and (self._lt_only or not opener_at(buf, j, self.openers))):  # not a registered opener
+                  and (self._lt_only or not opener_at(buf, j, self._sentinels))):  # not a registered sentinel
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
@@ -396,11 +397,11 @@ class ChoiceStream:
     def _on_sentinel(self, s: str) -> None:
         if self._fences.inside and not self._fence:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
-        elif s == THINK_OPEN:
+        elif s in self._think_opens:
             self._in_think = True
             self._think_fresh = True
-        elif s == THINK_CLOSE:
-            pass  # a stray or duplicate closer is absorbed
+        elif s in self._think_closes or s in self._dropped:
+            pass  # a stray or duplicate reasoning closer, or a family's end-of-turn token, is absorbed
         elif s in self._closers:
             if not self._after_call:
                 self._emit_text(s)  # a closer in prose is just text
@@ -425,19 +426,21 @@ class ChoiceStream:
             fences.feed(buf[fed:i])
             fed = i
             if not fences.inside:  # a sentinel holds no newline: inside-ness at i is final
-                if buf.startswith(THINK_CLOSE, i):
-                    fences.feed(THINK_CLOSE)
+                close = next((c for c in self._think_closes if buf.startswith(c, i)), None)
+                if close:  # any family's closer ends reasoning (a template may have opened it)
+                    fences.feed(close)
                     self._reasoning(buf[pos:i])
                     if self._think_held is not None:
                         self._out.append(ReasoningDelta("".join(self._think_held)))
                         self._think_held = None
                         self._think_fences = None
                     self._in_think = False
-                    return i + len(THINK_CLOSE)
-                if self._think_fresh and buf.startswith(THINK_OPEN, i) and (i == pos or buf[pos:i].isspace()):
-                    fences.feed(THINK_OPEN)
+                    return i + len(close)
+                opener = next((o for o in self._think_opens if buf.startswith(o, i)), None)
+                if self._think_fresh and opener and (i == pos or buf[pos:i].isspace()):
+                    fences.feed(opener)
                     self._reasoning(buf[pos:i])
-                    pos = fed = i + len(THINK_OPEN)
+                    pos = fed = i + len(opener)
                     i = self._next_start(buf, pos)
                     continue
                 tail = buf[i:]
@@ -824,6 +827,9 @@ class _ScanTables(NamedTuple):
     hold: int
     sentinel_index: dict[str, tuple[str, ...]]
     think_index: dict[str, tuple[str, ...]]
+    think_opens: tuple[str, ...]  # ``<think>`` and the formats' own reasoning openers
+    think_closes: tuple[str, ...]
+    dropped: frozenset[str]  # the formats' end-of-turn tokens
     opener_index: dict[str, tuple[str, ...]]
 
 
@@ -838,9 +844,12 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
             if op not in openers or openers[op].name in fmt.reads_also:
                 openers[op] = fmt
     closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    sentinels = list(openers) + sorted(closers)
+    dropped = frozenset(token for fmt in formats for token in fmt.dropped)
+    pairs = dict.fromkeys([(THINK_OPEN, THINK_CLOSE), *(fmt.reasoning for fmt in formats if fmt.reasoning)])
+    think_opens, think_closes = (tuple(dict.fromkeys(t)) for t in zip(*pairs)) if reasoning else ((), ())
+    sentinels = list(openers) + sorted(closers) + sorted(dropped)
     if reasoning:
-        sentinels += [THINK_OPEN, THINK_CLOSE]
+        sentinels += [*think_opens, *think_closes]
     # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
     # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
     starts = {s[0] for s in sentinels} | {"<"}
@@ -850,8 +859,8 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
         openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only=starts == {"<"},
         start_chars=re.compile("[" + re.escape("".join(sorted(starts))) + "]"),
         hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
-        sentinel_index=_index(tuple(sentinels)), think_index=_index((THINK_CLOSE, THINK_OPEN, *openers)),
-        opener_index=_index(tuple(openers)))
+        sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_closes, *think_opens, *openers)),
+        opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes, dropped=dropped)
 
 
 def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

@@ -13,7 +13,9 @@ is parsed as JSON or a Python literal. The format shares ``<tool_call>`` with
 format A, and its reader decides by the body: a name starts GLM's syntax,
 anything else (``{…}``, ``[…]``, ``<function=…>``) is read as format A reads
 it. So whenever ``glm`` is requested its reader takes ``<tool_call>``, taught
-or only accepted, without losing format A.
+or only accepted, without losing format A. The tokens that end GLM's turn
+(``<|observation|>`` after calls, ``<|user|>``, ``<|endoftext|>``) are dropped
+where they arrive as text.
 """
 
 from __future__ import annotations
@@ -170,6 +172,7 @@ class GlmFormat(TextFormat):
     openers = (OPENER,)
     closer = CLOSER
     reads_also = frozenset({"tool_call"})
+    dropped = ("<|observation|>", "<|user|>", "<|endoftext|>")
 
     def render_call(self, name: str, arguments: str) -> str:
         body = render_pairs(arguments, KEY, KEY_END + "\n" + VALUE, VALUE_END)

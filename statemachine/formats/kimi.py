@@ -6,7 +6,8 @@
 
 The ``functions.`` prefix and the ``:IDX`` suffix are dropped from the name;
 the plural section tokens (``<|tool_calls_section_begin|>``) some checkpoints
-write are read too.
+write are read too. The end-of-turn token (``<|im_end|>``) is dropped where
+it arrives as text.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class KimiFormat(TokenFormat):
     name = "kimi_k2"
     openers = (SECTION_BEGIN, CALL_BEGIN)
     closer = SECTION_END
+    dropped = ("<|im_end|>",)
     tokens = TOKENS
     rules = (f"Each call is {CALL_BEGIN}functions.NAME:INDEX{ARGS_BEGIN}, the arguments, {CALL_END}; "
              "INDEX counts the calls from 0.",

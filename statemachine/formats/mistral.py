@@ -8,6 +8,7 @@
 
 Several v11 calls repeat ``[TOOL_CALLS]``; a ``[CALL_ID]id`` between the name
 and ``[ARGS]`` (Magistral) is skipped. The blocks end by syntax alone.
+Magistral's ``[THINK]`` … ``[/THINK]`` is reasoning.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class MistralFormat(TokenFormat):
     name = "mistral"
     openers = (OPENER,)
     closer = ""
+    reasoning = ("[THINK]", "[/THINK]")
     tokens = TOKENS
     rules = (f"Start every call with {OPENER}, then the tool's exact name, then [ARGS], then the arguments.",)
 

@@ -95,3 +95,48 @@ def test_glm_accepted_after_format_a_reads_both_bodies(names, text):
 
 def test_glm_syntax_is_text_when_glm_is_not_requested():
     tr(formats("tool_call"), GLM_CALL, [GLM_CALL], leak_ok=True)
+
+
+# end-of-turn tokens arriving as text are dropped; a family's reasoning delimiters make reasoning -----------
+
+LLAMA_CALL = '<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}'
+
+
+@pytest.mark.parametrize(("names", "text", "expected"), [
+    (("llama3", "tool_call"), "Hello.<|eot_id|>", ["Hello."]),
+    (("llama3", "tool_call"), "Hello.<|eom_id|> Bye.<|eot_id|>", ["Hello. Bye."]),
+    (("llama3", "tool_call"), f"{LLAMA_CALL}<|eom_id|><|eot_id|>", [Call("get_weather", SF)]),
+    (("tool_call", "llama3"), f"Sure.<|eot_id|>{LLAMA_CALL}<|eom_id|>", ["Sure.", Call("get_weather", SF)]),
+    (("deepseek", "tool_call"), "Hello.<｜end▁of▁sentence｜>", ["Hello."]),
+    (("kimi_k2", "tool_call"), "Hello.<|im_end|>", ["Hello."]),
+    (("glm", "tool_call"), f"{GLM_CALL}<|observation|>", [Call("get_weather", SF)]),
+    (("glm", "tool_call"), "Hello.<|user|>", ["Hello."]),
+    (("seed_oss", "tool_call"), "Hello.<seed:eos>", ["Hello."]),
+])
+def test_a_family_end_of_turn_token_never_reaches_the_content(names, text, expected):
+    finish = "tool_calls" if any(isinstance(item, Call) for item in expected) else "stop"
+    tr(formats(*names), text, expected, finish=finish, notes=[])
+
+
+def test_end_of_turn_tokens_stay_text_when_their_family_is_not_requested():
+    tr(formats("tool_call"), "Hello.<|eot_id|>", ["Hello.<|eot_id|>"], notes=[])
+
+
+@pytest.mark.parametrize(("names", "opener", "closer"), [
+    (("seed_oss", "tool_call"), "<seed:think>", "</seed:think>"),
+    (("tool_call", "seed_oss"), "<seed:think>", "</seed:think>"),
+    (("mistral", "tool_call"), "[THINK]", "[/THINK]"),
+])
+def test_a_family_reasoning_block_is_reasoning(names, opener, closer):
+    config = formats(*names)
+    tr(config, f"{opener}Let me think.{closer}The answer.", [Reasoning("Let me think."), "The answer."], notes=[])
+    tr(config, f"The answer.{closer}", ["The answer."], notes=[])  # a stray closer is absorbed
+    tr(replace(config, starts_in_reasoning=True), f"Let me think.{closer}The answer.",
+       [Reasoning("Let me think."), "The answer."], notes=[])
+
+
+def test_seed_think_keeps_a_drafted_call_in_reasoning():
+    text = ("<seed:think>Maybe <seed:tool_call><function=get_weather><parameter=city>SF</parameter></function>"
+            "</seed:tool_call></seed:think>Done.")
+    tr(formats("seed_oss", "tool_call"), text, [Reasoning(text[len("<seed:think>"):-len("</seed:think>Done.")]),
+                                                 "Done."], notes=[])
