@@ -137,6 +137,7 @@ class ChoiceStream:
         self._leave: str | None = None
         self._raw: list[str] | None = None  # the block's text while it could still be released
         self._release: str | None = None  # the kind of a disproved block awaiting release
+        self._block_tokens: tuple[str, ...] = ()  # the open block's format's special tokens: never released
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
         self._think_held: list[str] | None = None  # reasoning from a call opener on
@@ -326,6 +327,8 @@ class ChoiceStream:
         self._release = None
         raw = "".join(self._raw or ())
         self._raw = None
+        for token in self._block_tokens:
+            raw = raw.replace(token, "")
         if kind != "suppressed" and raw:
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
@@ -408,10 +411,11 @@ class ChoiceStream:
             # right after a call, an orphan closer (doubled, or the fenced call's) is dropped
         else:
             fmt = self._openers[s]
-            self._open_block(fmt.new_body(s, self), s)
+            self._open_block(fmt.new_body(s, self), s, fmt.special_tokens)
 
-    def _open_block(self, body: Any, opener: str) -> None:
+    def _open_block(self, body: Any, opener: str, tokens: tuple[str, ...] = ()) -> None:
         self._body = body
+        self._block_tokens = tokens
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
         self._raw = [self._ws, opener]
         self._ws = ""

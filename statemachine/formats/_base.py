@@ -88,8 +88,9 @@ class TextFormat(abc.ABC):
     * its literal ``openers`` (each starts a block; the scanner matches them
       exactly, split anywhere across chunks) and its ``closer`` (``""`` when
       its blocks end by syntax alone; a closer found in prose right after a
-      call is dropped as an orphan); optionally the special tokens it ends a
-      turn with (``dropped``) and its reasoning delimiters (``reasoning``);
+      call is dropped as an orphan); optionally the special tokens its calls
+      are written in (``special_tokens``), those it ends a turn with
+      (``dropped``) and its reasoning delimiters (``reasoning``);
     * its body reader, :meth:`new_body`: a :class:`BodyReader` reporting to a
       :class:`CallSink`;
     * its prompt text, :meth:`instructions`: rules and a worked example;
@@ -109,6 +110,8 @@ class TextFormat(abc.ABC):
     #: Formats whose bodies this format's reader reads too: an opener it shares with one of them is read by
     #: this format's reader whichever is listed first (GLM's reader takes ``<tool_call>`` from format A).
     reads_also: frozenset[str] = frozenset()
+    #: The special tokens a call of the format is written in: a block that goes back to text goes without them.
+    special_tokens: tuple[str, ...] = ()
     #: The family's end-of-turn special tokens: arriving as text outside a call, they are dropped.
     dropped: tuple[str, ...] = ()
     #: The family's own reasoning delimiters (opener, closer), read as ``<think>`` … ``</think>`` are.
@@ -192,6 +195,7 @@ class _MarkedFormat(TextFormat):
         self.name = base.name
         self.closer = base.closer
         self.reads_also, self.dropped, self.reasoning = base.reads_also, base.dropped, base.reasoning
+        self.special_tokens = base.special_tokens
         self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 

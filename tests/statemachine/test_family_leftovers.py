@@ -63,9 +63,13 @@ def test_deepseek_a_malformed_fenced_header_is_dropped_and_the_next_call_recover
        notes=["invalid_json"])
 
 
-def test_a_section_of_malformed_calls_alone_is_still_released_as_text():
-    text = f"{SB}{CB}functions.bad name:0{AB}{{}}{CE}{SE}"
-    tr(KIMI, text, [text], notes=["invalid_json"], leak_ok=True)
+def test_a_section_of_malformed_calls_alone_goes_back_to_text_without_its_tokens():
+    text = f"Sure. {SB}{CB}functions.bad name:0{AB}{{}}{CE}{SE}"
+    tr(KIMI, text, ["Sure. functions.bad name:0{}"], notes=["invalid_json"])
+
+
+def test_a_mistral_block_that_is_no_call_goes_back_to_text_without_its_token():
+    tr(formats("mistral", "tool_call"), "See [TOOL_CALLS] for details.", ["See  for details."], notes=[])
 
 
 @pytest.mark.parametrize("text", [
