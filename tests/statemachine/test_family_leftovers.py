@@ -40,7 +40,8 @@ def test_minimax_value_keeps_its_indentation():
 KIMI = formats("kimi_k2", "tool_call")
 SB, SE, CB, CE, AB = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                       "<|tool_call_end|>", "<|tool_call_argument_begin|>")
-DSB, DSE, DCB, DCE, DSEP = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
+DSB, DSE, DCB, DCE, DSEP = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                            "<｜tool▁call▁end｜>", "<｜tool▁sep｜>")
 
 
 @pytest.mark.parametrize("bad", ["functions.get_weather:0 junk", "functions.bad name:0", "!!!", ""])

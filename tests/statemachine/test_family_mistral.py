@@ -65,7 +65,8 @@ CASES = [
          '[TOOL_CALLS] [{"arguments":{"city": "San Francisco", "state": "CA", "unit": "celsius"}, '
          '"name": "get_current_weather"}]', [WEATHER_SF]),
     Case(VLLM, "test_extract_tool_calls_pre_v11_tokenizer[argument_before_name_and_name_in_argument]",
-         '[TOOL_CALLS] [{"arguments":{"name": "John Doe"}, "name": "get_age"}]', [Call("get_age", {"name": "John Doe"})]),
+         '[TOOL_CALLS] [{"arguments":{"name": "John Doe"}, "name": "get_age"}]',
+         [Call("get_age", {"name": "John Doe"})]),
     Case(VLLM, "test_extract_tool_calls_pre_v11_tokenizer[multiple_tools]",
          '[TOOL_CALLS] [{"name": "add", "arguments": {"a": 3.5, "b": 4}}, {"name": "get_current_weather", '
          '"arguments":{"city": "San Francisco", "state": "CA", "unit": "celsius"}}]',
@@ -154,7 +155,8 @@ CASES = [
          '{"name": "get_weather", "arguments": {"days": 3}}]',
          [Call("get_weather", {}), Call("search", {"q": "a"}), Call("get_weather", {"days": 3})]),
     Case(SGL_STREAM, "test_unicode_argument",
-         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "北京"}}]', [Call("get_weather", {"city": "北京"})]),
+         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "北京"}}]',
+         [Call("get_weather", {"city": "北京"})]),
     Case(SGL_STREAM, "test_normal_text_before_tool_call",
          'Sure. [TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]', ["Sure. ", Call("get_weather", {})]),
     Case(SGL_FINISH, "test_partial_tool_call_at_end_is_flushed",
@@ -175,7 +177,8 @@ CASES = [
          '[THINK]I\'m\nthinking[/THINK][TOOL_CALLS]special_function[ARGS]{"arg1":1}',
          [Reasoning("I'm\nthinking"), SPECIAL]),
     Case(LLAMA, "Ministral-3-14B-Reasoning-2512: parallel calls",
-         '[TOOL_CALLS]special_function[ARGS]{"arg1": 1}[TOOL_CALLS]special_function_with_opt[ARGS]{"arg1": 1, "arg2": 2}',
+         '[TOOL_CALLS]special_function[ARGS]{"arg1": 1}'
+         '[TOOL_CALLS]special_function_with_opt[ARGS]{"arg1": 1, "arg2": 2}',
          [SPECIAL, Call("special_function_with_opt", {"arg1": 1, "arg2": 2})]),
     Case(LLAMA, "Ministral-3-14B-Reasoning-2512: fake tool call marker in reasoning",
          '[THINK]Let me think about [TOOL_CALLS]special_function[ARGS]{"arg1":1} and more[/THINK]'

@@ -121,3 +121,13 @@ def test_settings_refuse_unknown_formats():
         with pytest.raises(ValidationError):
             Settings(**bad)
     assert Settings(accept_formats=" mistral , kimi_k2").accept_formats == "mistral,kimi_k2"
+
+
+@pytest.mark.parametrize(("family", "text"), [
+    ("llama3", "Sunny.<|eot_id|>"), ("deepseek", "Sunny.<｜end▁of▁sentence｜>"), ("kimi_k2", "Sunny.<|im_end|>"),
+    ("glm", "Sunny.<|user|>"), ("seed_oss", "<seed:think>The tool said so.</seed:think>Sunny.<seed:eos>"),
+    ("mistral", "[THINK]The tool said so.[/THINK]Sunny.")])
+def test_end_of_turn_tokens_and_reasoning_stay_out_of_the_content(family, text, monkeypatch, tmp_path):
+    client, _, runs = _serve(monkeypatch, tmp_path, text, random_splits=2, tool_format=family)
+    for label, _ in runs:
+        assert _answer(client) == ("Sunny.", [], "stop"), label
