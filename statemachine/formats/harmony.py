@@ -20,8 +20,9 @@ to ``<|message|>`` and then decides what the message is:
 * a message addressed ``to=assistant`` (a tool's reply the model imitates) is
   dropped whole.
 
-Headers never reach the content: the reader drops them (``drop_block``), the
-end tokens are the format's reasoning closer and silent tokens. The first
+Headers never reach the content: the reader drops them (``drop_block``);
+``<|end|>`` is the closer of the format's reasoning delimiters, ``<|return|>``
+and ``<|call|>`` are its end tokens, and all three are dropped in text. The first
 message of a reply may put its recipient in the role header the prompt began,
 ``␣to=functions.NAME<|channel|>commentary json<|message|>…``: ``to=functions.``
 is read as an opener at the reply's start.
@@ -190,8 +191,8 @@ class HarmonyFormat(TextFormat):
     name = "harmony"
     openers = (START, CHANNEL)
     closer = ""
-    reasoning_closers = (END,)
-    silent = (RETURN, CALL)
+    reasoning_delimiters = ("", END)  # the analysis header (the reader) opens reasoning
+    end_tokens = (RETURN, CALL)
     start_openers = (TO_FUNCTIONS,)
 
     def render_call(self, name: str, arguments: str) -> str:

@@ -2,7 +2,8 @@
 
 One server with ``TOOLWIRE_TOOL_FORMAT=auto``: each client model maps to a
 back-end model of one family, whose own format the prompt teaches, the
-output is parsed in and the transcript renders earlier calls in.
+output is parsed in and the transcript renders earlier calls in; the
+family's end-of-turn tokens and reasoning never reach the answer's content.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
                 'to=functions.get_weather <|constrain|>json<|message|>{"city": "SF"}<|call|>', "to=functions."),
 }
 
+#: Each family's answer after the tool result, with its end-of-turn token or reasoning as text: only "Sunny." shows.
+ANSWERS = {"ds": "Sunny.<｜end▁of▁sentence｜>", "kimi": "Sunny.<|im_end|>", "glm": "Sunny.<|user|>",
+           "mistral": "[THINK]The tool said so.[/THINK]Sunny.", "llama": "Sunny.<|eot_id|>",
+           "gpt-oss": "<|channel|>analysis<|message|>The tool said so.<|end|><|start|>assistant<|channel|>final"
+                      "<|message|>Sunny.<|return|>"}
+
 
 @pytest.fixture(scope="module")
 def families_server(toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
@@ -55,7 +62,7 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
                                               upstream: ScriptedUpstream, make_openai_client) -> None:
     _, text, opener = FAMILIES[model]
     client = make_openai_client(families_server)
-    upstream.enqueue(Script(text=text, chunks=7), Script(text="Sunny.", chunks=2))
+    upstream.enqueue(Script(text=text, chunks=7), Script(text=ANSWERS[model], chunks=3))
     with client.chat.completions.stream(model=model, messages=USER, tools=[WEATHER]) as stream:
         list(stream)
         final = stream.get_final_completion()

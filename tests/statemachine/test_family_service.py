@@ -134,3 +134,13 @@ def test_harmony_without_tools_shows_only_the_final_channel(monkeypatch, tmp_pat
     for label, _ in runs:
         response = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert response.get_json()["choices"][0]["message"]["content"] == "Hello!", label
+
+
+@pytest.mark.parametrize(("family", "text"), [
+    ("llama3", "Sunny.<|eot_id|>"), ("deepseek", "Sunny.<｜end▁of▁sentence｜>"), ("kimi_k2", "Sunny.<|im_end|>"),
+    ("glm", "Sunny.<|user|>"), ("seed_oss", "<seed:think>The tool said so.</seed:think>Sunny.<seed:eos>"),
+    ("mistral", "[THINK]The tool said so.[/THINK]Sunny.")])
+def test_end_of_turn_tokens_and_reasoning_stay_out_of_the_content(family, text, monkeypatch, tmp_path):
+    client, _, runs = _serve(monkeypatch, tmp_path, text, random_splits=2, tool_format=family)
+    for label, _ in runs:
+        assert _answer(client) == ("Sunny.", [], "stop"), label
