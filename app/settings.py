@@ -48,6 +48,8 @@ FAMILY_FORMATS = (
     ("qwen3-coder", "function"),
     ("llama-3", "llama3"), ("llama3", "llama3"),
     ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
+    ("llama-4", "pythonic"), ("llama4", "pythonic"), ("granite-3.3", "pythonic"), ("granite-4.0-h-small", "pythonic"),
+    ("olmo-3", "olmo3"), ("olmo3", "olmo3"),
 )
 
 

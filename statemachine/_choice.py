@@ -115,6 +115,7 @@ class ChoiceStream:
         if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
             names.append(CustomToolFormat.name)  # custom tools have no other format
         formats = tuple(get_format(name) for name in names) if self._parsing else ()
+        self._bare_formats = tuple(fmt for fmt in formats if fmt.reads_bare)  # calls with no opener at the start
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
@@ -352,6 +353,14 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
+            elif self._bare_formats and (body := self._bare_start(buf, j)) is not None:
+                if body == "partial":
+                    self._pending = buf[pos:]
+                    return n
+                self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
+                self._open_block(body, "")
+                return j
             elif (buf[j] in "{[" and self.config.bare_json
                   and (self._lt_only or not opener_at(buf, j, self.openers))):  # not a registered opener
                 self._ws += buf[pos:j]
@@ -393,6 +402,14 @@ class ChoiceStream:
         self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
         return i + 1
 
+    def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
+        """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
+        for fmt in self._bare_formats:
+            body = fmt.bare_start(buf, j, self)
+            if body is not None:
+                return body
+        return None
+
     def _on_sentinel(self, s: str) -> None:
         if self._fences.inside and not self._fence:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
@@ -407,6 +424,7 @@ class ChoiceStream:
             # right after a call, an orphan closer (doubled, or the fenced call's) is dropped
         else:
             fmt = self._openers[s]
+            self._fences.reset()  # an opener ends any fence line (```tool_code is Gemma's)
             self._open_block(fmt.new_body(s, self), s)
 
     def _open_block(self, body: Any, opener: str) -> None:

@@ -6,7 +6,8 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
-(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`). A host adds a
+(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``pythonic`` and ``olmo3``
+(:mod:`.pythonic`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -24,6 +25,7 @@ from .kimi import KimiFormat
 from .llama3 import Llama3Format
 from .minimax import MiniMaxFormat
 from .mistral import MistralFormat
+from .pythonic import Olmo3Format, PythonicFormat
 from .seed_oss import SeedOssFormat
 from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
@@ -73,5 +75,5 @@ def registered_formats() -> tuple[str, ...]:
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
-             GlmFormat(), SeedOssFormat(), MiniMaxFormat()):
+             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), PythonicFormat(), Olmo3Format()):
     register_format(_fmt)

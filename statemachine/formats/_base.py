@@ -105,6 +105,8 @@ class TextFormat(abc.ABC):
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).
     closer: str = ""
+    #: Whether :meth:`bare_start` may find calls written without an opener at a message's start.
+    reads_bare: bool = False
 
     @abc.abstractmethod
     def render_call(self, name: str, arguments: str) -> str:
@@ -120,6 +122,20 @@ class TextFormat(abc.ABC):
     @abc.abstractmethod
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
+
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+        """A call written without an opener at the message's start (``reads_bare`` formats only).
+
+        Args:
+            buf: the text; ``buf[pos]`` is the message's first significant character.
+            pos: where to look.
+            sink: the choice stream (its ``config`` names the offered tools).
+        Returns:
+            The reader for the block starting at ``pos``; ``"partial"`` while
+            ``buf[pos:]`` may still become one (the chunk ended too soon); ``None``
+            when it is none.
+        """
+        return None
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
         """Prompt text telling the model how to write calls in this format.

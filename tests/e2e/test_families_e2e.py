@@ -34,6 +34,10 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "llama": ("meta-llama/Llama-3.3-70B-Instruct",
               'Checking.<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}}<|eom_id|>',
               "<|python_tag|>"),
+    "llama4": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+               "Checking.<|python_start|>[get_weather(city='SF')]<|python_end|>", "[get_weather("),
+    "olmo": ("allenai/Olmo-3-32B-Think", "Checking.<function_calls>get_weather(city=\"SF\")</function_calls>",
+             "<function_calls>"),
 }
 
 
