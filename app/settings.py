@@ -49,7 +49,7 @@ FAMILY_FORMATS = (
     ("llama-3", "llama3"), ("llama3", "llama3"),
     ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
     ("llama-4", "pythonic"), ("llama4", "pythonic"), ("granite-3.3", "pythonic"), ("granite-4.0-h-small", "pythonic"),
-    ("olmo-3", "olmo3"), ("olmo3", "olmo3"),
+    ("olmo-3", "olmo3"), ("olmo3", "olmo3"), ("functiongemma", "functiongemma"), ("gemma-3", "gemma"),
 )
 
 

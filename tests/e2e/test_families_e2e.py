@@ -38,6 +38,10 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
                "Checking.<|python_start|>[get_weather(city='SF')]<|python_end|>", "[get_weather("),
     "olmo": ("allenai/Olmo-3-32B-Think", "Checking.<function_calls>get_weather(city=\"SF\")</function_calls>",
              "<function_calls>"),
+    "gemma3": ("google/gemma-3-27b-it", 'Checking.```tool_code\nget_weather(city="SF")\n```', "```tool_code"),
+    "fgemma": ("google/functiongemma-270m-it",
+               "Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>",
+               "<start_function_call>"),
 }
 
 

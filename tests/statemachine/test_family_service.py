@@ -33,6 +33,9 @@ CASES = {
                  "<seed:tool_call>"),
     "mistral": ('Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}[TOOL_CALLS]get_time[ARGS]{}', "[TOOL_CALLS]"),
     "pythonic": ("Checking.<|python_start|>[get_weather(city='SF'), get_time()]<|python_end|>", "[get_weather("),
+    "gemma": ("Checking.```tool_code\n[get_weather(city='SF'), get_time()]\n```", "```tool_code"),
+    "functiongemma": ("Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>"
+                      "<start_function_call>call:get_time{}<end_function_call>", "<start_function_call>"),
     "olmo3": ("Checking.<function_calls>get_weather(city=\"SF\")\nget_time()</function_calls>", "<function_calls>"),
 }
 
@@ -79,7 +82,8 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
     ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
     ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
     ("zai-org/GLM-4.6", "glm"), ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
-    ("allenai/Olmo-3-7B-Instruct", "olmo3")])
+    ("allenai/Olmo-3-7B-Instruct", "olmo3"), ("google/gemma-3-27b-it", "gemma"),
+    ("google/functiongemma-270m-it", "functiongemma")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
