@@ -326,7 +326,7 @@ class ChoiceStream:
         self._release = None
         raw = "".join(self._raw or ())
         self._raw = None
-        if kind != "suppressed" and raw:
+        if kind not in ("suppressed", "marker") and raw:  # a format's bare marker (Functionary's >>>all) goes
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
@@ -728,7 +728,7 @@ class ChoiceStream:
             raise ModelOutputError(message or "the model wrote an invalid call", code="invalid_json")
         self._release = kind
         self._leave = "tool_open_disproved"
-        if kind != "not_a_call" and not (bare and kind != "unknown_tool"):
+        if kind not in ("not_a_call", "marker") and not (bare and kind != "unknown_tool"):
             self.note(kind, message or kind, name=call.name)
         if self._body is None:  # a native call has no block: the machine leaves now
             self._end_block()

@@ -7,7 +7,8 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
 (:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``pythonic`` and ``olmo3``
-(:mod:`.pythonic`), ``gemma`` and ``functiongemma`` (:mod:`.gemma`). A host adds a
+(:mod:`.pythonic`), ``gemma`` and ``functiongemma`` (:mod:`.gemma`), ``functionary`` and
+``functionary_v3_2`` (:mod:`.functionary`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -20,6 +21,7 @@ from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .function import FunctionFormat
+from .functionary import FunctionaryFormat, FunctionaryV32Format
 from .gemma import FunctionGemmaFormat, Gemma3Format
 from .glm import GlmFormat
 from .kimi import KimiFormat
@@ -77,5 +79,5 @@ def registered_formats() -> tuple[str, ...]:
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
              GlmFormat(), SeedOssFormat(), MiniMaxFormat(), PythonicFormat(), Olmo3Format(),
-             Gemma3Format(), FunctionGemmaFormat()):
+             Gemma3Format(), FunctionGemmaFormat(), FunctionaryFormat(), FunctionaryV32Format()):
     register_format(_fmt)

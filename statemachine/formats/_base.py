@@ -46,7 +46,8 @@ class CallSink(Protocol):
         """The body is malformed; a call whose header went out ends as invalid."""
 
     def call_abort(self, kind: str, message: str) -> None:
-        """The block is not a call (``kind`` is a note kind, or ``not_a_call`` for no note)."""
+        """The block is not a call (``kind`` is a note kind, ``not_a_call`` for no note, or ``marker``: the
+        block was only a format's marker, such as Functionary's ``>>>all`` line, and its text is dropped)."""
 
     def call_incomplete(self) -> None:
         """The stream ended inside the call's body."""

@@ -42,6 +42,7 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "fgemma": ("google/functiongemma-270m-it",
                "Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>",
                "<start_function_call>"),
+    "functionary": ("meetkai/functionary-small-v3.2", 'all\nChecking.>>>get_weather\n{"city": "SF"}', ">>>get_weather"),
 }
 
 

@@ -36,6 +36,9 @@ CASES = {
     "gemma": ("Checking.```tool_code\n[get_weather(city='SF'), get_time()]\n```", "```tool_code"),
     "functiongemma": ("Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>"
                       "<start_function_call>call:get_time{}<end_function_call>", "<start_function_call>"),
+    "functionary": ('Checking.<function=get_weather>{"city": "SF"}</function><function=get_time>{}</function>',
+                    "<function=get_weather>"),
+    "functionary_v3_2": ('all\nChecking.>>>get_weather\n{"city": "SF"}\n>>>get_time\n{}', ">>>get_weather"),
     "olmo3": ("Checking.<function_calls>get_weather(city=\"SF\")\nget_time()</function_calls>", "<function_calls>"),
 }
 
@@ -83,7 +86,8 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
     ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
     ("zai-org/GLM-4.6", "glm"), ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
     ("allenai/Olmo-3-7B-Instruct", "olmo3"), ("google/gemma-3-27b-it", "gemma"),
-    ("google/functiongemma-270m-it", "functiongemma")])
+    ("google/functiongemma-270m-it", "functiongemma"), ("meetkai/functionary-medium-v3.1", "functionary"),
+    ("meetkai/functionary-small-v3.2", "functionary_v3_2")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
