@@ -33,7 +33,6 @@ from ._python import ArgScanner, literal
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _NAME_LIMIT = 128
 _KEYWORD = re.compile(r"\s*([A-Za-z_][\w\-]*)\s*=(?!=)")
-_IDENT = re.compile(r"[A-Za-z_][\w\-]*")
 _SEPARATORS = ",;"
 
 
