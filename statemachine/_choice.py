@@ -117,6 +117,7 @@ class ChoiceStream:
         formats = tuple(get_format(name) for name in names)
         if not self._parsing:  # no calls to read; a format whose reader opens reasoning (Harmony's headers)
             formats = tuple(fmt for fmt in formats if _reader_opens_reasoning(fmt))  # still splits its channels
+        self._bare_formats = tuple(fmt for fmt in formats if fmt.reads_bare)  # calls with no opener at the start
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
@@ -128,8 +129,6 @@ class ChoiceStream:
         self._sentinel_index = scan.sentinel_index
         self._think_index = scan.think_index
         self._think_opens, self._think_closes, self._end_tokens = scan.think_opens, scan.think_closes, scan.end_tokens
-        self._start_openers = tuple(scan.start_openers)
-        self._start_formats = scan.start_openers
         self._opener_index = scan.opener_index
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
@@ -361,21 +360,20 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
+            elif self._bare_formats and (body := self._bare_start(buf, j)) is not None:
+                if body == "partial":
+                    self._pending = buf[pos:]
+                    return n
+                self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
+                self._open_block(body, "")
+                return j
             elif (buf[j] in "{[" and self.config.bare_json
                   and (self._lt_only or not opener_at(buf, j, self._sentinels))):  # not a registered sentinel
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
                 self._open_block(JsonCallsBody(self, None, bare=True), "")
                 return j
-            elif self._start_openers and (hit := opener_at(buf, j, self._start_openers)):
-                if hit == "partial":
-                    self._pending = buf[pos:]
-                    return n
-                self._ws += buf[pos:j]
-                self._fences.feed(buf[pos:j])
-                opener = next(op for op in self._start_openers if buf.startswith(op, j))
-                self._open_block(self._start_formats[opener].new_body(opener, self), opener)
-                return j + len(opener)
             elif buf[j] == "`" and not self._fence:
                 line_end = buf.find("\n", j)
                 if line_end == -1 and n - j < 16:
@@ -411,6 +409,14 @@ class ChoiceStream:
         self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
         return i + 1
 
+    def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
+        """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
+        for fmt in self._bare_formats:
+            body = fmt.bare_start(buf, j, self)
+            if body is not None:
+                return body
+        return None
+
     def _on_sentinel(self, s: str) -> None:
         if self._fences.inside and not self._fence:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
@@ -425,6 +431,7 @@ class ChoiceStream:
             # right after a call, an orphan closer (doubled, or the fenced call's) is dropped
         else:
             fmt = self._openers[s]
+            self._fences.reset()  # an opener ends any fence line (```tool_code is Gemma's)
             self._open_block(fmt.new_body(s, self), s, fmt.call_tokens)
 
     def _open_block(self, body: Any, opener: str, tokens: tuple[str, ...] = ()) -> None:
@@ -866,7 +873,6 @@ class _ScanTables(NamedTuple):
     think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
     think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
     end_tokens: frozenset[str]  # the formats' tokens that end a message or turn: dropped in visible text
-    start_openers: dict[str, TextFormat]  # opener → its format, read only at the message's start
 
 
 @functools.lru_cache(maxsize=256)
@@ -888,11 +894,6 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
     think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
     end_tokens = tuple(dict.fromkeys(t for fmt in formats for t in fmt.end_tokens if t not in think_closes))
     sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
-    start_openers: dict[str, TextFormat] = {}
-    if marker is None:
-        for fmt in formats:
-            for op in fmt.start_openers:
-                start_openers.setdefault(op, fmt)
     # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
     # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
     starts = {s[0] for s in sentinels} | {"<"}
@@ -904,7 +905,7 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
         hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
         sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_closes, *think_opens, *openers)),
         opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
-        end_tokens=frozenset(end_tokens), start_openers=start_openers)
+        end_tokens=frozenset(end_tokens))
 
 
 def _reader_opens_reasoning(fmt: TextFormat) -> bool:

@@ -24,8 +24,8 @@ Headers never reach the content: the reader drops them (``drop_block``);
 ``<|end|>`` is the closer of the format's reasoning delimiters, ``<|return|>``
 and ``<|call|>`` are its end tokens, and all three are dropped in text. The first
 message of a reply may put its recipient in the role header the prompt began,
-``␣to=functions.NAME<|channel|>commentary json<|message|>…``: ``to=functions.``
-is read as an opener at the reply's start.
+``␣to=functions.NAME<|channel|>commentary json<|message|>…``: at the reply's
+start such a header is read without an opener (``bare_start``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
+from .._scanning import DONE, MORE, WS, opener_at, partial_at_end
 from ._base import BodyReader, CallSink, TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -193,7 +193,7 @@ class HarmonyFormat(TextFormat):
     closer = ""
     reasoning_delimiters = ("", END)  # the analysis header (the reader) opens reasoning
     end_tokens = (RETURN, CALL)
-    start_openers = (TO_FUNCTIONS,)
+    reads_bare = True
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"{START}assistant{CHANNEL}commentary to=functions.{name} {CONSTRAIN}json{MESSAGE}" \
@@ -222,6 +222,12 @@ class HarmonyFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
+
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+        """The reply's first message with its recipient in the role header the prompt began
+        (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
+        hit = opener_at(buf, pos, (TO_FUNCTIONS,))
+        return HarmonyBody(sink, "") if hit == "opener" else hit
 
 
 class _MarkedHarmony(_MarkedFormat):
