@@ -6,7 +6,9 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
-(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`). A host adds a
+(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`), ``pythonic``
+and ``olmo3`` (:mod:`.pythonic`), ``gemma`` and ``functiongemma`` (:mod:`.gemma`), ``functionary`` and
+``functionary_v3_2`` (:mod:`.functionary`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -19,12 +21,15 @@ from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .function import FunctionFormat
+from .functionary import FunctionaryFormat, FunctionaryV32Format
+from .gemma import FunctionGemmaFormat, Gemma3Format
 from .glm import GlmFormat
 from .harmony import HarmonyFormat
 from .kimi import KimiFormat
 from .llama3 import Llama3Format
 from .minimax import MiniMaxFormat
 from .mistral import MistralFormat
+from .pythonic import Olmo3Format, PythonicFormat
 from .seed_oss import SeedOssFormat
 from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
@@ -74,5 +79,6 @@ def registered_formats() -> tuple[str, ...]:
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
-             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat()):
+             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat(), PythonicFormat(), Olmo3Format(),
+             Gemma3Format(), FunctionGemmaFormat(), FunctionaryFormat(), FunctionaryV32Format()):
     register_format(_fmt)
