@@ -331,6 +331,7 @@ def test_a_stream_takes_no_greenlet_of_its_own(make_app):
 
     upstream = FakeUpstream([0.3, *text_chunks("late")])
     client = make_app(upstream, heartbeat_seconds=0.05).test_client()
+    gevent.sleep(0)  # the hub (and the main greenlet's object) exist before counting
     before = live()
     response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
                            buffered=False)
