@@ -133,6 +133,7 @@ class FunctionaryFormat(FunctionFormat):
 
     name = "functionary"
     openers = (*FunctionFormat.openers, PYTHON_TAG)
+    end_tokens = ("<|eot_id|>", "<|eom_id|>")  # Llama 3.1's, which Functionary is built on
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
         return call_instructions(self.render_call(example_name, example_arguments), (
@@ -151,6 +152,7 @@ class FunctionaryV32Format(TextFormat):
 
     name = "functionary_v3_2"
     openers = (RECIPIENT,)
+    end_tokens = ("<|eot_id|>",)
     closer = ""
     reads_bare = True
 

@@ -40,6 +40,7 @@ class Gemma3Format(TextFormat):
 
     name = "gemma"
     openers = ("```tool_code",)
+    end_tokens = ("<end_of_turn>",)
     closer = ""  # the fence's closing ``` is read by the body: as a sentinel it would be every fence's
 
     def render_call(self, name: str, arguments: str) -> str:
@@ -273,6 +274,7 @@ class FunctionGemmaFormat(TextFormat):
 
     name = "functiongemma"
     openers = ("<start_function_call>",)
+    end_tokens = ("<end_of_turn>",)
     closer = "<end_function_call>"
     delim = "<escape>"
 

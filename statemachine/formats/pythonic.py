@@ -260,6 +260,8 @@ class PythonicFormat(TextFormat):
     name = "pythonic"
     openers = ("<|python_start|>",)
     closer = "<|python_end|>"
+    #: Llama 4's turn ends (Llama 3.2 writes Llama 3's, Granite its own).
+    end_tokens = ("<|eot|>", "<|eom|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>")
     #: A bare list (or bare lines) at a message's start is read too.
     reads_bare = True
 
@@ -285,6 +287,7 @@ class Olmo3Format(TextFormat):
     name = "olmo3"
     openers = ("<function_calls>",)
     closer = "</function_calls>"
+    end_tokens = ("<|im_end|>", "<|endoftext|>")
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"{self.openers[0]}{python_call(name, arguments)}{self.closer}"

@@ -117,6 +117,13 @@ LLAMA_CALL = '<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}
     (("glm", "tool_call"), f"{GLM_CALL}<|observation|>", [Call("get_weather", SF)]),
     (("glm", "tool_call"), "Hello.<|user|>", ["Hello."]),
     (("seed_oss", "tool_call"), "Hello.<seed:eos>", ["Hello."]),
+    (("pythonic", "tool_call"), "Hello.<|eot|>", ["Hello."]),
+    (("pythonic", "tool_call"), '[get_weather(city="SF")]<|eom|>', [Call("get_weather", SF)]),
+    (("olmo3", "tool_call"), "Hello.<|im_end|>", ["Hello."]),
+    (("gemma", "tool_call"), "Hello.<end_of_turn>", ["Hello."]),
+    (("functiongemma", "tool_call"), "Hello.<end_of_turn>", ["Hello."]),
+    (("functionary", "tool_call"), "Hello.<|eot_id|>", ["Hello."]),
+    (("functionary_v3_2", "tool_call"), "Hello.<|eot_id|>", ["Hello."]),
 ])
 def test_a_family_end_of_turn_token_never_reaches_the_content(names, text, expected):
     finish = "tool_calls" if any(isinstance(item, Call) for item in expected) else "stop"
