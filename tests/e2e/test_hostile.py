@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import httpx
 import openai
@@ -24,6 +24,7 @@ from support.invariants import check_error_envelope
 from support.redis_server import RedisServer
 from support.scripted_upstream import Script, ScriptedUpstream
 from support.server import ToolwireServer, run_toolwire
+from support.store_items import fill, tiny_filesystem
 
 pytestmark = pytest.mark.e2e
 
@@ -314,6 +315,58 @@ def test_a_key_flooding_the_store_evicts_only_its_own_responses(
     _check_too_large_is_not_stored(alice, quota, newest)
     assert _kept(bob, bobs) == [True] * 3
     assert _kept(alice, bobs) == [False] * 3 and _kept(bob, newest) == [False] * len(newest)
+
+
+@contextlib.contextmanager
+def _store_on_a_small_disk(upstream: ScriptedUpstream, tmp_path, **settings: str) -> Iterator[tuple[ToolwireServer, str]]:
+    """A toolwire whose SQLite store lives on a 40 MiB tmpfs (its 8 MiB reserve included); the mount's path."""
+    disk = tmp_path / "disk"
+    upstream.default_script = Script(text="Stored.")
+    with tiny_filesystem(disk, "40m"), run_toolwire({
+            "TOOLWIRE_UPSTREAM_URL": upstream.v1_url, "TOOLWIRE_RESPONSE_STORE_URL": f"sqlite:///{disk}/r.sqlite3",
+            "TOOLWIRE_GRACEFUL_TIMEOUT": "1", **settings}) as server:
+        yield server, str(disk)
+
+
+def _store_until_full(client: openai.OpenAI) -> list[str]:
+    """Store responses of ``FLOOD_INPUT`` bytes until one comes back ``store: false`` (after a filler took the
+    disk, SQLite still writes into the room its WAL file already has); the ids stored."""
+    ids = []
+    for _ in range(40):
+        created = client.responses.create(model=MODEL, input="x" * FLOOD_INPUT, store=True)
+        if not created.store:
+            return ids
+        ids.append(created.id)
+    raise AssertionError("the store never filled up")
+
+
+def test_delete_works_on_a_full_disk(upstream: ScriptedUpstream, make_openai_client, tmp_path) -> None:
+    """Once the disk is full, storing fails (``store: false``) but DELETE still frees responses, one larger than
+    the 8 MiB reserve too (it used to fail: SQLite writes a deletion to its WAL first, and Debian's SQLite
+    wrote every freed page there)."""
+    with _store_on_a_small_disk(upstream, tmp_path) as (server, disk):
+        client = make_openai_client(server)
+        ids = [client.responses.create(model=MODEL, input="x" * 10_000_000, store=True).id, *_flood(client, 4)]
+        fill(disk)
+        ids += _store_until_full(client)
+        for response_id in ids[:3]:
+            client.responses.delete(response_id)  # raises unless 2xx
+        assert _kept(client, ids) == [False] * 3 + [True] * (len(ids) - 3)
+
+
+def test_expired_responses_make_room_on_a_full_disk(upstream: ScriptedUpstream, make_openai_client,
+                                                    tmp_path) -> None:
+    """A write that finds the disk full purges what expired, so the next one is stored (the purge used to be
+    part of the failing write: a full disk stayed full)."""
+    with _store_on_a_small_disk(upstream, tmp_path, TOOLWIRE_RESPONSE_RETENTION_SECONDS="1") as (server, disk):
+        client = make_openai_client(server)
+        _flood(client, 10)
+        fill(disk)
+        _store_until_full(client)
+        time.sleep(1.2)  # everything stored has expired
+        # the first write may find the disk still full (and purge); the next one has room
+        stored = [client.responses.create(model=MODEL, input="room again", store=True) for _ in range(2)]
+        assert stored[-1].store is True and client.responses.retrieve(stored[-1].id).output_text == "Stored."
 
 
 def _redis_bytes(client: redis.Redis) -> int:
