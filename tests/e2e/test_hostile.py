@@ -300,6 +300,27 @@ def test_a_flood_of_stored_responses_keeps_the_sqlite_file_within_the_quota(
     assert pages <= STORE_QUOTA / 4
 
 
+def _redis_bytes(client: redis.Redis) -> int:
+    """What toolwire's keys take in Redis, bytes."""
+    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter("toolwire:*"))
+
+
+def test_a_flood_of_stored_responses_keeps_redis_within_the_quota(
+        upstream: ScriptedUpstream, toolwire_factory, make_openai_client, redis_server: RedisServer) -> None:
+    """The SQLite flood against Redis: the keys toolwire keeps stay near the 2 MiB quota, the oldest responses
+    are evicted and the newest stay readable."""
+    server = toolwire_factory(TOOLWIRE_RESPONSE_STORE_URL=redis_server.url,
+                              TOOLWIRE_RESPONSE_STORE_MAX_BYTES=str(STORE_QUOTA))
+    client = make_openai_client(server)
+    upstream.default_script = Script(text="Stored.")
+    used: list[int] = []
+    with contextlib.closing(redis_server.client()) as server_client:
+        ids = _flood(client, 40, lambda: used.append(_redis_bytes(server_client)))
+    assert max(used) <= STORE_QUOTA * 1.25  # the allocator rounds a 200 KB value up to its 224 KiB size class
+    newest = _check_oldest_evicted(client, ids, STORE_QUOTA)
+    _check_too_large_is_not_stored(client, STORE_QUOTA, newest)
+
+
 def test_a_key_flooding_the_store_evicts_only_its_own_responses(
         upstream: ScriptedUpstream, toolwire_factory, make_openai_client, tmp_path_factory) -> None:
     """With a 1 MiB quota per key, Alice's 20 responses of 200 KB evict her own oldest; Bob's earlier
@@ -318,7 +339,8 @@ def test_a_key_flooding_the_store_evicts_only_its_own_responses(
 
 
 @contextlib.contextmanager
-def _store_on_a_small_disk(upstream: ScriptedUpstream, tmp_path, **settings: str) -> Iterator[tuple[ToolwireServer, str]]:
+def _store_on_a_small_disk(upstream: ScriptedUpstream, tmp_path,
+                           **settings: str) -> Iterator[tuple[ToolwireServer, str]]:
     """A toolwire whose SQLite store lives on a 40 MiB tmpfs (its 8 MiB reserve included); the mount's path."""
     disk = tmp_path / "disk"
     upstream.default_script = Script(text="Stored.")
@@ -367,24 +389,3 @@ def test_expired_responses_make_room_on_a_full_disk(upstream: ScriptedUpstream, 
         # the first write may find the disk still full (and purge); the next one has room
         stored = [client.responses.create(model=MODEL, input="room again", store=True) for _ in range(2)]
         assert stored[-1].store is True and client.responses.retrieve(stored[-1].id).output_text == "Stored."
-
-
-def _redis_bytes(client: redis.Redis) -> int:
-    """What toolwire's keys take in Redis, bytes."""
-    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter("toolwire:*"))
-
-
-def test_a_flood_of_stored_responses_keeps_redis_within_the_quota(
-        upstream: ScriptedUpstream, toolwire_factory, make_openai_client, redis_server: RedisServer) -> None:
-    """The SQLite flood against Redis: the keys toolwire keeps stay near the 2 MiB quota, the oldest responses
-    are evicted and the newest stay readable."""
-    server = toolwire_factory(TOOLWIRE_RESPONSE_STORE_URL=redis_server.url,
-                              TOOLWIRE_RESPONSE_STORE_MAX_BYTES=str(STORE_QUOTA))
-    client = make_openai_client(server)
-    upstream.default_script = Script(text="Stored.")
-    used: list[int] = []
-    with contextlib.closing(redis_server.client()) as server_client:
-        ids = _flood(client, 40, lambda: used.append(_redis_bytes(server_client)))
-    assert max(used) <= STORE_QUOTA * 1.25  # the allocator rounds a 200 KB value up to its 224 KiB size class
-    newest = _check_oldest_evicted(client, ids, STORE_QUOTA)
-    _check_too_large_is_not_stored(client, STORE_QUOTA, newest)
