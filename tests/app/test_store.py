@@ -4,21 +4,18 @@ back to the filesystem, a full disk."""
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import multiprocessing
 import os
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 
 import pytest
 
 from app.responses.store import SQLiteResponseStore, StoreUnavailable
-from support.store_items import ALICE, USER, message, response, unwritable
+from support.store_items import ALICE, USER, fill, message, response, tiny_filesystem, unwritable
 
 
 @pytest.fixture
@@ -265,35 +262,6 @@ def test_a_file_from_before_quotas_is_counted_and_switched_to_incremental_vacuum
     assert store.get_item("msg_1", owner="alice") is None
 
 
-@contextlib.contextmanager
-def tiny_filesystem(path, size):
-    """A tmpfs of ``size`` mounted at ``path`` (root only: the suite runs as root here and in CI)."""
-    if os.geteuid() != 0:
-        pytest.skip("FULL-DISK TEST SKIPPED: mounting a tmpfs needs root")
-    os.makedirs(path)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
-
-def fill(directory):
-    """Take every byte left on ``directory``'s filesystem; return the filler's path."""
-    filler = os.path.join(directory, "filler")
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        for chunk in (1 << 16, 1 << 12, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
-
-
 def test_delete_and_expiry_work_on_a_full_disk(tmp_path):
     """Issue 17 item 6: on a full disk even DELETE failed (SQLite writes the WAL first); a reserve file
     beside the database is released for deletions, and allocated again once there is room."""
@@ -315,3 +283,40 @@ def test_delete_and_expiry_work_on_a_full_disk(tmp_path):
         store.check()  # room again: the reserve is back
         assert os.path.getsize(store.reserve.path) == 1 << 20
         store.put(response("resp_after"), [USER])
+
+
+def test_expired_responses_are_purged_on_a_full_disk(tmp_path, monkeypatch):
+    """The purge of expired responses ran inside the failing write, so on a full disk nothing expired was ever
+    freed and storing stayed impossible; a write that finds the disk full now purges them on its own (drawing
+    on the reserve), and the next write has their room."""
+    disk = tmp_path / "disk"
+    clock = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    with tiny_filesystem(disk, "10m"):
+        store = SQLiteResponseStore(disk / "r.db", retention_seconds=60, timeout=1.0, reserve_bytes=1 << 20)
+        store.check()
+        for i in range(30):
+            store.put(response(f"resp_{i}", message(f"msg_{i}", "x" * 20_000)), [USER])
+        on_disk(store)
+        fill(str(disk))
+        clock[0] += 61
+        with pytest.raises(StoreUnavailable, match="full"):
+            store.put(response("resp_full", message("msg_full", "x" * 20_000)), [USER])
+        assert store.total_usage() == 0
+        store.put(response("resp_after", message("msg_after", "x" * 20_000)), [USER])
+        assert store.get("resp_after") is not None
+
+
+def test_a_response_larger_than_the_reserve_is_deleted_on_a_full_disk(tmp_path):
+    """SQLite built with SECURE_DELETE (Debian's is) zeroes every freed page through the WAL, so deleting a
+    response needed its own size of free disk: more than the reserve for a large one. Freed pages are now
+    zeroed only when that costs no extra write (they are given back to the filesystem anyway)."""
+    disk = tmp_path / "disk"
+    with tiny_filesystem(disk, "10m"):
+        store = SQLiteResponseStore(disk / "r.db", retention_seconds=3600, timeout=1.0, reserve_bytes=1 << 20)
+        store.check()
+        store.put(response("resp_big", message("msg_big", "x" * 1_500_000)), [USER])  # 3 MB with its copy
+        on_disk(store)
+        fill(str(disk))
+        assert store.delete("resp_big") is True
+        assert store.get("resp_big") is None and store.total_usage() == 0

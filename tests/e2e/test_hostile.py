@@ -5,20 +5,26 @@ Each test reproduces one attack or accident and is bounded in time and load (two
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
 import threading
 import time
+from typing import Callable, Iterator
 
 import httpx
 import openai
 import pytest
+import redis
 
 from support.invariants import check_error_envelope
+from support.redis_server import RedisServer
 from support.scripted_upstream import Script, ScriptedUpstream
 from support.server import ToolwireServer, run_toolwire
+from support.store_items import fill, tiny_filesystem
 
 pytestmark = pytest.mark.e2e
 
@@ -221,3 +227,165 @@ def test_gunicorn_s_own_errors_come_as_openai_envelopes(guarded: ToolwireServer,
     assert b"content-type: application/json" in headers.lower()
     error = check_error_envelope(status, body)
     assert error["message"] and "<" not in error["message"]
+
+
+#: The store quota the flood tests set, and the input of one flooded response (what it mostly weighs).
+STORE_QUOTA = 2 * 1024 * 1024
+FLOOD_INPUT = 200_000
+ALICE, BOB = "sk-alice-0123456789", "sk-bob-0123456789"
+
+
+def _flood(client: openai.OpenAI, count: int, after_each: Callable[[], object] = lambda: None) -> list[str]:
+    """``count`` stored responses of ``FLOOD_INPUT`` bytes of input each, one after the other (``after_each``
+    called after each); their ids."""
+    ids = []
+    for i in range(count):
+        ids.append(client.responses.create(model=MODEL, input=f"{i} " + "x" * FLOOD_INPUT, store=True).id)
+        after_each()
+    return ids
+
+
+def _kept(client: openai.OpenAI, ids: list[str]) -> list[bool]:
+    """For each id, whether ``client`` can still retrieve it (with its output) or gets 404."""
+    kept = []
+    for response_id in ids:
+        try:
+            kept.append(client.responses.retrieve(response_id).output_text == "Stored.")
+        except openai.NotFoundError:
+            kept.append(False)
+    return kept
+
+
+def _check_oldest_evicted(client: openai.OpenAI, ids: list[str], quota: int) -> list[str]:
+    """The responses ``client`` can still read are the newest ones, at least three, within ``quota``; their ids."""
+    kept = _kept(client, ids)
+    survivors = sum(kept)
+    assert kept == [False] * (len(kept) - survivors) + [True] * survivors, f"not oldest-first: {kept}"
+    assert 3 <= survivors and survivors * FLOOD_INPUT <= quota, f"{survivors} of {len(kept)} kept"
+    return ids[-survivors:]
+
+
+def _check_too_large_is_not_stored(client: openai.OpenAI, quota: int, newest: list[str]) -> None:
+    """A response larger than ``quota`` on its own says ``store: false``, is not retrievable, and evicts none of
+    the ``newest``."""
+    huge = client.responses.create(model=MODEL, input="x" * (quota + 1000), store=True)
+    assert huge.output_text == "Stored." and huge.store is False
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(huge.id)
+    assert _kept(client, newest) == [True] * len(newest)
+
+
+def test_a_flood_of_stored_responses_keeps_the_sqlite_file_within_the_quota(
+        upstream: ScriptedUpstream, toolwire_factory, make_openai_client, tmp_path_factory) -> None:
+    """40 responses of 200 KB into a 2 MiB store on two workers: the oldest are evicted, the newest stay
+    readable, the file stays within the quota and its WAL within its 4 MiB, and deleting gives the space back
+    (the file used to keep every byte for 30 days)."""
+    path = tmp_path_factory.mktemp("flooded") / "responses.sqlite3"
+    wal = path.with_name(path.name + "-wal")
+    server = toolwire_factory(TOOLWIRE_RESPONSE_STORE_URL=f"sqlite:///{path}", WEB_CONCURRENCY="2",
+                              TOOLWIRE_RESPONSE_STORE_MAX_BYTES=str(STORE_QUOTA))
+    client = make_openai_client(server)
+    upstream.default_script = Script(text="Stored.")
+    sizes: list[tuple[int, int]] = []
+    ids = _flood(client, 40, lambda: sizes.append((path.stat().st_size, wal.stat().st_size)))
+    assert max(db for db, _ in sizes) <= STORE_QUOTA * 1.1  # page and index overhead
+    assert max(log for _, log in sizes) <= 4 * 1024 * 1024 + 2 * FLOOD_INPUT  # its limit and the last write
+    newest = _check_oldest_evicted(client, ids, STORE_QUOTA)
+    _check_too_large_is_not_stored(client, STORE_QUOTA, newest)
+    for response_id in newest:
+        client.responses.delete(response_id)
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        # the size the file is cut to at the next checkpoint (in WAL mode the shrink is written to the WAL first)
+        pages = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    assert pages <= STORE_QUOTA / 4
+
+
+def _redis_bytes(client: redis.Redis) -> int:
+    """What toolwire's keys take in Redis, bytes."""
+    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter("toolwire:*"))
+
+
+def test_a_flood_of_stored_responses_keeps_redis_within_the_quota(
+        upstream: ScriptedUpstream, toolwire_factory, make_openai_client, redis_server: RedisServer) -> None:
+    """The SQLite flood against Redis: the keys toolwire keeps stay near the 2 MiB quota, the oldest responses
+    are evicted and the newest stay readable."""
+    server = toolwire_factory(TOOLWIRE_RESPONSE_STORE_URL=redis_server.url,
+                              TOOLWIRE_RESPONSE_STORE_MAX_BYTES=str(STORE_QUOTA))
+    client = make_openai_client(server)
+    upstream.default_script = Script(text="Stored.")
+    used: list[int] = []
+    with contextlib.closing(redis_server.client()) as server_client:
+        ids = _flood(client, 40, lambda: used.append(_redis_bytes(server_client)))
+    assert max(used) <= STORE_QUOTA * 1.25  # the allocator rounds a 200 KB value up to its 224 KiB size class
+    newest = _check_oldest_evicted(client, ids, STORE_QUOTA)
+    _check_too_large_is_not_stored(client, STORE_QUOTA, newest)
+
+
+def test_a_key_flooding_the_store_evicts_only_its_own_responses(
+        upstream: ScriptedUpstream, toolwire_factory, make_openai_client, tmp_path_factory) -> None:
+    """With a 1 MiB quota per key, Alice's 20 responses of 200 KB evict her own oldest; Bob's earlier
+    responses all stay, readable by Bob only."""
+    path = tmp_path_factory.mktemp("per-key") / "responses.sqlite3"
+    quota = 1024 * 1024
+    server = toolwire_factory(TOOLWIRE_RESPONSE_STORE_URL=f"sqlite:///{path}", TOOLWIRE_API_KEYS=f"{ALICE},{BOB}",
+                              TOOLWIRE_RESPONSE_STORE_MAX_BYTES_PER_KEY=str(quota))
+    alice, bob = (make_openai_client(server).with_options(api_key=key) for key in (ALICE, BOB))
+    upstream.default_script = Script(text="Stored.")
+    bobs = _flood(bob, 3)
+    newest = _check_oldest_evicted(alice, _flood(alice, 20), quota)
+    _check_too_large_is_not_stored(alice, quota, newest)
+    assert _kept(bob, bobs) == [True] * 3
+    assert _kept(alice, bobs) == [False] * 3 and _kept(bob, newest) == [False] * len(newest)
+
+
+@contextlib.contextmanager
+def _store_on_a_small_disk(upstream: ScriptedUpstream, tmp_path,
+                           **settings: str) -> Iterator[tuple[ToolwireServer, str]]:
+    """A toolwire whose SQLite store lives on a 40 MiB tmpfs (its 8 MiB reserve included); the mount's path."""
+    disk = tmp_path / "disk"
+    upstream.default_script = Script(text="Stored.")
+    with tiny_filesystem(disk, "40m"), run_toolwire({
+            "TOOLWIRE_UPSTREAM_URL": upstream.v1_url, "TOOLWIRE_RESPONSE_STORE_URL": f"sqlite:///{disk}/r.sqlite3",
+            "TOOLWIRE_GRACEFUL_TIMEOUT": "1", **settings}) as server:
+        yield server, str(disk)
+
+
+def _store_until_full(client: openai.OpenAI) -> list[str]:
+    """Store responses of ``FLOOD_INPUT`` bytes until one comes back ``store: false`` (after a filler took the
+    disk, SQLite still writes into the room its WAL file already has); the ids stored."""
+    ids = []
+    for _ in range(40):
+        created = client.responses.create(model=MODEL, input="x" * FLOOD_INPUT, store=True)
+        if not created.store:
+            return ids
+        ids.append(created.id)
+    raise AssertionError("the store never filled up")
+
+
+def test_delete_works_on_a_full_disk(upstream: ScriptedUpstream, make_openai_client, tmp_path) -> None:
+    """Once the disk is full, storing fails (``store: false``) but DELETE still frees responses, one larger than
+    the 8 MiB reserve too (it used to fail: SQLite writes a deletion to its WAL first, and Debian's SQLite
+    wrote every freed page there)."""
+    with _store_on_a_small_disk(upstream, tmp_path) as (server, disk):
+        client = make_openai_client(server)
+        ids = [client.responses.create(model=MODEL, input="x" * 10_000_000, store=True).id, *_flood(client, 4)]
+        fill(disk)
+        ids += _store_until_full(client)
+        for response_id in ids[:3]:
+            client.responses.delete(response_id)  # raises unless 2xx
+        assert _kept(client, ids) == [False] * 3 + [True] * (len(ids) - 3)
+
+
+def test_expired_responses_make_room_on_a_full_disk(upstream: ScriptedUpstream, make_openai_client,
+                                                    tmp_path) -> None:
+    """A write that finds the disk full purges what expired, so the next one is stored (the purge used to be
+    part of the failing write: a full disk stayed full)."""
+    with _store_on_a_small_disk(upstream, tmp_path, TOOLWIRE_RESPONSE_RETENTION_SECONDS="1") as (server, disk):
+        client = make_openai_client(server)
+        _flood(client, 10)
+        fill(disk)
+        _store_until_full(client)
+        time.sleep(1.2)  # everything stored has expired
+        # the first write may find the disk still full (and purge); the next one has room
+        stored = [client.responses.create(model=MODEL, input="room again", store=True) for _ in range(2)]
+        assert stored[-1].store is True and client.responses.retrieve(stored[-1].id).output_text == "Stored."

@@ -1,8 +1,10 @@
-"""Shared store test data (owners, items, responses) and a way to make files unwritable, even for root."""
+"""Shared store test data (owners, items, responses), a way to make files unwritable even for root, and a
+small filesystem to fill."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import subprocess
@@ -49,3 +51,32 @@ def unwritable(*paths):
         finally:
             for path, mode in modes.items():
                 os.chmod(path, mode)
+
+
+@contextlib.contextmanager
+def tiny_filesystem(path, size):
+    """A tmpfs of ``size`` mounted at ``path`` (root only: the suite runs as root here and in CI)."""
+    if os.geteuid() != 0:
+        pytest.skip("FULL-DISK TEST SKIPPED: mounting a tmpfs needs root")
+    os.makedirs(path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def fill(directory):
+    """Take every byte left on ``directory``'s filesystem (again after a first call); return the filler's path."""
+    filler = os.path.join(directory, "filler")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # a second call takes what was freed since
+    try:
+        for chunk in (1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler

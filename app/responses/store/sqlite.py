@@ -99,7 +99,7 @@ class SQLiteResponseStore(ResponseStore):
         def write(conn: sqlite3.Connection) -> None:
             now = time.time()
             expires_at = None if self.retention_seconds is None else now + self.retention_seconds
-            conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))  # items and totals: triggers
+            _purge(conn, now)
             conn.execute("DELETE FROM responses WHERE id = ?", (response_id,))
             if owner is not None and self.max_bytes_per_owner:
                 _evict(conn, owner, self.max_bytes_per_owner - size)
@@ -109,7 +109,12 @@ class SQLiteResponseStore(ResponseStore):
                          "VALUES (?, ?, ?, ?, ?, ?)", (response_id, body, inputs, expires_at, owner, size))
             conn.executemany("INSERT INTO items (id, response_id, body) VALUES (?, ?, ?)", items)
 
-        self._retrying(write, transaction=True)
+        try:
+            self._retrying(write, transaction=True)
+        except StoreUnavailable as exc:
+            if _is_full(exc.__cause__):
+                self._purge_on_full_disk()
+            raise
         self._vacuum()
 
     def load(self, response_id: str, *, owner: str | None = None) -> StoredResponse | None:
@@ -147,6 +152,15 @@ class SQLiteResponseStore(ResponseStore):
         self._retrying(lambda conn: conn.execute("INSERT OR REPLACE INTO probe VALUES (1, ?)", (time.time(),)),
                        transaction=True)
         self.reserve.ensure()
+
+    def _purge_on_full_disk(self) -> None:
+        """Delete the expired responses on their own, drawing on the reserve, then give their pages back: on a
+        full disk the write that purges them fails as a whole, so without this they would keep the disk full."""
+        try:
+            self._retrying(lambda conn: _purge(conn, time.time()), transaction=True, reserve=True)
+        except StoreUnavailable:
+            return  # logged; the write's own failure is what the caller hears about
+        self._vacuum()
 
     def _vacuum(self) -> None:
         """Give up to :data:`_VACUUM_PAGES` free pages back to the filesystem (after the write committed: a
@@ -258,6 +272,10 @@ class SQLiteResponseStore(ResponseStore):
                     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                # Debian's SQLite zeroes every freed page through the WAL (SECURE_DELETE), so a deletion needed
+                # its size in free disk, more than the reserve for a large response. Freed pages go back to
+                # the filesystem by the vacuum; only what is written anyway is zeroed.
+                conn.execute("PRAGMA secure_delete = FAST")
                 conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT_BYTES}")
                 prepare(conn)
             except BaseException:
@@ -266,6 +284,11 @@ class SQLiteResponseStore(ResponseStore):
             self._conn, self._pid = conn, pid
             self.reserve.ensure()
         return self._conn
+
+
+def _purge(conn: sqlite3.Connection, now: float) -> None:
+    """Delete the responses expired by ``now`` (their items and the totals follow by trigger)."""
+    conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
 
 
 #: ``_evict``'s owner for "every owner" (the store-wide quota).
