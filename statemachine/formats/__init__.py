@@ -6,7 +6,8 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
-(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`). A host adds a
+(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`), ``deepseek_v32`` and
+``deepseek_v4`` (DSML, :mod:`.dsml`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -18,6 +19,7 @@ from .._jsoncall import JsonCallsBody as JsonCallsReader
 from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
+from .dsml import DsmlFormat, DsmlV4Format
 from .function import FunctionFormat
 from .glm import GlmFormat
 from .harmony import HarmonyFormat
@@ -74,5 +76,5 @@ def registered_formats() -> tuple[str, ...]:
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
-             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat()):
+             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat(), DsmlFormat(), DsmlV4Format()):
     register_format(_fmt)
