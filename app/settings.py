@@ -42,7 +42,7 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
 #: the model family's own format; no fragment found: ``tool_call``.
 FAMILY_FORMATS = (
-    ("deepseek", "deepseek"),
+    ("deepseek-v3.2", "deepseek_v32"), ("deepseek-v4", "deepseek_v4"), ("deepseek", "deepseek"),
     ("kimi", "kimi_k2"),
     ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
     ("qwen3-coder", "function"),
