@@ -49,6 +49,11 @@ FAMILY_FORMATS = (
     ("llama-3", "llama3"), ("llama3", "llama3"),
     ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
     ("gpt-oss", "harmony"), ("gpt_oss", "harmony"),
+    ("llama-4", "pythonic"), ("llama4", "pythonic"), ("granite-3.3", "pythonic"), ("granite-4.0-h-small", "pythonic"),
+    ("olmo-3", "olmo3"), ("olmo3", "olmo3"), ("functiongemma", "functiongemma"), ("gemma-3", "gemma"),
+    ("gemma-4", "gemma4"), ("gemma4", "gemma4"),
+    ("functionary-small-v3.1", "functionary"), ("functionary-medium-v3.1", "functionary"),
+    ("functionary", "functionary_v3_2"),
 )
 
 

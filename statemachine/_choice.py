@@ -115,8 +115,9 @@ class ChoiceStream:
         if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
             names.append(CustomToolFormat.name)  # custom tools have no other format
         formats = tuple(get_format(name) for name in names)
-        if not self._parsing:  # no calls to read; a format whose reasoning is its own syntax (Harmony) still
-            formats = tuple(fmt for fmt in formats if fmt.reasoning_closers)  # splits its channels
+        if not self._parsing:  # no calls to read; a format whose reader opens reasoning (Harmony's headers)
+            formats = tuple(fmt for fmt in formats if _reader_opens_reasoning(fmt))  # still splits its channels
+        self._bare_formats = tuple(fmt for fmt in formats if fmt.reads_bare)  # calls with no opener at the start
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
@@ -127,11 +128,7 @@ class ChoiceStream:
         self._hold = scan.hold
         self._sentinel_index = scan.sentinel_index
         self._think_index = scan.think_index
-        self._think_open = scan.think_open
-        self._think_close = scan.think_close
-        self._silent = scan.silent
-        self._start_openers = tuple(scan.start_openers)
-        self._start_formats = scan.start_openers
+        self._think_opens, self._think_closes, self._end_tokens = scan.think_opens, scan.think_closes, scan.end_tokens
         self._opener_index = scan.opener_index
         self._out: list[Event] = []
         self._pending = ""  # a partial sentinel (or a body's partial tag) held between chunks
@@ -144,6 +141,7 @@ class ChoiceStream:
         self._leave: str | None = None
         self._raw: list[str] | None = None  # the block's text while it could still be released
         self._release: str | None = None  # the kind of a disproved block awaiting release
+        self._block_tokens: tuple[str, ...] = ()  # the open block's format's call tokens: never released
         self._in_think = config.starts_in_reasoning and config.reasoning
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
         self._think_held: list[str] | None = None  # reasoning from a call opener on
@@ -333,6 +331,8 @@ class ChoiceStream:
         self._release = None
         raw = "".join(self._raw or ())
         self._raw = None
+        for token in self._block_tokens:
+            raw = raw.replace(token, "")
         if kind not in ("suppressed", "dropped") and raw:
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
@@ -360,21 +360,20 @@ class ChoiceStream:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
-            elif (buf[j] in "{[" and self.config.bare_json
-                  and (self._lt_only or not opener_at(buf, j, self.openers))):  # not a registered opener
-                self._ws += buf[pos:j]
-                self._fences.feed(buf[pos:j])
-                self._open_block(JsonCallsBody(self, None, bare=True), "")
-                return j
-            elif self._start_openers and (hit := opener_at(buf, j, self._start_openers)):
-                if hit == "partial":
+            elif self._bare_formats and (body := self._bare_start(buf, j)) is not None:
+                if body == "partial":
                     self._pending = buf[pos:]
                     return n
                 self._ws += buf[pos:j]
                 self._fences.feed(buf[pos:j])
-                opener = next(op for op in self._start_openers if buf.startswith(op, j))
-                self._open_block(self._start_formats[opener].new_body(opener, self), opener)
-                return j + len(opener)
+                self._open_block(body, "")
+                return j
+            elif (buf[j] in "{[" and self.config.bare_json
+                  and (self._lt_only or not opener_at(buf, j, self._sentinels))):  # not a registered sentinel
+                self._ws += buf[pos:j]
+                self._fences.feed(buf[pos:j])
+                self._open_block(JsonCallsBody(self, None, bare=True), "")
+                return j
             elif buf[j] == "`" and not self._fence:
                 line_end = buf.find("\n", j)
                 if line_end == -1 and n - j < 16:
@@ -410,24 +409,34 @@ class ChoiceStream:
         self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
         return i + 1
 
+    def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
+        """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
+        for fmt in self._bare_formats:
+            body = fmt.bare_start(buf, j, self)
+            if body is not None:
+                return body
+        return None
+
     def _on_sentinel(self, s: str) -> None:
         if self._fences.inside and not self._fence:
             self._emit_text(s)  # an example in a fenced block (a held message-start fence may wrap a call)
-        elif s in self._think_open:
+        elif s in self._think_opens:
             self._in_think = True
             self._think_fresh = True
-        elif s in self._think_close or s in self._silent:
-            pass  # a stray or duplicate closer is absorbed, a silent token dropped
+        elif s in self._think_closes or s in self._end_tokens:
+            pass  # a stray or duplicate reasoning closer, or a token that ends a message or turn, is absorbed
         elif s in self._closers:
             if not self._after_call:
                 self._emit_text(s)  # a closer in prose is just text
             # right after a call, an orphan closer (doubled, or the fenced call's) is dropped
         else:
             fmt = self._openers[s]
-            self._open_block(fmt.new_body(s, self), s)
+            self._fences.reset()  # an opener ends any fence line (```tool_code is Gemma's)
+            self._open_block(fmt.new_body(s, self), s, fmt.call_tokens)
 
-    def _open_block(self, body: Any, opener: str) -> None:
+    def _open_block(self, body: Any, opener: str, tokens: tuple[str, ...] = ()) -> None:
         self._body = body
+        self._block_tokens = tokens
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
         self._raw = [self._ws, opener]
         self._ws = ""
@@ -442,8 +451,8 @@ class ChoiceStream:
             fences.feed(buf[fed:i])
             fed = i
             if not fences.inside:  # a sentinel holds no newline: inside-ness at i is final
-                if buf.startswith(self._think_close, i):
-                    close = next(c for c in self._think_close if buf.startswith(c, i))
+                if buf.startswith(self._think_closes, i):  # any family's closer ends reasoning (a template
+                    close = next(c for c in self._think_closes if buf.startswith(c, i))  # may have opened it)
                     fences.feed(close)
                     self._reasoning(buf[pos:i])
                     if self._think_held is not None:
@@ -452,10 +461,11 @@ class ChoiceStream:
                         self._think_fences = None
                     self._in_think = False
                     return i + len(close)
-                if self._think_fresh and buf.startswith(self._think_open, i) and (i == pos or buf[pos:i].isspace()):
-                    fences.feed(THINK_OPEN)  # the one opener there is
+                if self._think_fresh and buf.startswith(self._think_opens, i) and (i == pos or buf[pos:i].isspace()):
+                    opener = next(o for o in self._think_opens if buf.startswith(o, i))
+                    fences.feed(opener)
                     self._reasoning(buf[pos:i])
-                    pos = fed = i + len(THINK_OPEN)
+                    pos = fed = i + len(opener)
                     i = self._next_start(buf, pos)
                     continue
                 tail = buf[i:]
@@ -536,6 +546,8 @@ class ChoiceStream:
 
     def call_begin(self, *, native: bool = False) -> None:
         """A call block (or the next call inside one) begins."""
+        if self._body is not None and self._leave == "tool_open_disproved":
+            self._raw = None  # a next call shows the block holds calls: the rejected one is dropped, its note stands
         self._leave_call()  # the block's next call: the machine leaves the one before first
         self._trigger("tool_open_seen", native=native)
 
@@ -858,32 +870,30 @@ class _ScanTables(NamedTuple):
     sentinel_index: dict[str, tuple[str, ...]]
     think_index: dict[str, tuple[str, ...]]
     opener_index: dict[str, tuple[str, ...]]
-    think_open: tuple[str, ...]  # what opens reasoning in text: ``<think>``, or nothing
-    think_close: tuple[str, ...]  # what ends it: ``</think>`` and the formats' reasoning closers
-    silent: frozenset[str]
-    start_openers: dict[str, TextFormat]  # opener → its format, read only at the message's start
+    think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
+    think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
+    end_tokens: frozenset[str]  # the formats' tokens that end a message or turn: dropped in visible text
 
 
 @functools.lru_cache(maxsize=256)
 def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: bool) -> _ScanTables:
     marked = [fmt.with_marker(marker) for fmt in formats]
-    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the first format listed
+    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the one whose reader reads the
+    # other's bodies too, else by the first format listed
     openers: dict[str, TextFormat] = {}
     for fmt in marked:
         for op in fmt.openers:
-            openers.setdefault(op, fmt)
+            if op not in openers or openers[op].name in fmt.reads_also:
+                openers[op] = fmt
     closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    # ``<think>`` is the config's; a format's reasoning closers (Harmony's ``<|end|>``) belong to its syntax
-    think_open = (THINK_OPEN,) if reasoning else ()
-    think_close = tuple(dict.fromkeys(((THINK_CLOSE,) if reasoning else ())
-                                      + tuple(c for fmt in marked for c in fmt.reasoning_closers)))
-    silent = tuple(dict.fromkeys(t for fmt in marked for t in fmt.silent if t not in think_close))
-    sentinels = list(openers) + sorted(closers) + [*think_open, *think_close, *silent]
-    start_openers: dict[str, TextFormat] = {}
-    if marker is None:
-        for fmt in formats:
-            for op in fmt.start_openers:
-                start_openers.setdefault(op, fmt)
+    # ``<think>`` is the config's; a format's own delimiters (``[THINK]``, Harmony's ``<|end|>``) belong to its
+    # syntax. An empty opener is its reader's (``drop_block``): only the closer is looked for.
+    pairs = ([(THINK_OPEN, THINK_CLOSE)] if reasoning else []) + [
+        fmt.reasoning_delimiters for fmt in formats if fmt.reasoning_delimiters]
+    think_opens = tuple(dict.fromkeys(opener for opener, _ in pairs if opener))
+    think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
+    end_tokens = tuple(dict.fromkeys(t for fmt in formats for t in fmt.end_tokens if t not in think_closes))
+    sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
     # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
     # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
     starts = {s[0] for s in sentinels} | {"<"}
@@ -893,9 +903,14 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
         openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only=starts == {"<"},
         start_chars=re.compile("[" + re.escape("".join(sorted(starts))) + "]"),
         hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
-        sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_close, *think_open, *openers)),
-        opener_index=_index(tuple(openers)), think_open=think_open, think_close=think_close,
-        silent=frozenset(silent), start_openers=start_openers)
+        sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_closes, *think_opens, *openers)),
+        opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
+        end_tokens=frozenset(end_tokens))
+
+
+def _reader_opens_reasoning(fmt: TextFormat) -> bool:
+    """Whether the format's reader opens reasoning: its delimiters have no opener (Harmony's analysis header)."""
+    return fmt.reasoning_delimiters is not None and not fmt.reasoning_delimiters[0]
 
 
 def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:

@@ -108,7 +108,9 @@ class ParserConfig:
         formats: names of the registered text formats to recognise, in order.
             When a custom tool is offered, ``custom_tool_call`` is recognised
             too even if it is not listed (custom tools have no other format).
-        reasoning: recognise ``<think>…</think>`` blocks.
+        reasoning: recognise ``<think>…</think>`` blocks (a format's own
+            reasoning delimiters, ``TextFormat.reasoning_delimiters``, are
+            part of its syntax and read either way).
         starts_in_reasoning: the template pre-opened ``<think>``.
         policy: how mistakes are handled.
         marker: when set, only call blocks whose opener repeats this marker

@@ -6,7 +6,9 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 ``tag_aliases`` (format A in ``<function_call>``, ``<tool>``, ``<json>``…,
 :mod:`.tag_aliases`); the model families' own formats: ``deepseek``
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
-(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`), ``deepseek_v32`` and
+(:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`), ``pythonic``
+and ``olmo3`` (:mod:`.pythonic`), ``gemma`` and ``functiongemma`` (:mod:`.gemma`), ``functionary`` and
+``functionary_v3_2`` (:mod:`.functionary`), ``gemma4`` (:mod:`.gemma4`), ``deepseek_v32`` and
 ``deepseek_v4`` (DSML, :mod:`.dsml`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
@@ -21,12 +23,16 @@ from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .dsml import DsmlFormat, DsmlV4Format
 from .function import FunctionFormat
+from .functionary import FunctionaryFormat, FunctionaryV32Format
+from .gemma import FunctionGemmaFormat, Gemma3Format
+from .gemma4 import Gemma4Format
 from .glm import GlmFormat
 from .harmony import HarmonyFormat
 from .kimi import KimiFormat
 from .llama3 import Llama3Format
 from .minimax import MiniMaxFormat
 from .mistral import MistralFormat
+from .pythonic import Olmo3Format, PythonicFormat
 from .seed_oss import SeedOssFormat
 from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
@@ -76,5 +82,7 @@ def registered_formats() -> tuple[str, ...]:
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
-             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat(), DsmlFormat(), DsmlV4Format()):
+             GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat(), PythonicFormat(), Olmo3Format(),
+             Gemma3Format(), FunctionGemmaFormat(), FunctionaryFormat(), FunctionaryV32Format(),
+             Gemma4Format(), DsmlFormat(), DsmlV4Format()):
     register_format(_fmt)

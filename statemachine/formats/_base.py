@@ -49,9 +49,10 @@ class CallSink(Protocol):
         """The block is not a call (``kind`` is a note kind, or ``not_a_call`` for no note)."""
 
     def drop_block(self, *, reasoning: bool = False) -> None:
-        """The block is structure, not a call (a message header): its text is dropped, and what follows is
-        reasoning (``reasoning``, up to one of the format's :attr:`~TextFormat.reasoning_closers`) or
-        visible text; visible text after visible text starts on a new line."""
+        """The block is structure, not a call (a message header: Harmony's, Functionary's ``>>>all`` line): its
+        text is dropped, and what follows is reasoning (``reasoning``, up to the closer of the format's
+        :attr:`~TextFormat.reasoning_delimiters`) or visible text; visible text after visible text starts on a
+        new line."""
 
     def call_incomplete(self) -> None:
         """The stream ended inside the call's body."""
@@ -93,17 +94,23 @@ class TextFormat(abc.ABC):
     * its literal ``openers`` (each starts a block; the scanner matches them
       exactly, split anywhere across chunks) and its ``closer`` (``""`` when
       its blocks end by syntax alone; a closer found in prose right after a
-      call is dropped as an orphan);
+      call is dropped as an orphan); optionally its reasoning delimiters
+      (:attr:`reasoning_delimiters`), the tokens that end its messages or
+      turns (:attr:`end_tokens`) and those its calls are written in
+      (:attr:`call_tokens`);
     * its body reader, :meth:`new_body`: a :class:`BodyReader` reporting to a
       :class:`CallSink`;
     * its prompt text, :meth:`instructions`: rules and a worked example;
     * its transcript rendering, :meth:`render_call`: an earlier call written
       back as the model would write it, so that imitation yields parseable calls.
 
-    A family whose output has a structure of its own (Harmony's channels) may
-    also give :attr:`reasoning_closers`, :attr:`silent` tokens,
-    :attr:`start_openers` and :meth:`render_result`; its reader then drops
-    headers that open no call (:meth:`CallSink.drop_block`).
+    A family may also read calls written without an opener at a message's
+    start (:attr:`reads_bare`, :meth:`bare_start`: pythonic lists, a first
+    Functionary recipient, Harmony's first recipient) and write tool results
+    its own way (:meth:`render_result`). One whose output has a structure of
+    its own (Harmony's channels, Functionary's recipients) drops headers that
+    open no call (:meth:`CallSink.drop_block`), and may open reasoning there
+    (a :attr:`reasoning_delimiters` pair without an opener).
 
     Subclasses set ``name``, ``openers`` and ``closer``, and implement
     :meth:`render_call` and :meth:`new_body`.
@@ -115,14 +122,22 @@ class TextFormat(abc.ABC):
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).
     closer: str = ""
-    #: Literals that end reasoning a body reader began (:meth:`CallSink.drop_block`), besides ``</think>``;
-    #: in visible text they are dropped, as a stray ``</think>`` is.
-    reasoning_closers: tuple[str, ...] = ()
-    #: Special tokens that end a message and carry no text: dropped wherever they stand in visible text.
-    silent: tuple[str, ...] = ()
-    #: Openers read only at the start of the message (after whitespace, reasoning or dropped headers, before
-    #: anything visible): text that is a call only there. Never in marker mode.
-    start_openers: tuple[str, ...] = ()
+    #: Formats whose bodies this format's reader reads too: an opener it shares with one of them is read by
+    #: this format's reader whichever is listed first (GLM's reader takes ``<tool_call>`` from format A).
+    reads_also: frozenset[str] = frozenset()
+    #: The family's own reasoning delimiters ``(opener, closer)``, read as ``<think>`` … ``</think>`` are, with
+    #: or without ``ParserConfig.reasoning`` (Seed-OSS's ``<seed:think>``, Magistral's ``[THINK]``). An empty
+    #: opener: the format's reader opens reasoning (:meth:`CallSink.drop_block`, Harmony's analysis header),
+    #: and does so even without tools.
+    reasoning_delimiters: tuple[str, str] | None = None
+    #: Special tokens that end a message or a turn and carry no text (``<|eot_id|>``, Harmony's ``<|return|>``):
+    #: wherever one stands in visible text it is dropped.
+    end_tokens: tuple[str, ...] = ()
+    #: The special tokens a call of the format is written in: a block that goes back to text goes without them.
+    call_tokens: tuple[str, ...] = ()
+    #: Whether :meth:`bare_start` may find calls written without an opener at a message's start (after
+    #: whitespace, reasoning or dropped headers, before anything visible; never in marker mode).
+    reads_bare: bool = False
 
     @abc.abstractmethod
     def render_call(self, name: str, arguments: str) -> str:
@@ -138,6 +153,20 @@ class TextFormat(abc.ABC):
     @abc.abstractmethod
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
+
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+        """A call written without an opener at the message's start (``reads_bare`` formats only).
+
+        Args:
+            buf: the text; ``buf[pos]`` is the message's first significant character.
+            pos: where to look.
+            sink: the choice stream (its ``config`` names the offered tools).
+        Returns:
+            The reader for the block starting at ``pos``; ``"partial"`` while
+            ``buf[pos:]`` may still become one (the chunk ended too soon); ``None``
+            when it is none.
+        """
+        return None
 
     def render_result(self, name: str | None, result: str) -> str | None:
         """A tool result as the family's template writes it, or ``None`` for toolwire's labelled result.
@@ -210,8 +239,8 @@ class _MarkedFormat(TextFormat):
         self.marker = marker
         self.name = base.name
         self.closer = base.closer
-        self.reasoning_closers = base.reasoning_closers
-        self.silent = base.silent
+        self.reads_also, self.reasoning_delimiters = base.reads_also, base.reasoning_delimiters
+        self.end_tokens, self.call_tokens = base.end_tokens, base.call_tokens
         self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 

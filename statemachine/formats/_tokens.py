@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS
+from .._scanning import DONE, MORE, WS, partial_at_end
 from ._base import BodyReader, CallSink, TextFormat, call_instructions
 
 HEADER_LIMIT = 256
@@ -80,7 +80,9 @@ class TokenCallsBody(ObjectArguments):
     a section (a ``call_begin`` token follows). A missing call-end token is
     forgiven when the next call or the section's end follows; anything else
     after a complete call ends the block there, and the text after it is
-    text again.
+    text again. In a family whose calls end with a token, a call with a
+    malformed header is skipped to its end (an ``invalid_json`` note) and the
+    section goes on, so the calls after it still go out.
     """
 
     def __init__(self, sink: CallSink, tokens: Tokens, *, in_call: bool):
@@ -89,6 +91,7 @@ class TokenCallsBody(ObjectArguments):
         self.state = "header" if in_call else "section"
         self.lexer: ValueLexer | None = None
         self.calls = 0  # calls whose header went out
+        self.used = False  # the call the opener began has been named or dropped: the next needs call_begin
         self.pending = False  # a call whose object closed, not yet ended
         self.repaired = False
         self.invalid = False
@@ -111,20 +114,27 @@ class TokenCallsBody(ObjectArguments):
                 continue
             if state == "header":
                 brace = buf.find("{", pos, pos + HEADER_LIMIT + 1)
-                if brace == -1:
-                    if n - pos > HEADER_LIMIT:
-                        return self._not_a_call(pos)
+                if brace == -1 and n - pos <= HEADER_LIMIT:
                     return MORE, pos
-                name = self.tokens.header(buf[pos:brace])
+                name = self.tokens.header(buf[pos:brace]) if brace != -1 else None
                 if not name:
-                    return self._not_a_call(pos)
-                if self.calls:
-                    self.sink.call_begin()
+                    if not self.tokens.call_end:
+                        return self._not_a_call(pos)
+                    self._begin()
+                    self.sink.call_abort("invalid_json", "a call's header is malformed; the call is dropped")
+                    self.state = "skip"
+                    continue
+                self._begin()
                 self.calls += 1
                 self.sink.call_name(name)
                 self.lexer = ValueLexer(stops=self.sink.openers)
                 self.state = "args"
                 pos = brace
+                continue
+            if state == "skip":
+                pos, status = self._skip(buf, pos)
+                if status == MORE:
+                    return MORE, pos
                 continue
             if buf[pos] in WS:
                 pos += 1
@@ -158,6 +168,25 @@ class TokenCallsBody(ObjectArguments):
         if any(token.startswith(tail) for token in tokens if token) and pos + len(tail) == len(buf):
             return None, "partial"
         return None, None
+
+    def _skip(self, buf: str, pos: int) -> tuple[int, str | None]:
+        """Skip a dropped call's text up to its end token (or the next call's, or the section's end)."""
+        tokens = self.tokens
+        found = [(i, t) for t in (tokens.call_end, tokens.call_begin, tokens.section_end)
+                 if t and (i := buf.find(t, pos)) != -1]
+        if not found:
+            return partial_at_end(buf, pos, self.after), MORE
+        i, token = min(found)
+        self.state = "header" if token == tokens.call_begin else "after"
+        if token == tokens.section_end:  # the token is read again in "after": it ends the block
+            return i, None
+        return i + len(token), None
+
+    def _begin(self) -> None:
+        """Tell the sink a call begins, unless it is the one the opener began."""
+        if self.used:
+            self.sink.call_begin()
+        self.used = True
 
     def _end(self) -> None:
         if self.pending:

@@ -13,6 +13,8 @@ V3 and R1 put a type before the separator and the arguments in a code fence::
 
 Both are read by one reader; a section holds one or more calls. A call
 begun without the section token (``<｜tool▁call▁begin｜>`` alone) is read too.
+The end-of-sentence token is dropped where it arrives as text, and a block
+that is no call goes back to text without its special tokens.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class DeepSeekFormat(TokenFormat):
     name = "deepseek"
     openers = (CALLS_BEGIN, CALL_BEGIN)
     closer = CALLS_END
+    end_tokens = ("<｜end▁of▁sentence｜>",)
+    call_tokens = (CALLS_BEGIN, CALLS_END, CALL_BEGIN, CALL_END, SEP)
     tokens = TOKENS
     rules = (f"Write the tool's exact name, then {SEP}, then the arguments.",
              f"Several calls share one section: repeat {CALL_BEGIN}…{CALL_END} before {CALLS_END}.")

@@ -21,7 +21,9 @@ attribute types the text by the schema alone. An invoke may instead hold one
 JSON object (``{"city": "Paris"}``), streamed verbatim, or close itself
 (``<｜DSML｜invoke name="now"/>``: no arguments). A lone ``arguments`` or
 ``input`` parameter the tool does not have, holding an object of the tool's
-parameters, is unwrapped to that object (noted as a repair).
+parameters, is unwrapped to that object (noted as a repair). The
+end-of-sentence token is dropped where it arrives as text; reasoning is
+``<think>`` … ``</think>``, as the config reads it.
 """
 
 from __future__ import annotations
@@ -316,6 +318,7 @@ class DsmlFormat(TextFormat):
     name = "deepseek_v32"
     section = V32_SECTION
     openers = (V32_SECTION, V4_SECTION, INVOKE)
+    end_tokens = ("<｜end▁of▁sentence｜>",)
 
     def __init__(self) -> None:
         self.openers = (self.section, *(op for op in type(self).openers if op != self.section))

@@ -10,8 +10,12 @@
 GLM 4.7 writes the same without the newlines. Values are raw text, typed by
 the tool's schema (``_coerce``): a string parameter stays the text, any other
 is parsed as JSON or a Python literal. The format shares ``<tool_call>`` with
-format A: its reader reads a JSON body (``{…}``, ``[…]``, ``<function=…>``) as
-format A does, so taught first it replaces ``tool_call`` without losing it.
+format A, and its reader decides by the body: a name starts GLM's syntax,
+anything else (``{…}``, ``[…]``, ``<function=…>``) is read as format A reads
+it. So whenever ``glm`` is requested its reader takes ``<tool_call>``, taught
+or only accepted, without losing format A. The tokens that end GLM's turn
+(``<|observation|>`` after calls, ``<|user|>``, ``<|endoftext|>``) are dropped
+where they arrive as text.
 """
 
 from __future__ import annotations
@@ -73,7 +77,8 @@ class GlmBody:
                 text, self.text = "".join(self.text), []
                 if state == "key":
                     self.key = text.strip()
-                    self.state = "before_value"
+                    # without a value tag the value starts at once: its leading whitespace is its own
+                    self.state = "before_value" if self.VALUE else "value"
                 else:
                     self._pair(text)
                     self.state = "pairs"
@@ -83,7 +88,7 @@ class GlmBody:
                 pos += 1
                 continue
             if state == "start" and not self.NAME_START:
-                if buf[pos] in "{[<":
+                if not (buf[pos].isalpha() or buf[pos] == "_"):  # no name: a format-A body
                     self.inner = JsonCallsBody(self.sink, CLOSER)
                     continue
                 self.state = "name"
@@ -166,6 +171,8 @@ class GlmFormat(TextFormat):
     name = "glm"
     openers = (OPENER,)
     closer = CLOSER
+    reads_also = frozenset({"tool_call"})
+    end_tokens = ("<|observation|>", "<|user|>", "<|endoftext|>")
 
     def render_call(self, name: str, arguments: str) -> str:
         body = render_pairs(arguments, KEY, KEY_END + "\n" + VALUE, VALUE_END)

@@ -20,11 +20,12 @@ to ``<|message|>`` and then decides what the message is:
 * a message addressed ``to=assistant`` (a tool's reply the model imitates) is
   dropped whole.
 
-Headers never reach the content: the reader drops them (``drop_block``), the
-end tokens are the format's reasoning closer and silent tokens. The first
+Headers never reach the content: the reader drops them (``drop_block``);
+``<|end|>`` is the closer of the format's reasoning delimiters, ``<|return|>``
+and ``<|call|>`` are its end tokens, and all three are dropped in text. The first
 message of a reply may put its recipient in the role header the prompt began,
-``␣to=functions.NAME<|channel|>commentary json<|message|>…``: ``to=functions.``
-is read as an opener at the reply's start.
+``␣to=functions.NAME<|channel|>commentary json<|message|>…``: at the reply's
+start such a header is read without an opener (``bare_start``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
+from .._scanning import DONE, MORE, WS, opener_at, partial_at_end
 from ._base import BodyReader, CallSink, TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -190,9 +191,9 @@ class HarmonyFormat(TextFormat):
     name = "harmony"
     openers = (START, CHANNEL)
     closer = ""
-    reasoning_closers = (END,)
-    silent = (RETURN, CALL)
-    start_openers = (TO_FUNCTIONS,)
+    reasoning_delimiters = ("", END)  # the analysis header (the reader) opens reasoning
+    end_tokens = (RETURN, CALL)
+    reads_bare = True
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"{START}assistant{CHANNEL}commentary to=functions.{name} {CONSTRAIN}json{MESSAGE}" \
@@ -221,6 +222,12 @@ class HarmonyFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
+
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+        """The reply's first message with its recipient in the role header the prompt began
+        (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
+        hit = opener_at(buf, pos, (TO_FUNCTIONS,))
+        return HarmonyBody(sink, "") if hit == "opener" else hit
 
 
 class _MarkedHarmony(_MarkedFormat):

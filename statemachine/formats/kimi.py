@@ -6,7 +6,9 @@
 
 The ``functions.`` prefix and the ``:IDX`` suffix are dropped from the name;
 the plural section tokens (``<|tool_calls_section_begin|>``) some checkpoints
-write are read too.
+write are read too. The end-of-turn token (``<|im_end|>``) is dropped where
+it arrives as text, and a block that is no call goes back to text without
+its special tokens.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class KimiFormat(TokenFormat):
     name = "kimi_k2"
     openers = (SECTION_BEGIN, CALL_BEGIN)
     closer = SECTION_END
+    end_tokens = ("<|im_end|>",)
+    call_tokens = (SECTION_BEGIN, SECTION_END, CALL_BEGIN, CALL_END, ARGS_BEGIN)
     tokens = TOKENS
     rules = (f"Each call is {CALL_BEGIN}functions.NAME:INDEX{ARGS_BEGIN}, the arguments, {CALL_END}; "
              "INDEX counts the calls from 0.",

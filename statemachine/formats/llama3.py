@@ -6,8 +6,8 @@
 
 Several calls are separated by ``;``. The same objects without the tag, at the
 start of a message, are read by the bare-JSON rule of every request. The
-end-of-message token the model writes after its calls (``<|eom_id|>``) is the
-format's closer, so the scanner drops it right after a call.
+end-of-message and end-of-turn tokens (``<|eom_id|>`` after calls,
+``<|eot_id|>``) are dropped wherever they arrive as text.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Llama3Format(TextFormat):
 
     name = "llama3"
     openers = (OPENER,)
-    closer = "<|eom_id|>"
+    end_tokens = ("<|eom_id|>", "<|eot_id|>")
 
     def render_call(self, name: str, arguments: str) -> str:
         return f'{OPENER}{{"name": {json.dumps(name, ensure_ascii=False)}, "parameters": {compact_object(arguments)}}}'

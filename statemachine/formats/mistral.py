@@ -8,6 +8,8 @@
 
 Several v11 calls repeat ``[TOOL_CALLS]``; a ``[CALL_ID]id`` between the name
 and ``[ARGS]`` (Magistral) is skipped. The blocks end by syntax alone.
+Magistral's ``[THINK]`` … ``[/THINK]`` is reasoning; a block that is no call
+goes back to text without its special tokens.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class MistralFormat(TokenFormat):
     name = "mistral"
     openers = (OPENER,)
     closer = ""
+    reasoning_delimiters = ("[THINK]", "[/THINK]")
+    call_tokens = (OPENER, "[ARGS]", "[CALL_ID]")
     tokens = TOKENS
     rules = (f"Start every call with {OPENER}, then the tool's exact name, then [ARGS], then the arguments.",)
 

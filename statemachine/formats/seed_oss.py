@@ -9,7 +9,8 @@
     </seed:tool_call>
 
 The block's body is read as ``<tool_call>``'s is, so a JSON call object in
-the tags is read too.
+the tags is read too. ``<seed:think>`` … ``</seed:think>`` is reasoning, and
+``<seed:eos>`` arriving as text is dropped.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class SeedOssFormat(TextFormat):
     name = "seed_oss"
     openers = (OPENER,)
     closer = CLOSER
+    end_tokens = ("<seed:eos>",)
+    reasoning_delimiters = ("<seed:think>", "</seed:think>")
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"{OPENER}\n{FunctionFormat().render_call(name, arguments)}\n{CLOSER}"

@@ -1,8 +1,9 @@
 """Tag aliases around a format-A call object (llama.cpp's Hermes 2 Pro handling; parsing.md 2.2).
 
 ``<function_call>{"name": …, "arguments": {…}}</function_call>``, and the same
-object in ``<tool>``, ``<tools>``, ``<json>``, ``<JSON>``, ``<response>`` or
-``<xml>``. These tags are common in prose and HTML, so the block is a call only
+object in ``<tool>``, ``<tools>``, ``<json>``, ``<JSON>``, ``<response>``,
+``<xml>``, ``<function>`` (a Hermes habit) or ``<tool_calls>`` (Jamba, Apriel:
+usually an array of call objects). These tags are common in prose and HTML, so the block is a call only
 under the bare-JSON rule: its body starts with a call object (or an array of
 them) whose top-level name is an offered tool, with an arguments-like key;
 anything else is released as the text it was.
@@ -15,7 +16,7 @@ import json
 from .. import _jsoncall
 from ._base import BodyReader, CallSink, TextFormat, compact_object
 
-TAGS = ("function_call", "tool", "tools", "json", "JSON", "response", "xml")
+TAGS = ("function_call", "tool", "tools", "json", "JSON", "response", "xml", "function", "tool_calls")
 
 
 class TagAliasFormat(TextFormat):

@@ -2,7 +2,8 @@
 
 One server with ``TOOLWIRE_TOOL_FORMAT=auto``: each client model maps to a
 back-end model of one family, whose own format the prompt teaches, the
-output is parsed in and the transcript renders earlier calls in.
+output is parsed in and the transcript renders earlier calls in; the
+family's end-of-turn tokens and reasoning never reach the answer's content.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "ds-v3.2": ("deepseek-ai/DeepSeek-V3.2", 'Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
                 '<｜DSML｜parameter name="city" string="true">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
                 "</｜DSML｜function_calls>", '<｜DSML｜invoke name="get_weather">'),
+    "gemma-4": ("google/gemma-4-31B-it", '<|channel>thought\nThe weather tool.<channel|>Checking.<|tool_call>'
+                'call:get_weather{city:<|"|>SF<|"|>}<tool_call|>', "<|tool_call>call:get_weather{"),
     "kimi": ("moonshotai/Kimi-K2-Instruct", "Checking.<|tool_calls_section_begin|><|tool_call_begin|>"
              'functions.get_weather:0<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|>'
              "<|tool_calls_section_end|>", "<|tool_calls_section_begin|>"),
@@ -40,7 +43,23 @@ FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "gpt-oss": ("openai/gpt-oss-20b", "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
                 "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary "
                 'to=functions.get_weather <|constrain|>json<|message|>{"city": "SF"}<|call|>', "to=functions."),
+    "llama4": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+               "Checking.<|python_start|>[get_weather(city='SF')]<|python_end|>", "[get_weather("),
+    "olmo": ("allenai/Olmo-3-32B-Think", "Checking.<function_calls>get_weather(city=\"SF\")</function_calls>",
+             "<function_calls>"),
+    "gemma3": ("google/gemma-3-27b-it", 'Checking.```tool_code\nget_weather(city="SF")\n```', "```tool_code"),
+    "fgemma": ("google/functiongemma-270m-it",
+               "Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>",
+               "<start_function_call>"),
+    "functionary": ("meetkai/functionary-small-v3.2", 'all\nChecking.>>>get_weather\n{"city": "SF"}', ">>>get_weather"),
 }
+
+#: A family's answer after the tool result, with its end-of-turn token or reasoning as text: only "Sunny." shows
+#: (the families without either answer "Sunny.").
+ANSWERS = {"ds": "Sunny.<｜end▁of▁sentence｜>", "kimi": "Sunny.<|im_end|>", "glm": "Sunny.<|user|>",
+           "mistral": "[THINK]The tool said so.[/THINK]Sunny.", "llama": "Sunny.<|eot_id|>",
+           "gpt-oss": "<|channel|>analysis<|message|>The tool said so.<|end|><|start|>assistant<|channel|>final"
+                      "<|message|>Sunny.<|return|>"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +77,7 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
                                               upstream: ScriptedUpstream, make_openai_client) -> None:
     _, text, opener = FAMILIES[model]
     client = make_openai_client(families_server)
-    upstream.enqueue(Script(text=text, chunks=7), Script(text="Sunny.", chunks=2))
+    upstream.enqueue(Script(text=text, chunks=7), Script(text=ANSWERS.get(model, "Sunny."), chunks=3))
     with client.chat.completions.stream(model=model, messages=USER, tools=[WEATHER]) as stream:
         list(stream)
         final = stream.get_final_completion()

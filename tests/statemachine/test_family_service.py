@@ -24,6 +24,8 @@ CASES = {
     "deepseek_v4": ('Checking.<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter '
                     'name="city" string="true">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name="get_time"/>'
                     "\n</｜DSML｜tool_calls>", "<｜DSML｜tool_calls>"),
+    "gemma4": ('Checking.<|tool_call>call:get_weather{city:<|"|>SF<|"|>}<tool_call|><|tool_call>call:get_time{}'
+               "<tool_call|><|tool_response>", "<|tool_call>call:"),
     "kimi_k2": ("Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
                 '<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1'
                 "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
@@ -42,6 +44,14 @@ CASES = {
                 "<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
                 '<|constrain|>json<|message|>{"city": "SF"}<|call|><|start|>assistant to=functions.get_time'
                 "<|channel|>commentary json<|message|>{}<|call|>", "to=functions."),
+    "pythonic": ("Checking.<|python_start|>[get_weather(city='SF'), get_time()]<|python_end|>", "[get_weather("),
+    "gemma": ("Checking.```tool_code\n[get_weather(city='SF'), get_time()]\n```", "```tool_code"),
+    "functiongemma": ("Checking.<start_function_call>call:get_weather{city:<escape>SF<escape>}<end_function_call>"
+                      "<start_function_call>call:get_time{}<end_function_call>", "<start_function_call>"),
+    "functionary": ('Checking.<function=get_weather>{"city": "SF"}</function><function=get_time>{}</function>',
+                    "<function=get_weather>"),
+    "functionary_v3_2": ('all\nChecking.>>>get_weather\n{"city": "SF"}\n>>>get_time\n{}', ">>>get_weather"),
+    "olmo3": ("Checking.<function_calls>get_weather(city=\"SF\")\nget_time()</function_calls>", "<function_calls>"),
 }
 
 
@@ -85,15 +95,25 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(("upstream_model", "family"), [
     ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v32"),
-    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek_v4"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
+    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek_v4"), ("google/gemma-4-31B-it", "gemma4"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
     ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
-    ("zai-org/GLM-4.6", "glm"), ("openai/gpt-oss-20b", "harmony"), ("gpt-oss:120b", "harmony")])
+    ("zai-org/GLM-4.6", "glm"), ("openai/gpt-oss-20b", "harmony"), ("gpt-oss:120b", "harmony"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
+    ("allenai/Olmo-3-7B-Instruct", "olmo3"), ("google/gemma-3-27b-it", "gemma"),
+    ("google/functiongemma-270m-it", "functiongemma"), ("meetkai/functionary-medium-v3.1", "functionary"),
+    ("meetkai/functionary-small-v3.2", "functionary_v3_2")])
 def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, family, monkeypatch, tmp_path):
     text, opener = CASES[family]
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
                                  model_map={"m": upstream_model})
     assert _answer(client) == TWO_CALLS
     assert opener in upstream.prompts[0]
+
+
+def test_a_bare_pythonic_list_at_the_start_is_read(monkeypatch, tmp_path):
+    client, _, runs = _serve(monkeypatch, tmp_path, "[get_weather(city='SF'), get_time()]", tool_format="pythonic")
+    for label, _ in runs:
+        assert _answer(client) == (None, TWO_CALLS[1], "tool_calls"), label
 
 
 def test_auto_falls_back_to_tool_call(monkeypatch, tmp_path):
@@ -141,3 +161,13 @@ def test_harmony_without_tools_shows_only_the_final_channel(monkeypatch, tmp_pat
     for label, _ in runs:
         response = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert response.get_json()["choices"][0]["message"]["content"] == "Hello!", label
+
+
+@pytest.mark.parametrize(("family", "text"), [
+    ("llama3", "Sunny.<|eot_id|>"), ("deepseek", "Sunny.<｜end▁of▁sentence｜>"), ("kimi_k2", "Sunny.<|im_end|>"),
+    ("glm", "Sunny.<|user|>"), ("seed_oss", "<seed:think>The tool said so.</seed:think>Sunny.<seed:eos>"),
+    ("mistral", "[THINK]The tool said so.[/THINK]Sunny.")])
+def test_end_of_turn_tokens_and_reasoning_stay_out_of_the_content(family, text, monkeypatch, tmp_path):
+    client, _, runs = _serve(monkeypatch, tmp_path, text, random_splits=2, tool_format=family)
+    for label, _ in runs:
+        assert _answer(client) == ("Sunny.", [], "stop"), label

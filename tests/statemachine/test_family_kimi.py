@@ -1,10 +1,8 @@
-"""Kimi K2 and Mistral tool-call formats through the core, under every chunking.
+"""Kimi K2 tool-call tokens through the core, under every chunking.
 
-Kimi cases mined from vLLM ``tests/tool_parsers/test_kimi_k2_tool_parser.py``
+Cases mined from vLLM ``tests/tool_parsers/test_kimi_k2_tool_parser.py``
 (commit 42fa4c096d406754b7e5c6d93835fe390487c8af): texts theirs, structure
-ours. The Mistral cases are ours, one per form vLLM's
-``tests/tool_parsers/test_mistral_tool_parser.py`` (commit
-ff583b3c92c19db2692a77174b104068526b6e07) covers.
+ours. Mistral's cases are in ``test_family_mistral.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ OBJ = {"type": "object"}
 NAMES = ("get_weather", "get_news", "send_email", "test", "test2", "process_html", "process_data", "add")
 TOOLS = ParserConfig.for_tools([ToolSpec(n, "", OBJ) for n in NAMES])
 KIMI = replace(TOOLS, formats=("kimi_k2", "tool_call"))
-MISTRAL = replace(TOOLS, formats=("mistral", "tool_call"))
 SB, SE, CB, CE, AB = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                       "<|tool_call_end|>", "<|tool_call_argument_begin|>")
 
@@ -72,46 +69,3 @@ def test_kimi_newlines_in_json():
 
 def test_kimi_rendered_call_round_trips():
     tr(KIMI, get_format("kimi_k2").render_call("add", '{"a": 1}'), [Call("add", '{"a": 1}')], finish="tool_calls")
-
-
-# Mistral ----------------------------------------------------------------------
-
-def test_mistral_v03_array():
-    text = '[TOOL_CALLS] [{"name": "add", "arguments": {"a": 3.5, "b": 4}}]'
-    tr(MISTRAL, text, [Call("add", {"a": 3.5, "b": 4})], finish="tool_calls")
-
-
-def test_mistral_v11_args_token():
-    text = 'Sure.[TOOL_CALLS]add[ARGS]{"a": 3.5, "b": 4}'
-    tr(MISTRAL, text, ["Sure.", Call("add", '{"a": 3.5, "b": 4}')], finish="tool_calls", notes=[])
-
-
-def test_mistral_v11_two_calls():
-    text = '[TOOL_CALLS]add[ARGS]{"a": 1}[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}'
-    tr(MISTRAL, text, [Call("add", {"a": 1}), Call("get_weather", {"city": "SF"})], finish="tool_calls")
-
-
-def test_mistral_name_then_object_without_args_token():
-    text = '[TOOL_CALLS]get_weather{"city": "San Francisco"}'
-    tr(MISTRAL, text, [Call("get_weather", {"city": "San Francisco"})], finish="tool_calls")
-
-
-def test_mistral_call_id_is_skipped():
-    text = '[TOOL_CALLS]add[CALL_ID]abc123XYZ[ARGS]{"a": 1}'
-    tr(MISTRAL, text, [Call("add", {"a": 1})], finish="tool_calls")
-
-
-def test_mistral_text_after_the_call():
-    text = '[TOOL_CALLS]add[ARGS]{"a": 1} done'
-    tr(MISTRAL, text, [Call("add", {"a": 1}), " done"], finish="tool_calls")
-
-
-def test_mistral_prose_brackets_stay_text():
-    text = "a [TOOL] list [x] and [TOOL_CALLS] for nothing"
-    tr(MISTRAL, text, [text], notes=[])
-
-
-def test_mistral_rendered_call_round_trips():
-    rendered = get_format("mistral").render_call("add", '{"a": 1}')
-    assert rendered == '[TOOL_CALLS]add[ARGS]{"a": 1}'
-    tr(MISTRAL, rendered, [Call("add", '{"a": 1}')], finish="tool_calls")

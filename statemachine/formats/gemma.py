@@ -1,0 +1,289 @@
+"""Gemma: Gemma 3's pythonic calls in a ```` ```tool_code ```` fence, and FunctionGemma's ``call:NAME{…}`` blocks.
+
+::
+
+    ```tool_code
+    get_weather(city="SF")
+    ```
+
+    <start_function_call>call:get_weather{city:<escape>SF<escape>,days:3}<end_function_call>
+
+FunctionGemma's arguments are an object with bare keys; a string value sits
+between two ``<escape>`` tokens (its text is verbatim: no JSON escapes), other
+values are JSON numbers, ``true``/``false``/``null``, lists ``[…]`` and
+objects ``{…}`` of the same syntax. Commas between pairs may be missing. Each
+pair goes out as ``"key": value`` once its value is complete; a top-level
+string is typed by the tool's schema (``<escape>42<escape>`` for an integer
+parameter is ``42``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .._coerce import coerce_value
+from .._scanning import DONE, MORE, WS, partial_at_end
+from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from .pythonic import PythonicBody, python_call
+
+_HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
+_HEADER_LIMIT = 256
+_KEY_LIMIT = 256
+_SCALAR_END = re.compile(r"[,}\]]")
+_MAX_DEPTH = 64
+
+
+class Gemma3Format(TextFormat):
+    """Gemma 3: pythonic calls in a ```` ```tool_code ```` fence (read by :class:`~.pythonic.PythonicBody`)."""
+
+    name = "gemma"
+    openers = ("```tool_code",)
+    closer = ""  # the fence's closing ``` is read by the body: as a sentinel it would be every fence's
+
+    def render_call(self, name: str, arguments: str) -> str:
+        return f"```tool_code\n{python_call(name, arguments)}\n```"
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        return call_instructions(self.render_call(example_name, example_arguments), (
+            "Write each call as a Python function call, one per line, in a ```tool_code fence.",
+            "Arguments are keyword arguments with the tool's exact parameter names; values are Python literals."))
+
+    def marked_openers(self, marker: str) -> dict[str, str]:
+        return {f'```tool_code marker="{marker}"': self.openers[0]}
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return PythonicBody(sink, "```")
+
+
+class GemmaCallBody:
+    """One ``call:NAME{…}`` block, from just after its opener to its closer; strings between ``delim`` tokens."""
+
+    def __init__(self, sink: CallSink, delim: str, closer: str):
+        self.sink = sink
+        self.delim = delim
+        self.closer = closer
+        self.state = "header"
+        self.pairs = 0
+        self.key = ""
+        self.value: list[str] = []
+        self.depth = 0  # brackets open in the current value
+        self.in_string = False
+        self.props: dict[str, Any] = {}
+
+    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+        n = len(buf)
+        while pos < n:
+            state = self.state
+            if state == "header":
+                brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
+                if brace == -1:
+                    return (self._not_a_call(pos) if n - pos > _HEADER_LIMIT else (MORE, pos))
+                m = _HEADER.fullmatch(buf, pos, brace)
+                if m is None:
+                    return self._not_a_call(pos)
+                self.sink.call_name(m.group(1))
+                schema = self.sink.schema_for(self.sink.current_name()) or {}
+                self.props = schema.get("properties") or {}
+                self.sink.call_args("{")
+                self.state = "pairs"
+                pos = brace + 1
+                continue
+            if state == "value":
+                pos, done = self._value_text(buf, pos)
+                if done is None:
+                    return MORE, pos
+                self._pair()
+                self.state = "pairs"
+                continue
+            if state == "key":
+                colon = buf.find(":", pos, pos + _KEY_LIMIT)
+                if colon == -1:
+                    return (self._broken(pos) if n - pos > _KEY_LIMIT else (MORE, pos))
+                self.key = buf[pos:colon].strip().strip("\"'")
+                if not self.key or any(c in self.key for c in "{}<>,"):
+                    return self._broken(pos)
+                self.state = "value"
+                self.value, self.depth, self.in_string = [], 0, False
+                pos = colon + 1
+                continue
+            ch = buf[pos]
+            if ch in WS or (state == "pairs" and ch == ","):
+                pos += 1
+                continue
+            if state == "pairs":
+                if ch == "}":
+                    self.sink.call_args("}")
+                    self.state = "after"
+                    pos += 1
+                else:
+                    self.state = "key"
+                continue
+            # after the object: its closer ends the call; anything else ends the block without it
+            if buf.startswith(self.closer, pos):
+                self.sink.call_end()
+                return DONE, pos + len(self.closer)
+            if self.closer.startswith(buf[pos:]):
+                return MORE, pos
+            self.sink.call_end()
+            return DONE, pos
+        return MORE, n
+
+    def _value_text(self, buf: str, pos: int) -> tuple[int, bool | None]:
+        """Read the current value's text on from ``pos``: ``(position, True)`` at its end, ``(keep, None)`` if open."""
+        delim, n = self.delim, len(buf)
+        while pos < n:
+            if self.in_string:
+                end = buf.find(delim, pos)
+                if end == -1:
+                    keep = partial_at_end(buf, pos, (delim,))
+                    self.value.append(buf[pos:keep])
+                    return keep, None
+                self.value.append(buf[pos:end + len(delim)])
+                pos = end + len(delim)
+                self.in_string = False
+                if not self.depth:
+                    return pos, True
+                continue
+            if buf.startswith(delim, pos):
+                self.in_string = True
+                self.value.append(delim)
+                pos += len(delim)
+                continue
+            if delim.startswith(buf[pos:]):
+                return pos, None
+            ch = buf[pos]
+            if ch in "{[":
+                self.depth += 1
+            elif ch in "}]" or (ch == "," and not self.depth):
+                if not self.depth:  # a bare scalar ends here (the ',' or '}' is the object's)
+                    return pos, True
+                self.depth -= 1
+                if not self.depth:
+                    self.value.append(ch)
+                    return pos + 1, True
+            elif ch == "<" and not self.depth:  # the closer with the object's '}' missing
+                return pos, True
+            self.value.append(ch)
+            pos += 1
+        return pos, None
+
+    def _pair(self) -> None:
+        text = "".join(self.value).strip()
+        try:
+            value, end = _gemma_value(text, 0, self.delim, 0)
+            if end != len(text):
+                raise ValueError("text after the value")
+        except ValueError:
+            self.sink.call_invalid()
+            value = text
+        if isinstance(value, str) and text.startswith(self.delim):  # a top-level string: typed by the schema
+            value = coerce_value(value, self.props.get(self.key))
+        self.sink.call_args(("" if not self.pairs else ", ") + json.dumps(self.key, ensure_ascii=False) + ": "
+                            + json.dumps(value, ensure_ascii=False))
+        self.pairs += 1
+
+    def _broken(self, pos: int) -> tuple[str, int]:
+        self.sink.call_abort("invalid_json", "the call's arguments are not key:value pairs")
+        return DONE, pos
+
+    def _not_a_call(self, pos: int) -> tuple[str, int]:
+        self.sink.call_abort("not_a_call", "the block does not start a call")
+        return DONE, pos
+
+    def at_eof(self) -> None:
+        if self.state == "header":
+            self.sink.call_abort("not_a_call", "the block ended before a call started")
+        elif self.state == "after":
+            self.sink.call_unclosed()
+        else:
+            self.sink.call_incomplete()
+
+
+def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]:
+    """One complete value of the Gemma call syntax at ``text[pos]`` and the position after it."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    pos = _skip(text, pos)
+    if text.startswith(delim, pos):
+        end = text.find(delim, pos + len(delim))
+        if end == -1:
+            raise ValueError("a string is not closed")
+        return text[pos + len(delim):end], end + len(delim)
+    if text.startswith("{", pos) or text.startswith("[", pos):
+        closing = "}" if text[pos] == "{" else "]"
+        items: list[Any] = []
+        pairs: dict[str, Any] = {}
+        pos = _skip(text, pos + 1)
+        while not text.startswith(closing, pos):
+            if pos >= len(text):
+                raise ValueError("a bracket is not closed")
+            if closing == "}":
+                colon = text.find(":", pos)
+                if colon == -1:
+                    raise ValueError("a key without ':'")
+                key = text[pos:colon].strip().strip("\"'")
+                pairs[key], pos = _gemma_value(text, colon + 1, delim, depth + 1)
+            else:
+                item, pos = _gemma_value(text, pos, delim, depth + 1)
+                items.append(item)
+            pos = _skip(text, pos)
+            if text.startswith(",", pos):
+                pos = _skip(text, pos + 1)
+        return (pairs if closing == "}" else items), pos + 1
+    m = _SCALAR_END.search(text, pos)
+    end = len(text) if m is None else m.start()
+    word = text[pos:end].strip()
+    if not word:
+        raise ValueError("a value is missing")
+    try:
+        return json.loads(word), end
+    except ValueError:
+        return word, end  # a bare word: the string it spells
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in WS:
+        pos += 1
+    return pos
+
+
+def gemma_object(arguments: str, delim: str) -> str:
+    """JSON arguments in the Gemma call syntax: bare keys, strings between ``delim`` tokens."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        value = {}
+
+    def write(v: Any) -> str:
+        if isinstance(v, str):
+            return f"{delim}{v}{delim}"
+        if isinstance(v, dict):
+            return "{" + ",".join(f"{k}:{write(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(map(write, v)) + "]"
+        return json.dumps(v)
+
+    return write(value if isinstance(value, dict) else {})
+
+
+class FunctionGemmaFormat(TextFormat):
+    """FunctionGemma: ``<start_function_call>call:NAME{key:<escape>value<escape>}<end_function_call>``."""
+
+    name = "functiongemma"
+    openers = ("<start_function_call>",)
+    closer = "<end_function_call>"
+    delim = "<escape>"
+
+    def render_call(self, name: str, arguments: str) -> str:
+        return f"{self.openers[0]}call:{name}{gemma_object(arguments, self.delim)}{self.closer}"
+
+    def instructions(self, example_name: str, example_arguments: str) -> str:
+        return call_instructions(self.render_call(example_name, example_arguments), (
+            f"Write each call as {self.openers[0]}call:NAME{{…}}{self.closer} with the tool's exact name.",
+            f"Inside the braces write key:value pairs separated by commas, with the tool's exact parameter names; "
+            f"put every string between two {self.delim} tokens; numbers, true, false, lists and objects as they are."))
+
+    def new_body(self, opener: str, sink: CallSink) -> BodyReader:
+        return GemmaCallBody(sink, self.delim, self.closer)
