@@ -100,3 +100,8 @@ def test_marker_mode_reads_only_marked_sections():
 def test_prose_after_an_unclosed_section_is_text():
     tr(config("deepseek_v4"), TC + invoke("fn", param("k", "v")) + "\nDone.", [Call("fn", {"k": "v"}), "Done."],
        finish="tool_calls")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_end_of_sentence_token_is_dropped(fmt):
+    tr(config(fmt), "Hi.<｜end▁of▁sentence｜>", ["Hi."], notes=[])
