@@ -42,7 +42,7 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
 #: the model family's own format; no fragment found: ``tool_call``.
 FAMILY_FORMATS = (
-    ("deepseek", "deepseek"),
+    ("deepseek-v3.2", "deepseek_v32"), ("deepseek-v4", "deepseek_v4"), ("deepseek", "deepseek"),
     ("kimi", "kimi_k2"),
     ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
     ("qwen3-coder", "function"),
@@ -51,6 +51,7 @@ FAMILY_FORMATS = (
     ("gpt-oss", "harmony"), ("gpt_oss", "harmony"),
     ("llama-4", "pythonic"), ("llama4", "pythonic"), ("granite-3.3", "pythonic"), ("granite-4.0-h-small", "pythonic"),
     ("olmo-3", "olmo3"), ("olmo3", "olmo3"), ("functiongemma", "functiongemma"), ("gemma-3", "gemma"),
+    ("gemma-4", "gemma4"), ("gemma4", "gemma4"),
     ("functionary-small-v3.1", "functionary"), ("functionary-medium-v3.1", "functionary"),
     ("functionary", "functionary_v3_2"),
 )

@@ -8,7 +8,8 @@ Built in: ``tool_call`` (format A, :mod:`.tool_call`), ``use_tool`` (format B,
 (:mod:`.deepseek`), ``mistral`` (:mod:`.mistral`), ``kimi_k2`` (:mod:`.kimi`), ``llama3`` (:mod:`.llama3`), ``glm`` (:mod:`.glm`), ``seed_oss``
 (:mod:`.seed_oss`), ``minimax`` (:mod:`.minimax`), ``harmony`` (gpt-oss, :mod:`.harmony`), ``pythonic``
 and ``olmo3`` (:mod:`.pythonic`), ``gemma`` and ``functiongemma`` (:mod:`.gemma`), ``functionary`` and
-``functionary_v3_2`` (:mod:`.functionary`). A host adds a
+``functionary_v3_2`` (:mod:`.functionary`), ``gemma4`` (:mod:`.gemma4`), ``deepseek_v32`` and
+``deepseek_v4`` (DSML, :mod:`.dsml`). A host adds a
 format by subclassing :class:`TextFormat` and calling :func:`register_format`;
 a ``ParserConfig`` then names it in ``formats``. A format whose blocks hold
 JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
@@ -20,9 +21,11 @@ from .._jsoncall import JsonCallsBody as JsonCallsReader
 from ._base import BodyReader, CallSink, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
+from .dsml import DsmlFormat, DsmlV4Format
 from .function import FunctionFormat
 from .functionary import FunctionaryFormat, FunctionaryV32Format
 from .gemma import FunctionGemmaFormat, Gemma3Format
+from .gemma4 import Gemma4Format
 from .glm import GlmFormat
 from .harmony import HarmonyFormat
 from .kimi import KimiFormat
@@ -80,5 +83,6 @@ def registered_formats() -> tuple[str, ...]:
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),
              GlmFormat(), SeedOssFormat(), MiniMaxFormat(), HarmonyFormat(), PythonicFormat(), Olmo3Format(),
-             Gemma3Format(), FunctionGemmaFormat(), FunctionaryFormat(), FunctionaryV32Format()):
+             Gemma3Format(), FunctionGemmaFormat(), FunctionaryFormat(), FunctionaryV32Format(),
+             Gemma4Format(), DsmlFormat(), DsmlV4Format()):
     register_format(_fmt)

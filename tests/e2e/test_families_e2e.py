@@ -25,6 +25,11 @@ USER = [{"role": "user", "content": "What's the weather in SF?"}]
 FAMILIES = {  # client model: (back-end model, model text, the family's opener)
     "ds": ("deepseek-ai/DeepSeek-V3.1", "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
            '{"city": "SF"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>', "<｜tool▁calls▁begin｜>"),
+    "ds-v3.2": ("deepseek-ai/DeepSeek-V3.2", 'Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                '<｜DSML｜parameter name="city" string="true">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                "</｜DSML｜function_calls>", '<｜DSML｜invoke name="get_weather">'),
+    "gemma-4": ("google/gemma-4-31B-it", '<|channel>thought\nThe weather tool.<channel|>Checking.<|tool_call>'
+                'call:get_weather{city:<|"|>SF<|"|>}<tool_call|>', "<|tool_call>call:get_weather{"),
     "kimi": ("moonshotai/Kimi-K2-Instruct", "Checking.<|tool_calls_section_begin|><|tool_call_begin|>"
              'functions.get_weather:0<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|>'
              "<|tool_calls_section_end|>", "<|tool_calls_section_begin|>"),

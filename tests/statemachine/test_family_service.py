@@ -18,6 +18,14 @@ CASES = {
     "deepseek": ("Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
                  '{"city": "SF"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}'
                  "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<｜tool▁calls▁begin｜>"),
+    "deepseek_v32": ('Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter '
+                     'name="city" string="true">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name="get_time">'
+                     "\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "<｜DSML｜function_calls>"),
+    "deepseek_v4": ('Checking.<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter '
+                    'name="city" string="true">SF</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name="get_time"/>'
+                    "\n</｜DSML｜tool_calls>", "<｜DSML｜tool_calls>"),
+    "gemma4": ('Checking.<|tool_call>call:get_weather{city:<|"|>SF<|"|>}<tool_call|><|tool_call>call:get_time{}'
+               "<tool_call|><|tool_response>", "<|tool_call>call:"),
     "kimi_k2": ("Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
                 '<|tool_call_argument_begin|>{"city": "SF"}<|tool_call_end|><|tool_call_begin|>functions.get_time:1'
                 "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
@@ -86,7 +94,8 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize(("upstream_model", "family"), [
-    ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek"), ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v32"),
+    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek_v4"), ("google/gemma-4-31B-it", "gemma4"), ("moonshotai/Kimi-K2-Instruct", "kimi_k2"),
     ("mistralai/Magistral-Small-2509", "mistral"), ("meta-llama/Llama-3.3-70B-Instruct", "llama3"),
     ("zai-org/GLM-4.6", "glm"), ("openai/gpt-oss-20b", "harmony"), ("gpt-oss:120b", "harmony"),
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
