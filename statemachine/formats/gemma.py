@@ -11,10 +11,17 @@
 FunctionGemma's arguments are an object with bare keys; a string value sits
 between two ``<escape>`` tokens (its text is verbatim: no JSON escapes), other
 values are JSON numbers, ``true``/``false``/``null``, lists ``[…]`` and
-objects ``{…}`` of the same syntax. Commas between pairs may be missing. Each
-pair goes out as ``"key": value`` once its value is complete; a top-level
-string is typed by the tool's schema (``<escape>42<escape>`` for an integer
-parameter is ``42``).
+objects ``{…}`` of the same syntax. Commas between pairs may be missing. A
+value (or key) that starts with ``"`` is one JSON string, escapes and all, so
+its commas and colons are text; a key between two ``<escape>`` tokens loses
+them. Each pair goes out as ``"key": value`` once its value is complete; a
+top-level string is typed by the tool's schema (``<escape>42<escape>`` for an
+integer parameter is ``42``).
+
+The closer is a special token, never string text: a top-level string still
+open there ends before it (a ``}`` right before it is the object's) and the
+call is repaired (a ``repaired`` note); a nested one leaves the call invalid.
+A malformed call is dropped up to its closer.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import re
 from typing import Any
 
 from .._coerce import coerce_value
-from .._scanning import DONE, MORE, WS, partial_at_end
+from .._scanning import DONE, MORE, WS, partial_at_end, skip_to
 from ._base import BodyReader, CallSink, TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
@@ -32,6 +39,9 @@ _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
 _HEADER_LIMIT = 256
 _KEY_LIMIT = 256
 _SCALAR_END = re.compile(r"[,}\]]")
+_BARE_KEY = re.compile(r"[^:{}\[\]<>,\"]*")
+_JSON_STOP = re.compile(r'["\\]')
+_JSON = json.JSONDecoder(strict=False)  # a raw newline in a quoted value is the newline it looks like
 _MAX_DEPTH = 64
 
 
@@ -70,8 +80,13 @@ class GemmaCallBody:
         self.key = ""
         self.value: list[str] = []
         self.depth = 0  # brackets open in the current value
-        self.in_string = False
+        self.quote: str | None = None  # the open string's end quote: ``delim`` or '"'
+        self.escaped = False  # the open JSON string's last character was a backslash
+        self.at_start = True  # a value may start here (a '"' opens a JSON string)
         self.props: dict[str, Any] = {}
+        # where an open string stops: its end quote, a backslash in a JSON string, or the call's closer
+        self.stops = {delim: re.compile(f"{re.escape(delim)}|{re.escape(closer)}"),
+                      '"': re.compile(f"{_JSON_STOP.pattern}|{re.escape(closer)}")}
 
     def feed(self, buf: str, pos: int) -> tuple[str, int]:
         n = len(buf)
@@ -91,23 +106,27 @@ class GemmaCallBody:
                 self.state = "pairs"
                 pos = brace + 1
                 continue
+            if state == "skip":
+                return self._skip(buf, pos)
             if state == "value":
                 pos, done = self._value_text(buf, pos)
                 if done is None:
                     return MORE, pos
+                if not done:
+                    return self._cut(pos)
                 self._pair()
                 self.state = "pairs"
                 continue
             if state == "key":
-                colon = buf.find(":", pos, pos + _KEY_LIMIT)
-                if colon == -1:
-                    return (self._broken(pos) if n - pos > _KEY_LIMIT else (MORE, pos))
-                self.key = buf[pos:colon].strip().strip("\"'")
-                if not self.key or any(c in self.key for c in "{}<>,"):
-                    return self._broken(pos)
+                try:
+                    found = _key(buf, pos, self.delim)
+                except ValueError:
+                    return self._broken(buf, pos)
+                if found is None:
+                    return (self._broken(buf, pos) if n - pos > _KEY_LIMIT else (MORE, pos))
+                self.key, pos = found
                 self.state = "value"
-                self.value, self.depth, self.in_string = [], 0, False
-                pos = colon + 1
+                self.value, self.depth, self.at_start = [], 0, True
                 continue
             ch = buf[pos]
             if ch in WS or (state == "pairs" and ch == ","):
@@ -132,25 +151,22 @@ class GemmaCallBody:
         return MORE, n
 
     def _value_text(self, buf: str, pos: int) -> tuple[int, bool | None]:
-        """Read the current value's text on from ``pos``: ``(position, True)`` at its end, ``(keep, None)`` if open."""
+        """Read the current value's text on from ``pos``: ``(position, True)`` at its end, ``(keep, None)`` if open,
+        ``(position, False)`` where the call's closer cuts a string left open."""
         delim, n = self.delim, len(buf)
         while pos < n:
-            if self.in_string:
-                end = buf.find(delim, pos)
-                if end == -1:
-                    keep = partial_at_end(buf, pos, (delim,))
-                    self.value.append(buf[pos:keep])
-                    return keep, None
-                self.value.append(buf[pos:end + len(delim)])
-                pos = end + len(delim)
-                self.in_string = False
+            if self.quote is not None:
+                pos, ended = self._string_text(buf, pos)
+                if not ended:
+                    return pos, ended
+                self.at_start = False
                 if not self.depth:
                     return pos, True
                 continue
-            if buf.startswith(delim, pos):
-                self.in_string = True
-                self.value.append(delim)
-                pos += len(delim)
+            if buf.startswith(delim, pos) or (self.at_start and buf[pos] == '"'):
+                self.quote = delim if buf[pos] != '"' else '"'
+                self.value.append(self.quote)
+                pos += len(self.quote)
                 continue
             if delim.startswith(buf[pos:]):
                 return pos, None
@@ -166,9 +182,54 @@ class GemmaCallBody:
                     return pos + 1, True
             elif ch == "<" and not self.depth:  # the closer with the object's '}' missing
                 return pos, True
+            if ch not in WS:
+                self.at_start = ch in "{[,:"
             self.value.append(ch)
             pos += 1
         return pos, None
+
+    def _string_text(self, buf: str, pos: int) -> tuple[int, bool | None]:
+        """Read the open string on from ``pos``: ``(position, True)`` after its end quote, ``(keep, None)`` if it
+        is still open, ``(position, False)`` at the call's closer (the string was left open)."""
+        n = len(buf)
+        while pos < n:
+            if self.escaped:
+                self.value.append(buf[pos])
+                self.escaped = False
+                pos += 1
+                continue
+            m = self.stops[self.quote].search(buf, pos)
+            if m is None:
+                keep = partial_at_end(buf, pos, (self.quote, self.closer))
+                self.value.append(buf[pos:keep])
+                return keep, None
+            if m.group() == self.closer:
+                self.value.append(buf[pos:m.start()])
+                return m.start(), False
+            self.value.append(buf[pos:m.end()])
+            pos = m.end()
+            if m.group() == "\\":
+                self.escaped = True
+                continue
+            self.quote = None
+            return pos, True
+        return pos, None
+
+    def _cut(self, pos: int) -> tuple[str, int]:
+        """The closer at ``pos`` cut a string left open. The closer is a special token, never string text: a
+        top-level string ends before it (a ``}`` there is the object's) and the call is repaired; a nested one
+        leaves the call invalid, as where the string ends inside its brackets is not known."""
+        if self.depth:
+            self.sink.call_invalid()
+            return DONE, pos + len(self.closer)
+        text = "".join(self.value)
+        body = text.rstrip()
+        self.value = [body[:-1] if body.endswith("}") else text, self.quote]
+        self.sink.note("repaired", "a string left open before the call's closer was closed there")
+        self._pair()
+        self.sink.call_args("}")
+        self.sink.call_end()
+        return DONE, pos + len(self.closer)
 
     def _pair(self) -> None:
         text = "".join(self.value).strip()
@@ -185,15 +246,23 @@ class GemmaCallBody:
                             + json.dumps(value, ensure_ascii=False))
         self.pairs += 1
 
-    def _broken(self, pos: int) -> tuple[str, int]:
+    def _broken(self, buf: str, pos: int) -> tuple[str, int]:
+        """The arguments are malformed: the call is dropped, and so is its text up to the closer."""
         self.sink.call_abort("invalid_json", "the call's arguments are not key:value pairs")
-        return DONE, pos
+        self.state = "skip"
+        return self._skip(buf, pos)
+
+    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+        hit, end = skip_to(buf, pos, self.closer, self.sink.openers)
+        return (MORE, end) if hit is None else (DONE, end)
 
     def _not_a_call(self, pos: int) -> tuple[str, int]:
         self.sink.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos
 
     def at_eof(self) -> None:
+        if self.state == "skip":
+            return
         if self.state == "header":
             self.sink.call_abort("not_a_call", "the block ended before a call started")
         elif self.state == "after":
@@ -207,11 +276,11 @@ def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]
     if depth > _MAX_DEPTH:
         raise ValueError("nested too deeply")
     pos = _skip(text, pos)
-    if text.startswith(delim, pos):
-        end = text.find(delim, pos + len(delim))
-        if end == -1:
+    if text.startswith(delim, pos) or text.startswith('"', pos):
+        found = _string(text, pos, delim)
+        if found is None:
             raise ValueError("a string is not closed")
-        return text[pos + len(delim):end], end + len(delim)
+        return found
     if text.startswith("{", pos) or text.startswith("[", pos):
         closing = "}" if text[pos] == "{" else "]"
         items: list[Any] = []
@@ -221,11 +290,11 @@ def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]
             if pos >= len(text):
                 raise ValueError("a bracket is not closed")
             if closing == "}":
-                colon = text.find(":", pos)
-                if colon == -1:
+                found = _key(text, pos, delim)
+                if found is None:
                     raise ValueError("a key without ':'")
-                key = text[pos:colon].strip().strip("\"'")
-                pairs[key], pos = _gemma_value(text, colon + 1, delim, depth + 1)
+                key, pos = found
+                pairs[key], pos = _gemma_value(text, pos, delim, depth + 1)
             else:
                 item, pos = _gemma_value(text, pos, delim, depth + 1)
                 items.append(item)
@@ -242,6 +311,42 @@ def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]
         return json.loads(word), end
     except ValueError:
         return word, end  # a bare word: the string it spells
+
+
+def _string(text: str, pos: int, delim: str) -> tuple[str, int] | None:
+    """The string at ``text[pos]``, verbatim between two ``delim`` tokens or a JSON string, and the position after
+    it; ``None`` if ``text`` ends first, ``ValueError`` for a JSON string that is not valid JSON."""
+    if text.startswith('"', pos):
+        i = pos + 1
+        while (m := _JSON_STOP.search(text, i)) is not None:
+            if m.group() == '"':
+                return _JSON.raw_decode(text, pos)
+            i = m.end() + 1  # past the escaped character
+        return None
+    end = text.find(delim, pos + len(delim))
+    return None if end == -1 else (text[pos + len(delim):end], end + len(delim))
+
+
+def _key(text: str, pos: int, delim: str) -> tuple[str, int] | None:
+    """The key at ``text[pos]`` (bare, a JSON string or between ``delim`` tokens) and the position after its
+    ``:``; ``None`` if ``text`` ends first, ``ValueError`` if it is no key."""
+    pos = _skip(text, pos)
+    quoted = text.startswith('"', pos) or text.startswith(delim, pos)
+    if quoted or delim.startswith(text[pos:pos + len(delim)]):  # a quoted key, or the text ends first
+        found = _string(text, pos, delim) if quoted else None
+        if found is None:
+            return None
+        key, pos = found[0], _skip(text, found[1])
+    else:
+        m = _BARE_KEY.match(text, pos)
+        key, pos = m.group().strip().strip("'"), m.end()
+        if not key and pos < len(text):
+            raise ValueError("a key is missing")
+    if pos >= len(text):
+        return None
+    if text[pos] != ":":
+        raise ValueError("a key without ':'")
+    return key, pos + 1
 
 
 def _skip(text: str, pos: int) -> int:
