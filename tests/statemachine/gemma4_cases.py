@@ -9,15 +9,18 @@ peers' parsers ran without tools.
 Sources (repository, file, commit):
 
 * ``ollama``: ollama/ollama ``model/parsers/gemma4_test.go`` @ fb30760996871fa9460115c753afd2c60d4ab0f7
-  (``TestGemma4Parser``, the ``Ignores…`` and ``ParseGemma4ToolCall`` tests; its repair helpers' unit tests
-  and the schema-gated repairs of issue 15315 are not transcribed: toolwire does not guess where a string
-  without delimiters ends).
+  (``TestGemma4Parser``, the ``Ignores…`` and ``ParseGemma4ToolCall`` tests, ``TestGemma4ArgsToJSON``'s
+  arguments wrapped in a call; its repair helpers' unit tests and the schema-gated raw-string and
+  single-quote repairs of issue 15315 are not transcribed: toolwire does not guess where a string without
+  delimiters ends).
 * ``vllm``: vllm-project/vllm ``tests/tool_parsers/test_gemma4_tool_parser.py``
   @ 027004de3715411197be51ced325705abcf740a7 (``TestExtractToolCalls``, ``TestStreamingExtraction``; its
-  chunkings are among the harness's).
+  chunkings are among the harness's; and ``TestParseGemma4Args``' delimited keys, wrapped in a call).
 """
 
 from __future__ import annotations
+
+import json
 
 from harness import Call, Open, Reasoning
 
@@ -26,7 +29,8 @@ B, E = "<|tool_call>", "<tool_call|>"
 CALLS = {"finish": "tool_calls"}
 NAMES = ("get_weather", "set_temp", "toggle", "set_optional", "process", "bash", "search", "exec", "plan", "edit",
          "open_file", "foo", "get_current_temperature", "get_time", "complex_function", "set_status", "get-weather",
-         "weather.get", "get_status", "todowrite", "write_file", "Edit", "set_config", "set", "example")
+         "weather.get", "get_status", "todowrite", "write_file", "Edit", "set_config", "set", "example",
+         "args")
 
 
 def call(name: str, args: str) -> str:
@@ -129,6 +133,58 @@ CASES = [
     ("ollama", "reference example", call("get_current_temperature", "detail_level:0,location:" + q("Paris, France")
                                          + ",unit:" + q("celsius")),
      [Call("get_current_temperature", {"detail_level": 0, "location": "Paris, France", "unit": "celsius"})], CALLS),
+    ("ollama", "raw-quoted string holding a comma and a colon", call("foo", 'q:"a,b:c"'), [Call("foo", {"q": "a,b:c"})],
+     CALLS),
+    # Ollama rejects the call; toolwire ends it as invalid
+    ("ollama", "raw-quoted string with an invalid escape", call("open_file", r'path:"C:\users\bob\file.txt"'),
+     [Call("open_file", "{", valid=False)], {"notes": ["invalid_json"]}),
+    ("ollama", "issue 15315: string left open before the object's close", call("bash", "command:" + Q + "ls"),
+     [Call("bash", {"command": "ls"})], {**CALLS, "notes": ["repaired"]}),
+    ("ollama", "terminal property's string left open", call("bash", "path:" + q("/tmp") + ",command:" + Q + "ls"),
+     [Call("bash", {"path": "/tmp", "command": "ls"})], {**CALLS, "notes": ["repaired"]}),
+    # Ollama rejects the call; toolwire ends it as invalid and drops its text up to the closer
+    ("ollama", "non-terminal string left open is not repaired", call("example", "first:" + Q + "one,second:" + q("two")),
+     [Call("example", '{"first": "one,second:"', valid=False)], {"notes": ["invalid_json"]}),
+    *(("ollama", f"args to JSON: {label}", call("args", args.replace("Q", Q)), [Call("args", json.loads(expected))],
+       CALLS) for label, args, expected in [
+        ("simple string", "location:QParisQ", '{"location":"Paris"}'),
+        ("multiple args", "location:QParisQ,units:QmetricQ", '{"location":"Paris","units":"metric"}'),
+        ("number", "value:42", '{"value":42}'),
+        ("boolean", "enabled:true", '{"enabled":true}'),
+        ("nested object", "config:{enabled:true,name:QtestQ}", '{"config":{"enabled":true,"name":"test"}}'),
+        ("spaces around a nested bare key", "edits:[{ newText:QaQ, oldText:QbQ} ]",
+         '{"edits":[{ "newText":"a", "oldText":"b"} ]}'),
+        ("space before a nested bare key", "edits:[{newText:QaQ, oldText:QbQ} ]",
+         '{"edits":[{"newText":"a", "oldText":"b"} ]}'),
+        ("newline before a nested bare key", "edits:[\n  {newText:QaQ,\n   oldText:QbQ}\n]",
+         '{"edits":[\n  {"newText":"a",\n   "oldText":"b"}\n]}'),
+        ("array", "items:[QaQ,QbQ]", '{"items":["a","b"]}'),
+        ("array of delimited strings", 'items:[QaQ,Qb "quoted"Q,QcQ]', r'{"items":["a","b \"quoted\"","c"]}'),
+        ("empty object", "", "{}"),
+        ("mixed types", "name:QtestQ,count:5,active:true,tags:[QaQ]",
+         '{"name":"test","count":5,"active":true,"tags":["a"]}'),
+        ("null", "value:null", '{"value":null}'),
+        ("multiline string", "command:Qdate\nQ", r'{"command":"date\n"}'),
+        ("escaped double quotes", r'query:Qsay \"hello\"Q', r'{"query":"say \\\"hello\\\""}'),
+        ("unescaped double quotes", 'query:Qsay "hello"Q', r'{"query":"say \"hello\""}'),
+        ("quote segments", 'query:Qsay "hello", then "goodbye"Q', r'{"query":"say \"hello\", then \"goodbye\""}'),
+        ("mixed escaped and unescaped quotes", r'query:Qfirst \"quoted\" then "raw"Q',
+         r'{"query":"first \\\"quoted\\\" then \"raw\""}'),
+        ("punctuation and structural characters", "query:Qa,b:{c}[d]Q", '{"query":"a,b:{c}[d]"}'),
+        ("windows path, double backslashes", r"path:QC:\\Temp\\file.txtQ", r'{"path":"C:\\\\Temp\\\\file.txt"}'),
+        ("windows path, single backslashes", r"path:QC:\users\bobQ", r'{"path":"C:\\users\\bob"}'),
+        ("escaped forward slashes", r"url:Qhttps:\/\/example.com\/aQ", r'{"url":"https:\\/\\/example.com\\/a"}'),
+        ("unicode escape stays verbatim", r"s:Qsnowman:\u2603Q", r'{"s":"snowman:\\u2603"}'),
+        ("unknown escape", r"s:Qbad \x escapeQ", r'{"s":"bad \\x escape"}'),
+        ("invalid unicode escape", r"s:Qbad \uZZZZ escapeQ", r'{"s":"bad \\uZZZZ escape"}'),
+        ("raw-quoted string with escaped quotes", r'q:"say \"hi\" and \"bye\""', r'{"q":"say \"hi\" and \"bye\""}'),
+        ("raw-quoted string with key-like text", 'q:"keep , oldText: literal",note:QokQ',
+         '{"q":"keep , oldText: literal","note":"ok"}'),
+        ("raw-quoted string with escaped quotes and key-like text", r'q:"keep , oldText: and \"quoted\" text",note:QokQ',
+         r'{"q":"keep , oldText: and \"quoted\" text","note":"ok"}'),
+        ("nested raw-quoted and delimited values", r'meta:{title:Qt "1"Q,note:"n \"2\""},items:[Qx "3"Q,"y \"4\""]',
+         r'{"meta":{"title":"t \"1\"","note":"n \"2\""},"items":["x \"3\"","y \"4\""]}'),
+    ]),
     # vLLM Gemma4ToolParser ---------------------------------------------------------------------------------
     ("vllm", "no tool calls", "Hello, how can I help you today?", ["Hello, how can I help you today?"], {}),
     ("vllm", "single call", call("get_weather", "location:" + q("London")), [Call("get_weather", {"location": "London"})],
@@ -173,4 +229,8 @@ CASES = [
                                                       + q("old_val") + ",new_string:" + q("new_val") + ",replace_all:false"),
      [Call("Edit", {"file_path": "src/env.py", "old_string": "old_val", "new_string": "new_val", "replace_all": False})],
      CALLS),
+    ("vllm", "args: delimited dict key", call("args", "record_map:{" + q("3") + ":" + q("new text") + "}"),
+     [Call("args", {"record_map": {"3": "new text"}})], CALLS),
+    ("vllm", "args: nested delimited dict key", call("args", "outer:{inner:{" + q("3") + ":" + q("new text") + "}}"),
+     [Call("args", {"outer": {"inner": {"3": "new text"}}})], CALLS),
 ]

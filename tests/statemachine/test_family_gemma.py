@@ -132,3 +132,12 @@ def test_gemma3_fence_after_a_call_is_tracked_again():
     text = '```tool_code\nget_weather(city="SF")\n```\n```\n<tool_call>{"name": "get_time"}</tool_call>\n```\n'
     tr(G3, text, [Call("get_weather", {"city": "SF"}), '\n```\n<tool_call>{"name": "get_time"}</tool_call>\n```\n'],
        finish="tool_calls", leak_ok=True)
+
+
+def test_functiongemma_quoted_values_keys_and_an_open_string():
+    """FunctionGemma's reader is Gemma 4's: a ``"`` value is one JSON string, a delimited key loses its
+    ``<escape>`` tokens, a top-level string left open at the closer is closed there."""
+    tr(FG, f'{S}call:get_weather{{city:"Paris, France",o:{{<escape>k:1<escape>:2}}}}{E}',
+       [Call("get_weather", {"city": "Paris, France", "o": {"k:1": 2}})], finish="tool_calls", notes=[])
+    tr(FG, f"{S}call:get_weather{{city:<escape>Paris}}{E}", [Call("get_weather", {"city": "Paris"})],
+       finish="tool_calls", notes=["repaired"])
