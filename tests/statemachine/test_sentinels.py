@@ -1,0 +1,76 @@
+"""The scanner's fast path (``statemachine/_sentinels.py``): where a sentinel may start, and what it skips.
+
+The finder is checked against a brute-force reference on random sentinel sets (any start characters, shared
+prefixes, sentinels of one to a few characters) and random text; the scanner built on it is checked to keep
+prose whole: a piece of text whose ``<`` and ``[`` start no sentinel goes out as one delta, so as one
+client chunk (it went out in pieces split at each such character before).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import CFG, Call, tr
+from statemachine import ChoiceStream, ParserConfig, TextDelta, ToolSpec, registered_formats
+from statemachine._sentinels import SentinelFinder
+
+ALL = tuple(f for f in registered_formats() if f != "custom_tool_call")
+ALPHABET = "<[|`ab/T"
+
+
+def is_candidate(buf: str, j: int, sentinels: tuple[str, ...]) -> bool:
+    """A sentinel starts at ``j``, or ``buf[j:]`` is a proper prefix of one (cut by the end)."""
+    tail = buf[j:]
+    return any(buf.startswith(s, j) or (len(tail) < len(s) and s.startswith(tail)) for s in sentinels)
+
+
+@settings(max_examples=400, deadline=None)
+@given(sentinels=st.lists(st.text(ALPHABET, min_size=1, max_size=6), min_size=1, max_size=8, unique=True),
+       buf=st.text(ALPHABET + "x ", max_size=30), pos=st.integers(0, 30))
+def test_find_skips_only_positions_where_no_sentinel_starts(sentinels, buf, pos):
+    finder = SentinelFinder(tuple(sentinels))
+    pos = min(pos, len(buf))
+    found = finder.find(buf, pos)
+    first = next((j for j in range(pos, len(buf)) if is_candidate(buf, j, tuple(sentinels))), -1)
+    if first == -1:
+        assert found == -1 or buf[found:found + finder.key] in finder.index
+    else:
+        assert found == first or (pos <= found < first and buf[found:found + finder.key] in finder.index)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sentinels=st.lists(st.text(ALPHABET, min_size=1, max_size=6), min_size=1, max_size=8, unique=True),
+       buf=st.text(ALPHABET + "x ", max_size=30))
+def test_quiet_text_has_no_sentinel_start(sentinels, buf):
+    finder = SentinelFinder(tuple(sentinels))
+    if finder.quiet(buf):
+        assert not any(is_candidate(buf, j, tuple(sentinels)) for j in range(len(buf)))
+
+
+def test_held_tail_is_only_a_proper_prefix():
+    finder = SentinelFinder(("<｜tool▁calls▁begin｜>", "[TOOL_CALLS]"))
+    assert finder.held("a <｜tool", 2) and finder.held("[TOOL_", 0)
+    assert not finder.held("<｜x", 0) and not finder.held("[TOOL_CALLS]", 0) and not finder.held("a [the", 2)
+
+
+PROSE_CHUNKS = ("See [the guide](https://x.io/a) and <b>bold</b> or ", "a <i>table</i>: | `x[0]` | [1, 2] | ",
+                "```python\nif a[i] < b[j]: print(f\"<{i}>\")\n``` ", "a < b [", "TOOL] <", "div> done")
+
+
+def test_each_prose_chunk_is_one_text_delta():
+    tools = [ToolSpec("get_weather")]
+    for formats in (ParserConfig().formats, ALL):
+        stream = ChoiceStream(ParserConfig.for_tools(tools, formats=formats))
+        stream.feed("Hi. ")
+        for chunk in PROSE_CHUNKS:
+            events = stream.feed(chunk)
+            assert all(isinstance(e, TextDelta) for e in events), (formats, chunk, events)
+            assert len(events) <= 1, (formats, chunk, events)  # a chunk ending in '[' or '<' holds it
+        assert "".join(e.text for e in stream.finish("stop") if isinstance(e, TextDelta)) == ""
+
+
+def test_a_sentinel_after_skipped_starts_is_still_found():
+    text = 'a <b>x</b> [y](z) [TOOL_CALLS]get_weather[ARGS]{"city": "SF"}'
+    tr(ParserConfig.for_tools(list(CFG.tools.values()), formats=ALL), text,
+       ["a <b>x</b> [y](z) ", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
