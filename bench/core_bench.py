@@ -91,9 +91,9 @@ def call_text(argument_chars: int) -> str:
     return f'<tool_call>{{"name": "write_file", "arguments": {args}}}</tool_call>'
 
 
-def format_c_text(value_chars: int) -> str:
-    """A Qwen3-Coder style call whose string parameter value is ``value_chars`` long."""
-    content = ("x" * 63 + "\n") * (value_chars // 64)
+def format_c_text(value_chars: int, line: str = "x" * 63 + "\n") -> str:
+    """A Qwen3-Coder style call whose string parameter value is ``value_chars`` long, made of ``line``."""
+    content = line * (value_chars // len(line))
     return ("<tool_call>\n<function=write_file>\n<parameter=path>\n/tmp/a.txt\n</parameter>\n"
             f"<parameter=content>\n{content}</parameter>\n</function>\n</tool_call>")
 
@@ -121,6 +121,7 @@ def format_sets(core: ModuleType) -> tuple[tuple[str, tuple[str, ...]], ...]:
 FORMAT_SCENARIOS = (
     ("markdown prose, 16-char chunks", lambda: chunks_of(MARKDOWN * 600, 16)),
     ("inside a JSON argument, 16-char", lambda: chunks_of(markdown_call_text(64_000), 16)),
+    ("format C value with html, 16-char", lambda: chunks_of(format_c_text(64_000, MARKDOWN), 16)),
 )
 FORMAT_ROUNDS = 9
 
