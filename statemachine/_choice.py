@@ -256,7 +256,8 @@ class ChoiceStream:
         self._truncated = upstream in ("length", "content_filter")
         self._end_native()
         if self._in_think and self._think_held is not None:
-            held, self._think_held = "".join(self._think_held), None
+            # the draft goes on to the end: a partial sentinel held after it is the draft's last text
+            held, self._think_held = "".join(self._think_held) + self._pending, None
             self._in_think = False  # reasoning never closed: the held call was real
             self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
             self._fences, self._think_fences = self._think_fences, None

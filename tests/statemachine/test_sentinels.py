@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import CFG, Call, tr
+from harness import CFG, Call, Reasoning, tr
 from statemachine import ChoiceStream, ParserConfig, TextDelta, ToolSpec, registered_formats
 from statemachine._sentinels import SentinelFinder
 
@@ -74,3 +74,11 @@ def test_a_sentinel_after_skipped_starts_is_still_found():
     text = 'a <b>x</b> [y](z) [TOOL_CALLS]get_weather[ARGS]{"city": "SF"}'
     tr(ParserConfig.for_tools(list(CFG.tools.values()), formats=ALL), text,
        ["a <b>x</b> [y](z) ", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
+
+
+def test_a_partial_sentinel_held_after_a_reasoning_draft_is_not_lost():
+    """Unclosed reasoning with a call drafted in it is read again at the end; a partial sentinel held after
+    the draft (``<tool_ca``, a lone ``<``) belongs to it (before, the re-reading dropped it)."""
+    for tail in ("<tool_ca", "<"):
+        text = "<think>x<tool_call>y" + tail
+        tr(CFG, text, [Reasoning("x<tool_call>y" + tail)], notes=[])
