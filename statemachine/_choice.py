@@ -830,7 +830,7 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
     sentinels = list(openers) + sorted(closers)
     if reasoning:
         sentinels += [THINK_OPEN, THINK_CLOSE]
-    # Every sentinel of the built-in formats starts with '<': then a text without one is plain at once.
+    # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
     return _ScanTables(
         openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
         finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((THINK_CLOSE, THINK_OPEN, *openers)),
