@@ -126,10 +126,10 @@ class ChoiceStream:
         self._sentinels = scan.sentinels
         self._lt_only = scan.lt_only
         self._sentinel_index = scan.finder.index
-        self._key = scan.finder.key
+        self._keys = scan.finder.keys
         self._find = scan.finder.find  # where a sentinel may start
         self._held = scan.finder.held
-        self._quiet = scan.finder.quiet
+        self._clear = scan.finder.clear
         self._think_held_tail = scan.think.held
         self._think_opens, self._think_closes, self._end_tokens = scan.think_opens, scan.think_closes, scan.end_tokens
         self._opener_index = scan.opener_index
@@ -193,10 +193,14 @@ class ChoiceStream:
             buf = self._pending + text
             if not self._sentinels:
                 out.append(TextDelta(text))
-            elif (self._lt_only and "<" not in buf or self._quiet(buf)) and self._plain_text():
-                self._pending = ""  # a held start of a sentinel that the text did not continue
-                self._fences.feed(buf)
-                self._emit_text(buf)  # the common case: prose
+            elif self._plain_text() and (
+                    end := len(buf) if self._lt_only and "<" not in buf else self._clear(buf)) != -1:
+                # the common case, prose: out up to a sentinel's start cut by the chunk's end, which is held (a
+                # held start the text did not continue goes out with it)
+                self._pending = buf[end:]
+                if end:
+                    self._fences.feed(buf[:end])
+                    self._emit_text(buf[:end])
             else:
                 self._scan(buf)
         return out
@@ -394,7 +398,7 @@ class ChoiceStream:
                     return line_end + 1
         i = self._find(buf, pos)
         while i != -1:
-            for s in self._sentinel_index[buf[i:i + self._key]]:
+            for s in self._sentinel_index[buf[i:i + self._keys[buf[i]]]]:
                 if buf.startswith(s, i):
                     self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
                     if i > pos:

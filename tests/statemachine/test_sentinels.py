@@ -34,18 +34,19 @@ def test_find_skips_only_positions_where_no_sentinel_starts(sentinels, buf, pos)
     found = finder.find(buf, pos)
     first = next((j for j in range(pos, len(buf)) if is_candidate(buf, j, tuple(sentinels))), -1)
     if first == -1:
-        assert found == -1 or buf[found:found + finder.key] in finder.index
+        assert found == -1 or buf[found:found + finder.keys[buf[found]]] in finder.index
     else:
-        assert found == first or (pos <= found < first and buf[found:found + finder.key] in finder.index)
+        assert found == first or (pos <= found < first and buf[found:found + finder.keys[buf[found]]] in finder.index)
 
 
 @settings(max_examples=200, deadline=None)
 @given(sentinels=st.lists(st.text(ALPHABET, min_size=1, max_size=6), min_size=1, max_size=8, unique=True),
        buf=st.text(ALPHABET + "x ", max_size=30))
-def test_quiet_text_has_no_sentinel_start(sentinels, buf):
+def test_clear_text_has_no_sentinel_start_but_the_held_tail(sentinels, buf):
     finder = SentinelFinder(tuple(sentinels))
-    if finder.quiet(buf):
-        assert not any(is_candidate(buf, j, tuple(sentinels)) for j in range(len(buf)))
+    end = finder.clear(buf)
+    first = next((j for j in range(len(buf)) if is_candidate(buf, j, tuple(sentinels))), len(buf))
+    assert end == -1 or end == first and (end == len(buf) or finder.held(buf, end))
 
 
 def test_held_tail_is_only_a_proper_prefix():
@@ -86,7 +87,7 @@ def test_a_partial_sentinel_held_after_a_reasoning_draft_is_not_lost():
 
 class BruteFinder:
     """The reference the scanner's fast path must agree with: it stops at every position where a sentinel,
-    or a sentinel's start cut by the text's end, stands, and calls no text quiet."""
+    or a sentinel's start cut by the text's end, stands, and calls no text clear."""
 
     def __init__(self, sentinels: tuple[str, ...]):
         self.sentinels = sentinels
@@ -102,7 +103,7 @@ def brute_stream(config: ParserConfig) -> ChoiceStream:
     """A stream whose scanner finds sentinels by brute force (every sentinel table stays the real one)."""
     stream = ChoiceStream(config, id_factory=lambda: "call_1")
     brute = BruteFinder(stream._sentinels)
-    stream._find, stream._held, stream._quiet = brute.find, brute.held, lambda text: False
+    stream._find, stream._held, stream._clear = brute.find, brute.held, lambda text: -1
     think = (*stream._think_closes, *stream._think_opens, *stream.openers)
     stream._think_held_tail = BruteFinder(think).held
     return stream
@@ -142,3 +143,16 @@ def test_every_sentinel_of_every_family_is_found_as_brute_force_finds_it(data, w
     for chunk in chunks:
         assert fast.feed(chunk) == brute.feed(chunk), (text, chunks)
     assert fast.finish("stop") == brute.finish("stop"), (text, chunks)
+
+
+def test_a_short_sentinel_keeps_the_other_start_characters_keys_long():
+    """Functionary's ``>>>`` is three characters long; Gemma's ```` ```tool_code ```` stays keyed by four, so a
+    markdown fence is no candidate (with one key length for all, every ```` ``` ```` was), and a chunk ending
+    in a possible start (``>``, ``[``, ``<``) is clear up to it: the fast path holds that tail itself."""
+    finder = SentinelFinder(every_sentinel(SENTINEL_CONFIGS[0]))
+    assert (finder.keys[">"], finder.keys["`"], finder.keys["["], finder.keys["<"]) == (3, 4, 4, 4)
+    fence = "```python\nif a[i] < b: x = '<i>'\n```\n"
+    assert finder.find(fence, 0) == -1 and finder.clear(fence) == len(fence)
+    texts = ("see <b>x</b>", "a [", "``", "<|", "a >>>", "```tool_code")
+    assert [finder.clear(text) for text in texts] == [11, 2, 0, 0, -1, -1]
+    assert finder.find("x ```tool_code\n", 0) == 2
