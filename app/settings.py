@@ -152,8 +152,8 @@ class Settings(BaseSettings):
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
                                                        "auto = the model family's own (FAMILY_FORMATS)")
     accept_formats: str = Field(
-        "default", description="Formats recognised in the output besides tool_format: default (tool_call, "
-                               "use_tool, function, tag_aliases), all (every registered format) or a comma list")
+        "all", description="Formats recognised in the output besides tool_format: all (every registered format), "
+                           "default (tool_call, use_tool, function, tag_aliases) or a comma list")
     tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see README, Tool modes)")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")

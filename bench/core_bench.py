@@ -11,6 +11,11 @@ shared, noisy machine; the absolute microseconds are for the issue's targets.
 name from a temporary directory) and times it beside this one, scenario by
 scenario and alternating, so a refactor's cost is measured in one run:
 ``python bench/core_bench.py --against main``.
+
+The second table prices ``TOOLWIRE_ACCEPT_FORMATS``: the same text read with
+``tool_call`` alone, with the default formats and with every registered format,
+the three runs interleaved round by round; each ratio is the median of the
+rounds' ratios (issue 18: ``all`` may be the default at <= 1.2x per chunk).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import statistics
 import tempfile
 import time
 from types import ModuleType
@@ -47,8 +53,8 @@ def best_of(runs: int, fn) -> float:
     return best
 
 
-def tools_of(core: ModuleType):
-    return core.ParserConfig.for_tools([core.ToolSpec("write_file", parameters=WRITE_FILE_SCHEMA)])
+def tools_of(core: ModuleType, **config):
+    return core.ParserConfig.for_tools([core.ToolSpec("write_file", parameters=WRITE_FILE_SCHEMA)], **config)
 
 
 def feed_all(core: ModuleType, config, chunks: list[str]) -> None:
@@ -85,11 +91,39 @@ def call_text(argument_chars: int) -> str:
     return f'<tool_call>{{"name": "write_file", "arguments": {args}}}</tool_call>'
 
 
-def format_c_text(value_chars: int) -> str:
-    """A Qwen3-Coder style call whose string parameter value is ``value_chars`` long."""
-    content = ("x" * 63 + "\n") * (value_chars // 64)
+def format_c_text(value_chars: int, line: str = "x" * 63 + "\n") -> str:
+    """A Qwen3-Coder style call whose string parameter value is ``value_chars`` long, made of ``line``."""
+    content = line * (value_chars // len(line))
     return ("<tool_call>\n<function=write_file>\n<parameter=path>\n/tmp/a.txt\n</parameter>\n"
             f"<parameter=content>\n{content}</parameter>\n</function>\n</tool_call>")
+
+
+#: Prose with the characters family openers start with: markdown links and tables, html, code.
+MARKDOWN = ("See [the guide](https://example.com/a?b=1) and <b>bold</b> or <i>it</i> text; a < b.\n"
+            "| name | value |\n|---|---|\n| `x[0]` | [1, 2] |\n"
+            "```python\nif a[i] < b[j]: print(f\"<{i}>\")\n```\n")
+
+
+def markdown_call_text(argument_chars: int) -> str:
+    """A call whose long argument is JSON full of brackets, ``<`` and ``[``, in strings and out of them."""
+    rows = [{"id": i, "tags": ["a", "b"], "html": "<td>[x](y) a[i] < b</td>", "pos": [i, i + 1]}
+            for i in range(argument_chars // 80)]
+    args = json.dumps({"path": "/tmp/a.txt", "rows": rows})
+    return f'<tool_call>{{"name": "write_file", "arguments": {args}}}</tool_call>'
+
+
+def format_sets(core: ModuleType) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``tool_call`` alone, the default formats, and every registered format (as ``accept_formats=all``)."""
+    every = tuple(f for f in core.registered_formats() if f != "custom_tool_call")
+    return (("tool_call", ("tool_call",)), ("default", core.ParserConfig().formats), ("all", every))
+
+
+FORMAT_SCENARIOS = (
+    ("markdown prose, 16-char chunks", lambda: chunks_of(MARKDOWN * 600, 16)),
+    ("inside a JSON argument, 16-char", lambda: chunks_of(markdown_call_text(64_000), 16)),
+    ("format C value with html, 16-char", lambda: chunks_of(format_c_text(64_000, MARKDOWN), 16)),
+)
+FORMAT_ROUNDS = 9
 
 
 SCENARIOS = (
@@ -139,6 +173,26 @@ def run(old: ModuleType | None, rev: str | None) -> None:
     print(f"{'100 KB argument, 1-char (linearity)':<36} {t_small * 1e6 / len(small):>9.2f}")
     ratio = t_large / t_small
     print(f"time ratio 1 MB / 100 KB: {ratio:.1f} (linear ≈ 10, target ≤ 12): {'ok' if ratio <= 12 else 'OVER'}")
+    format_table()
+
+
+def format_table() -> None:
+    """µs per chunk with each set of formats, and ``all``'s same-run ratios (medians over the rounds)."""
+    sets = [(label, tools_of(statemachine, formats=formats)) for label, formats in format_sets(statemachine)]
+    print(f"{'formats (median of ' + str(FORMAT_ROUNDS) + ' rounds)':<36} {'tool_call':>9} {'default':>9} "
+          f"{'all':>9} {'all/default':>11} {'all/tool_call':>13} {'target':>7}")
+    for name, make in FORMAT_SCENARIOS:
+        chunks = make()
+        times: dict[str, list[float]] = {label: [] for label, _ in sets}
+        for _ in range(FORMAT_ROUNDS):
+            for label, config in sets:  # interleaved: each round sees the three under the same load
+                times[label].append(best_of(1, lambda: feed_all(statemachine, config, chunks)))
+        us = {label: statistics.median(t) / len(chunks) * 1e6 for label, t in times.items()}
+        versus_default = statistics.median(a / d for a, d in zip(times["all"], times["default"]))
+        versus_one = statistics.median(a / d for a, d in zip(times["all"], times["tool_call"]))
+        print(f"{name:<36} {us['tool_call']:>9.2f} {us['default']:>9.2f} {us['all']:>9.2f} "
+              f"{versus_default:>11.2f} {versus_one:>13.2f} {'<= 1.2':>7} "
+              f"{'ok' if versus_default <= 1.2 else 'OVER'}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from transitions import Machine
 
 from ._jsoncall import JsonCallsBody
 from ._scanning import DONE, opener_at
+from ._sentinels import SentinelFinder
 from ._config import ParserConfig
 from ._errors import ModelOutputError, UsageError
 from ._events import (
@@ -124,10 +125,12 @@ class ChoiceStream:
         self._closers = scan.closers
         self._sentinels = scan.sentinels
         self._lt_only = scan.lt_only
-        self._start_chars = scan.start_chars
-        self._hold = scan.hold
-        self._sentinel_index = scan.sentinel_index
-        self._think_index = scan.think_index
+        self._sentinel_index = scan.finder.index
+        self._keys = scan.finder.keys
+        self._find = scan.finder.find  # where a sentinel may start
+        self._held = scan.finder.held
+        self._clear = scan.finder.clear
+        self._think_held_tail = scan.think.held
         self._think_opens, self._think_closes, self._end_tokens = scan.think_opens, scan.think_closes, scan.end_tokens
         self._opener_index = scan.opener_index
         self._out: list[Event] = []
@@ -187,13 +190,19 @@ class ChoiceStream:
         if text and not self._cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
+            buf = self._pending + text
             if not self._sentinels:
                 out.append(TextDelta(text))
-            elif ("<" not in text if self._lt_only else not self._start_chars.search(text)) and self._plain_text():
-                self._fences.feed(text)
-                self._emit_text(text)  # the common case: prose with nothing held
+            elif self._plain_text() and (
+                    end := len(buf) if self._lt_only and "<" not in buf else self._clear(buf)) != -1:
+                # the common case, prose: out up to a sentinel's start cut by the chunk's end, which is held (a
+                # held start the text did not continue goes out with it)
+                self._pending = buf[end:]
+                if end:
+                    self._fences.feed(buf[:end])
+                    self._emit_text(buf[:end])
             else:
-                self._scan(self._pending + text)
+                self._scan(buf)
         return out
 
     def feed_tool_call(self, index: int, *, id: str | None = None, name: str | None = None,
@@ -257,7 +266,8 @@ class ChoiceStream:
         self._truncated = upstream in ("length", "content_filter")
         self._end_native()
         if self._in_think and self._think_held is not None:
-            held, self._think_held = "".join(self._think_held), None
+            # the draft goes on to the end: a partial sentinel held after it is the draft's last text
+            held, self._think_held = "".join(self._think_held) + self._pending, None
             self._in_think = False  # reasoning never closed: the held call was real
             self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
             self._fences, self._think_fences = self._think_fences, None
@@ -283,8 +293,9 @@ class ChoiceStream:
     # the scanner ----------------------------------------------------------------
 
     def _plain_text(self) -> bool:
-        """Whether the next text is plain visible text unless it contains a ``<``."""
-        return self.state is TEXT and not (self._pending or self._in_think or self._at_start or self._fence_close)
+        """Whether the next text is plain visible text unless a sentinel may start in it (what is held in
+        this state is the start of a sentinel, and goes with it)."""
+        return self.state is TEXT and not (self._in_think or self._at_start or self._fence_close)
 
     def _scan(self, buf: str) -> None:
         """Read ``buf`` with the reader the current state names (``READERS``), until it is used up."""
@@ -385,29 +396,25 @@ class ChoiceStream:
                     self._fences.feed(self._fence)
                     self._ws = ""
                     return line_end + 1
-        i = self._next_start(buf, pos)
-        if i == -1:
-            self._fences.feed(buf[pos:])
-            self._emit_text(buf[pos:])
-            return n
-        candidates = self._sentinel_index.get(buf[i:i + 2], ())
-        for s in candidates:
-            if buf.startswith(s, i):
-                self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
+        i = self._find(buf, pos)
+        while i != -1:
+            for s in self._sentinel_index[buf[i:i + self._keys[buf[i]]]]:
+                if buf.startswith(s, i):
+                    self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
+                    if i > pos:
+                        self._emit_text(buf[pos:i])
+                    self._on_sentinel(s)
+                    return i + len(s)
+            if self._held(buf, i):
+                self._fences.feed(buf[pos:i])
                 if i > pos:
                     self._emit_text(buf[pos:i])
-                self._on_sentinel(s)
-                return i + len(s)
-        tail = buf[i:]
-        if len(tail) < self._hold and any(s.startswith(tail) for s in candidates):
-            self._fences.feed(buf[pos:i])
-            if i > pos:
-                self._emit_text(buf[pos:i])
-            self._pending = tail
-            return n
-        self._fences.feed(buf[pos:i + 1])
-        self._emit_text(buf[pos:i + 1])  # a '<' (or another start character) that starts no sentinel is text
-        return i + 1
+                self._pending = buf[i:]
+                return n
+            i = self._find(buf, i + 1)  # it began like a sentinel but is none: text
+        self._fences.feed(buf[pos:])
+        self._emit_text(buf[pos:])
+        return n
 
     def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
         """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
@@ -446,7 +453,7 @@ class ChoiceStream:
         n = len(buf)
         fences = self._fences  # fences in reasoning are tracked too: a sentinel inside one is reasoning (4.13)
         fed = pos  # buf[:fed] has been fed to the fence tracker
-        i = self._next_start(buf, pos)
+        i = self._find(buf, pos)
         while i != -1:
             fences.feed(buf[fed:i])
             fed = i
@@ -466,12 +473,11 @@ class ChoiceStream:
                     fences.feed(opener)
                     self._reasoning(buf[pos:i])
                     pos = fed = i + len(opener)
-                    i = self._next_start(buf, pos)
+                    i = self._find(buf, pos)
                     continue
-                tail = buf[i:]
-                if len(tail) < self._hold and any(s.startswith(tail) for s in self._think_index.get(tail[:2], ())):
+                if self._think_held_tail(buf, i):
                     self._reasoning(buf[pos:i])
-                    self._pending = tail
+                    self._pending = buf[i:]
                     return n
                 if self._think_held is None and any(
                         buf.startswith(s, i) for s in self._opener_index.get(buf[i:i + 2], ())):
@@ -479,17 +485,10 @@ class ChoiceStream:
                     self._think_held = []
                     self._think_fences = fences.copy()  # a promoted draft is scanned again from here
                     pos = i
-            i = self._next_start(buf, i + 1)
+            i = self._find(buf, i + 1)
         fences.feed(buf[fed:])
         self._reasoning(buf[pos:])
         return n
-
-    def _next_start(self, buf: str, pos: int) -> int:
-        """Where the next character that may start a sentinel stands in ``buf[pos:]``, or -1."""
-        if self._lt_only:
-            return buf.find("<", pos)
-        m = self._start_chars.search(buf, pos)
-        return -1 if m is None else m.start()
 
     def _reasoning(self, text: str) -> None:
         if not text:
@@ -865,10 +864,8 @@ class _ScanTables(NamedTuple):
     closers: frozenset[str]
     sentinels: tuple[str, ...]
     lt_only: bool
-    start_chars: re.Pattern[str]
-    hold: int
-    sentinel_index: dict[str, tuple[str, ...]]
-    think_index: dict[str, tuple[str, ...]]
+    finder: SentinelFinder  # where any sentinel may start
+    think: SentinelFinder  # the sentinels that matter in reasoning (what of it is held at a chunk's end)
     opener_index: dict[str, tuple[str, ...]]
     think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
     think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
@@ -894,16 +891,10 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
     think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
     end_tokens = tuple(dict.fromkeys(t for fmt in formats for t in fmt.end_tokens if t not in think_closes))
     sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
-    # Where a sentinel may start: a '<' for every built-in format, so plain ``str.find`` does; a registered
-    # format's opener may start with another character (``[TOOL_CALLS]``), then a character class.
-    starts = {s[0] for s in sentinels} | {"<"}
-    # Sentinels by their first two characters (and by the first alone, for a start character at a chunk's
-    # end): at a '<' only the few that can match are tried, however many formats there are.
+    # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
     return _ScanTables(
-        openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only=starts == {"<"},
-        start_chars=re.compile("[" + re.escape("".join(sorted(starts))) + "]"),
-        hold=max(16, *map(len, sentinels)) if sentinels else 16,  # longest partial sentinel held
-        sentinel_index=_index(tuple(sentinels)), think_index=_index((*think_closes, *think_opens, *openers)),
+        openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
+        finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
         opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
         end_tokens=frozenset(end_tokens))
 

@@ -99,3 +99,21 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
     if model == "gpt-oss":  # the result comes back as the family's template writes it
         assert "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>sunny<|end|>" in "\n".join(
             m["content"] or "" for m in upstream.chat_requests[1].body["messages"] if m["role"] == "user")
+
+
+def test_by_default_an_untaught_family_is_read_and_prose_keeps_its_chunks(
+        toolwire_server: ToolwireServer, upstream: ScriptedUpstream, make_openai_client) -> None:
+    """Default settings teach ``<tool_call>`` and read every family (``accept_formats=all``): a Mistral call is
+    a call; the prose before it, whose ``<`` and ``[`` start no sentinel, arrives in the upstream's pieces."""
+    pieces = ["See <b>this</b> and ", "[the docs](x) | a < b | ", '[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}']
+    upstream.enqueue(Script(text="".join(pieces), chunks=pieces))
+    client = make_openai_client(toolwire_server)
+    with client.chat.completions.stream(model="m", messages=USER, tools=[WEATHER]) as stream:
+        deltas = [e.delta for e in stream if e.type == "content.delta"]
+        final = stream.get_final_completion()
+    assert deltas == pieces[:2]
+    choice = final.choices[0]
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
+        ("get_weather", {"city": "SF"})]
+    assert choice.finish_reason == "tool_calls"
+    assert "<tool_call>" in _system_text(upstream.chat_requests[0].body)

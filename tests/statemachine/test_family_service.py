@@ -129,8 +129,15 @@ def test_accept_all_reads_a_format_the_prompt_did_not_teach(monkeypatch, tmp_pat
     assert "<tool_call>" in upstream.prompts[0] and "<|tool_call_begin|>" not in upstream.prompts[0]
 
 
-def test_by_default_an_untaught_family_is_text(monkeypatch, tmp_path):
-    client, _, _ = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=0)
+def test_by_default_every_family_is_read(monkeypatch, tmp_path):
+    client, upstream, runs = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=2)
+    for label, _ in runs:
+        assert _answer(client) == TWO_CALLS, label
+    assert "<tool_call>" in upstream.prompts[0] and "[TOOL_CALLS]" not in upstream.prompts[0]
+
+
+def test_accept_default_leaves_an_untaught_family_as_text(monkeypatch, tmp_path):
+    client, _, _ = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=0, accept_formats="default")
     content, calls, finish = _answer(client)
     assert (content, calls, finish) == (CASES["mistral"][0], [], "stop")
 
