@@ -119,6 +119,7 @@ class ChoiceStream:
         if not self._parsing:  # no calls to read; a format whose reader opens reasoning (Harmony's headers)
             formats = tuple(fmt for fmt in formats if _reader_opens_reasoning(fmt))  # still splits its channels
         self._bare_formats = tuple(fmt for fmt in formats if fmt.reads_bare)  # calls with no opener at the start
+        self._taught = formats[0].name if formats else None  # its special tokens only are structure (_scan_tables)
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
@@ -439,7 +440,8 @@ class ChoiceStream:
         else:
             fmt = self._openers[s]
             self._fences.reset()  # an opener ends any fence line (```tool_code is Gemma's)
-            self._open_block(fmt.new_body(s, self), s, fmt.call_tokens)
+            # a block that goes back to text loses its special tokens only in the taught format (a quote stays whole)
+            self._open_block(fmt.new_body(s, self), s, fmt.call_tokens if fmt.name == self._taught else ())
 
     def _open_block(self, body: Any, opener: str, tokens: tuple[str, ...] = ()) -> None:
         self._body = body
@@ -883,13 +885,17 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
             if op not in openers or openers[op].name in fmt.reads_also:
                 openers[op] = fmt
     closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    # ``<think>`` is the config's; a format's own delimiters (``[THINK]``, Harmony's ``<|end|>``) belong to its
-    # syntax. An empty opener is its reader's (``drop_block``): only the closer is looked for.
+    # ``<think>`` is the config's; a format's own delimiters (``[THINK]``, ``<seed:think>``) and end tokens belong
+    # to its syntax, read for the taught format (listed first) only: another family's, merely accepted for its
+    # calls, would hide or cut the prose of a model that quotes them. An empty opener is its reader's
+    # (``drop_block``, Harmony's analysis header): only the closer is looked for, whichever format it is.
+    taught = formats[:1]
     pairs = ([(THINK_OPEN, THINK_CLOSE)] if reasoning else []) + [
-        fmt.reasoning_delimiters for fmt in formats if fmt.reasoning_delimiters]
+        fmt.reasoning_delimiters for fmt in formats
+        if fmt.reasoning_delimiters and (fmt in taught or _reader_opens_reasoning(fmt))]
     think_opens = tuple(dict.fromkeys(opener for opener, _ in pairs if opener))
     think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
-    end_tokens = tuple(dict.fromkeys(t for fmt in formats for t in fmt.end_tokens if t not in think_closes))
+    end_tokens = tuple(dict.fromkeys(t for fmt in taught for t in fmt.end_tokens if t not in think_closes))
     sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
     # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
     return _ScanTables(

@@ -111,7 +111,7 @@ LLAMA_CALL = '<|python_tag|>{"name": "get_weather", "parameters": {"city": "SF"}
     (("llama3", "tool_call"), "Hello.<|eot_id|>", ["Hello."]),
     (("llama3", "tool_call"), "Hello.<|eom_id|> Bye.<|eot_id|>", ["Hello. Bye."]),
     (("llama3", "tool_call"), f"{LLAMA_CALL}<|eom_id|><|eot_id|>", [Call("get_weather", SF)]),
-    (("tool_call", "llama3"), f"Sure.<|eot_id|>{LLAMA_CALL}<|eom_id|>", ["Sure.", Call("get_weather", SF)]),
+    (("llama3", "tool_call"), f"Sure.<|eot_id|>{LLAMA_CALL}<|eom_id|>", ["Sure.", Call("get_weather", SF)]),
     (("deepseek", "tool_call"), "Hello.<｜end▁of▁sentence｜>", ["Hello."]),
     (("kimi_k2", "tool_call"), "Hello.<|im_end|>", ["Hello."]),
     (("glm", "tool_call"), f"{GLM_CALL}<|observation|>", [Call("get_weather", SF)]),
@@ -134,9 +134,22 @@ def test_end_of_turn_tokens_stay_text_when_their_family_is_not_requested():
     tr(formats("tool_call"), "Hello.<|eot_id|>", ["Hello.<|eot_id|>"], notes=[])
 
 
+@pytest.mark.parametrize("text", [
+    "Llama 3 ends a turn with <|eot_id|> and Gemma with <end_of_turn>.",
+    "Magistral thinks in [THINK] … [/THINK] and Seed-OSS in <seed:think> … </seed:think>; the rest stays.",
+    "Mistral's calls start with [TOOL_CALLS] and DeepSeek's with <｜tool▁calls▁begin｜>, as quoted here.",
+])
+def test_a_family_accepted_only_for_its_calls_leaves_quoted_special_tokens_in_the_prose(text):
+    """Every family accepted (``accept_formats=all``) with ``tool_call`` taught: another family's reasoning
+    delimiters, end tokens and call tokens quoted in prose are the prose; its calls are still read."""
+    accept_all = formats("tool_call", "llama3", "gemma", "mistral", "seed_oss", "deepseek")
+    tr(accept_all, text, [text], notes=None, leak_ok=True)
+    tr(accept_all, f"Sure.<|eot_id|>{LLAMA_CALL}", ["Sure.<|eot_id|>", Call("get_weather", SF)], finish="tool_calls",
+       notes=["recovered_unclosed"])
+
+
 @pytest.mark.parametrize(("names", "opener", "closer"), [
     (("seed_oss", "tool_call"), "<seed:think>", "</seed:think>"),
-    (("tool_call", "seed_oss"), "<seed:think>", "</seed:think>"),
     (("mistral", "tool_call"), "[THINK]", "[/THINK]"),
 ])
 def test_a_family_reasoning_block_is_reasoning(names, opener, closer):
