@@ -281,3 +281,16 @@ def compact_object(arguments: str) -> str:
     except (TypeError, ValueError):
         return "{}"
     return arguments
+
+
+def end_calls_at_eof(body: Any, *, repaired: bool = False, invalid: bool = False) -> None:
+    """The stream ended inside a block of calls (a reader with ``sink``, ``state``, ``pending``, ``calls``):
+    a call cut in its arguments is incomplete, one whose end was still pending is unclosed (``repaired`` /
+    ``invalid`` as its reader found it), and a block that never started a call goes back to text."""
+    if body.state == "args":
+        body.sink.call_incomplete()
+    elif body.pending:
+        body.pending = False
+        body.sink.call_unclosed(repaired=repaired, invalid=invalid)
+    elif not body.calls:
+        body.sink.call_abort("not_a_call", "the block ended before a call started")

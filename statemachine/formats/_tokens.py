@@ -21,7 +21,7 @@ from typing import Callable
 
 from .._jsonlex import ValueLexer
 from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from ._base import BodyReader, CallSink, TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
 
@@ -201,13 +201,7 @@ class TokenCallsBody(ObjectArguments):
         return DONE, pos
 
     def at_eof(self) -> None:
-        if self.state == "args":
-            self.sink.call_incomplete()
-        elif self.pending:
-            self.pending = False
-            self.sink.call_unclosed(repaired=self.repaired, invalid=self.invalid)
-        elif not self.calls:
-            self.sink.call_abort("not_a_call", "the block ended before a call started")
+        end_calls_at_eof(self, repaired=self.repaired, invalid=self.invalid)
 
 
 class TokenFormat(TextFormat):

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from .._scanning import DONE, MORE, WS
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -203,13 +203,7 @@ class PythonicBody:
         return DONE, pos
 
     def at_eof(self) -> None:
-        if self.state == "args":
-            self.sink.call_incomplete()
-        elif self.pending:
-            self.pending = False
-            self.sink.call_unclosed()
-        elif not self.calls:
-            self.sink.call_abort("not_a_call", "the block ended before a call started")
+        end_calls_at_eof(self)
 
 
 def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
