@@ -65,16 +65,23 @@ def codex_body(turns: int) -> dict[str, Any]:
     items: list[dict[str, Any]] = _preamble()
     for t in range(turns):
         items += [
-            {"type": "reasoning", "id": f"rs_{t}", "summary": [], "encrypted_content": "gAAAA" + "x" * 2000},
-            {"type": "function_call", "id": f"fc_{t}", "status": "completed", "call_id": f"c{t}",
-             "name": "exec_command", "arguments": '{"p0": "ls -la"}'},
-            {"type": "function_call_output", "call_id": f"c{t}", "output": "file\n" * 40},
+            *_command_turn(t),
             {"type": "custom_tool_call", "id": f"ctc_{t}", "status": "completed", "call_id": f"p{t}",
              "name": "apply_patch", "input": PATCH},
             {"type": "custom_tool_call_output", "call_id": f"p{t}", "output": "Success. Updated 1 file."},
             _assistant(t),
         ]
     return _body(tools, items)
+
+
+def _command_turn(t: int) -> list[dict[str, Any]]:
+    """Turn ``t``'s reasoning, an ``exec_command`` call and its output (both bodies have them)."""
+    return [
+        {"type": "reasoning", "id": f"rs_{t}", "summary": [], "encrypted_content": "gAAAA" + "x" * 2000},
+        {"type": "function_call", "id": f"fc_{t}", "status": "completed", "call_id": f"c{t}",
+         "name": "exec_command", "arguments": '{"p0": "ls -la"}'},
+        {"type": "function_call_output", "call_id": f"c{t}", "output": "file\n" * 40},
+    ]
 
 
 def twin_body(turns: int) -> dict[str, Any]:
@@ -86,10 +93,7 @@ def twin_body(turns: int) -> dict[str, Any]:
     items: list[dict[str, Any]] = _preamble()
     for t in range(turns):
         items += [
-            {"type": "reasoning", "id": f"rs_{t}", "summary": [], "encrypted_content": "gAAAA" + "x" * 2000},
-            {"type": "function_call", "id": f"fc_{t}", "status": "completed", "call_id": f"c{t}",
-             "name": "exec_command", "arguments": '{"p0": "ls -la"}'},
-            {"type": "function_call_output", "call_id": f"c{t}", "output": "file\n" * 40},
+            *_command_turn(t),
             {"type": "function_call", "id": f"fp_{t}", "status": "completed", "call_id": f"p{t}",
              "name": "apply_patch", "arguments": '{"patch": "' + PATCH.replace("\n", "\\n") + '"}'},
             {"type": "function_call_output", "call_id": f"p{t}", "output": "Success. Updated 1 file."},
