@@ -183,6 +183,11 @@ class UpstreamConnection:
         connection goes back to the pool when the body is complete, and is closed by ``release()``
         before that. At most ``max_buffer`` body bytes are held unread.
 
+        ``body`` is let go once it is copied into the request, before connecting: a caller should
+        hand it over inline. An ``orjson.dumps`` result keeps its whole growth buffer (16 KiB for a
+        2 KiB prompt with one non-ASCII character); held through the connect and the wait for the
+        answer, a burst of streams leaves those buffers as holes in the heap (docs/upstream-client.md).
+
         Raises:
             OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
             geventhttpclient.response.HTTPParseError: the answer is not HTTP.
@@ -192,6 +197,8 @@ class UpstreamConnection:
             head += f"{name}: {value}\r\n"
         if body or method == "POST":
             head += f"Content-Length: {len(body)}\r\n"
+        message = head.encode("latin-1") + b"\r\n" + body  # exactly its size
+        del body
         pool = self.pool
         try:
             sock = pool.get_socket()
@@ -199,7 +206,8 @@ class UpstreamConnection:
             raise ConnectionError(str(exc)) from None
         try:
             sock.settimeout(self.timeouts.write)
-            sock.sendall(head.encode("latin-1") + b"\r\n" + body)
+            sock.sendall(message)
+            del message  # not held through the wait for the answer either
             read_timeout = read_timeout or self.timeouts.read
             sock.settimeout(read_timeout)
         except BaseException:
