@@ -44,7 +44,7 @@ class ChatEncoder:
         self._include_usage = include_usage
         self._chunker = ChatChunker(completion_id, created, model, legacy_functions=legacy_functions,
                                     include_usage=include_usage)
-        self._accumulator = ChatAccumulator(completion_id, created, model, legacy_functions=legacy_functions)
+        self._accumulator: ChatAccumulator | None = None  # made by the first add: a stream never needs one
 
     def opening(self) -> list[bytes]:
         """Nothing: a Chat stream starts with its first event."""
@@ -69,11 +69,18 @@ class ChatEncoder:
 
     def add(self, index: int, event: Event) -> None:
         """Fold one event into the ``chat.completion`` body."""
-        self._accumulator.add(index, event)
+        self._folding().add(index, event)
 
     def body(self, usage: Usage) -> dict[str, Any]:
         """The ``chat.completion`` body."""
-        return self._accumulator.body(_chat_usage(usage))
+        return self._folding().body(_chat_usage(usage))
+
+    def _folding(self) -> "ChatAccumulator":
+        if self._accumulator is None:
+            head = self._chunker._head  # the same id, time and model
+            self._accumulator = ChatAccumulator(head["id"], head["created"], head["model"],
+                                                legacy_functions=self._chunker._legacy)
+        return self._accumulator
 
 
 def _chat_usage(usage: Usage) -> dict[str, int]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, TypeVar
 
 import orjson
 
@@ -29,11 +29,24 @@ from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec,
 
 from ..errors import InputError
 from ..observability import record as observe
+from .lru import BoundedLRU
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
+T = TypeVar("T")
+
 _DEFAULT_FORMATS = ParserConfig().formats
+#: Tool sets kept to be shared: agents resend the same tools every turn, and an open stream holds its
+#: tools (schemas included) to its end, so streams offering the same tools share one copy of them.
+TOOL_SET_CACHE_SIZE = 64
+#: Bytes of tool JSON kept in all; a larger set is not shared.
+TOOL_SET_CACHE_BYTES = 4 * 1024 * 1024
+
+_tool_sets: BoundedLRU[bytes, dict[str, ToolSpec]] = BoundedLRU(TOOL_SET_CACHE_SIZE, TOOL_SET_CACHE_BYTES,
+                                                                 lambda key, _: len(key))
+#: The parts of a config made from the settings (policy, formats): one object per distinct value.
+_from_settings: dict[Any, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,16 +99,45 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
                        else ChoiceRequest(tool_choice))
     check_tool_choice(tool_choice, {t.name for t in tools})
     return ParserConfig(
-        tools={t.name: t for t in tools},
+        tools=shared_tool_set(tools),
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
-        formats=parser_formats(settings),
-        policy=policy_from_settings(settings),
+        formats=_one_copy(parser_formats(settings)),
+        policy=_one_copy(policy_from_settings(settings)),
         marker=request_marker(settings) if tools else None,
         bare_json=not json_output,
         starts_in_reasoning=template_opens_reasoning(settings),
     )
+
+
+def _one_copy(value: T) -> T:
+    """``value``, or the equal one an earlier request got (a stream holds its config to its end)."""
+    return _from_settings.setdefault(value, value)
+
+
+def tools_key(tools: Iterable[ToolSpec]) -> bytes | None:
+    """Everything ``tools`` are, as JSON bytes (a cache key), or ``None`` for a schema JSON cannot hold
+    (only from an embedding host)."""
+    try:
+        return orjson.dumps([(t.name, t.description, t.parameters, t.strict, t.kind, t.input_format)
+                             for t in tools])
+    except TypeError:
+        return None
+
+
+def shared_tool_set(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
+    """``tools`` by name: the very mapping an earlier request offering the same tools got, if it is still
+    kept. Shared mappings (and the schemas in them) are never changed."""
+    by_name = {t.name: t for t in tools}
+    key = tools_key(tools) if tools else None
+    if key is None:
+        return by_name
+    shared = _tool_sets.get(key)
+    if shared is None:
+        _tool_sets.put(key, by_name)
+        return by_name
+    return shared
 
 
 def parser_formats(settings: "Settings") -> tuple[str, ...]:

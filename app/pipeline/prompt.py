@@ -28,10 +28,7 @@ plain ``system``/``user``/``assistant`` messages with string content:
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any, Mapping
-
-import orjson
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
 
@@ -48,6 +45,8 @@ from ..prompt_protocol import (
     primary_type,
     resolve_schema,
 )
+from .lru import BoundedLRU
+from .plan import tools_key
 
 __all__ = [
     "GUIDE_HEADING",
@@ -163,39 +162,11 @@ TOOL_BLOCK_CACHE_SIZE = 64
 TOOL_BLOCK_CACHE_CHARS = 2 * 1024 * 1024
 
 
-class _BlockCache:
-    """A least-recently-used map of tool blocks, bounded in entries and in characters."""
-
-    def __init__(self) -> None:
-        self.entries: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-        self.chars = 0
-
-    def get(self, key: tuple[Any, ...]) -> str | None:
-        block = self.entries.get(key)
-        if block is not None:
-            self.entries.move_to_end(key)
-        return block
-
-    def put(self, key: tuple[Any, ...], block: str) -> None:
-        size = _entry_chars(key, block)
-        if size > TOOL_BLOCK_CACHE_CHARS:
-            return
-        self.entries[key] = block
-        self.chars += size
-        while len(self.entries) > TOOL_BLOCK_CACHE_SIZE or self.chars > TOOL_BLOCK_CACHE_CHARS:
-            old_key, old_block = self.entries.popitem(last=False)
-            self.chars -= _entry_chars(old_key, old_block)
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.chars = 0
-
-
 def _entry_chars(key: tuple[Any, ...], block: str) -> int:
     return len(key[-1]) + len(block)  # the tools' JSON is the key's only sizeable part
 
 
-_tool_blocks = _BlockCache()
+_tool_blocks: BoundedLRU[tuple[Any, ...], str] = BoundedLRU(TOOL_BLOCK_CACHE_SIZE, TOOL_BLOCK_CACHE_CHARS, _entry_chars)
 
 
 def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
@@ -205,10 +176,8 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
     """
     if config.marker is not None:
         return _tool_block(config, fmt)
-    try:
-        tools = orjson.dumps([(t.name, t.description, t.parameters, t.strict, t.kind, t.input_format)
-                              for t in config.tools.values()])
-    except TypeError:  # a schema JSON cannot hold (only from an embedding host): render it uncached
+    tools = tools_key(config.tools.values())
+    if tools is None:
         return _tool_block(config, fmt)
     key = (fmt, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
     block = _tool_blocks.get(key)

@@ -334,7 +334,7 @@ def test_a_marked_block_is_never_cached_nor_shared(empty_cache):
 
 
 def test_the_cache_keeps_the_most_recently_used_blocks(empty_cache, monkeypatch):
-    monkeypatch.setattr(prompting, "TOOL_BLOCK_CACHE_SIZE", 2)
+    monkeypatch.setattr(prompting._tool_blocks, "max_entries", 2)
     tools = [ToolSpec(f"tool_{i}") for i in range(3)]
     system_text(tools=(tools[0],))
     system_text(tools=(tools[1],))
@@ -348,17 +348,17 @@ def test_the_cache_keeps_within_its_character_budget(empty_cache, monkeypatch):
     big = ToolSpec("big", "x" * 2500)
     small = [ToolSpec(f"tool_{i}") for i in range(3)]
     system_text(tools=(big,))
-    big_size = prompting._tool_blocks.chars
+    big_size = prompting._tool_blocks.size
     system_text(tools=(small[0],))
-    small_size = prompting._tool_blocks.chars - big_size
+    small_size = prompting._tool_blocks.size - big_size
     prompting._tool_blocks.clear()
-    monkeypatch.setattr(prompting, "TOOL_BLOCK_CACHE_CHARS", big_size + small_size)
+    monkeypatch.setattr(prompting._tool_blocks, "max_size", big_size + small_size)
     system_text(tools=(small[0],))
     system_text(tools=(small[1],))
     system_text(tools=(big,))  # fits once the least recently used one is gone
     assert [json.loads(key[-1])[0][0] for key in empty_cache] == ["tool_1", "big"]
-    assert prompting._tool_blocks.chars == sum(len(k[-1]) + len(v) for k, v in empty_cache.items())
-    monkeypatch.setattr(prompting, "TOOL_BLOCK_CACHE_CHARS", big_size - 1)
+    assert prompting._tool_blocks.size == sum(len(k[-1]) + len(v) for k, v in empty_cache.items())
+    monkeypatch.setattr(prompting._tool_blocks, "max_size", big_size - 1)
     prompting._tool_blocks.clear()
     assert system_text(tools=(big,)) == uncached_block(tools=(big,))  # too large to keep: rendered, not kept
-    assert not empty_cache and prompting._tool_blocks.chars == 0
+    assert not empty_cache and prompting._tool_blocks.size == 0

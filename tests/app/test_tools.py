@@ -66,3 +66,28 @@ def test_named_choice_must_be_offered():
         build_parser_config([ToolSpec("f")], ToolChoice("required", frozenset({"g"})), parallel_tool_calls=True,
                             legacy_functions=False, settings=Settings())
     assert info.value.param == "tool_choice" and info.value.status == 400
+
+
+def test_requests_offering_the_same_tools_share_one_tool_set():
+    """An open stream holds its config to its end: equal tools (schemas included) are one copy, not one a stream."""
+    first, second = config_for(tools=[WEATHER_TOOL]), config_for(tools=[WEATHER_TOOL])
+    assert first.tools is second.tools
+    assert first.policy is second.policy and first.formats is second.formats
+    renamed = {"type": "function", "function": {**WEATHER_TOOL["function"], "description": "Another."}}
+    other = config_for(tools=[renamed])
+    assert other.tools is not first.tools
+    assert other.tools["get_weather"].description == "Another."
+
+
+def test_the_shared_tool_sets_are_bounded(monkeypatch):
+    from app.pipeline import plan
+
+    monkeypatch.setattr(plan._tool_sets, "max_entries", 2)
+    plan._tool_sets.clear()
+    tools = [[ToolSpec(f"tool_{i}")] for i in range(3)]
+    sets = [plan.shared_tool_set(t) for t in tools]
+    assert plan.shared_tool_set(tools[2]) is sets[2]
+    assert plan.shared_tool_set(tools[0]) is not sets[0]  # evicted: a fresh mapping, equal to it
+    assert plan.shared_tool_set(tools[0]) == sets[0] and len(plan._tool_sets.entries) == 2
+    monkeypatch.setattr(plan._tool_sets, "max_size", 10)  # a set larger than the whole budget is not kept
+    assert plan.shared_tool_set(tools[1]) is not plan.shared_tool_set(tools[1])
