@@ -504,6 +504,8 @@ class JsonCallsBody:
             if ch == "<" and self.closer and end != -1:
                 tag = buf[pos:end + 1]
                 if tag.startswith("</"):
+                    if not self.calls:  # ``[`` or ``[]``, then a closer: the block held no call
+                        return self._ended(end + 1)
                     if tag != self.closer:
                         self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
                     return DONE, end + 1

@@ -267,6 +267,11 @@ SECTION7 = [
     ("c15-closer-function", "<tool_call>" + WX + "</function>ok", [Call("get_weather", SF), "ok"], "tool_calls", {}),
     ("c15-closer-underscore", "<tool_call>" + WX + "</_call>ok", [Call("get_weather", SF), "ok"], "tool_calls", {}),
     ("c15-doubled-closer", tc(WX) + "</tool_call>ok", [Call("get_weather", SF), "ok"], "tool_calls", {}),
+    # an array that holds no call, then a closer (its own or another's): the block was text (it crashed once)
+    ("c15-empty-array", "<tool_call>[]</tool_call>ok", ["<tool_call>[]</tool_call>ok"], "stop",
+     {"leak_ok": True, "notes": []}),
+    ("c15-open-array-closed", "<tool_call>[</function>ok", ["<tool_call>[</function>ok"], "stop",
+     {"leak_ok": True, "notes": []}),
     # 16. no closing tag at EOF, stop + complete body → accepted
     ("c16-unclosed-complete", "<tool_call>" + WX, [Call("get_weather", SF)], "tool_calls",
      {"notes": ["recovered_unclosed"]}),
