@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import gevent
 import orjson
@@ -25,14 +25,13 @@ from statemachine import ParserConfig
 from ..observability import metrics
 from ..observability import record as observe
 from ..state import current_state
-from ..upstreams.base import Pause, UpstreamError, UpstreamStream
+from ..upstreams.base import UpstreamError, UpstreamStream
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
-from .failures import as_api_error
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
-from .streaming import cooperative, sse_body, tick_seconds
+from .streaming import Events, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
@@ -82,19 +81,7 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
                 encoder.add(index, event)
         return current_app.json.response(encoder.body(usage()))
 
-    def frames() -> Iterator[bytes | Pause]:
-        yield from encoder.opening()
-        for index, event in driver:
-            if index is None:
-                yield event  # the upstream's pause: what is ready goes out
-            else:
-                yield from encoder.frames(index, event)
-        yield from encoder.closing(usage())
-
-    def failed(exc: Exception) -> bytes:
-        return encoder.error_frames(as_api_error(exc), usage())
-
-    return sse_response(frames(), stream, on_error=failed)
+    return sse_response(driver, encoder, usage, stream)
 
 
 def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
@@ -163,18 +150,17 @@ def wants_keepalive() -> bool:
     return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
 
 
-def sse_response(frames: Iterator[bytes | Pause], stream: UpstreamStream, *,
-                 on_error: Callable[[Exception], bytes]) -> Response:
-    """The ``text/event-stream`` response relaying ``frames`` (made from ``stream``), with keep-alives
-    unless the client opted out.
+def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream) -> Response:
+    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames,
+    with keep-alives unless the client opted out.
 
-    ``stream`` is asked for pauses, which ``frames`` passes on; ``on_error`` is
+    ``stream`` is asked for pauses, which ``events`` passes on; the rest is
     :func:`~app.pipeline.streaming.sse_body`'s.
     """
     settings = current_state().settings
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
     stream.pause_every(tick_seconds(heartbeat, settings.stream_max_seconds))
-    body = sse_body(frames, heartbeat_seconds=heartbeat, on_error=on_error, on_abandon=stream.close,
+    body = sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
                     max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
                     write_timeout=settings.stream_write_timeout_seconds)
     return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

@@ -1,12 +1,15 @@
-"""From encoded frames to a live SSE body, under gevent, in the request's own greenlet.
+"""From core events to a live SSE body, under gevent, in the request's own greenlet.
 
-:class:`SSEBody` pulls the frames (and so the upstream) itself; no second greenlet
-per stream. The upstream stream says when it is about to wait (``PAUSE``, see
+:class:`SSEBody` pulls the driver's events (and so the upstream) itself and has the
+endpoint's encoder turn them into frames: no second greenlet per stream, and no
+generator between the body and the driver (each one nested is a frame and a slice
+of C stack an open stream holds through every wait). The upstream stream says
+when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
 a tick: a ``: keep-alive`` comment goes out when nothing was written for the
-heartbeat interval. Closing the body (the client left) closes the frames, which
+heartbeat interval. Closing the body (the client left) closes the events, which
 close the upstream. The body reports to the request's
 :class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
 
@@ -26,8 +29,15 @@ from typing import Any, Callable, Iterable, Iterator
 import gevent
 import orjson
 
+from statemachine import Event
+
 from ..observability import record as observe
 from ..upstreams.base import PAUSE, Pause, UpstreamError
+from .encoder import Encoder, Usage
+from .failures import as_api_error
+
+#: What a body pulls: a choice's core event by index, or the upstream's pause as ``(None, pause)``.
+Events = Iterable[tuple[int, Event] | tuple[None, Pause]]
 
 
 #: Yield to the gevent hub after this many events, so one busy stream cannot starve the others.
@@ -58,14 +68,15 @@ def tick_seconds(heartbeat_seconds: float | None, max_seconds: float | None) -> 
 class SSEBody:
     """The WSGI iterable of one SSE response (see :func:`sse_body`)."""
 
-    __slots__ = ("_frames", "_heartbeat", "_on_error", "_on_abandon", "_started", "_ended", "_record",
+    __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
                  "_max_seconds", "_deadline", "_client", "_client_timeout")
 
-    def __init__(self, frames: Iterator[bytes | Pause], *, heartbeat_seconds: float | None,
-                 on_error: Callable[[Exception], bytes], on_abandon: Callable[[], None],
-                 max_seconds: float | None = None, client: socket.socket | None = None,
-                 write_timeout: float | None = None):
-        self._frames = frames
+    def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
+                 heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
+                 client: socket.socket | None = None, write_timeout: float | None = None):
+        self._events = iter(events)
+        self._encoder = encoder
+        self._usage = usage
         self._heartbeat = heartbeat_seconds or None
         self._max_seconds = max_seconds or None
         self._deadline = time.monotonic() + max_seconds if max_seconds else None
@@ -75,7 +86,6 @@ class SSEBody:
             # gevent's sendall fails once one whole write took longer: no timer per write.
             self._client_timeout = self._client.gettimeout()
             self._client.settimeout(write_timeout)
-        self._on_error = on_error
         self._on_abandon = on_abandon
         self._started = False
         self._ended = False  # the body reached its end
@@ -87,7 +97,7 @@ class SSEBody:
         return self._relay()
 
     def close(self) -> None:
-        """Close the frames (and so the upstream); the client's socket gets its own timeout back."""
+        """Close the events (and so the upstream); the client's socket gets its own timeout back."""
         if self._client is not None:
             try:  # the connection may serve the next request: its idle wait is gunicorn's keepalive again
                 self._client.settimeout(self._client_timeout)
@@ -95,12 +105,12 @@ class SSEBody:
                 pass
             self._client = None
         if self._started:
-            close = getattr(self._frames, "close", None)
+            close = getattr(self._events, "close", None)
             if close is not None:
                 close()
         else:
             self._started = True
-            self._on_abandon()  # the frames never ran: nothing of theirs would close the upstream
+            self._on_abandon()  # the events never ran: nothing of theirs would close the upstream
         if not self._ended and self._record is not None:
             self._record.client_left()
             self._record = None
@@ -108,18 +118,19 @@ class SSEBody:
     def _relay(self) -> Iterator[bytes]:
         self._started = True
         record = self._record
-        heartbeat, deadline = self._heartbeat, self._deadline
+        heartbeat, deadline, encoder = self._heartbeat, self._deadline, self._encoder
         batch: list[bytes] = []
         written = time.monotonic()
         try:
             try:
-                for frame in self._frames:
-                    if frame.__class__ is not Pause:
-                        batch.append(frame)
+                batch += encoder.opening()
+                for index, item in self._events:
+                    if index is not None:
+                        batch += encoder.frames(index, item)
                         if len(batch) < COOPERATE_EVERY:
                             continue
                         gevent.sleep(0)  # a long run of ready frames: the other streams run, then it goes out
-                        frame = PAUSE
+                        item = PAUSE
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
                     if batch:
                         if record is not None:
@@ -128,14 +139,15 @@ class SSEBody:
                         yield b"".join(batch)
                         batch = []
                         written = now
-                    elif frame.idle and heartbeat is not None and now - written >= heartbeat:
+                    elif item.idle and heartbeat is not None and now - written >= heartbeat:
                         yield KEEPALIVE
                         written = now
                     if deadline is not None and now >= deadline:
                         raise UpstreamError("timeout", f"The stream went past its {self._max_seconds:g}-second "
                                                        "limit.", status=504, code="stream_time_limit")
+                batch += encoder.closing(self._usage())
             except Exception as exc:  # the endpoint's error frame ends the stream, after what was ready
-                batch.append(self._on_error(exc))
+                batch.append(encoder.error_frames(as_api_error(exc), self._usage()))
             if record is not None and batch:
                 record.first_frame_sent()
             self._ended = True
@@ -145,19 +157,20 @@ class SSEBody:
             self.close()
 
 
-def sse_body(frames: Iterator[bytes | Pause], *, heartbeat_seconds: float | None,
-             on_error: Callable[[Exception], bytes], on_abandon: Callable[[], None],
-             max_seconds: float | None = None, client: socket.socket | None = None,
+def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, heartbeat_seconds: float | None,
+             on_abandon: Callable[[], None], max_seconds: float | None = None, client: socket.socket | None = None,
              write_timeout: float | None = None) -> SSEBody:
-    """The WSGI iterable that relays ``frames``.
+    """The WSGI iterable that streams ``events`` as ``encoder``'s frames.
 
     Args:
-        frames: encoded SSE events and the upstream's pauses; pulling them pulls the upstream.
+        events: the driver's events and the upstream's pauses; pulling them pulls the upstream.
+        encoder: the endpoint's encoder: its opening, the frames of each event, then its closing; if pulling
+            fails, its error frames end the stream instead (after the frames that were ready).
+        usage: the usage so far, for the closing or error frames.
         heartbeat_seconds: keep-alive interval while nothing arrives; ``None``/0 = none.
-        on_error: turns an exception from ``frames`` into the final bytes to send.
         on_abandon: closes the upstream if the body is closed before it was ever iterated.
-        max_seconds: the stream's total time; past it, ``on_error`` gets a ``timeout`` :class:`UpstreamError`.
+        max_seconds: the stream's total time; past it, the stream ends with a ``timeout`` error.
         client: the client's socket (gunicorn's), to bound each write by ``write_timeout`` seconds.
     """
-    return SSEBody(frames, heartbeat_seconds=heartbeat_seconds, on_error=on_error, on_abandon=on_abandon,
+    return SSEBody(events, encoder, usage, heartbeat_seconds=heartbeat_seconds, on_abandon=on_abandon,
                    max_seconds=max_seconds, client=client, write_timeout=write_timeout)

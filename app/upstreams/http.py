@@ -28,7 +28,7 @@ _CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "pe
                                  "unprocessable_entity_error"})
 #: The most of an upstream error body read (a longer one is not quoted at all).
 MAX_ERROR_BODY_BYTES = 64 * 1024
-#: Bytes of one read decoded at a time (see :func:`_payloads`).
+#: Bytes of one read decoded at a time (see :meth:`HttpStream._events`).
 DECODE_BYTES = 4096
 #: ``/readyz``: the longest wait for the upstream's model list, seconds.
 READY_TIMEOUT = 3.0
@@ -157,62 +157,78 @@ class HttpStream:
         self._tick = tick
 
     def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
+        return self._whole() if self._json else self._events()
+
+    def _whole(self) -> Iterator[UpstreamChunk]:
+        """A JSON answer: some servers ignore ``stream: true``; their whole completion is one chunk."""
         with _mapped_errors():
-            if self._json:
-                # Some servers ignore ``stream: true``; their whole completion is one chunk.
-                self._response.max_buffer = self._bounds.max_body_bytes
-                yield from _whole_completion(_loads(self._response.read_body()), self._secret)
-                return
-            reads = body_reads(self._response, pauses=self._pauses, tick=self._tick)
-            for payload in _payloads(reads, self._bounds):
-                if payload.__class__ is Pause:
-                    yield payload
-                elif payload == "[DONE]":
-                    # Read the (normally empty) rest of the body: only a complete response
-                    # gives its connection back to the pool instead of closing it.
-                    for _ in reads:
-                        pass
+            self._response.max_buffer = self._bounds.max_body_bytes
+            yield from _whole_completion(_loads(self._response.read_body()), self._secret)
+
+    def _events(self) -> Iterator[UpstreamChunk | Pause]:
+        """The chunks of the SSE body as it arrives, with the pauses asked for (see :meth:`pause_every`).
+
+        One generator receives, decodes and parses, so an open stream holds one frame, and nothing of
+        its last read, through each wait. A read can hold hundreds of events (up to 64 KB from a fast
+        upstream); it is decoded in :data:`DECODE_BYTES` pieces, so the first event goes on before the
+        rest are decoded. Silence longer than the response's ``read_timeout`` is a timeout, and so are
+        reads without a data event (keep-alive comments) for ``idle_content`` seconds; the clock is read
+        only after a silent tick or such a read, never per receive or event.
+        """
+        response, secret, pauses = self._response, self._secret, self._pauses
+        decoder = SSEDecoder(self._bounds.max_event_bytes)
+        idle_limit = self._bounds.idle_content
+        read_limit = response.read_timeout
+        wait = min(self._tick, read_limit) if pauses and self._tick else read_limit
+        silent_since: float | None = None  # no bytes since
+        idle_since: float | None = None  # bytes, but no data event, since
+        fresh = True  # something may have been produced since the last pause
+        with _mapped_errors():
+            while True:
+                if response.unread:
+                    fresh = True
+                    data = response.take()
+                    payload = None
+                    for start in range(0, len(data), DECODE_BYTES):
+                        for payload in _decode(decoder, data[start:start + DECODE_BYTES]):
+                            if payload == "[DONE]":
+                                _read_to_end(response)
+                                return
+                            yield parse_chunk(_loads(payload), secret)
+                    if payload is not None:
+                        idle_since = None
+                    elif idle_limit:
+                        now = time.monotonic()
+                        if idle_since is None:
+                            idle_since = now
+                        elif now - idle_since > idle_limit:
+                            raise UpstreamError("timeout", f"The upstream sent no content for {idle_limit:g} "
+                                                           "seconds.", status=504)
+                    data = payload = None  # not held through the next wait
+                if response.message_complete:
+                    for payload in _decode(decoder, None):  # a last event that lacked its blank line
+                        if payload == "[DONE]":
+                            return
+                        yield parse_chunk(_loads(payload), secret)
                     return
-                else:
-                    yield parse_chunk(_loads(payload), self._secret)
+                if pauses and fresh:
+                    yield PAUSE
+                    fresh = False
+                if response.receive(wait):
+                    silent_since = None
+                    continue
+                now = time.monotonic()
+                if silent_since is None:
+                    silent_since = now - wait
+                if now - silent_since >= read_limit:
+                    response.release()
+                    raise TimeoutError("the upstream went silent")
+                if pauses:
+                    yield IDLE
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
         self._response.release()
-
-
-def body_reads(response: BoundedResponse, *, pauses: bool = False, tick: float | None = None
-               ) -> Iterator[bytes | Pause]:
-    """The body as it arrives: the bytes of each receive (split anywhere), until its end.
-
-    With ``pauses``, :data:`~app.upstreams.base.PAUSE` comes before every wait that follows new bytes, and
-    :data:`~app.upstreams.base.IDLE` after every ``tick`` seconds of silence. Silence longer than
-    the response's ``read_timeout`` raises ``TimeoutError`` (the connection is closed).
-    """
-    limit = response.read_timeout
-    wait = min(tick, limit) if pauses and tick else limit
-    silent_since: float | None = None
-    fresh = True  # something may have been produced since the last pause
-    while True:
-        if response.unread:
-            yield response.take()
-            fresh = True
-        if response.message_complete:
-            return
-        if pauses and fresh:
-            yield PAUSE
-            fresh = False
-        if response.receive(wait):
-            silent_since = None
-            continue
-        now = time.monotonic()  # read only after a silent tick, never per receive
-        if silent_since is None:
-            silent_since = now - wait
-        if now - silent_since >= limit:
-            response.release()
-            raise TimeoutError("the upstream went silent")
-        if pauses:
-            yield IDLE
 
 
 def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
@@ -286,41 +302,18 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 
 
-def _payloads(reads: Iterator[bytes | Pause], bounds: Bounds = Bounds()) -> Iterator[str | Pause]:
-    """The ``data`` payloads of an SSE byte stream (pauses passed through).
-
-    A read can hold hundreds of events (up to 64 KB from a fast upstream); it is decoded in
-    :data:`DECODE_BYTES` pieces, so the first event goes on before the rest are decoded.
+def _read_to_end(response: BoundedResponse) -> None:
+    """Read the (normally empty) rest of the body after ``[DONE]``: only a complete response gives its
+    connection back to the pool instead of closing it.
 
     Raises:
-        UpstreamError: (``timeout``) only reads without a data event (keep-alive comments) came for
-            ``bounds.idle_content`` seconds. The clock is read only on such reads, never per event.
+        TimeoutError: the rest did not come within ``read_timeout`` (the connection is closed).
     """
-    decoder = SSEDecoder(bounds.max_event_bytes)
-    idle_seconds = bounds.idle_content
-    idle_since: float | None = None
-    for raw in reads:
-        if raw.__class__ is Pause:
-            yield raw
-            continue
-        pieces = (raw,) if len(raw) <= DECODE_BYTES else \
-            (raw[start:start + DECODE_BYTES] for start in range(0, len(raw), DECODE_BYTES))
-        content = False
-        for piece in pieces:
-            payloads = _decode(decoder, piece)
-            if payloads:
-                content = True
-                yield from payloads
-        if content:
-            idle_since = None
-        elif idle_seconds:
-            now = time.monotonic()
-            if idle_since is None:
-                idle_since = now
-            elif now - idle_since > idle_seconds:
-                raise UpstreamError("timeout", f"The upstream sent no content for {idle_seconds:g} seconds.",
-                                    status=504)
-    yield from _decode(decoder, None)
+    while not response.message_complete:
+        if not response.receive(response.read_timeout):
+            response.release()
+            raise TimeoutError("the upstream went silent")
+        response.take()
 
 
 def _decode(decoder: SSEDecoder, raw: bytes | None) -> list[str]:

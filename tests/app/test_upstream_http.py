@@ -267,7 +267,7 @@ def test_an_idle_connection_the_server_closed_later_is_not_reused(serve):
     assert len(ports) == 2 and ports[0] != ports[1]
 
 
-def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monkeypatch):
+def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(serve, monkeypatch):
     from app.upstreams import http as upstream_module
     from app.upstreams.sse import SSEDecoder
 
@@ -279,14 +279,14 @@ def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(monk
             return super().feed(chunk)
 
     monkeypatch.setattr(upstream_module, "SSEDecoder", CountingDecoder)
-    events = [f'{{"n": {i}, "text": "{"é" * (i % 7)}\\r\\n"}}' for i in range(2000)]
-    burst = "".join(f"data: {e}\r\n\r\n" for e in events).encode()
+    texts = [f"{i} {'é' * (i % 7)}\r\n" for i in range(2000)]
+    burst = sse(*(chunk(text) for text in texts)).replace(b"\n\n", b"\r\n\r\n")
     assert len(burst) > 20 * upstream_module.DECODE_BYTES
-    payloads = upstream_module._payloads(iter([burst[:100], burst[100:]]))
-    assert next(payloads) == events[0]
-    assert sum(fed) <= 100 + upstream_module.DECODE_BYTES
-    assert [events[0], *payloads] == events
-    assert max(fed) <= upstream_module.DECODE_BYTES
+    chunks = iter(serve(lambda seen: sse_answer(burst)).open({}))
+    assert next(chunks).choices[0].content == texts[0]
+    assert sum(fed) <= 2 * upstream_module.DECODE_BYTES  # a piece of the first read or two, not the whole burst
+    assert [texts[0], *(c.choices[0].content for c in chunks)] == texts
+    assert max(fed) <= upstream_module.DECODE_BYTES and sum(fed) == len(burst)
 
 
 def test_a_redirect_is_a_502_naming_its_location(serve):
