@@ -104,7 +104,7 @@ class ChatChunker:
         self._head = {"id": completion_id, "object": CHUNK, "created": created, "model": model}
         self._legacy = legacy_functions
         self._include_usage = include_usage
-        self._role_sent: set[int] = set()
+        self._role_sent: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._opened_below = 0
         self._frame_ends: dict[int, tuple[bytes, bytes]] | None = None  # per choice, see delta_frame
 
@@ -154,7 +154,7 @@ class ChatChunker:
         out = []
         for earlier in range(self._opened_below, index):
             if earlier not in self._role_sent:
-                self._role_sent.add(earlier)
+                self._role_sent += (earlier,)
                 out.append(self._chunk(earlier, {"role": "assistant"}))
         self._opened_below = index
         return out
@@ -197,7 +197,7 @@ class ChatChunker:
         """Prefix the choice's first delta with the role (and ``content`` as OpenAI sends it)."""
         if index in self._role_sent:
             return delta
-        self._role_sent.add(index)
+        self._role_sent += (index,)
         if "content" in delta:
             return {"role": "assistant", **delta}
         # A message that starts with a call has content null; an empty one has "".

@@ -28,7 +28,7 @@ from statemachine import (
 )
 
 from ..observability import record as observe
-from ..upstreams.base import Pause, UpstreamError, UpstreamStream
+from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -77,7 +77,8 @@ class ChoiceDriver:
         # sends fewer choices than asked for.
         self._choices = {i: ChoiceStream(config, id_factory=id_factory) for i in range(n)}
         self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
-        self._finished: set[int] = set()
+        self._finished: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
+        self._cut = False  # a choice stopped reading (its policy cut the output)
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
@@ -96,7 +97,6 @@ class ChoiceDriver:
         return self._choices
 
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
-        cut = False
         try:
             for chunk in self._stream:
                 if chunk.__class__ is Pause:  # the stream's pauses pass through (as ``(None, pause)``)
@@ -105,35 +105,13 @@ class ChoiceDriver:
                 if chunk.usage:
                     self.usage = chunk.usage
                 for delta in chunk.choices:
-                    if delta.index in self._finished:
-                        continue
-                    choice = self._choice(delta.index)
-                    events: list[Event] = []
-                    if delta.reasoning:
-                        events.append(ReasoningDelta(delta.reasoning))
-                    natives = self._natives.get(delta.index)
-                    if delta.content:
-                        if self.texts is not None:
-                            self.texts.setdefault(delta.index, []).append(delta.content)
-                        if natives is not None:
-                            events += natives.close()
-                        events += choice.feed(delta.content)
-                    if delta.tool_calls:
-                        if natives is None:
-                            natives = self._natives[delta.index] = NativeCalls(choice)
-                        events += natives.feed(delta.tool_calls)
-                    if delta.finish_reason:
-                        events += self._finish(delta.index, delta.finish_reason)
-                    elif not choice.wants_more:
-                        events += self._finish(delta.index, None)
-                        cut = True
-                    self._account(delta.index, events)
-                    for event in events:
-                        yield delta.index, event
+                    if delta.index not in self._finished:
+                        # A list, not a generator per delta, and no event stays bound here through the next wait.
+                        yield from self._delta_events(delta)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
-                if cut and len(self._finished) >= self._n:
+                if self._cut and len(self._finished) >= self._n:
                     break
-            for index in sorted(set(self._choices) - self._finished):
+            for index in sorted(self._choices.keys() - self._finished):
                 if self._choices[index].state is ChoiceState.ARGS_STREAMING:
                     # Part of a call went out and the back end stopped without saying why: it was cut off,
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
@@ -149,6 +127,32 @@ class ChoiceDriver:
         finally:
             self._stream.close()
 
+    def _delta_events(self, delta: ChoiceDelta) -> list[tuple[int, Event]]:
+        """The events of one choice's delta, each with the choice's index."""
+        index = delta.index
+        choice = self._choice(index)
+        events: list[Event] = []
+        if delta.reasoning:
+            events.append(ReasoningDelta(delta.reasoning))
+        natives = self._natives.get(index)
+        if delta.content:
+            if self.texts is not None:
+                self.texts.setdefault(index, []).append(delta.content)
+            if natives is not None:
+                events += natives.close()
+            events += choice.feed(delta.content)
+        if delta.tool_calls:
+            if natives is None:
+                natives = self._natives[index] = NativeCalls(choice)
+            events += natives.feed(delta.tool_calls)
+        if delta.finish_reason:
+            events += self._finish(index, delta.finish_reason)
+        elif not choice.wants_more:
+            events += self._finish(index, None)
+            self._cut = True
+        self._account(index, events)
+        return [(index, event) for event in events]
+
     def _choice(self, index: int) -> ChoiceStream:
         choice = self._choices.get(index)
         if choice is None:
@@ -160,7 +164,7 @@ class ChoiceDriver:
         return choice
 
     def _finish(self, index: int, reason: str | None) -> list[Event]:
-        self._finished.add(index)
+        self._finished += (index,)
         natives = self._natives.get(index)
         held = natives.close() if natives is not None else ()
         return [*held, *self._choices[index].finish(reason)]

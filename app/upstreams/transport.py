@@ -72,25 +72,28 @@ class BoundedResponse(HTTPSocketPoolResponse):
     def __init__(self, sock: Any, pool: ConnectionPool, *, max_buffer: int, read_timeout: float, **kw: Any):
         self.max_buffer = max_buffer
         self.read_timeout = read_timeout
-        self._unread = bytearray()
+        self._unread: list[bytearray] = []  # the parser's pieces (a bytearray would keep its buffer between reads)
+        self._unread_bytes = 0
         self._socket = sock
         super().__init__(sock, pool, **kw)
 
     def _on_body(self, buf: bytearray) -> None:
-        if len(self._unread) + len(buf) > self.max_buffer:
-            del self._unread[:]
+        self._unread_bytes += len(buf)
+        if self._unread_bytes > self.max_buffer:
+            self._unread.clear()
             raise BufferLimitExceeded(f"more than {self.max_buffer} bytes")
-        self._unread += buf
+        self._unread.append(buf)
 
     @property
     def unread(self) -> int:
         """Body bytes parsed and not taken yet."""
-        return len(self._unread)
+        return self._unread_bytes
 
     def take(self) -> bytes:
         """The body bytes parsed and not taken yet."""
-        data = bytes(self._unread)
-        del self._unread[:]
+        data = b"".join(self._unread)
+        self._unread.clear()
+        self._unread_bytes = 0
         return data
 
     def receive(self, timeout: float | None) -> bool:
