@@ -129,8 +129,6 @@ class SSEBody:
                         batch += encoder.frames(index, item)
                         if len(batch) < COOPERATE_EVERY:
                             continue
-                        gevent.sleep(0)  # a long run of ready frames: the other streams run, then it goes out
-                        item = PAUSE
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
                     if batch:
                         if record is not None:
@@ -139,6 +137,8 @@ class SSEBody:
                         yield b"".join(batch)
                         batch = []
                         written = now
+                        if index is not None:  # a long run of ready frames went out: now the other streams run
+                            gevent.sleep(0)
                     elif item.idle and heartbeat is not None and now - written >= heartbeat:
                         yield KEEPALIVE
                         written = now

@@ -322,6 +322,24 @@ def test_frames_ready_together_go_out_in_one_write(make_app):
     assert frames(writes[1])[-1] == "[DONE]"
 
 
+def test_a_long_run_of_ready_frames_goes_out_before_the_other_streams_run(make_app, monkeypatch):
+    """Past ``COOPERATE_EVERY`` ready frames the body writes them, then lets the other streams run: writing
+    after that turn would hold a new stream's first byte for a whole round of the hub (at 512 streams, its
+    time to first byte was 1.5x a relay's)."""
+    from app.pipeline import streaming
+
+    order: list[int | str] = []
+    upstream = FakeUpstream(text_chunks("word " * 150, size=1))
+    client = make_app(upstream, heartbeat_seconds=0).test_client()
+    monkeypatch.setattr(streaming.gevent, "sleep", lambda seconds=0: order.append("turn"))
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
+                           buffered=False)
+    for write in response.response:
+        order.append(len(frames(write)))
+    assert order[:3] == [streaming.COOPERATE_EVERY, "turn", streaming.COOPERATE_EVERY]
+    assert order[-1] != "turn" and frames(write)[-1] == "[DONE]"
+
+
 def test_a_stream_takes_no_greenlet_of_its_own(make_app):
     """The request's greenlet pulls the upstream itself, keep-alives included (no pump per stream)."""
     import greenlet
