@@ -131,10 +131,11 @@ class RequestRecord:
         for (source, dest), count in moves.items():
             metrics.child(metrics.FSM_TRANSITIONS, source, dest).inc(count)
         if access_log.isEnabledFor(logging.INFO):
-            # A record made here: Logger.info would also walk the stack to find this line.
+            # A record made here: Logger.info would also walk the stack to find this line. The id is the
+            # record's own: a body may be closed outside its request's context (another request's, or none).
             access_log.handle(access_log.makeRecord(
                 access_log.name, logging.INFO, __file__, 0, "%s %s %s", (self.method, self.route, self.status),
-                None, "finish", {"fields": {
+                None, "finish", {"request_id": self.request_id, "fields": {
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
                     "stream": self.stream if self.stream_requested is None else self.stream_requested,
                     "tool_mode": self.tool_mode, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,

@@ -78,6 +78,19 @@ def test_access_line_is_json_with_the_request_fields_and_no_prompt(make_app, jso
     assert SECRET not in json_log.getvalue() and "Paris" not in json_log.getvalue()
 
 
+def test_streams_closed_outside_their_request_log_their_own_ids(make_app, json_log):
+    """A host may close a streamed body after another request ran in the same context: each access line
+    still carries the id of the request it is about."""
+    client = make_app(FakeUpstream(text_chunks("Hello there."))).test_client()
+    opened = [client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
+                          headers={"X-Request-Id": f"open-{i}"}, buffered=False) for i in range(3)]
+    for response in opened:
+        b"".join(response.response)
+        response.close()
+    ids = [line["request_id"] for line in records(json_log) if line["logger"] == "toolwire.access"]
+    assert ids == ["open-0", "open-1", "open-2"]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_access_line_of_a_rejected_body_shows_the_stream_it_asked_for(make_app, json_log, stream):
     response = post(make_app(FakeUpstream(text_chunks("never"))).test_client(), "rejected-1", stream=stream,
