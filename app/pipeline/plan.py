@@ -120,10 +120,12 @@ def tools_key(tools: Iterable[ToolSpec]) -> bytes | None:
     """Everything ``tools`` are, as JSON bytes (a cache key), or ``None`` for a schema JSON cannot hold
     (only from an embedding host)."""
     try:
-        return orjson.dumps([(t.name, t.description, t.parameters, t.strict, t.kind, t.input_format)
-                             for t in tools])
+        key = orjson.dumps([(t.name, t.description, t.parameters, t.strict, t.kind, t.input_format) for t in tools])
     except TypeError:
         return None
+    # A copy of exactly its length: orjson's result keeps its whole growth buffer (4 KiB for 134 bytes of tools
+    # with one non-ASCII character), and the caches keep their keys and count them by length.
+    return memoryview(key).tobytes()
 
 
 def shared_tool_set(tools: list[ToolSpec]) -> dict[str, ToolSpec]:

@@ -192,7 +192,7 @@ class HttpStream:
                     for start in range(0, len(data), DECODE_BYTES):
                         for payload in _decode(decoder, data[start:start + DECODE_BYTES]):
                             if payload == "[DONE]":
-                                _read_to_end(response)
+                                response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
                                 return
                             yield parse_chunk(_loads(payload), secret)
                     if payload is not None:
@@ -300,20 +300,6 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
                                    reasoning=message.get("reasoning_content")))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
-
-
-def _read_to_end(response: BoundedResponse) -> None:
-    """Read the (normally empty) rest of the body after ``[DONE]``: only a complete response gives its
-    connection back to the pool instead of closing it.
-
-    Raises:
-        TimeoutError: the rest did not come within ``read_timeout`` (the connection is closed).
-    """
-    while not response.message_complete:
-        if not response.receive(response.read_timeout):
-            response.release()
-            raise TimeoutError("the upstream went silent")
-        response.take()
 
 
 def _decode(decoder: SSEDecoder, raw: bytes | None) -> list[str]:

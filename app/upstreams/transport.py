@@ -124,8 +124,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
             raise
         return True
 
-    def read_body(self) -> bytes:
-        """The rest of the body (a non-streamed answer), at most ``max_buffer`` bytes.
+    def read_body(self, *, keep: bool = True) -> bytes:
+        """The rest of the body (a non-streamed answer), at most ``max_buffer`` bytes; with ``keep=False``
+        it is read to its end and dropped as it comes (only a complete response gives its socket back).
 
         Raises:
             TimeoutError: nothing came for ``read_timeout`` seconds (the connection is closed).
@@ -135,6 +136,8 @@ class BoundedResponse(HTTPSocketPoolResponse):
             if not self.receive(self.read_timeout):
                 self.release()
                 raise TimeoutError("the upstream body timed out")
+            if not keep:
+                self.take()
         return self.take()
 
 

@@ -91,3 +91,19 @@ def test_the_shared_tool_sets_are_bounded(monkeypatch):
     assert plan.shared_tool_set(tools[0]) == sets[0] and len(plan._tool_sets.entries) == 2
     monkeypatch.setattr(plan._tool_sets, "max_size", 10)  # a set larger than the whole budget is not kept
     assert plan.shared_tool_set(tools[1]) is not plan.shared_tool_set(tools[1])
+
+
+def test_a_tool_set_key_holds_no_more_memory_than_its_length():
+    """The caches count their keys by length: a key must not keep orjson's growth buffer (30x for this one)."""
+    import tracemalloc
+
+    from app.pipeline import plan
+
+    tools = [ToolSpec("get_weather", "Wetter für eine Stadt — aktuell", {"type": "object"})]
+    tracemalloc.start()
+    try:
+        key = plan.tools_key(tools)
+        held = sum(t.size for t in tracemalloc.take_snapshot().traces)
+    finally:
+        tracemalloc.stop()
+    assert key is not None and held < 2 * len(key) + 1024

@@ -280,7 +280,10 @@ def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(serv
 
     monkeypatch.setattr(upstream_module, "SSEDecoder", CountingDecoder)
     texts = [f"{i} {'é' * (i % 7)}\r\n" for i in range(2000)]
-    burst = sse(*(chunk(text) for text in texts)).replace(b"\n\n", b"\r\n\r\n")
+    # raw UTF-8 (not \u escapes), so the pieces' edges also cut characters in two
+    burst = sse(*(json.dumps(chunk(text), ensure_ascii=False).encode() for text in texts)).replace(b"\n\n",
+                                                                                                  b"\r\n\r\n")
+    assert "é".encode() in burst
     assert len(burst) > 20 * upstream_module.DECODE_BYTES
     chunks = iter(serve(lambda seen: sse_answer(burst)).open({}))
     assert next(chunks).choices[0].content == texts[0]
