@@ -84,3 +84,30 @@ def test_no_citation_points_outside_the_repository(name: str) -> None:
     """Citations name the copy in docs/, not a path on one developer's machine."""
     outside = [where for where, _ in _citations(re.compile(rf"/work/shared/docs/{re.escape(name)}"))]
     assert not outside
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_readme_is_a_newcomers_page() -> None:
+    """The README is the path in (what, two commands, try it, back end, agents, Flask); the reference is in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda path: path.name)
+def test_relative_links_resolve(page: Path) -> None:
+    targets = [target for target in LINK.findall(page.read_text(encoding="utf-8")) if "://" not in target]
+    missing = [target for target in targets if not (page.parent / target).exists()]
+    assert not missing
+
+
+def test_readme_examples_import_only_the_public_api() -> None:
+    """Python examples in the README import toolwire from ``app`` itself, never from its sub-modules."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    assert blocks
+    deep = [line for block in blocks for line in block.splitlines()
+            if re.match(r"\s*(from|import) (app|statemachine)\.", line)]
+    assert not deep
