@@ -292,6 +292,8 @@ class ChoiceStream:
                 self._raw.append(self._pending)
             self._pending = ""
             self._end_block()
+        if self._fence_close and self._pending.strip().startswith("```"):
+            self._pending = ""  # the wrapping fence's closer ends the output
         self._flush_text(final=True)
         self._trigger("upstream_finished", upstream=upstream)
         return out
@@ -374,11 +376,14 @@ class ChoiceStream:
                 self._fences.feed(buf[pos:])
                 return n
             if self._fence_close:  # the fence that wrapped the call closes: drop it
-                if n - j < 3 and "```".startswith(buf[j:]):
+                run = j
+                while run < n and buf[run] == "`":
+                    run += 1
+                if run == n:  # what follows the backticks tells a closing fence from a next ```tool_code
                     self._pending = buf[pos:]
                     return n
                 self._fence_close = False
-                if buf.startswith("```", j):
+                if run - j >= 3 and buf[run] in _WS:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
