@@ -287,9 +287,12 @@ class ChoiceStream:
             self._pending = ""
             self._end_block()
         if self._body is not None:
+            unnamed = self._call is None or self._call.name is None
             self._body.at_eof()
             if self._raw is not None:
                 self._raw.append(self._pending)
+                if self._truncated and unnamed and self._release and not getattr(self._body, "bare", False):
+                    self._release = "dropped"  # a call cut short before its name: its opener is no text (4.11)
             self._pending = ""
             self._end_block()
         if self._fence_close and self._pending.strip().startswith("```"):
