@@ -8,7 +8,9 @@ gunicorn forks) with explicit timeouts. Failures become
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -22,7 +24,11 @@ from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError,
 from .sse import EventTooLarge, SSEDecoder
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
+log = logging.getLogger("toolwire.upstream.http")
+
 _MAX_ERROR_CHARS = 2000
+#: The namespace of the UUIDs sent upstream for request ids that are not UUIDs (see :func:`upstream_request_id`).
+_REQUEST_ID_NAMESPACE = uuid.UUID("5f0c2d7e-3b1a-4e7f-9a51-7d8e2c6b4a90")
 #: The OpenAI error types of a 4xx passed through as the upstream named them (anything else: invalid_request_error).
 _CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "permission_error", "conflict_error",
                                  "unprocessable_entity_error"})
@@ -80,7 +86,8 @@ class HttpUpstream:
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        headers = {**_STREAM_HEADERS, "X-Request-Id": request_id} if request_id else _STREAM_HEADERS
+        headers = {**_STREAM_HEADERS, "X-Request-Id": upstream_request_id(request_id)} if request_id \
+            else _STREAM_HEADERS
         with _mapped_errors():
             response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers,
                                                read_timeout=self._stream_read_timeout,
@@ -229,6 +236,22 @@ class HttpStream:
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
         self._response.release()
+
+
+def upstream_request_id(request_id: str) -> str:
+    """The ``X-Request-Id`` the back end gets: the request's own id when it is a UUID, else a UUID made from it.
+
+    Some servers refuse any other id (llama-cpp-python answers 400 with an empty body), so a client's
+    ``req-abc.1`` goes as ``uuid5(namespace, "req-abc.1")``: the same id always maps to the same UUID, and the
+    mapping is logged (``toolwire.upstream.http``, debug) to find the request in the back end's log.
+    """
+    try:
+        return str(uuid.UUID(request_id))
+    except ValueError:
+        mapped = str(uuid.uuid5(_REQUEST_ID_NAMESPACE, request_id))
+        log.debug("request %s goes upstream as X-Request-Id %s", request_id, mapped,
+                  extra={"fields": {"upstream_request_id": mapped}})
+        return mapped
 
 
 def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
