@@ -15,7 +15,7 @@ import pytest
 
 from support.fakes import FakeUpstream, text_chunks
 from support.invariants import check_error_envelope
-from support.loopback import Answer, LoopbackServer
+from support.loopback import internal_service
 from support.responses_calls import stream
 from support.scripted_upstream import tool_call_text
 
@@ -53,9 +53,7 @@ def flat(tool):
 
 @pytest.fixture
 def internal():
-    """An "internal" HTTP service only the server can reach: serves a schema that holds a secret."""
-    schema = json.dumps({"type": "string", "enum": [SECRET]}).encode()
-    server = LoopbackServer(lambda seen: Answer(headers={"Content-Type": "application/json"}, body=schema))
+    server = internal_service(SECRET)
     yield server
     server.close()
 

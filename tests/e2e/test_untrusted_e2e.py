@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from support.loopback import Answer, LoopbackServer
+from support.loopback import internal_service
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer
 
@@ -29,9 +29,7 @@ SECRET = "SECRET-internal-51c9"
 
 @pytest.fixture
 def internal():
-    """An "internal" HTTP service only the server's host can reach, serving a schema that holds a secret."""
-    schema = json.dumps({"type": "string", "enum": [SECRET]}).encode()
-    server = LoopbackServer(lambda seen: Answer(headers={"Content-Type": "application/json"}, body=schema))
+    server = internal_service(SECRET)
     yield server
     server.close()
 
