@@ -21,8 +21,9 @@ from .state import current_state
 Model = TypeVar("Model")
 
 
-#: A tool's name, as long as OpenAI takes one (1 to 64 characters).
-ToolName = Annotated[str, Field(min_length=1, max_length=64)]
+#: A tool's (or namespace's) name as OpenAI takes one: 1 to 64 letters, digits, ``_`` and ``-`` (a name is
+#: written into the prompt and back ends' templates: no markup, no newlines).
+ToolName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 #: Request ``metadata`` as OpenAI takes it: at most 16 pairs, keys up to 64 and values up to 512 characters.
 Metadata = Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
                      Field(max_length=16)]

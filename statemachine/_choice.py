@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import secrets
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -32,6 +31,7 @@ from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
 from .formats import BodyReader, TextFormat, get_format
 from .formats.custom import CustomToolFormat
+from ._regex import RegexError, compile_regex
 from ._schema import schema_errors
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState
 
@@ -813,8 +813,8 @@ class ChoiceStream:
         if grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
             return None
         try:
-            matched = re.fullmatch(grammar.get("definition", ""), text) is not None
-        except (re.error, TypeError):  # a pattern Python cannot read (OpenAI's are Rust regexes): not checked
+            matched = compile_regex(grammar.get("definition", "")).fullmatch(text) is not None
+        except (RegexError, TypeError):  # refused when the request came in; here only from an embedding host
             return None
         policy = self.config.policy
         mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch

@@ -68,12 +68,13 @@ def load_keyring(settings: Any) -> KeyRing:
 
     Raises:
         ValueError: the key file cannot be read or holds no key (a typo must
-            not leave the API open), or metrics need a key and there is none.
+            not leave the API open), a key is not printable ASCII (it could never
+            match), or metrics need a key and there is none.
     """
     keys: list[str] = []
     if settings.api_keys is not None:
         raw = settings.api_keys.get_secret_value()
-        keys += [k.strip() for line in raw.splitlines() for k in line.split(",")]
+        keys += _sendable([k.strip() for line in raw.splitlines() for k in line.split(",")], "TOOLWIRE_API_KEYS")
     if settings.api_keys_file is not None:
         try:
             text = settings.api_keys_file.read_text(encoding="utf-8")
@@ -82,7 +83,7 @@ def load_keyring(settings: Any) -> KeyRing:
         from_file = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
         if not from_file:
             raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
-        keys += from_file
+        keys += _sendable(from_file, f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}")
     ring = KeyRing(keys)
     if not ring and settings.metrics_require_key:
         raise ValueError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
@@ -90,6 +91,16 @@ def load_keyring(settings: Any) -> KeyRing:
         log.warning("no client API keys configured (TOOLWIRE_API_KEYS / TOOLWIRE_API_KEYS_FILE): "
                     "the API is open to anyone who can reach it")
     return ring
+
+
+def _sendable(keys: list[str], source: str) -> list[str]:
+    """``keys``, after refusing one no client can send: an HTTP header carries printable ASCII only (a
+    non-ASCII key arrives re-encoded, as other characters, and would never match)."""
+    for n, key in enumerate(keys, 1):
+        if key and not (key.isascii() and key.isprintable()):
+            raise ValueError(f"{source}: key {n} holds a character that is not printable ASCII; an "
+                             "'Authorization' header cannot carry it, so no client could use the key")
+    return keys
 
 
 def bearer_token() -> str | None:
