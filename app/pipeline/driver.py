@@ -35,6 +35,10 @@ log = logging.getLogger("toolwire.pipeline.driver")
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
+_ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
+#: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
+#: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
+INLINE_OPEN, INLINE_CLOSE = "<think>", "</think>"
 
 
 class ChoiceDriver:
@@ -51,13 +55,17 @@ class ChoiceDriver:
     them passed through as ``(None, pause)``.
     The upstream is always closed when iteration ends or is abandoned.
 
+    ``reasoning`` says what becomes of the model's reasoning (``ReasoningDelta``): ``show`` passes it on,
+    ``hide`` drops it, ``inline`` turns each span into content between :data:`INLINE_OPEN` and
+    :data:`INLINE_CLOSE`. The default costs nothing per delta.
+
     Built inside a request, it attaches itself to the request's
     :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
     choices' paths) once the response has ended.
 
     Attributes:
         usage: the upstream's last usage object, if it sent one.
-        output_chars: characters of visible text and call arguments produced.
+        output_chars: characters of text, reasoning and call arguments produced.
         outcomes: tool calls by outcome (``emitted``, ``repaired``, ``rejected``, ``failed``).
         first_output_at: ``time.perf_counter()`` at the first text, reasoning or call header.
         texts: per choice, the model text fed (kept only for the debug view), else ``None``.
@@ -68,8 +76,10 @@ class ChoiceDriver:
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id):
+                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show"):
         self._stream = stream
+        self._reasoning = reasoning
+        self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
         self._n = n
         self._id_factory = id_factory
@@ -118,6 +128,8 @@ class ChoiceDriver:
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
                                                     "without a finish reason.")
                 events = self._finish(index, None)
+                if self._reasoning != "show":
+                    events = self._restyle(index, events)
                 self._account(index, events)
                 for event in events:
                     yield index, event
@@ -150,6 +162,8 @@ class ChoiceDriver:
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
+        if self._reasoning != "show":
+            events = self._restyle(index, events)
         self._account(index, events)
         return [(index, event) for event in events]
 
@@ -169,6 +183,27 @@ class ChoiceDriver:
         held = natives.close() if natives is not None else ()
         return [*held, *self._choices[index].finish(reason)]
 
+    def _restyle(self, index: int, events: list[Event]) -> list[Event]:
+        """``events`` of choice ``index`` with its reasoning dropped (``hide``) or made content (``inline``)."""
+        if self._reasoning == "hide":
+            return [event for event in events if event.__class__ is not ReasoningDelta]
+        inside = index in self._inline_open
+        out: list[Event] = []
+        for event in events:
+            if event.__class__ is ReasoningDelta:
+                if not inside:
+                    out.append(TextDelta(INLINE_OPEN))
+                    inside = True
+                out.append(TextDelta(event.text))
+                continue
+            if inside and isinstance(event, _ENDS_REASONING):
+                out.append(TextDelta(INLINE_CLOSE))
+                inside = False
+            out.append(event)
+        others = tuple(i for i in self._inline_open if i != index)
+        self._inline_open = (*others, index) if inside else others
+        return out
+
     def _account(self, index: int, events: list[Event]) -> None:
         """Count what ``events`` of choice ``index`` carry (output size, outcomes) before they go out."""
         if self.step_times is not None:  # stamp the transitions this input fired
@@ -178,7 +213,7 @@ class ChoiceDriver:
             self.first_output_at = time.perf_counter()
         for event in events:
             cls = event.__class__
-            if cls is TextDelta:
+            if cls is TextDelta or cls is ReasoningDelta:
                 self.output_chars += len(event.text)
             elif cls is ToolCallArgumentsDelta:
                 self.output_chars += len(event.fragment)
