@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from statemachine import (
@@ -39,6 +40,23 @@ _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
 #: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
 INLINE_OPEN, INLINE_CLOSE = "<think>", "</think>"
+
+
+@dataclass(slots=True)
+class ReasoningSpan:
+    """A stretch of one choice's reasoning, for the debug view.
+
+    Fields:
+        step: the number of transitions its machine had taken when the span began.
+        began: ``time.perf_counter()`` at its first piece.
+        pieces: its text.
+        open: no text, call or finish has followed it yet.
+    """
+
+    step: int
+    began: float
+    pieces: list[str]
+    open: bool = True
 
 
 class ChoiceDriver:
@@ -73,6 +91,7 @@ class ChoiceDriver:
             events (kept only for the debug view), else ``None``.
         step_times: per choice, the ``time.perf_counter()`` at which each entry of its machine's
             ``path`` was taken (kept only for the debug view), else ``None``.
+        reasoning: per choice, its spans of reasoning (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
@@ -98,6 +117,7 @@ class ChoiceDriver:
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         self.step_times: dict[int, list[float]] | None = {} if debugging else None
+        self.reasoning: dict[int, list[ReasoningSpan]] | None = {} if debugging else None
         if record is not None:
             record.drivers.append(self)
 
@@ -127,11 +147,7 @@ class ChoiceDriver:
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
                                                     "without a finish reason.")
-                events = self._finish(index, None)
-                if self._reasoning != "show":
-                    events = self._restyle(index, events)
-                self._account(index, events)
-                for event in events:
+                for event in self._output(index, self._finish(index, None)):
                     yield index, event
         except ModelOutputError:
             self.outcomes["failed"] += 1  # a fail policy ends the response
@@ -162,9 +178,7 @@ class ChoiceDriver:
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
-        if self._reasoning != "show":
-            events = self._restyle(index, events)
-        self._account(index, events)
+        events = self._output(index, events)
         return [(index, event) for event in events]
 
     def _choice(self, index: int) -> ChoiceStream:
@@ -182,6 +196,28 @@ class ChoiceDriver:
         natives = self._natives.get(index)
         held = natives.close() if natives is not None else ()
         return [*held, *self._choices[index].finish(reason)]
+
+    def _output(self, index: int, events: list[Event]) -> list[Event]:
+        """Choice ``index``'s ``events`` as they go out: reasoning recorded for the debug view, then dropped
+        or inlined as asked, then counted."""
+        if self.reasoning is not None:
+            self._keep_reasoning(self.reasoning.setdefault(index, []), index, events)
+        if self._reasoning != "show":
+            events = self._restyle(index, events)
+        self._account(index, events)
+        return events
+
+    def _keep_reasoning(self, spans: list[ReasoningSpan], index: int, events: list[Event]) -> None:
+        """Record choice ``index``'s reasoning: one span per stretch of it, with the step of its machine's path
+        it came before and when it began."""
+        for event in events:
+            if event.__class__ is ReasoningDelta:
+                if spans and spans[-1].open:
+                    spans[-1].pieces.append(event.text)
+                else:
+                    spans.append(ReasoningSpan(len(self._choices[index].path), time.perf_counter(), [event.text]))
+            elif isinstance(event, _ENDS_REASONING) and spans:
+                spans[-1].open = False
 
     def _restyle(self, index: int, events: list[Event]) -> list[Event]:
         """``events`` of choice ``index`` with its reasoning dropped (``hide``) or made content (``inline``)."""
