@@ -38,6 +38,9 @@ STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
 ToolMode = Literal["prompt", "native", "auto"]
+#: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
+#: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
+ReasoningOutput = Literal["show", "hide", "inline"]
 
 #: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
 #: the model family's own format; no fragment found: ``tool_call``.
@@ -92,6 +95,8 @@ class ModelRoute(BaseModel):
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
     tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+    reasoning: ReasoningOutput | None = Field(None, description="How this model's reasoning reaches clients; "
+                                                                "unset = reasoning")
 
 
     @field_validator("tool_format")
@@ -157,6 +162,9 @@ class Settings(BaseSettings):
     tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see docs/tool-modes.md)")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
+    reasoning: ReasoningOutput = Field(
+        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items), "
+                            "hide (dropped), or inline (in the content, between <think> and </think>)")
     unknown_tool: Literal["text", "emit", "fail"] = "text"
     invalid_json: Literal["text", "fail"] = "text"
     schema_mismatch: Literal["emit", "text", "fail"] = "emit"
@@ -261,6 +269,13 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.tool_mode is not None:
             return route.tool_mode
         return self.tool_mode
+
+    def reasoning_for(self, client_model: str) -> ReasoningOutput:
+        """How a client's ``model``'s reasoning reaches the client: its ``model_map`` object's, else ``reasoning``."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.reasoning is not None:
+            return route.reasoning
+        return self.reasoning
 
     def opens_reasoning(self, client_model: str) -> bool:
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""

@@ -165,8 +165,10 @@ class RequestRecord:
                          "at_ms": _ms(times[i] - self.started) if i < len(times) else None}
                         for i, ((s, t, d), (a, b)) in enumerate(zip(choice.path, choice.spans))]
                 events = (driver.outcome_events or {}).get(index, ())
+                reasoning = [{"step": span.step, "at_ms": _ms(span.began - self.started), "text": "".join(span.pieces)}
+                             for span in (driver.reasoning or {}).get(index, ())]
                 choices.append({
-                    "index": index, "state": choice.state.value, "path": path,
+                    "index": index, "state": choice.state.value, "path": path, "reasoning": reasoning,
                     "calls": [asdict(e) for e in events if isinstance(e, ToolCallEnded)],
                     "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
                     "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})

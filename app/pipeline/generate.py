@@ -67,7 +67,8 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     """
     stream, config, messages = open_in_tool_mode(generation)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n)
+    driver = ChoiceDriver(stream, config, n=generation.n,
+                          reasoning=current_state().settings.reasoning_for(generation.model))
 
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)

@@ -293,10 +293,17 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
             content=delta.get("content"),
             tool_calls=_native_calls(delta),
             finish_reason=choice.get("finish_reason"),
-            reasoning=delta.get("reasoning_content") or delta.get("reasoning"),
+            reasoning=_reasoning_of(delta),
         ))
     usage = obj.get("usage")
     return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _reasoning_of(delta: dict[str, Any]) -> str | None:
+    """A delta's (or message's) reasoning under any of the names servers use: ``reasoning_content`` (DeepSeek,
+    vLLM, SGLang, llama.cpp), ``reasoning`` (newer vLLM, OpenRouter, Ollama's /v1), ``thinking`` (Ollama)."""
+    text = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("thinking")
+    return text if isinstance(text, str) else None
 
 
 def _native_calls(delta: dict[str, Any]) -> list[Any] | None:
@@ -320,7 +327,7 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
             calls = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
         choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
                                    tool_calls=calls, finish_reason=choice.get("finish_reason"),
-                                   reasoning=message.get("reasoning_content")))
+                                   reasoning=_reasoning_of(message)))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 

@@ -89,6 +89,20 @@ def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedPr
     return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
 
 
+def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``opencode run --format json`` in ``workdir/project`` (made here, with a home beside it), offline, with
+    toolwire at ``base_url`` as its one provider."""
+    home, project = workdir / "home", workdir / "project"
+    home.mkdir(exist_ok=True)
+    project.mkdir(exist_ok=True)
+    config = workdir / "opencode.json"
+    config.write_text(opencode_config(base_url, "scripted-model"))
+    command = [str(npm_tool(*OPENCODE)), "run", "--format", "json", *options, "--title", "e2e", prompt]
+    return run_agent(command, project, agent_env(
+        home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1", OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
+
+
 def manifest_names(request: dict) -> set[str]:
     """The tool names toolwire's system prompt offered the model."""
     manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
@@ -146,13 +160,8 @@ def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
 
 def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_completions(
         workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
-    opencode = npm_tool(*OPENCODE)
     server = toolwire_factory()
-    home, project = workdir / "home", workdir / "project"
-    home.mkdir()
-    project.mkdir()
-    config = workdir / "opencode.json"
-    config.write_text(opencode_config(server.v1_url, "scripted-model"))
+    project = workdir / "project"
     notes = project / "notes.txt"
     upstream.enqueue(
         Script(text=tool_call_text("bash", {"command": "echo toolwire-ok > shell.txt", "description": "Write it"})),
@@ -162,11 +171,7 @@ def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_complet
         Script(text=tool_call_text("read", {"filePath": str(notes)})),
         Script(text=FINAL_TEXT, chunks=4),
     )
-    result = run_agent([str(opencode), "run", "--format", "json", "--title", "agents e2e",
-                        "Create the two files, then check notes.txt."],
-                       project, agent_env(home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1",
-                                          OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-                                          OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
+    result = opencode_run(workdir, server.v1_url, "Create the two files, then check notes.txt.")
     requests = [e.body for e in upstream.chat_requests]
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{server.log()[-3000:]}"
     assert (project / "shell.txt").read_text() == "toolwire-ok\n"

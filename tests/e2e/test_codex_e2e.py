@@ -437,3 +437,17 @@ def test_a_model_400_before_the_first_byte_is_passed_through(client: openai.Open
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "x"}])
     assert caught.value.body["message"] == "scripted 400 error"
+
+
+# --- reasoning -------------------------------------------------------------------------------------------
+
+def test_the_app_servers_reasoning_reaches_both_apis(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    """The provider's raw reasoning → Codex's reasoning deltas → Chat reasoning_content and a Responses item."""
+    thought = "The user greets me; a greeting back is enough."
+    model.enqueue(ModelScript(text="Hello!", reasoning=thought), ModelScript(text="Hello!", reasoning=thought))
+    message = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}]).choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (thought, "Hello!")
+    with client.responses.stream(model=MODEL, input="Hi") as stream:
+        response = stream.get_final_response()
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output[0].content[0].text == thought and response.output_text == "Hello!"

@@ -27,6 +27,8 @@ import pytest
 from support.codex_binary import CACHE_ROOT, INSTALL_TIMEOUT, ensure_codex
 
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
+#: The Vercel AI SDK and its OpenAI-compatible provider (what OpenCode builds on), for scripts run with node.
+AI_SDK = (("ai", "7.0.173"), ("@ai-sdk/openai-compatible", "3.0.92"))
 
 
 def codex_cli() -> Path:
@@ -41,24 +43,40 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
     """The executable ``binary`` of ``package@version``, installed into the cache on first use."""
     prefix = CACHE_ROOT / f"{package.replace('/', '+')}-{version}"
     executable = prefix / "node_modules" / ".bin" / binary
-    if executable.exists():
-        return executable
+    _npm_install(prefix, [f"{package}@{version}"], executable)
+    return executable
+
+
+def npm_library(*packages: tuple[str, str]) -> Path:
+    """A cache directory whose ``node_modules`` holds each ``(package, version)``, installed on first use.
+
+    A script written into it imports them as a program of that directory would (ES modules resolve there).
+    """
+    prefix = CACHE_ROOT / "+".join(f"{name.replace('/', '+')}-{version}" for name, version in packages)
+    last = packages[-1][0]
+    _npm_install(prefix, [f"{name}@{version}" for name, version in packages],
+                 prefix / "node_modules" / last / "package.json")
+    return prefix
+
+
+def _npm_install(prefix: Path, specs: list[str], marker: Path) -> None:
+    """``npm install specs`` into ``prefix`` unless ``marker`` exists (once across parallel test processes)."""
+    if marker.exists():
+        return
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {package}@{version} cannot be installed "
-                    "for the real-agent test (CI has npm and runs it)")
+        pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {' '.join(specs)} cannot be installed "
+                    "for the real-client test (CI has npm and runs it)")
     prefix.mkdir(parents=True, exist_ok=True)
     with open(prefix / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test processes install once
-        if not executable.exists():
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
             result = subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
-                 f"{package}@{version}"],
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", *specs],
                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
-            if result.returncode != 0 or not executable.exists():
-                raise RuntimeError(f"npm install {package}@{version} failed ({result.returncode}):\n"
+            if result.returncode != 0 or not marker.exists():
+                raise RuntimeError(f"npm install {' '.join(specs)} failed ({result.returncode}):\n"
                                    f"{result.stderr[-4000:]}")
-    return executable
 
 
 def codex_config(base_url: str) -> str:
