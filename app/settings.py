@@ -212,7 +212,8 @@ class Settings(BaseSettings):
                                            "for /debug/requests; off in production")
     debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
                                                     "unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
+                                                   "view keeps")
 
     @field_validator("tool_format")
     @classmethod
