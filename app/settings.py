@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -58,6 +59,11 @@ FAMILY_FORMATS = (
     ("functionary-small-v3.1", "functionary"), ("functionary-medium-v3.1", "functionary"),
     ("functionary", "functionary_v3_2"),
 )
+
+
+class SettingsError(ValueError):
+    """Settings toolwire cannot start with. The message is one line that names the environment variable (or
+    the config file) to fix."""
 
 
 def _check_format(value: str) -> str:
@@ -214,7 +220,8 @@ class Settings(BaseSettings):
                                            "for /debug/requests; off in production")
     debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
                                                     "unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
+                                                   "view keeps")
 
     @field_validator("tool_format")
     @classmethod
@@ -248,6 +255,7 @@ class Settings(BaseSettings):
         sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
         path = config_file_path()
         if path is not None:
+            read_config_file(path)  # a file named but unreadable is an error, not an empty file
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
@@ -337,6 +345,34 @@ class Settings(BaseSettings):
         return rows
 
 
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
+
+    Raises:
+        SettingsError: a value does not validate, or ``TOOLWIRE_CONFIG_FILE`` names a file that cannot be read.
+    """
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {'; '.join(_error_lines(exc))}") from None
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    """One ``VARIABLE: message`` per error; a value read from the config file is named as its key there."""
+    path = config_file_path()
+    in_file = _read_toml(path)
+    lines = []
+    for error in exc.errors():
+        field, *inner = error["loc"] or ("?",)
+        name = f"{ENV_PREFIX}{str(field).upper()}"
+        if name not in {key.upper().split(_NESTED, 1)[0] for key in os.environ} and field in in_file:
+            name = f"{field} in {path}"
+        where = ".".join(str(part) for part in inner)
+        message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
+        lines.append(f"{name}{f' ({where})' if where else ''}: {message}")
+    return lines
+
+
 def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
 
@@ -354,13 +390,26 @@ def config_file_path() -> Path | None:
     return Path(value) if value else None
 
 
-def _read_toml(path: Path | None) -> dict[str, Any]:
-    if path is None or not path.is_file():
-        return {}
-    import tomllib
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML config file ``path`` as a mapping.
 
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    Raises:
+        SettingsError: the file cannot be read or is not TOML (named with ``TOOLWIRE_CONFIG_FILE``).
+    """
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r} is not TOML: {exc}") from None
+
+
+def _read_toml(path: Path | None) -> dict[str, Any]:
+    try:
+        return {} if path is None else read_config_file(path)
+    except SettingsError:
+        return {}
 
 
 def sqlite_path(url: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from flask import request
 
 from .errors import ApiError
+from ..settings import SettingsError
 from ..state import current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
@@ -67,7 +68,7 @@ def load_keyring(settings: Any) -> KeyRing:
     """The :class:`KeyRing` the settings describe (``api_keys`` and ``api_keys_file``).
 
     Raises:
-        ValueError: the key file cannot be read or holds no key (a typo must
+        SettingsError: the key file cannot be read or holds no key (a typo must
             not leave the API open), a key is not printable ASCII (it could never
             match), or metrics need a key and there is none.
     """
@@ -79,14 +80,14 @@ def load_keyring(settings: Any) -> KeyRing:
         try:
             text = settings.api_keys_file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}: {exc.strerror}") from None
+            raise SettingsError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}: {exc.strerror}") from None
         from_file = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
         if not from_file:
-            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
+            raise SettingsError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
         keys += _sendable(from_file, f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}")
     ring = KeyRing(keys)
     if not ring and settings.metrics_require_key:
-        raise ValueError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
+        raise SettingsError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
     if not ring:
         log.warning("no client API keys configured (TOOLWIRE_API_KEYS / TOOLWIRE_API_KEYS_FILE): "
                     "the API is open to anyone who can reach it")
@@ -98,7 +99,7 @@ def _sendable(keys: list[str], source: str) -> list[str]:
     non-ASCII key arrives re-encoded, as other characters, and would never match)."""
     for n, key in enumerate(keys, 1):
         if key and not (key.isascii() and key.isprintable()):
-            raise ValueError(f"{source}: key {n} holds a character that is not printable ASCII; an "
+            raise SettingsError(f"{source}: key {n} holds a character that is not printable ASCII; an "
                              "'Authorization' header cannot carry it, so no client could use the key")
     return keys
 

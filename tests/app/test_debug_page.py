@@ -208,3 +208,27 @@ def test_debug_records_are_the_key_s_own_and_never_overwritten_by_another(debug_
         listing = client.get("/debug/requests", headers={"Authorization": f"Bearer {key}"}).get_json()["data"]
         assert [line["request_id"] for line in listing] == ["same-id"]
         assert listing[0]["tool_calls"] == view[key]["tool_calls"]
+
+
+def test_one_key_s_requests_never_prune_another_key_s_records(debug_app):
+    """Each key keeps its own newest ``debug_keep``: a busy (or hostile) key cannot evict the others'."""
+    app = debug_app(api_keys="key-a,key-b", debug_keep=2)
+    client = app.test_client()
+
+    def as_key(key, request_id):
+        app.extensions["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
+        response = client.post("/v1/chat/completions", buffered=True, json={"model": "m", "messages": USER},
+                               headers={"X-Request-Id": request_id, "Authorization": f"Bearer {key}"})
+        assert response.status_code == 200
+
+    as_key("key-a", "a-1")
+    for i in range(5):
+        as_key("key-b", f"b-{i}")
+
+    def listed(key):
+        listing = client.get("/debug/requests", headers={"Authorization": f"Bearer {key}"}).get_json()["data"]
+        return [line["request_id"] for line in listing]
+
+    assert listed("key-a") == ["a-1"]
+    assert listed("key-b") == ["b-4", "b-3"]
+    assert client.get("/debug/requests/a-1", headers={"Authorization": "Bearer key-a"}).status_code == 200

@@ -127,6 +127,26 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=STOP_TIMEOUT)
 
 
+def run_to_end(command: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+               timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own process group to its end; past ``timeout`` seconds kill the whole group and
+    fail the test with its output."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        import pytest
+
+        pytest.fail(f"{command[0]} did not finish in {timeout:.0f} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last_error = "no attempt"
