@@ -220,6 +220,7 @@ class CodexStream:
         self._finished = False  # the answer ended (naturally, by a stop rule, or by an error)
         self._first: dict[str, Any] | None = None  # the notification read ahead by start()
         self._usage: dict[str, Any] | None = None
+        self._model_answers = 0  # model answers that finished (Codex reports usage once for each)
         self._text_sent = False
         self._closed = False
         self._pauses = False
@@ -253,11 +254,17 @@ class CodexStream:
             turn_params["outputSchema"] = schema
         turn = self._call("turn/start", turn_params)
         self._turn_id, self._turn_open = turn["turn"]["id"], True
+        deadline = time.monotonic() + self._upstream.read_timeout  # what arrives meanwhile does not extend it
         while True:
-            message = self._next()
+            try:
+                message = self._received(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+            except Empty:
+                raise UpstreamError("timeout", "Codex's model sent no output within the read timeout.",
+                                    status=504) from None
             method, params = message.get("method"), message.get("params") or {}
             if method == "error" and params.get("willRetry"):
                 continue  # Codex retries before any text went out: nothing to undo
+            self._check_plain_turn(method, params)
             if method in _FIRST_OUTPUT or (method == "item/started"
                                            and (params.get("item") or {}).get("type") != "userMessage"):
                 self._first = message
@@ -293,6 +300,7 @@ class CodexStream:
 
     def _handle(self, message: dict[str, Any]) -> UpstreamChunk | None:
         method, params = message.get("method"), message.get("params") or {}
+        self._check_plain_turn(method, params)
         if method == "item/agentMessage/delta":
             text, reason = self._rules.feed(params.get("delta") or "")
             if reason is not None:  # stop or max_tokens reached: the rest of the turn is not wanted
@@ -304,11 +312,6 @@ class CodexStream:
                 return UpstreamChunk([ChoiceDelta(content=text)])
         elif method in _REASONING_DELTAS:
             return UpstreamChunk([ChoiceDelta(reasoning=params.get("delta") or "")])
-        elif method == "item/started":
-            kind = (params.get("item") or {}).get("type")
-            if kind not in _EXPECTED_ITEMS:
-                raise UpstreamError("protocol", f"Codex started a {kind} item, which a plain text turn never has "
-                                                "(toolwire refuses compacted or tool-using turns).")
         elif method == "thread/tokenUsage/updated":
             last = (params.get("tokenUsage") or {}).get("last") or {}
             prompt, completion = last.get("inputTokens"), last.get("outputTokens")
@@ -325,6 +328,25 @@ class CodexStream:
             tail = self._rules.flush()
             return UpstreamChunk([ChoiceDelta(content=tail or None, finish_reason="stop")], usage=self._usage)
         return None
+
+    def _check_plain_turn(self, method: Any, params: dict[str, Any]) -> None:
+        """Refuse a turn that is not one model answer of text: an item of another kind (a compaction, a tool
+        call), or a second model request. A model that calls tools though it was offered none makes Codex
+        answer "unsupported call" and ask it again, in a loop with no end; it is stopped at the second request
+        (the raise ends the answer, and closing the stream interrupts the turn)."""
+        if method == "item/started":
+            kind = (params.get("item") or {}).get("type")
+            if kind not in _EXPECTED_ITEMS:
+                raise UpstreamError("protocol", f"Codex started a {kind} item, which a plain text turn never has "
+                                                "(toolwire refuses compacted or tool-using turns).")
+        elif method != "thread/tokenUsage/updated":
+            return
+        if self._model_answers:  # usage comes once per model answer: anything after it is another request
+            raise UpstreamError("protocol", "The model behind Codex called a tool of its own (it is offered none), "
+                                            "so Codex asked it again; toolwire ended the turn.",
+                                code="upstream_tool_loop")
+        if method == "thread/tokenUsage/updated":
+            self._model_answers += 1
 
     def _check_failure(self, message: dict[str, Any]) -> None:
         """Raise the mapped error of a failed turn (or of an ``error`` notification that ends one)."""
@@ -354,6 +376,10 @@ class CodexStream:
                 return None
             raise UpstreamError("timeout", "The Codex turn sent nothing within the read timeout.", status=504) from None
         self._silent_since = None
+        return self._received(message)
+
+    def _received(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` from the turn's queue, its end noted (:data:`GONE` raises)."""
         if message is GONE:
             self._turn_open = False
             raise UpstreamError("server_error", "The Codex app-server exited during the turn.")
