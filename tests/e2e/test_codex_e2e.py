@@ -518,3 +518,46 @@ def test_a_client_that_leaves_before_the_first_output_releases_the_turn(
             assert time.monotonic() < deadline, "the turn slot was never released"
             time.sleep(0.05)
         assert answer.status_code == 200
+
+
+def test_an_app_server_that_dies_at_start_is_started_again_only_after_a_backoff(
+        codex_factory: Callable[..., ToolwireServer], codex_launcher: Path, model: ResponsesModelServer,
+        tmp_path: Path) -> None:
+    """Every request started a new app-server when it died at start: 19 starts/s under 16 clients."""
+    starts, broken = tmp_path / "starts", tmp_path / "broken"
+    wrapper = tmp_path / "codex-dying-at-start"
+    wrapper.write_text(f"""#!/bin/sh
+case " $* " in *" --version "*|*" --print-startup-config "*) exec "{codex_launcher}" "$@";; esac
+[ -e "{broken}" ] || exec "{codex_launcher}" "$@"
+echo start >> "{starts}"
+exit 1
+""")
+    wrapper.chmod(0o755)
+    broken.touch()
+    server = codex_factory(TOOLWIRE_CODEX_COMMAND=str(wrapper))
+    answers: list[tuple[int, str | None, float]] = []
+    stop_at = time.monotonic() + 2.5
+
+    def client() -> None:
+        with httpx.Client(timeout=10) as http:
+            while time.monotonic() < stop_at:
+                sent = time.monotonic()
+                response = http.post(server.v1_url + "/chat/completions", json=ASK_TOOL)
+                answers.append((response.status_code, response.headers.get("Retry-After"), time.monotonic() - sent))
+                time.sleep(0.05)
+
+    clients = [threading.Thread(target=client) for _ in range(16)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(10)
+    assert len(starts.read_text().splitlines()) <= 3  # at 0 s, then after 1 s and 2 s more (was ~19 a second)
+    assert {status for status, _, _ in answers} == {503}
+    assert all(retry_after for _, retry_after, _ in answers)
+    assert sorted(took for _, _, took in answers)[len(answers) // 2] < 0.5  # answered at once, not after a start
+    broken.unlink()  # the binary works again: served once the wait is over
+    deadline = time.monotonic() + 5
+    while (answer := httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)).status_code == 503:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert answer.status_code == 200

@@ -18,6 +18,7 @@ schema.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any, Iterator
@@ -29,6 +30,7 @@ from gevent.queue import Empty, Queue
 from ...observability.metrics import UPSTREAM_ERRORS
 from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
 from .appserver import GONE, AppServer, AppServerError, AppServerGone
+from .backoff import StartBackoff
 from .emulation import StopRules
 from .errors import codex_error
 from .home import CodexHome, app_server_env, toml_string
@@ -73,6 +75,7 @@ class CodexUpstream:
         self._pid: int | None = None
         self._generation = 0
         self._start_lock = Semaphore()
+        self._backoff = StartBackoff()
         self._open_turns = 0
 
     # --- the Upstream protocol ------------------------------------------------------
@@ -151,8 +154,30 @@ class CodexUpstream:
             if server is None or not server.alive or self._pid != os.getpid() or self._worn_out(server):
                 if server is not None and self._pid == os.getpid():
                     self._retire(server)
-                self._server = server = self._start()
+                self._server = None  # retired already, whether or not the next start works
+                self._server = server = self._start_or_back_off()
                 self._pid = os.getpid()
+        return server
+
+    def _start_or_back_off(self) -> AppServer:
+        """A new app-server; after failed starts, 503 at once until the backoff's wait is over.
+
+        Raises:
+            UpstreamError: ``connect`` (503, ``Retry-After``): the start failed, or a wait is on.
+        """
+        left = self._backoff.left(time.monotonic())
+        if left:
+            raise UpstreamError("connect", "The Codex app-server failed to start; toolwire tries again shortly.",
+                                status=503, retry_after=str(math.ceil(left)))
+        try:
+            server = self._start()
+        except UpstreamError as exc:
+            wait = self._backoff.failed(time.monotonic())
+            log.warning("codex app-server start failed %d time(s) in a row: the next try in %g s",
+                        self._backoff.failures, wait)
+            exc.retry_after = str(math.ceil(wait))
+            raise
+        self._backoff.succeeded()
         return server
 
     def _counted(self, exc: UpstreamError) -> UpstreamError:
@@ -173,13 +198,16 @@ class CodexUpstream:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
                                name=name, state_dir=sqlite_home, secret=self._provider_key)
         except OSError as exc:
-            raise UpstreamError("connect", f"Could not start the Codex app-server: {exc}") from None
+            log.error("could not start the codex app-server %s: %s", name, exc)
+            raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
+                                status=503) from None
         try:
             server.initialize(timeout=START_TIMEOUT)
         except (AppServerGone, AppServerError) as exc:
-            server.kill("initialize failed")
-            tail = server.stderr_tail()[-500:]
-            raise UpstreamError("connect", f"The Codex app-server did not start: {exc} {tail}".strip()) from None
+            server.stop(timeout=1)  # its state directory goes too: a crash loop leaves none behind
+            log.error("codex app-server %s did not start: %s; stderr: %s", name, exc, server.stderr_tail()[-1000:])
+            raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
+                                status=503) from None
         log.info("codex app-server %s started (pid %s)", name, server.pid)
         return server
 
