@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ from ..observability import metrics
 from ..observability import record as observe
 from ..state import current_state
 from ..upstreams.base import UpstreamError, UpstreamStream
+from .client_watch import abandon_if_client_leaves
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
@@ -65,7 +67,11 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     Raises:
         UpstreamError: the upstream refused (the client got nothing yet).
     """
-    stream, config, messages = open_in_tool_mode(generation)
+    limit = current_state().settings.stream_max_seconds
+    deadline = time.monotonic() + limit if limit else None
+    client = request.environ.get("gunicorn.socket")
+    with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
+        stream, config, messages = open_in_tool_mode(generation)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n,
                           reasoning=current_state().settings.reasoning_for(generation.model))
@@ -73,16 +79,22 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
+    left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
-        limit = current_state().settings.stream_max_seconds
-        expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
-                                code="stream_time_limit")
-        with gevent.Timeout(limit or None, expired):  # one timer per request, none per chunk
+        with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
             for index, event in cooperative(driver):
                 encoder.add(index, event)
         return current_app.json.response(encoder.body(usage()))
 
-    return sse_response(driver, encoder, usage, stream)
+    return sse_response(driver, encoder, usage, stream, max_seconds=left)
+
+
+def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Timeout:
+    """The timer that ends a generation after ``seconds`` (of its ``limit``, which the error names)."""
+    limit = limit or seconds
+    expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
+                            code="stream_time_limit")
+    return gevent.Timeout(seconds or None, expired)
 
 
 def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
@@ -151,17 +163,18 @@ def wants_keepalive() -> bool:
     return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
 
 
-def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream) -> Response:
-    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames,
-    with keep-alives unless the client opted out.
+def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream, *,
+                 max_seconds: float | None) -> Response:
+    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames
+    for at most ``max_seconds`` more, with keep-alives unless the client opted out.
 
     ``stream`` is asked for pauses, which ``events`` passes on; the rest is
     :func:`~app.pipeline.streaming.sse_body`'s.
     """
     settings = current_state().settings
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
-    stream.pause_every(tick_seconds(heartbeat, settings.stream_max_seconds))
+    stream.pause_every(tick_seconds(heartbeat, max_seconds))
     body = sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
+                    max_seconds=max_seconds, client=request.environ.get("gunicorn.socket"),
                     write_timeout=settings.stream_write_timeout_seconds)
     return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)
