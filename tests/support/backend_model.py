@@ -24,11 +24,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from support.scripted_upstream import tool_call_text
-
 SENTENCE = "Looking up Zürich — ☀ first."
 CITY = "Zürich"
-TEXT = SENTENCE + tool_call_text("get_weather", {"city": CITY})
+TEXT = SENTENCE + '<tool_call>{"name": "get_weather", "arguments": {"city": "%s"}}</tool_call>' % CITY
 #: The dialects every stack is run with (see the module docstring).
 DIALECTS = ("lf", "crlf", "nospace", "fields", "split", "bom", "nodone", "json")
 #: Seconds between two writes of a split event (so they leave as separate segments).
@@ -102,9 +100,17 @@ def plan(dialect: str) -> dict[str, Any]:
             "writes": [base64.b64encode(w).decode() for w in _WRITES[dialect]()]}
 
 
+def _cut_in_call() -> list[bytes]:
+    """Model ``cut-in-call``: the body ends inside the call's arguments, with no finish reason or ``[DONE]``."""
+    return _sse(done=False)[:-2] + [b"data: " + _data(_chunk({"content": TEXT[40:TEXT.rindex(CITY) + 2]})) + b"\n\n"]
+
+
 def write_plans(path: Path) -> Path:
-    """Write every dialect's plan to ``path`` (JSON, by model name) for the stack programs; returns ``path``."""
-    path.write_text(json.dumps({dialect: plan(dialect) for dialect in DIALECTS}))
+    """Write every dialect's plan, and ``cut-in-call``'s, to ``path`` (JSON, by model name) for the stack
+    programs; returns ``path``."""
+    plans = {dialect: plan(dialect) for dialect in DIALECTS}
+    plans["cut-in-call"] = {**plan("nodone"), "writes": [base64.b64encode(w).decode() for w in _cut_in_call()]}
+    path.write_text(json.dumps(plans))
     return path
 
 

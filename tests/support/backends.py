@@ -25,7 +25,7 @@ from pathlib import Path
 
 from support.backend_model import write_plans
 from support.debian import debian_binary
-from support.server import _die_with_parent, _PRCTL, _stop, free_port  # type: ignore[attr-defined]
+from support.server import _die_with_parent, _PRCTL, _stop, free_port, open_client_sockets  # type: ignore[attr-defined]
 
 STACKS_DIR = Path(__file__).resolve().parent / "stacks"
 CACHE_ROOT = Path(os.environ.get("TOOLWIRE_CACHE") or Path.home() / ".cache" / "toolwire") / "conformance"
@@ -137,6 +137,10 @@ class Backends:
     def v1_url(self, stack: str) -> str:
         """The OpenAI base URL of ``stack``."""
         return f"http://127.0.0.1:{self.ports[stack]}/v1"
+
+    def connections_to(self, stack: str) -> int:
+        """How many open connections some process on this machine holds to ``stack``."""
+        return len(open_client_sockets(self.ports[stack]))
 
     def log(self) -> str:
         """Every stack's output so far."""

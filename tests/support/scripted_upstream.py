@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Sequence
 
+from support.server import open_client_sockets
+
 MODEL_ID = "scripted-model"
 MALFORMED_LINE = b"data: {this is not json\n\n"
-# /proc/net/tcp states in which the socket's owner has not closed it: ESTABLISHED, SYN_SENT, CLOSE_WAIT.
-_OPEN_TCP_STATES = {"01", "02", "08"}
 
 
 @dataclass
@@ -516,11 +516,7 @@ class ScriptedUpstream:
     def open_connection_inodes(self) -> set[int]:
         """The socket inodes of those client ends (match them against ``/proc/<pid>/fd`` to learn
         which process holds each connection)."""
-        remote = f"0100007F:{self.port:04X}"  # 127.0.0.1 in /proc's little-endian hex
-        with open("/proc/net/tcp") as table:
-            next(table)
-            rows = [line.split() for line in table]
-        return {int(row[9]) for row in rows if row[2] == remote and row[3] in _OPEN_TCP_STATES}
+        return open_client_sockets(self.port)
 
     def wait_connections_closed(self, expected: int = 0, timeout: float = 3.0) -> int:
         """Wait until ``open_connections()`` is at most ``expected``; return the last count."""
