@@ -13,6 +13,7 @@ from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import HTTPException
 
 from ..errors import ApiError
+from ..observability import record as observe
 from ..pipeline.failures import as_api_error
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
@@ -22,6 +23,7 @@ __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handler
 def error_response(exc: BaseException) -> Response:
     """A JSON error response for ``exc`` (before any streaming)."""
     err = as_api_error(exc)
+    observe.note_failure(err.code or err.type, err.message)
     response = current_app.json.response(err.body())
     response.status_code = err.status
     response.headers.update(err.headers)

@@ -147,7 +147,10 @@ class SSEBody:
                                                        "limit.", status=504, code="stream_time_limit")
                 batch += encoder.closing(self._usage())
             except Exception as exc:  # the endpoint's error frame ends the stream, after what was ready
-                batch.append(encoder.error_frames(as_api_error(exc), self._usage()))
+                error = as_api_error(exc)
+                batch.append(encoder.error_frames(error, self._usage()))
+                if self._record is not None:
+                    self._record.failed(error.code or error.type, error.message)
             if record is not None and batch:
                 record.first_frame_sent()
             self._ended = True

@@ -7,7 +7,8 @@ under gunicorn/gevent in front of the scripted upstream, which plays the
 model's text replies step by step: a shell command, a file edit (for Codex:
 ``apply_patch`` as a freeform ``custom`` tool call), reading the file back,
 and a final answer. The tests check the files on disk, the final text, and
-what toolwire told the model about the agent's tools.
+what toolwire told the model about the agent's tools. Each agent runs twice: with a chunked back end, and
+with one that ends every body by closing the connection (HTTP/1.0).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ PATCH = """*** Begin Patch
 +written by apply_patch
 +second line
 *** End Patch"""
+#: The back end's body framing: chunked, and ended by the close as Python's http.server sends it (issue 24).
+BACK_END_FRAMINGS = ["chunked", "HTTP/1.0"]
 
 
 @pytest.fixture(autouse=True)
@@ -98,9 +101,11 @@ def manifest_names(request: dict) -> set[str]:
     return {line.split(" ")[0] for line in manifest.splitlines()[1:]}
 
 
+@pytest.mark.parametrize("framing", BACK_END_FRAMINGS)
 def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
-        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory, framing: str) -> None:
     codex_cli()  # install before the clock starts
+    upstream.framing = framing
     server = toolwire_factory()
     home, project = codex_home(workdir, server.v1_url)
     upstream.enqueue(
@@ -147,8 +152,10 @@ def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
     assert "web_search" not in offered
 
 
+@pytest.mark.parametrize("framing", BACK_END_FRAMINGS)
 def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_completions(
-        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory, framing: str) -> None:
+    upstream.framing = framing
     server = toolwire_factory()
     project = workdir / "project"
     notes = project / "notes.txt"
