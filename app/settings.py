@@ -92,6 +92,8 @@ class ModelRoute(BaseModel):
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
     tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+    max_output_tokens: int | None = Field(
+        None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
 
 
     @field_validator("tool_format")
@@ -147,6 +149,9 @@ class Settings(BaseSettings):
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
+    max_output_tokens: int = Field(
+        0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
+                             "clamped: Claude Code asks for 128000); 0 = sent as asked")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
@@ -283,6 +288,13 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.accept_formats:
             return route.accept_formats
         return self.accept_formats
+
+    def max_output_tokens_for(self, client_model: str) -> int:
+        """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.max_output_tokens is not None:
+            return route.max_output_tokens
+        return self.max_output_tokens
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""
