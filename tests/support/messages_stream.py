@@ -76,3 +76,28 @@ def check_messages_stream(body: bytes | str) -> list[dict[str, Any]]:
             raise AssertionError(f"unexpected event {kind}")
     assert rest and rest[-1]["type"] == "message_stop"
     return [d for _, d in events]
+
+
+def check_anthropic_error(status: int, body: bytes | str) -> dict[str, Any]:
+    """Assert Anthropic's error envelope (``{"type": "error", "error": {"type", "message"}}``); return ``error``."""
+    assert 400 <= status <= 599, status
+    obj = json.loads(body)
+    assert obj.get("type") == "error" and isinstance(obj.get("error"), dict), obj
+    assert obj["error"].get("type") and obj["error"].get("message"), obj
+    return obj["error"]
+
+
+def check_messages_exchange(status: int, body: bytes, is_sse: bool) -> Any:
+    """The checker for one recorded ``/v1/messages…`` exchange: an error envelope, a stream, or a message."""
+    if status >= 400:
+        return check_anthropic_error(status, body)
+    if is_sse:
+        return check_messages_stream(body)
+    obj = json.loads(body)
+    if obj.get("type") == "message":
+        assert obj["role"] == "assistant" and obj["stop_reason"] and isinstance(obj["usage"]["output_tokens"], int)
+        for block in obj["content"]:
+            assert block["type"] in ("text", "thinking", "tool_use"), block
+            if block["type"] == "tool_use":
+                assert isinstance(block["input"], dict) and block["id"] and block["name"]
+    return obj
