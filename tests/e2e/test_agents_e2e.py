@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,10 +21,9 @@ from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config
+from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config, run_agent
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
-AGENT_TIMEOUT = 120.0
 FINAL_TEXT = "All done: shell.txt and notes.txt are in place."
 PATCH = """*** Begin Patch
 *** Add File: notes.txt
@@ -47,22 +45,6 @@ def workdir() -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as path:
         yield Path(path)
-
-
-def run_agent(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run an agent in its own process group; on a timeout kill the whole group and fail with its output."""
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=AGENT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{command[0]} did not finish in {AGENT_TIMEOUT:.0f} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def agent_env(home: Path, **extra: str) -> dict[str, str]:
