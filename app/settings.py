@@ -170,7 +170,8 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
+                            "(web_search_*, bash_*…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
@@ -194,7 +195,7 @@ class Settings(BaseSettings):
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     api_keys: SecretStr | None = Field(
-        None, description="Client keys accepted as 'Authorization: Bearer' on /v1 (comma or newline list)")
+        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline list)")
     api_keys_file: Path | None = Field(None, description="File of client keys, one per line, '#' comments")
     metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
     max_messages: int = Field(2048, ge=0, description="Messages (or Responses input items) per request; 0 = no limit")
