@@ -171,7 +171,7 @@ class Settings(BaseSettings):
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
-                            "(web_search_*, bash_*…): not offered, or a 400")
+                            "(web_search_*, code_execution_*…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")

@@ -1,9 +1,14 @@
 """A Messages request → its :class:`~app.pipeline.generate.Generation`: tools, ``tool_choice``, parameters.
 
-Custom tools (``input_schema``) are offered as functions. Anthropic's own tools (``web_search_…``,
-``code_execution_…``, ``bash_…``, ``text_editor_…``…) are tools Anthropic's runtime defines: like the
-Responses endpoint's hosted tools they are not offered (counted in ``toolwire_dropped_tools_total``), or
-with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` a 400 naming the tool. ``tool_choice`` maps to the Chat choice
+Custom tools (``input_schema``) are offered as functions. Two of Anthropic's own tools are run by the
+client with an ordinary input object, so they are offered as functions of their documented shape:
+``bash_…`` (``command``, ``restart``) and ``text_editor_…`` (``command`` ``view`` / ``create`` /
+``str_replace`` / ``insert``, and ``undo_edit`` before the 2025-07-28 version, with ``path``,
+``file_text``, ``old_str``, ``new_str``, ``insert_line``, ``view_range``); a call is the ``tool_use`` the
+client expects. The others (``web_search_…``, ``web_fetch_…``, ``code_execution_…``, ``computer_…``,
+``memory_…``…) run on Anthropic's side or need what a text model lacks: like the Responses endpoint's hosted
+tools they are not offered (counted in ``toolwire_dropped_tools_total``), or with
+``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` a 400 naming the tool. ``tool_choice`` maps to the Chat choice
 (``any`` → ``required``, ``tool`` → that tool, ``disable_parallel_tool_use`` → one call at most).
 
 The back end gets ``max_tokens`` (clamped to the model's ``max_output_tokens`` by the pipeline), the
@@ -32,9 +37,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolwire.messages.plan")
 
 #: Families of Anthropic's own tools, for the dropped-tools metric's label (anything else is ``other``).
-_SERVER_FAMILIES = frozenset({"web_search", "web_fetch", "code_execution", "bash", "text_editor", "computer",
+_SERVER_FAMILIES = frozenset({"web_search", "web_fetch", "code_execution", "computer",
                               "memory", "tool_search_tool_regex", "tool_search_tool_bm25", "mcp_toolset"})
-_DATED = re.compile(r"_\d{8}$")
+_DATED = re.compile(r"_(\d{8})$")
+_BASH = {"type": "object", "properties": {
+    "command": {"type": "string", "description": "The shell command to run."},
+    "restart": {"type": "boolean", "description": "Restart the shell session instead of running a command."}}}
+_EDITOR_PROPERTIES = {
+    "path": {"type": "string", "description": "Absolute path of the file or directory."},
+    "file_text": {"type": "string", "description": "create: the new file's content."},
+    "old_str": {"type": "string", "description": "str_replace: the exact text to replace (unique in the file)."},
+    "new_str": {"type": "string", "description": "str_replace: the replacement; insert: the text to insert."},
+    "insert_line": {"type": "integer", "description": "insert: the line after which to insert (0 = the start)."},
+    "view_range": {"type": "array", "items": {"type": "integer"},
+                   "description": "view: first and last line to show (-1 = to the end)."}}
+_EDITOR_COMMANDS = ["view", "create", "str_replace", "insert"]
 
 
 def messages_generation(req: MessagesRequest, settings: "Settings") -> Generation:
@@ -55,10 +72,30 @@ def parser_config(req: CountTokensRequest, settings: "Settings") -> ParserConfig
         if isinstance(tool, CustomTool):
             specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema))
         else:
-            _drop(tool, i, settings)
+            spec = _client_run_tool(tool)
+            if spec is None:
+                _drop(tool, i, settings)
+            else:
+                specs.append(spec)
     choice = req.tool_choice or MessagesChoice(type="auto")
     return build_parser_config(specs, _choice_request(choice), parallel_tool_calls=not choice.disable_parallel_tool_use,
                                legacy_functions=False, settings=settings)
+
+
+def _client_run_tool(tool: ServerTool) -> ToolSpec | None:
+    """A ``bash_…`` or ``text_editor_…`` tool as the function of its documented input, else ``None``."""
+    dated = _DATED.search(tool.type)
+    family = tool.type[:dated.start()] if dated else tool.type
+    if family == "bash":
+        return ToolSpec(name=tool.name or "bash", description="Run a command in a persistent bash shell on the "
+                        "user's machine; the client runs it and sends back its output.", parameters=_BASH)
+    if family == "text_editor" and dated:
+        commands = _EDITOR_COMMANDS + (["undo_edit"] if dated.group(1) < "20250728" else [])
+        schema = {"type": "object", "required": ["command", "path"], "properties": {
+            "command": {"type": "string", "enum": commands}, **_EDITOR_PROPERTIES}}
+        return ToolSpec(name=tool.name or "str_replace_based_edit_tool", parameters=schema,
+                        description="View, create and edit text files on the user's machine; the client runs it.")
+    return None
 
 
 def _drop(tool: ServerTool, index: int, settings: "Settings") -> None:

@@ -86,6 +86,24 @@ def test_anthropic_server_tools_are_dropped_or_refused(make_app, upstream):
     assert error["param"] == "tools[1].type"
 
 
+def test_the_bash_and_text_editor_tools_are_offered_as_the_functions_the_client_runs(client, upstream):
+    tools = [{"type": "bash_20250124", "name": "bash"},
+             {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 1000},
+             {"type": "text_editor_20250124", "name": "str_replace_editor"}]
+    upstream.script = text_chunks('<tool_call>{"name": "str_replace_based_edit_tool", "arguments": '
+                                  '{"command": "insert", "path": "/w/a.py", "insert_line": 0, "new_str": "x"}}'
+                                  '</tool_call>')
+    [call] = post(client, tools=tools).get_json()["content"]
+    assert call["name"] == "str_replace_based_edit_tool"
+    assert call["input"] == {"command": "insert", "path": "/w/a.py", "insert_line": 0, "new_str": "x"}
+    manifest = upstream.bodies[0]["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
+    lines = {line.split(" ")[0]: json.loads(line.split(" ", 1)[1]) for line in manifest.splitlines()[1:]}
+    assert set(lines["bash"]["properties"]) == {"command", "restart"}
+    assert lines["str_replace_based_edit_tool"]["properties"]["command"]["enum"] == \
+        ["view", "create", "str_replace", "insert"]
+    assert "undo_edit" in lines["str_replace_editor"]["properties"]["command"]["enum"]  # before 2025-07-28 only
+
+
 # -- keys ------------------------------------------------------------------------------------------------
 
 
