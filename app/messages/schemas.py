@@ -106,9 +106,10 @@ class ToolChoice(RequestModel):
 
 
 class Thinking(RequestModel):
-    """``enabled`` (with ``budget_tokens``), ``adaptive`` or ``disabled``; ``display: omitted`` hides it."""
+    """``enabled`` (with ``budget_tokens``), ``adaptive``, ``disabled`` or a newer kind; ``display: omitted`` hides
+    it."""
 
-    type: Literal["enabled", "adaptive", "disabled"]
+    type: str
     budget_tokens: int | None = None
     display: str | None = None
 
