@@ -103,6 +103,8 @@ class ModelRoute(BaseModel):
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
     reasoning: ReasoningOutput | None = Field(None, description="How this model's reasoning reaches clients; "
                                                                 "unset = reasoning")
+    max_output_tokens: int | None = Field(
+        None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
 
 
     @field_validator("tool_format")
@@ -158,6 +160,9 @@ class Settings(BaseSettings):
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
+    max_output_tokens: int = Field(
+        0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
+                             "clamped: Claude Code asks for 128000); 0 = sent as asked")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
@@ -179,7 +184,8 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
+                            "(web_search_*, code_execution_*…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
@@ -203,7 +209,7 @@ class Settings(BaseSettings):
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     api_keys: SecretStr | None = Field(
-        None, description="Client keys accepted as 'Authorization: Bearer' on /v1 (comma or newline list)")
+        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline list)")
     api_keys_file: Path | None = Field(None, description="File of client keys, one per line, '#' comments")
     metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
     max_messages: int = Field(2048, ge=0, description="Messages (or Responses input items) per request; 0 = no limit")
@@ -306,6 +312,13 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.accept_formats:
             return route.accept_formats
         return self.accept_formats
+
+    def max_output_tokens_for(self, client_model: str) -> int:
+        """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.max_output_tokens is not None:
+            return route.max_output_tokens
+        return self.max_output_tokens
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""

@@ -121,6 +121,17 @@ def check_responses_limits(body: dict[str, Any]) -> None:
         _check_tools(group, param, "format", 0, settings.max_tool_schema_bytes)
 
 
+def check_messages_limits(body: dict[str, Any]) -> None:
+    """The same limits on an Anthropic Messages body: ``messages``, ``tools``, ``tools[i].input_schema``.
+
+    Raises:
+        InputError: 400 naming the offending ``param``.
+    """
+    settings = current_state().settings
+    _check_length(body.get("messages"), "messages", settings.max_messages)
+    _check_tools(body.get("tools"), "tools", "input_schema", settings.max_tools, settings.max_tool_schema_bytes)
+
+
 def _check_length(items: Any, param: str, limit: int) -> None:
     if limit and isinstance(items, list) and len(items) > limit:
         raise InputError(f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "

@@ -33,7 +33,7 @@ from statemachine import (
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage, usage_object
-from ..pipeline.streaming import DONE, data_frame
+from ..pipeline.streaming import DONE, KEEPALIVE, data_frame
 
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
@@ -57,7 +57,9 @@ class ChatEncoder:
                                     include_usage=include_usage)
         self._accumulator: ChatAccumulator | None = None  # made by the first add: a stream never needs one
 
-    def opening(self) -> list[bytes]:
+    keepalive = KEEPALIVE
+
+    def opening(self, usage: Usage) -> list[bytes]:
         """Nothing: a Chat stream starts with its first event."""
         return []
 

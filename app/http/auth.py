@@ -1,4 +1,5 @@
-"""Client API keys: ``Authorization: Bearer`` on every ``/v1`` route, compared in constant time.
+"""Client API keys: ``Authorization: Bearer`` (or Anthropic's ``x-api-key``) on every ``/v1`` route,
+compared in constant time.
 
 Keys come from ``TOOLWIRE_API_KEYS`` (comma or newline separated) and/or the
 file ``TOOLWIRE_API_KEYS_FILE`` (one per line, ``#`` comments). Only their
@@ -111,6 +112,11 @@ def bearer_token() -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+def api_key_header() -> str | None:
+    """This request's ``x-api-key`` header (how Anthropic's clients, Claude Code among them, send a key), if any."""
+    return request.headers.get("x-api-key", "").strip() or None
+
+
 def basic_password() -> str | None:
     """The password of this request's ``Authorization: Basic`` header, if any (the user name is ignored)."""
     auth = request.authorization
@@ -120,13 +126,14 @@ def basic_password() -> str | None:
 
 
 def authorize_request() -> None:
-    """Refuse the current request unless it carries an accepted key (no keys configured = open); the accepted
+    """Refuse the current request unless it carries an accepted key, as a Bearer token or in ``x-api-key``
+    (no keys configured = open); the accepted
     key's owner digest is recorded (:func:`~app.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
     """
-    _authorize(bearer_token(), "Bearer")
+    _authorize(bearer_token() or api_key_header(), "Bearer")
 
 
 def authorize_debug() -> None:
@@ -147,7 +154,8 @@ def _authorize(token: str | None, challenge: str) -> None:
     if not ring:
         return
     if token is None:
-        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.", challenge)
+        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' "
+                            "(or 'x-api-key: YOUR_KEY').", challenge)
     if not ring.accepts(token):
         raise _unauthorized("Incorrect API key provided.", challenge)
     set_client_owner(owner_digest(token))

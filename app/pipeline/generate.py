@@ -37,6 +37,8 @@ from .streaming import Events, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
+#: The Chat request's output limits, clamped to the model's ``max_output_tokens``.
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -146,8 +148,9 @@ def _content_chars(content: Any) -> int:
 def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
     """Open the upstream's answer to ``messages`` for the client's ``model``.
 
-    ``fields`` are the other request parameters the back end gets; it is always
-    asked for a stream with usage (a non-streaming answer is accumulated from it).
+    ``fields`` are the other request parameters the back end gets (an output limit above the model's
+    ``max_output_tokens`` clamped to it); it is always asked for a stream with usage (a non-streaming
+    answer is accumulated from it).
 
     Raises:
         UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
@@ -155,6 +158,11 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     state = current_state()
     body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
+    limit = state.settings.max_output_tokens_for(model)
+    if limit:
+        for key in OUTPUT_LIMITS:
+            if isinstance(body.get(key), int) and body[key] > limit:
+                body[key] = limit
     return state.upstream.open(body, request_id=observe.current_request_id())
 
 

@@ -33,6 +33,7 @@ from .tools import ToolOrigin
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage
+from ..pipeline.streaming import KEEPALIVE
 
 __all__ = ["ResponsesEncoder", "ResponsesWireEncoder", "encode_sse", "new_item_id", "new_response_id",
            "responses_usage"]
@@ -433,7 +434,9 @@ class ResponsesWireEncoder:
         self._encoder = encoder
         self._keep = keep
 
-    def opening(self) -> list[bytes]:
+    keepalive = KEEPALIVE
+
+    def opening(self, usage: Usage) -> list[bytes]:
         """``response.created`` and ``response.in_progress``."""
         return [encode_sse(event) for event in self._encoder.start()]
 

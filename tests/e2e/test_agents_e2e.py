@@ -22,11 +22,9 @@ from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config
+from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config, run_agent
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
-from support.server import run_to_end
 
-AGENT_TIMEOUT = 120.0
 FINAL_TEXT = "All done: shell.txt and notes.txt are in place."
 PATCH = """*** Begin Patch
 *** Add File: notes.txt
@@ -50,11 +48,6 @@ def workdir() -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as path:
         yield Path(path)
-
-
-def run_agent(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run an agent in its own process group; on a timeout kill the whole group and fail with its output."""
-    return run_to_end(command, cwd=cwd, env=env, timeout=AGENT_TIMEOUT)
 
 
 def agent_env(home: Path, **extra: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.agents import AI_SDK, codex_cli, npm_library
+from support.agents import AI_SDK, codex_cli, npm_library, run_agent
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
 from .test_agents_e2e import (  # noqa: F401 (fixtures)
@@ -22,7 +22,6 @@ from .test_agents_e2e import (  # noqa: F401 (fixtures)
     codex_home,
     e2e_time_limit,
     opencode_run,
-    run_agent,
     workdir,
 )
 

@@ -24,6 +24,8 @@ from typing import Any, Iterator
 
 import httpx
 
+from .messages_stream import check_messages_exchange
+
 CHAT_FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter", "function_call"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
 
@@ -1219,7 +1221,9 @@ class StreamRecorder:
         """Run the right checker on ``record``; return its summary (``None`` if nothing applies)."""
         request = record.request_body if isinstance(record.request_body, dict) else {}
         content_type = record.headers.get("content-type")
-        if record.status >= 400:
+        if "/messages" in record.path:  # Anthropic's API: its own envelope and stream
+            record.summary = check_messages_exchange(record.status, bytes(record.body), record.is_sse)
+        elif record.status >= 400:
             record.summary = check_error_envelope(record.status, bytes(record.body))
         elif record.is_sse and record.path.endswith("/chat/completions"):
             record.summary = check_chat_stream(
