@@ -45,7 +45,7 @@ import orjson
 from flask import Flask, Response
 from flask.json.provider import JSONProvider
 
-from .observability.debug import create_debug_blueprint
+from .http.debug import create_debug_blueprint
 from .http.auth import authorize_debug, metrics_guard
 from .http.errors import register_error_handlers
 from .http.extension import Toolwire

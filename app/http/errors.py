@@ -9,10 +9,10 @@ exceptions are logged and answered with a generic 500
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
-from ..errors import ApiError
+from ..errors import ApiError, body_too_large
 from ..pipeline.failures import as_api_error
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
@@ -21,7 +21,7 @@ __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handler
 
 def error_response(exc: BaseException) -> Response:
     """A JSON error response for ``exc`` (before any streaming)."""
-    err = as_api_error(exc)
+    err = from_http_exception(exc) if isinstance(exc, HTTPException) else as_api_error(exc)
     response = current_app.json.response(err.body())
     response.status_code = err.status
     response.headers.update(err.headers)
@@ -30,6 +30,16 @@ def error_response(exc: BaseException) -> Response:
         if allowed:
             response.headers["Allow"] = allowed
     return response
+
+
+def from_http_exception(exc: HTTPException) -> ApiError:
+    """A Werkzeug error (routing's 404 and 405, a 413 over ``MAX_CONTENT_LENGTH``…) as an :class:`ApiError`."""
+    code = exc.code or 500
+    if code == 413:
+        return body_too_large(request.max_content_length if has_request_context() else None)
+    type_ = "invalid_request_error" if code < 500 else "server_error"
+    return ApiError(code, exc.description or exc.name, type=type_,
+                    code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
 
 
 def register_error_handlers(target: Flask | Blueprint) -> None:

@@ -25,14 +25,13 @@ from gevent import monkey
 
 from ..responses.store import ResponseStore, StoreError, open_store
 from ..settings import Settings, settings_from_config
-from ..state import EXTENSION_KEY, ToolwireState
+from .state import EXTENSION_KEY, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
 from ..upstreams.http import Bounds, HttpUpstream
 from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
-from .limits import StreamSlots
 
 log = logging.getLogger("toolwire.http.extension")
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from flask import Blueprint, Response, current_app
 
 from ..responses.store import StoreError
-from ..state import current_state
+from .state import current_state
 from ..observability.metrics import exposition
 
 #: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.

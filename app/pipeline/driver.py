@@ -27,7 +27,7 @@ from statemachine import (
     new_call_id,
 )
 
-from ..observability import record as observe
+from ..observability.record import RequestRecord
 from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
@@ -51,9 +51,8 @@ class ChoiceDriver:
     them passed through as ``(None, pause)``.
     The upstream is always closed when iteration ends or is abandoned.
 
-    Built inside a request, it attaches itself to the request's
-    :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
-    choices' paths) once the response has ended.
+    Given the request's :class:`~app.observability.record.RequestRecord` (``record``), it attaches
+    itself to it, which reads the counts below (and the choices' paths) once the response has ended.
 
     Attributes:
         usage: the upstream's last usage object, if it sent one.
@@ -68,7 +67,7 @@ class ChoiceDriver:
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id):
+                 id_factory: Callable[[], str] = new_call_id, record: RequestRecord | None = None):
         self._stream = stream
         self._config = config
         self._n = n
@@ -83,7 +82,6 @@ class ChoiceDriver:
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
-        record = observe.current()
         debugging = record is not None and record.keeps_text
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None

@@ -6,7 +6,9 @@ back end gets) and calls :func:`generate` with its :class:`~app.pipeline.encoder
 The upstream is opened in the model's tool mode (:func:`open_in_tool_mode`) before the first byte, so a refusal
 is an ordinary HTTP error; then the same :class:`~app.pipeline.driver.ChoiceDriver`
 events are either streamed (:func:`~app.pipeline.streaming.sse_body`) or folded
-into one body, so the two cannot disagree.
+into one body, so the two cannot disagree. What the pipeline knows of the HTTP
+request comes in a :class:`~app.pipeline.context.RequestContext`; it answers
+with a :data:`Reply` the HTTP layer sends.
 """
 
 from __future__ import annotations
@@ -14,28 +16,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeAlias
 
 import gevent
 import orjson
-from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
 from ..observability import metrics
-from ..observability import record as observe
-from ..state import current_state
 from ..upstreams.base import UpstreamError, UpstreamStream
+from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
-from .streaming import Events, cooperative, sse_body, tick_seconds
+from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
+#: The headers of a streamed answer (sent as ``text/event-stream``).
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+#: A generation's answer: one JSON body, or the body of an SSE stream (sent with :data:`SSE_HEADERS`).
+Reply: TypeAlias = "dict[str, Any] | SSEBody"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,32 +63,33 @@ class Generation:
     n: int = 1
 
 
-def generate(generation: Generation, encoder: Encoder) -> Response:
-    """Run ``generation`` and answer with ``encoder``'s stream or body.
+def generate(generation: Generation, encoder: Encoder, context: RequestContext) -> Reply:
+    """Run ``generation`` for the request ``context`` describes and answer with ``encoder``'s stream or body.
 
     Raises:
         UpstreamError: the upstream refused (the client got nothing yet).
     """
-    stream, config, messages = open_in_tool_mode(generation)
+    stream, config, messages = open_in_tool_mode(generation, context)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n)
+    driver = ChoiceDriver(stream, config, n=generation.n, record=context.record)
 
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
     if not generation.stream:
-        limit = current_state().settings.stream_max_seconds
+        limit = context.settings.stream_max_seconds
         expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
                                 code="stream_time_limit")
         with gevent.Timeout(limit or None, expired):  # one timer per request, none per chunk
             for index, event in cooperative(driver):
                 encoder.add(index, event)
-        return current_app.json.response(encoder.body(usage()))
+        return encoder.body(usage())
 
-    return sse_response(driver, encoder, usage, stream)
+    return stream_body(driver, encoder, usage, stream, context)
 
 
-def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
+def open_in_tool_mode(generation: Generation,
+                      context: RequestContext) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
     """Open the upstream in the model's tool mode (README, Tool modes; :mod:`app.pipeline.native`).
 
     Returns:
@@ -94,22 +99,21 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
             prompt-mode retry's refusal).
     """
-    state = current_state()
-    settings = state.settings
+    settings = context.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
-    record = observe.current()
+    record = context.record
     if mode != "prompt":
-        key = (upstream_name(state.upstream), settings.upstream_model(model))
+        key = (upstream_name(context.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
-                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)})
+                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)}, context)
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
                 FALLBACKS.remember(key)
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
+                metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
                 log.warning("the back end refused tools: prompt mode for %s", key[1],
                             extra={"fields": {"upstream_model": key[1], "status": exc.status}})
             else:
@@ -118,7 +122,7 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    stream = open_upstream(model, messages, generation.fields)
+    stream = open_upstream(model, messages, generation.fields, context)
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
@@ -130,7 +134,8 @@ def _content_chars(content: Any) -> int:
     return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
-def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
+def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any],
+                  context: RequestContext) -> UpstreamStream:
     """Open the upstream's answer to ``messages`` for the client's ``model``.
 
     ``fields`` are the other request parameters the back end gets; it is always
@@ -139,28 +144,22 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     Raises:
         UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
     """
-    state = current_state()
-    body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
+    body = {**fields, "model": context.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
-    return state.upstream.open(body, request_id=observe.current_request_id())
+    return context.upstream.open(body, request_id=context.request_id)
 
 
-def wants_keepalive() -> bool:
-    """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
-    return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
-
-
-def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream) -> Response:
-    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames,
-    with keep-alives unless the client opted out.
+def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream,
+                context: RequestContext) -> SSEBody:
+    """The SSE body streaming ``events`` (made from ``stream``) as ``encoder``'s frames, with keep-alives
+    unless the client opted out.
 
     ``stream`` is asked for pauses, which ``events`` passes on; the rest is
     :func:`~app.pipeline.streaming.sse_body`'s.
     """
-    settings = current_state().settings
-    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
+    settings = context.settings
+    heartbeat = settings.heartbeat_seconds if context.keepalive else None
     stream.pause_every(tick_seconds(heartbeat, settings.stream_max_seconds))
-    body = sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
-                    write_timeout=settings.stream_write_timeout_seconds)
-    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)
+    return sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
+                    max_seconds=settings.stream_max_seconds, client=context.client_socket,
+                    write_timeout=settings.stream_write_timeout_seconds, record=context.record)

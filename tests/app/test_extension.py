@@ -9,7 +9,7 @@ from flask import Flask
 
 from app import Toolwire, create_app
 from app.http.extension import UnpatchedSocketWarning
-from app.state import current_state
+from app.http.state import current_state
 from app.settings import Settings
 from support.fakes import FakeUpstream, text_chunks
 
