@@ -32,6 +32,7 @@ from statemachine.diagram import FORMATS, render_choice_fsm
 
 from ..errors import ApiError
 from ..observability.debug import DebugStore, Digest, debug_store, machine_view
+from .auth import authorize_debug
 from .state import client_owner, current_state
 
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
@@ -44,13 +45,14 @@ _PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connec
                 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
-def create_debug_blueprint(name: str = "toolwire_debug", guard: Callable[[], None] | None = None) -> Blueprint:
+def create_debug_blueprint(name: str = "toolwire_debug",
+                           guard: Callable[[], None] | None = authorize_debug) -> Blueprint:
     """The debug routes (register without a prefix).
 
     Args:
         name: the Blueprint name.
-        guard: called before every debug route; raise an ``ApiError`` to refuse
-            (e.g. an API-key check: the views show model output).
+        guard: called before every debug route; raise an ``ApiError`` to refuse. Default: a client key
+            (the views show model output), as a Bearer token or a Basic password; ``None``: open.
     """
     bp = Blueprint(name, __name__)
     if guard is not None:

@@ -9,21 +9,23 @@ from typing import Any, Callable
 
 from flask import Blueprint, Response, current_app
 
-from ..responses.store import StoreError
-from .state import current_state
 from ..observability.metrics import exposition
+from ..responses.store import StoreError
+from .auth import metrics_guard as key_if_required
+from .state import current_state
 
 #: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.
 _ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]]" = weakref.WeakKeyDictionary()
 
 
-def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[], None] | None = None) -> Blueprint:
+def create_ops_blueprint(name: str = "toolwire_ops",
+                         metrics_guard: Callable[[], None] | None = key_if_required) -> Blueprint:
     """The operational Blueprint; register it without a prefix (``/healthz``, ``/readyz``, ``/metrics``).
 
     Args:
         name: the Blueprint name.
-        metrics_guard: called before ``/metrics`` is served; raise an ``ApiError``
-            to refuse (e.g. an API-key check). Health routes stay open.
+        metrics_guard: called before ``/metrics`` is served; raise an ``ApiError`` to refuse. Default: a
+            client key when ``metrics_require_key`` is on; ``None``: open. Health routes stay open.
     """
     bp = Blueprint(name, __name__)
     bp.add_url_rule("/healthz", view_func=healthz, methods=["GET"])

@@ -10,14 +10,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from flask import current_app, g
+from flask import current_app, g, has_request_context, request
 
 if TYPE_CHECKING:
     from ..responses.store import ResponseStore
     from ..settings import Settings
     from ..upstreams.base import Upstream
 
-#: The key of the extension in ``app.extensions``.
+#: The key in ``app.extensions`` of the app's toolwire mounts: ``{mount name: Toolwire}``.
 EXTENSION_KEY = "toolwire"
 
 
@@ -122,17 +122,19 @@ class _StateOwner(Protocol):
 
 
 def current_state() -> ToolwireState:
-    """The current app's toolwire state.
+    """The toolwire state of the current app: of the mount whose routes serve the current request, else
+    (outside a mount's routes: ``/healthz``, ``/debug/``…) of the first mount registered on the app.
 
     Raises:
         RuntimeError: toolwire is not registered on the current app.
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
-    ext: _StateOwner | None = app.extensions.get(EXTENSION_KEY)
-    if ext is None:
+    mounts: dict[str, _StateOwner] | None = app.extensions.get(EXTENSION_KEY)
+    if not mounts:
         raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
                            "'Toolwire.init_app(app)'?")
-    return ext.state(app)
+    owner = mounts.get(request.blueprint or "") if len(mounts) > 1 and has_request_context() else None
+    return (owner or next(iter(mounts.values()))).state(app)
 
 
 def client_owner() -> str | None:

@@ -38,7 +38,7 @@ def assert_error(response, status: int, param: str | None, code: str) -> dict:
 
 
 def slots(app) -> StreamSlots:
-    return app.extensions["toolwire"].state(app).streams
+    return app.extensions["toolwire"]["toolwire"].state(app).streams
 
 
 # -- body size -----------------------------------------------------------------------------------
