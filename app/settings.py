@@ -40,6 +40,7 @@ STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
 ToolMode = Literal["prompt", "native", "auto"]
 
+
 def _check_format(value: str) -> str:
     try:
         get_format(value)
@@ -48,14 +49,14 @@ def _check_format(value: str) -> str:
     return value
 
 
-def _check_tool_format(value: str | None) -> str | None:
-    return value if value in (None, "auto") else _check_format(value)
+def _check_tool_format(value: str) -> str:
+    return value if value == "auto" else _check_format(value)
 
 
-def _check_accept(value: str | None) -> str | None:
+def _check_accept(value: str) -> str:
     """``default``, ``all`` or a comma list of registered format names."""
-    if value is None or value.strip() in ("default", "all"):
-        return None if value is None else value.strip()
+    if value.strip() in ("default", "all"):
+        return value.strip()
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
         raise ValueError("accept_formats is 'default', 'all' or a comma list of format names")
@@ -80,12 +81,12 @@ class ModelRoute(BaseModel):
     @field_validator("tool_format")
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
-        return _check_tool_format(value)
+        return None if value is None else _check_tool_format(value)
 
     @field_validator("accept_formats")
     @classmethod
     def _known_accept(cls, value: str | None) -> str | None:
-        return _check_accept(value)
+        return None if value is None else _check_accept(value)
 
 
 class UpstreamSettings(BaseModel):
