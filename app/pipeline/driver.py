@@ -97,7 +97,7 @@ class ChoiceDriver:
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         try:
             for chunk in self._stream:
-                if chunk.__class__ is Pause:  # the stream's pauses pass through (as ``(None, pause)``)
+                if isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     yield None, chunk
                     continue
                 if chunk.usage:
@@ -174,20 +174,19 @@ class ChoiceDriver:
             times += [time.perf_counter()] * (len(self._choices[index].path) - len(times))
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
-        for event in events:
-            cls = event.__class__
-            if cls is TextDelta:
+        for event in events:  # isinstance: as fast as a class check for these final classes, and typed
+            if isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
-            elif cls is ToolCallArgumentsDelta:
+            elif isinstance(event, ToolCallArgumentsDelta):
                 self.output_chars += len(event.fragment)
             else:
-                if self.outcome_events is not None and cls in _OUTCOMES:
+                if self.outcome_events is not None and event.__class__ in _OUTCOMES:
                     self.outcome_events.setdefault(index, []).append(event)
-                if cls is ToolCallStarted:
+                if isinstance(event, ToolCallStarted):
                     self.output_chars += len(event.name)
-                elif cls is ToolCallEnded:
+                elif isinstance(event, ToolCallEnded):
                     self.outcomes["emitted" if event.valid else "failed"] += 1
-                elif cls is ToolCallNote:
+                elif isinstance(event, ToolCallNote):
                     self._note(index, event)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
