@@ -17,7 +17,7 @@ import functools
 import logging
 from typing import Any
 
-from flask import Response, current_app, request
+from flask import Response, jsonify, request
 
 from statemachine import ParserConfig
 
@@ -57,7 +57,7 @@ def create_response(body: dict[str, Any], context: RequestContext, store: OwnedS
     generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools, context),
                             fields=_chat_fields(req), stream=req.stream)
 
-    keep = functools.partial(_keep, store, input_items) if input_items is not None else None
+    keep = functools.partial(_keep, store, input_items) if store is not None and input_items is not None else None
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
     return generate(generation, ResponsesWireEncoder(encoder, keep), context)
 
@@ -67,14 +67,14 @@ def get_response(response_id: str, store: OwnedStore | None) -> Response:
     response = _enabled(store).get(response_id)
     if response is None:
         raise _not_found(response_id)
-    return current_app.json.response(response)
+    return jsonify(response)
 
 
 def delete_response(response_id: str, store: OwnedStore | None) -> Response:
     """``DELETE /responses/{id}``: forget a stored response."""
     if not _enabled(store).delete(response_id):
         raise _not_found(response_id)
-    return current_app.json.response({"id": response_id, "object": "response.deleted", "deleted": True})
+    return jsonify({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
 def unsupported_subpath(subpath: str) -> Response:
