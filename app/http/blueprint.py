@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, jsonify
 
 from ..chat.views import chat_completions
 from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
@@ -61,7 +61,7 @@ def list_models() -> Response:
     data = [_model_entry(m) for m in current_state().upstream.models() if isinstance(m, dict) and m.get("id")]
     known = {m["id"] for m in data}
     data += [_model_entry({"id": name}) for name in settings.model_map if name not in known]
-    return current_app.json.response({"object": "list", "data": data})
+    return jsonify({"object": "list", "data": data})
 
 
 def _model_entry(model: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import os
 from importlib import resources
 from typing import Any, Callable
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, jsonify, request
 
 from statemachine.diagram import FORMATS, render_choice_fsm
 
@@ -104,7 +104,7 @@ def _tagged(body: Callable[[list[Digest]], Any]) -> Response:
     if request.if_none_match.contains(etag):
         response = Response(status=304)
     else:
-        response = current_app.json.response(body(store.digests(entries)))
+        response = jsonify(body(store.digests(entries)))
     response.set_etag(etag)
     response.headers["Cache-Control"] = "no-cache"
     return response
@@ -112,7 +112,7 @@ def _tagged(body: Callable[[list[Digest]], Any]) -> Response:
 
 def request_path(request_id: str) -> Response:
     """``GET /debug/requests/<id>``: the request's summary and per-choice paths, calls, notes and finish reasons."""
-    return current_app.json.response(_view(request_id))
+    return jsonify(_view(request_id))
 
 
 def request_diagram(request_id: str) -> Response:

@@ -9,7 +9,7 @@ exceptions are logged and answered with a generic 500
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, current_app, has_request_context, request
+from flask import Blueprint, Flask, Response, has_request_context, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from ..errors import ApiError, body_too_large
@@ -22,7 +22,7 @@ __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handler
 def error_response(exc: BaseException) -> Response:
     """A JSON error response for ``exc`` (before any streaming)."""
     err = from_http_exception(exc) if isinstance(exc, HTTPException) else as_api_error(exc)
-    response = current_app.json.response(err.body())
+    response = jsonify(err.body())
     response.status_code = err.status
     response.headers.update(err.headers)
     if isinstance(exc, HTTPException) and exc.code == 405:

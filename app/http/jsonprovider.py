@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from flask import Response
@@ -21,7 +21,8 @@ class OrjsonProvider(JSONProvider):
     def response(self, *args: Any, **kwargs: Any) -> Response:
         obj = self._prepare_response_obj(args, kwargs)
         body = orjson.dumps(obj, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
-        return self._app.response_class(body, mimetype="application/json")
+        response_class = cast("type[Response]", self._app.response_class)  # a Flask app's: flask.Response
+        return response_class(body, mimetype="application/json")
 
 
 def _fallback(obj: Any) -> Any:

@@ -88,7 +88,7 @@ def _close_if_body_unread(response: Response) -> Response:
     return response
 
 
-def _then_finish_body(answer: Iterable[bytes], client: socket.socket, body: Any, budget: int) -> Iterator[bytes]:
+def _then_finish_body(answer: Iterable[Any], client: socket.socket, body: Any, budget: int) -> Iterator[Any]:
     """``answer``, then the rest of the request ``body`` read and dropped, yielding to other greenlets after every
     read, so the connection stays usable for the client's next request. Past :data:`LINGER_SECONDS` or
     ``budget`` bytes the connection is shut down instead, and the error this raises after the answer went out

@@ -7,7 +7,7 @@ import time
 import weakref
 from typing import Any, Callable
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, jsonify
 
 from ..observability.metrics import exposition
 from ..responses.store import StoreError
@@ -36,7 +36,7 @@ def create_ops_blueprint(name: str = "toolwire_ops",
 
 def healthz() -> Response:
     """Liveness: the worker answers. Never touches the upstream."""
-    return current_app.json.response({"status": "ok"})
+    return jsonify({"status": "ok"})
 
 
 def readyz() -> Response:
@@ -48,7 +48,7 @@ def readyz() -> Response:
     """
     checks = _checks(current_state())
     ready = all(value != "unavailable" for value in checks.values())
-    response = current_app.json.response({"status": "ready" if ready else "unavailable", **checks})
+    response = jsonify({"status": "ready" if ready else "unavailable", **checks})
     response.status_code = 200 if ready else 503
     return response
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from flask import Response, current_app, request
+from flask import Response, jsonify, request
 
 from ..errors import ApiError
 from ..observability import record as observe
@@ -61,5 +61,5 @@ def owned_store() -> OwnedStore | None:
 def send(reply: Reply) -> Response:
     """A generation's reply as the HTTP response: its JSON body, or its SSE stream."""
     if isinstance(reply, dict):
-        return current_app.json.response(reply)
+        return jsonify(reply)
     return Response(reply, mimetype="text/event-stream", headers=SSE_HEADERS)
