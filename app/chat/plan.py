@@ -24,19 +24,21 @@ _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "to
                             "parallel_tool_calls", "functions", "function_call"})
 
 
-def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings") -> Generation:
-    """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through)."""
+def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings", *,
+                    marker_requested: bool = False) -> Generation:
+    """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through);
+    ``marker_requested``: the client asked for marker mode."""
     return Generation(
         model=req.model,
         messages=body["messages"],
-        config=chat_parser_config(req, settings),
+        config=chat_parser_config(req, settings, marker_requested=marker_requested),
         fields={key: value for key, value in body.items() if key not in _CONSUMED_KEYS},
         stream=req.stream,
         n=req.n,
     )
 
 
-def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
+def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_requested: bool = False) -> ParserConfig:
     """The parser configuration for a Chat Completions request.
 
     Raises:
@@ -48,18 +50,18 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
     if req.tools and req.functions:
         raise InputError("Use either 'tools' or the legacy 'functions', not both.", "functions", "invalid_value")
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
+    choice: ChoiceRequest | ToolChoice
     if req.functions:
-        functions = tool_specs(req.functions)
-        for i, spec in enumerate(functions):
-            check_tool(spec, [f.name for f in functions[:i]], name=f"functions[{i}].name",
+        tools = tool_specs(req.functions)
+        for i, spec in enumerate(tools):
+            check_tool(spec, [f.name for f in tools[:i]], name=f"functions[{i}].name",
                        definition=f"functions[{i}].parameters")
-        return build_parser_config(functions, _legacy_choice(req.function_call),
-                                   parallel_tool_calls=False, legacy_functions=True, settings=settings,
-                                   json_output=json_output)
-    tools = _offered_tools(req)
-    parallel = req.parallel_tool_calls is not False
-    return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
-                               legacy_functions=False, settings=settings, json_output=json_output)
+        choice, parallel, legacy = _legacy_choice(req.function_call), False, True
+    else:
+        tools = _offered_tools(req)
+        choice, parallel, legacy = _chat_choice(req.tool_choice), req.parallel_tool_calls is not False, False
+    return build_parser_config(tools, choice, parallel_tool_calls=parallel, legacy_functions=legacy, settings=settings,
+                               model=req.model, marker_requested=marker_requested, json_output=json_output)
 
 
 def _offered_tools(req: ChatRequest) -> list[ToolSpec]:

@@ -28,7 +28,7 @@ from statemachine import (
     new_call_id,
 )
 
-from ..observability import record as observe
+from ..observability.record import RequestRecord
 from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
@@ -77,9 +77,8 @@ class ChoiceDriver:
     ``hide`` drops it, ``inline`` turns each span into content between :data:`INLINE_OPEN` and
     :data:`INLINE_CLOSE`. The default costs nothing per delta.
 
-    Built inside a request, it attaches itself to the request's
-    :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
-    choices' paths) once the response has ended.
+    Given the request's :class:`~app.observability.record.RequestRecord` (``record``), it attaches
+    itself to it, which reads the counts below (and the choices' paths) once the response has ended.
 
     Attributes:
         usage: the upstream's last usage object, if it sent one.
@@ -95,7 +94,8 @@ class ChoiceDriver:
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show"):
+                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
+                 record: RequestRecord | None = None):
         self._stream = stream
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
@@ -112,7 +112,6 @@ class ChoiceDriver:
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
-        record = observe.current()
         debugging = record is not None and record.keeps_text
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
@@ -129,7 +128,7 @@ class ChoiceDriver:
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         try:
             for chunk in self._stream:
-                if chunk.__class__ is Pause:  # the stream's pauses pass through (as ``(None, pause)``)
+                if isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     yield None, chunk
                     continue
                 if chunk.usage:
@@ -247,20 +246,19 @@ class ChoiceDriver:
             times += [time.perf_counter()] * (len(self._choices[index].path) - len(times))
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
-        for event in events:
-            cls = event.__class__
-            if cls is TextDelta or cls is ReasoningDelta:
+        for event in events:  # isinstance: as fast as a class check for these final classes, and typed
+            if isinstance(event, (TextDelta, ReasoningDelta)):
                 self.output_chars += len(event.text)
-            elif cls is ToolCallArgumentsDelta:
+            elif isinstance(event, ToolCallArgumentsDelta):
                 self.output_chars += len(event.fragment)
             else:
-                if self.outcome_events is not None and cls in _OUTCOMES:
+                if self.outcome_events is not None and event.__class__ in _OUTCOMES:
                     self.outcome_events.setdefault(index, []).append(event)
-                if cls is ToolCallStarted:
+                if isinstance(event, ToolCallStarted):
                     self.output_chars += len(event.name)
-                elif cls is ToolCallEnded:
+                elif isinstance(event, ToolCallEnded):
                     self.outcomes["emitted" if event.valid else "failed"] += 1
-                elif cls is ToolCallNote:
+                elif isinstance(event, ToolCallNote):
                     self._note(index, event)
 
     def _note(self, index: int, note: ToolCallNote) -> None:

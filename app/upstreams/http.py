@@ -190,6 +190,7 @@ class HttpStream:
         silent_since: float | None = None  # no bytes since
         idle_since: float | None = None  # bytes, but no data event, since
         fresh = True  # something may have been produced since the last pause
+        data: bytes | None
         with _mapped_errors():
             while True:
                 if response.unread:

@@ -391,7 +391,7 @@ def test_debug_view_is_404_when_debug_is_off(make_app, tmp_path):
 def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
     client = debug_client(text_chunks("hi"), debug_keep=2)
     for i in range(4):
-        client.application.extensions["toolwire"].state(client.application).upstream.script = text_chunks("hi")
+        client.application.extensions["toolwire"]["toolwire"].state(client.application).upstream.script = text_chunks("hi")
         post(client, f"keep-{i}")
     assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == ["open.keep-2.json", "open.keep-3.json"]
     assert client.get("/debug/requests/keep-0").status_code == 404

@@ -241,11 +241,11 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog, tmp_path):
             raise StoreUnavailable("disk full")
 
     app = make_app(FakeUpstream([UpstreamChunk([])] + text_chunks("Hello.")))
-    from app.state import current_state
+    from app.http.state import current_state
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
+        app.extensions["toolwire"]["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
     before = STORE_WRITE_FAILURES._value.get()
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"

@@ -21,7 +21,7 @@ import logging
 import math
 import os
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, overload
 
 import gevent
 from gevent.lock import Semaphore
@@ -388,9 +388,15 @@ class CodexStream:
         if turn.get("status") == "interrupted":
             raise UpstreamError("server_error", "The Codex turn was interrupted.")
 
+    @overload
+    def _next(self) -> dict[str, Any]: ...
+
+    @overload
+    def _next(self, tick: float | None) -> dict[str, Any] | None: ...
+
     def _next(self, tick: float | None = None) -> dict[str, Any] | None:
         """The turn's next notification; ``None`` when ``tick`` seconds passed without one (within the
-        read timeout, which counts the whole silence)."""
+        read timeout, which counts the whole silence). Without a tick it waits the whole read timeout."""
         assert self._queue is not None
         limit = self._upstream.read_timeout
         wait = min(tick, limit) if tick else limit
