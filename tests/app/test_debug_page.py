@@ -216,7 +216,7 @@ def test_one_key_s_requests_never_prune_another_key_s_records(debug_app):
     client = app.test_client()
 
     def as_key(key, request_id):
-        app.extensions["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
+        app.extensions["toolwire"]["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
         response = client.post("/v1/chat/completions", buffered=True, json={"model": "m", "messages": USER},
                                headers={"X-Request-Id": request_id, "Authorization": f"Bearer {key}"})
         assert response.status_code == 200

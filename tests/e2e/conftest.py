@@ -1,11 +1,16 @@
-"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging."""
+"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging, and a work
+directory for agent runs."""
 
 from __future__ import annotations
 
 import signal
+import tempfile
+from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from support.agents import CACHE_ROOT
 
 TEST_TIME_LIMIT = 20.0
 
@@ -31,3 +36,13 @@ def e2e_time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """A fresh directory for an agent run. Not under /tmp: Codex refuses to create its helper binaries
+    (apply_patch) under a temporary directory."""
+    root = CACHE_ROOT.parent / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as path:
+        yield Path(path)
