@@ -105,6 +105,8 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
             messages = native_messages(generation.messages)
             try:
                 stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)})
+                if mode == "auto" and hasattr(stream, "confirm"):
+                    stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
