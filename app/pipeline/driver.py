@@ -35,6 +35,10 @@ log = logging.getLogger("toolwire.pipeline.driver")
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
+#: Notes of a call whose header went out and whose arguments never became valid JSON.
+_BROKEN_CALL = frozenset({"invalid_json", "incomplete"})
+_CUT = ("length", "content_filter")
+_BROKEN_CODE = "invalid_tool_call"
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
 _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
@@ -108,6 +112,7 @@ class ChoiceDriver:
         self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
         self._finished: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._cut = False  # a choice stopped reading (its policy cut the output)
+        self._broken: tuple[int, ...] = ()  # choices that sent a call whose arguments never became JSON
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
@@ -148,8 +153,9 @@ class ChoiceDriver:
                                                     "without a finish reason.")
                 for event in self._output(index, self._finish(index, None)):
                     yield index, event
-        except ModelOutputError:
-            self.outcomes["failed"] += 1  # a fail policy ends the response
+        except ModelOutputError as exc:
+            if exc.code != _BROKEN_CODE:  # (a broken call was counted by its note)
+                self.outcomes["failed"] += 1  # a fail policy ends the response
             raise
         finally:
             self._stream.close()
@@ -260,9 +266,16 @@ class ChoiceDriver:
                     self.outcomes["emitted" if event.valid else "failed"] += 1
                 elif isinstance(event, ToolCallNote):
                     self._note(index, event)
+                elif cls is ChoiceFinished and index in self._broken and event.finish_reason not in _CUT:
+                    # A call went out that can be neither run nor taken back: the answer fails (as when the
+                    # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
+                    raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
+                                           code=_BROKEN_CODE)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
         """Count a note's outcome and log it (its message may quote arguments: debug level only)."""
+        if note.kind in _BROKEN_CALL and note.index is not None and index not in self._broken:
+            self._broken += (index,)
         if note.kind in _REPAIRS:
             self.outcomes["repaired"] += 1
         elif note.index is None:  # the block never became a call: it went back to text or was dropped

@@ -82,7 +82,10 @@ FALLBACKS = FallbackMemory()
 
 def refuses_tools(error: UpstreamError) -> bool:
     """Whether an upstream error is the back end saying it cannot take tools (a 4xx or 5xx answer;
-    never an auth, rate-limit, connection or timeout failure)."""
+    never an auth, rate-limit, connection or timeout failure), or a 200 stream that ended empty
+    (llama-cpp-python fails after its headers when it cannot stream a tool choice)."""
+    if error.code == "upstream_empty_stream":
+        return True
     return error.kind in ("client_error", "server_error") and REFUSES_TOOLS.search(error.message) is not None
 
 

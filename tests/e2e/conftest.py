@@ -21,10 +21,11 @@ class E2ETimeout(Exception):
 
 @pytest.fixture(autouse=True)
 def e2e_time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Raise ``E2ETimeout`` in the test if it runs longer than ``TEST_TIME_LIMIT`` seconds (or its
-    ``time_limit(seconds)`` mark's: a long but bounded batch of requests)."""
+    """Raise ``E2ETimeout`` in the test if it runs longer than ``TEST_TIME_LIMIT`` seconds, its
+    ``time_limit(seconds)`` mark's (a long but bounded batch of requests, an agent run) or its module's own
+    ``TEST_TIME_LIMIT`` (the real-model tests)."""
     mark = request.node.get_closest_marker("time_limit")
-    limit = float(mark.args[0]) if mark else TEST_TIME_LIMIT
+    limit = float(mark.args[0]) if mark else getattr(request.module, "TEST_TIME_LIMIT", TEST_TIME_LIMIT)
 
     def expire(signum: int, frame: object) -> None:
         raise E2ETimeout(f"e2e test exceeded {limit:.0f} s (a stream that never ended?)")
