@@ -51,7 +51,7 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
     if req.functions:
         functions = tool_specs(req.functions)
         for i, spec in enumerate(functions):
-            check_tool(spec, [f.name for f in functions[:i]], name=f"functions[{i}].name",
+            check_tool(spec, {f.name for f in functions[:i]}, name=f"functions[{i}].name",
                        definition=f"functions[{i}].parameters")
         return build_parser_config(functions, _legacy_choice(req.function_call),
                                    parallel_tool_calls=False, legacy_functions=True, settings=settings,
@@ -64,18 +64,18 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
 
 def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
     """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
-    specs: list[ToolSpec] = []
+    specs: dict[str, ToolSpec] = {}
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
-            spec = _custom_spec(tool)
-            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)
-            where = f"tools[{i}].custom", "format.grammar.definition" if nested else "format.definition"
+            spec, base = _custom_spec(tool), f"tools[{i}].custom"
+            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)  # Chat's nested grammar shape
+            definition = f"{base}.format.grammar.definition" if nested else f"{base}.format.definition"
         else:
-            spec = tool_specs([tool.function])[0]
-            where = f"tools[{i}].function", "parameters"
-        check_tool(spec, [s.name for s in specs], name=f"{where[0]}.name", definition=f"{where[0]}.{where[1]}")
-        specs.append(spec)
-    return specs
+            spec, base = tool_specs([tool.function])[0], f"tools[{i}].function"
+            definition = f"{base}.parameters"
+        check_tool(spec, specs, name=f"{base}.name", definition=definition)
+        specs[spec.name] = spec
+    return list(specs.values())
 
 
 def _custom_spec(tool: CustomTool) -> ToolSpec:
