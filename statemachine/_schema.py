@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
-from ._regex import compile_regex, regex_problem
+from ._regex import regex_matches, regex_problem
 
 #: How many schemas' checks are kept (each key is the schema's JSON: at most 64 KiB by default).
 CACHED_SCHEMAS = 64
@@ -245,7 +245,7 @@ def _validator_class() -> Any:
     from jsonschema import Draft202012Validator, ValidationError, validators
 
     def pattern(validator: Any, regex: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        if validator.is_type(instance, "string") and not compile_regex(regex).search(instance):
+        if validator.is_type(instance, "string") and not regex_matches(regex, instance):
             yield ValidationError(f"{instance!r} does not match {regex!r}")
 
     return validators.extend(Draft202012Validator, {"pattern": pattern})

@@ -73,5 +73,6 @@ def test_what_is_refused_and_what_is_not():
     assert "nests deeper" in schema_problem(deep)
     assert "cycle" in schema_problem({"$defs": {"a": {"not": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"})
     assert "not a local" in schema_problem({"$ref": "other.json#/a"})
+    assert schema_errors({"pattern": "^a"}, "a\ud800") == []  # a lone surrogate (UTF-8 cannot hold it) matches
     assert schema_errors({"properties": {"w": {"pattern": "^(a+)+$"}}}, {"w": "a" * 100_000 + "!"}) == [
         f"'{'a' * 100_000}!' does not match '^(a+)+$'"]
