@@ -54,7 +54,7 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
     if req.functions:
         tools = tool_specs(req.functions)
         for i, spec in enumerate(tools):
-            check_tool(spec, [f.name for f in tools[:i]], name=f"functions[{i}].name",
+            check_tool(spec, {f.name for f in tools[:i]}, name=f"functions[{i}].name",
                        definition=f"functions[{i}].parameters")
         choice, parallel, legacy = _legacy_choice(req.function_call), False, True
     else:
@@ -66,18 +66,18 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
 
 def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
     """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
-    specs: list[ToolSpec] = []
+    specs: dict[str, ToolSpec] = {}
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
-            spec = _custom_spec(tool)
-            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)
-            where = f"tools[{i}].custom", "format.grammar.definition" if nested else "format.definition"
+            spec, base = _custom_spec(tool), f"tools[{i}].custom"
+            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)  # Chat's nested grammar shape
+            definition = f"{base}.format.grammar.definition" if nested else f"{base}.format.definition"
         else:
-            spec = tool_specs([tool.function])[0]
-            where = f"tools[{i}].function", "parameters"
-        check_tool(spec, [s.name for s in specs], name=f"{where[0]}.name", definition=f"{where[0]}.{where[1]}")
-        specs.append(spec)
-    return specs
+            spec, base = tool_specs([tool.function])[0], f"tools[{i}].function"
+            definition = f"{base}.parameters"
+        check_tool(spec, specs, name=f"{base}.name", definition=definition)
+        specs[spec.name] = spec
+    return list(specs.values())
 
 
 def _custom_spec(tool: CustomTool) -> ToolSpec:
