@@ -7,6 +7,7 @@ that quotes the provider key in its errors and stderr.
 
 from __future__ import annotations
 
+import base64
 import logging
 import sys
 import textwrap
@@ -103,7 +104,7 @@ def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):
 # --- the provider key never reaches a client through a Codex error ---------------------------------------
 
 LEAKY = textwrap.dedent('''
-    import json, os, sys
+    import base64, json, os, sys
 
     KEY = os.environ["TOOLWIRE_CODEX_PROVIDER_KEY"]
     MODE = os.environ["LEAKY_MODE"]
@@ -129,9 +130,11 @@ LEAKY = textwrap.dedent('''
             if MODE == "400":  # the provider's raw 400 body, echoing the key in message, param and code
                 body = {"error": {"message": f"Incorrect API key provided: {KEY}", "param": KEY, "code": KEY}}
                 error = {"message": json.dumps(body), "codexErrorInfo": "other"}
-            else:
-                error = {"message": f"stream error: upstream said key {KEY} is over quota",
-                         "codexErrorInfo": "internalServerError"}
+            else:  # an HTML error page naming an internal host and echoing the Authorization header
+                auth = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+                error = {"message": f"unexpected status 502 Bad Gateway: <html>gw-7.internal.corp refused "
+                                    f"{auth}</html>, url: http://10.1.2.3:8443/v1/responses",
+                         "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 502}}}
             send({"method": "turn/completed", "params": {"threadId": "t1",
                   "turn": {"id": "u1", "status": "failed", "error": error}}})
 ''')
@@ -152,23 +155,31 @@ def leaky_upstream(tmp_path: Path, monkeypatch, mode: str):
     return CodexUpstream(str(script), home, provider_key=KEY, rpc_timeout=10)
 
 
-@pytest.mark.parametrize("mode", ["400", "500"])
-def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkeypatch, mode: str):
-    """Issue 17 item 10: the HTTP upstream masked its key in quoted errors, the Codex back end did not."""
+@pytest.mark.parametrize("mode", ["400", "502"])
+def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkeypatch, caplog, mode: str):
+    """Issue 17 item 10: the HTTP upstream masked its key in quoted errors, the Codex back end did not. Issue 25
+    item 9: nor did it keep the provider's error page (internal hosts, its URL, the key in base64) to itself."""
     upstream = leaky_upstream(tmp_path, monkeypatch, mode)
     try:
-        with pytest.raises(UpstreamError) as caught:
-            upstream.open(CHAT)
+        with caplog.at_level(logging.WARNING), pytest.raises(UpstreamError) as caught:
+            upstream.open(CHAT, request_id="req-25")
         with pytest.raises(UpstreamError) as listed:
             upstream.models()
     finally:
         upstream.close()
     error = caught.value
-    assert "**********" in error.message  # quoted, masked
-    for text in (error.message, str(error), error.param, error.code, listed.value.message):
-        assert KEY not in (text or "")
-    if mode == "400":
+    encoded = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+    for text in (error.message, str(error), error.param, error.code, listed.value.message, caplog.text):
+        assert KEY not in (text or "") and encoded[8:-4] not in (text or "")
+    if mode == "400":  # a JSON error object is quoted, as the HTTP upstream quotes one
         assert error.status == 400 and error.param == "**********"
+        assert error.message == "Incorrect API key provided: **********"
+    else:
+        assert (error.kind, error.status) == ("server_error", 502)
+        assert error.message == "Codex's model provider failed (HTTP 502); request req-25: the details are in " \
+                                "toolwire's log."
+        assert "gw-7.internal.corp refused" in caplog.text and "**********" in caplog.text
+        assert all(record.request_id == "req-25" for record in caplog.records if "turn failed" in record.message)
 
 
 def test_an_app_server_that_prints_the_key_and_dies_is_logged_masked_and_backs_off(tmp_path: Path, monkeypatch,

@@ -9,6 +9,7 @@ sections play a hostile provider (issue 25): one that keeps calling tools, think
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -561,3 +562,25 @@ exit 1
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("status", [404, 502])
+def test_a_provider_error_page_goes_to_the_log_not_to_the_client(codex_server: ToolwireServer,
+                                                                 model: ResponsesModelServer, status: int) -> None:
+    """The provider's error text (an HTML page naming internal hosts and echoing the key in base64, Codex adding
+    the provider URL) reached the client; now the client gets what kind of failure it was and the request id."""
+    echoed = base64.b64encode(f"Bearer {PROVIDER_KEY}".encode()).decode()
+    model.default = ModelScript(status=status, error_body=f"<html>gw-9.corp.internal:8443 said no to {echoed}</html>")
+    request_id = f"leak-check-{status}"
+    response = httpx.post(codex_server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True},
+                          headers={"X-Request-Id": request_id}, timeout=10)
+    assert response.status_code == (404 if status == 404 else 502)
+    message = check_error_envelope(response.status_code, response.content)["message"]
+    assert request_id in message
+    for secret in ("corp.internal", model.v1_url.split("//")[1], echoed, PROVIDER_KEY):
+        assert secret not in response.text
+    deadline = time.monotonic() + 5
+    while not (logged := [line for line in codex_server.log().splitlines() if request_id in line and "gw-9" in line]):
+        assert time.monotonic() < deadline, "the provider's error was not logged"
+        time.sleep(0.1)
+    assert echoed[:20] not in logged[0] and PROVIDER_KEY not in logged[0] and "**********" in logged[0]

@@ -24,11 +24,12 @@ import time
 from typing import Any, Iterator
 
 import gevent
+import orjson
 from gevent.lock import Semaphore
 from gevent.queue import Empty, Queue
 
 from ...observability.metrics import UPSTREAM_ERRORS
-from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
+from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError, redact
 from .appserver import GONE, AppServer, AppServerError, AppServerGone
 from .backoff import StartBackoff
 from .emulation import StopRules
@@ -40,6 +41,8 @@ log = logging.getLogger("toolwire.upstreams.codex")
 
 #: Longest wait for the app-server to start and answer ``initialize``.
 START_TIMEOUT = 30.0
+#: How much of a failed turn's message (the provider's error page, say) the log keeps.
+_LOGGED_ERROR_CHARS = 2000
 #: Items a plain text turn may start; anything else (``contextCompaction``, tool calls) is a protocol error.
 _EXPECTED_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning"})
 _REASONING_DELTAS = frozenset({"item/reasoning/summaryTextDelta", "item/reasoning/textDelta"})
@@ -105,7 +108,7 @@ class CodexUpstream:
             if self.max_turns and self._open_turns >= self.max_turns:
                 raise UpstreamError("rate_limited", "All Codex turns of this worker are busy; retry shortly.",
                                     status=429, retry_after="1")
-            stream = CodexStream(self, self._acquire(), StopRules.from_body(body))
+            stream = CodexStream(self, self._acquire(), StopRules.from_body(body), request_id)
             try:
                 stream.start(model, body)
             except BaseException:
@@ -236,8 +239,9 @@ class CodexUpstream:
 class CodexStream:
     """One request's thread and turn: iterate :class:`UpstreamChunk` objects, then (or on abandon) close."""
 
-    def __init__(self, upstream: CodexUpstream, server: AppServer, rules: StopRules):
+    def __init__(self, upstream: CodexUpstream, server: AppServer, rules: StopRules, request_id: str | None):
         self._upstream = upstream
+        self._request_id = request_id
         self._server = server
         self._rules = rules
         self._queue: Queue | None = None
@@ -380,13 +384,22 @@ class CodexStream:
         """Raise the mapped error of a failed turn (or of an ``error`` notification that ends one)."""
         params = message.get("params") or {}
         if message.get("method") == "error":
-            raise codex_error(params.get("error"))
+            raise self._failed(params.get("error"))
         self._turn_open = False
         turn = params.get("turn") or {}
         if turn.get("status") == "failed":
-            raise codex_error(turn.get("error"))
+            raise self._failed(turn.get("error"))
         if turn.get("status") == "interrupted":
             raise UpstreamError("server_error", "The Codex turn was interrupted.")
+
+    def _failed(self, error: Any) -> UpstreamError:
+        """The client's error for a failed turn; Codex's own words, which quote the provider, are logged."""
+        detail = error.get("message") if isinstance(error, dict) else error
+        info = error.get("codexErrorInfo") if isinstance(error, dict) else None
+        log.warning("codex turn failed (%s): %s", orjson.dumps(info).decode(),
+                    redact(str(detail)[:_LOGGED_ERROR_CHARS], self._upstream._provider_key),
+                    extra={"request_id": self._request_id})
+        return codex_error(error, self._request_id)
 
     def _next(self, tick: float | None = None) -> dict[str, Any] | None:
         """The turn's next notification; ``None`` when ``tick`` seconds passed without one (within the
