@@ -17,14 +17,14 @@ import gevent
 import pytest
 
 from app.upstreams.base import UpstreamError
-from app.upstreams.codex.appserver import GONE, AppServer, AppServerError, AppServerGone
+from app.upstreams.codex.appserver import GONE, LINE_TOO_LONG, AppServer, AppServerError, AppServerGone
 from app.upstreams.codex.backoff import StartBackoff
 
 FAKE = textwrap.dedent('''
     import json, sys
 
-    def send(obj):
-        sys.stdout.write(json.dumps(obj) + "\\n")
+    def send(obj):  # compact, as Codex writes
+        sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\\n")
         sys.stdout.flush()
 
     for line in sys.stdin:
@@ -41,18 +41,30 @@ FAKE = textwrap.dedent('''
             send({"id": rid, "result": {}})
         elif method == "fail":
             send({"id": rid, "error": {"code": -32600, "message": "thread not found: x"}})
+        elif method == "long":  # lines over the bound: a delta, a user message echoed whole, a response
+            big = "x" * msg["params"]["size"]
+            send({"method": "item/agentMessage/delta", "params": {"threadId": "t1", "delta": big}})
+            send({"method": "item/started", "params": {"item": {"type": "userMessage", "text": big},
+                                                       "threadId": "t2"}})
+            send({"method": "note", "params": {"threadId": "t2", "n": 2}})
+            send({"id": rid, "result": {"echo": big}})
         elif method == "exit":
             sys.exit(3)
         # "hang" and the "initialized" notification: no answer
 ''')
 
 
-@pytest.fixture
-def server(tmp_path: Path):
+def start_fake(tmp_path: Path, **options) -> AppServer:
     script = tmp_path / "fake_app_server.py"
     script.write_text(FAKE)
-    server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake")
+    server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake", **options)
     server.initialize(timeout=10)
+    return server
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    server = start_fake(tmp_path)
     yield server
     server.stop(timeout=5)
 
@@ -89,6 +101,25 @@ def test_a_hung_server_is_killed_and_everyone_waiting_is_told(server: AppServer)
         other.get(timeout=5)  # the other caller learns at once, not after its own 30 s
     assert queue.get(timeout=5) is GONE
     assert not server.alive
+
+
+def test_lines_over_the_bound_are_read_past_and_fail_only_whom_they_were_for(tmp_path: Path):
+    """A 64 MiB provider delta grew the worker by 285 MB: no line is held past ``max_line_bytes``."""
+    server = start_fake(tmp_path, max_line_bytes=64 * 1024)
+    try:
+        first, second = server.subscribe("t1"), server.subscribe("t2")
+        with pytest.raises(AppServerError, match="over the 65536 allowed"):
+            server.call("long", {"size": 3 * 1024 * 1024}, timeout=10)
+        [too_long] = drain(first)
+        assert too_long["method"] == LINE_TOO_LONG and too_long["params"]["limit"] == 64 * 1024
+        assert too_long["params"]["bytes"] > 3 * 1024 * 1024
+        # t2's echoed user message is cut to what toolwire reads of it (the item's type); what follows still comes
+        assert drain(second) == [{"method": "item/started", "params": {"item": {"type": "userMessage"}}},
+                                 {"method": "note", "params": {"threadId": "t2", "n": 2}}]
+        with pytest.raises(AppServerError, match="thread not found"):  # the connection still works after all three
+            server.call("fail", {}, timeout=10)
+    finally:
+        server.stop(timeout=5)
 
 
 def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):

@@ -584,3 +584,31 @@ def test_a_provider_error_page_goes_to_the_log_not_to_the_client(codex_server: T
         assert time.monotonic() < deadline, "the provider's error was not logged"
         time.sleep(0.1)
     assert echoed[:20] not in logged[0] and PROVIDER_KEY not in logged[0] and "**********" in logged[0]
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set (``VmHWM``), KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+
+def test_a_delta_over_the_event_bound_fails_its_request_and_the_worker_never_holds_it(
+        codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    """A 64 MiB provider delta grew the worker by 285 MB; the app-server's lines are bounded like SSE events."""
+    server = codex_factory(TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES=str(512 * 1024))
+    big_question = {"model": MODEL, "messages": [{"role": "user", "content": "q" * (900 * 1024)}]}
+    answer = httpx.post(server.v1_url + "/chat/completions", json=big_question, timeout=10)
+    assert answer.status_code == 200  # Codex echoes a user message whole (up to 1 MiB): toolwire reads its type
+    [worker], [app_server] = server.worker_pids(), app_server_pids(server)
+    before = peak_rss_kib(worker)
+    delta = 5 * 512 * 1024  # Codex takes seconds for a few MiB in one SSE event (4 MiB: 5 s, 16 MiB: minutes)
+    model.default = ModelScript(text="x" * delta, chunk_chars=delta)
+    response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True}, timeout=15)
+    error = check_chat_stream(response.text).error  # the message item started: the stream had begun
+    assert error is not None and error["code"] == "upstream_too_large"
+    assert "TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES" in error["message"]
+    assert (peak_rss_kib(worker) - before) * 1024 < delta  # never a copy of the delta in the worker
+    model.default = ModelScript(text="small again")
+    again = httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)
+    assert again.json()["choices"][0]["message"]["content"] == "small again"
+    assert app_server_pids(server) == [app_server]  # the same app-server: only that request failed

@@ -30,7 +30,7 @@ from gevent.queue import Empty, Queue
 
 from ...observability.metrics import UPSTREAM_ERRORS
 from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError, redact
-from .appserver import GONE, AppServer, AppServerError, AppServerGone
+from .appserver import GONE, LINE_TOO_LONG, AppServer, AppServerError, AppServerGone
 from .backoff import StartBackoff
 from .emulation import StopRules
 from .errors import codex_error
@@ -62,11 +62,12 @@ class CodexUpstream:
             an app-server that takes longer is hung: it is killed and every request on it gets a 502.
         recycle_after: requests per app-server before it is replaced (0 = never).
         max_turns: threads open at once per worker (0 = no limit); more are refused with 429.
+        max_line_bytes: the longest line read from an app-server (a longer delta or error fails its request).
     """
 
     def __init__(self, executable: str, home: CodexHome, *, provider_key: str | None = None,
                  read_timeout: float = 300.0, rpc_timeout: float = 10.0, recycle_after: int = 1000,
-                 max_turns: int = 0):
+                 max_turns: int = 0, max_line_bytes: int = 8 * 1024 * 1024):
         self.executable = executable
         self.home = home
         self._provider_key = provider_key
@@ -74,6 +75,7 @@ class CodexUpstream:
         self.rpc_timeout = rpc_timeout
         self.recycle_after = recycle_after
         self.max_turns = max_turns
+        self.max_line_bytes = max_line_bytes
         self._server: AppServer | None = None
         self._pid: int | None = None
         self._generation = 0
@@ -199,7 +201,8 @@ class CodexUpstream:
         argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={toml_string(str(sqlite_home))}"]
         try:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
-                               name=name, state_dir=sqlite_home, secret=self._provider_key)
+                               name=name, state_dir=sqlite_home, secret=self._provider_key,
+                               max_line_bytes=self.max_line_bytes)
         except OSError as exc:
             log.error("could not start the codex app-server %s: %s", name, exc)
             raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
@@ -424,6 +427,11 @@ class CodexStream:
         if message is GONE:
             self._turn_open = False
             raise UpstreamError("server_error", "The Codex app-server exited during the turn.")
+        if message.get("method") == LINE_TOO_LONG:
+            size, limit = message["params"]["bytes"], message["params"]["limit"]
+            raise UpstreamError("protocol", f"Codex sent a message of {size} bytes, over the {limit} allowed "
+                                            "(TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES); toolwire stopped reading it.",
+                                code="upstream_too_large")
         if message.get("method") == "turn/completed":
             self._turn_open = False
         return message
