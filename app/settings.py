@@ -125,8 +125,8 @@ class UpstreamSettings(BaseModel):
                                  "nothing), seconds; then it is closed and the client gets an upstream timeout; "
                                  "0 = no limit")
     upstream_max_event_bytes: int = Field(
-        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event (or line) held while it arrives "
-                                           "(502 upstream_too_large past it)")
+        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event or line (or Codex app-server line) held "
+                                           "while it arrives (502 upstream_too_large past it)")
     upstream_max_body_bytes: int = Field(
         64 * 1024 * 1024, gt=0, description="Largest non-streamed back-end JSON answer "
                                              "(502 upstream_too_large past it)")
@@ -215,8 +215,8 @@ class StreamingSettings(BaseModel):
         10.0, ge=0, description="Keep-alive comment interval while the back end is silent, seconds "
                                 "(X-No-Keepalive: 1 turns them off for a request); 0 disables")
     stream_max_seconds: float = Field(
-        3600.0, ge=0, description="Longest one generation may take once the back end answered, seconds "
-                                  "(an upstream timeout after); 0 = no limit")
+        3600.0, ge=0, description="Longest one generation may take, the wait for the back end's first output "
+                                  "included, seconds (an upstream timeout after); 0 = no limit")
     stream_write_timeout_seconds: float = Field(
         60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
                                 "reading), seconds; then the connection, the back-end request and the stream "
