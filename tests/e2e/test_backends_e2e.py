@@ -5,14 +5,16 @@ Every stack serves the same model behaviour (``support.backend_model``: a senten
 relays it to the openai SDK over Chat and Responses, streamed and not, and the wire contract is
 checked on every exchange. Each stack's toolwire then makes several requests in a row: a stack that
 frames its bodies keeps one connection for all of them, a close-delimited one leaves none open.
-A stream that ends inside a call's arguments with no finish reason fails on every stack. The stacks
-start once per module; one toolwire runs at a time.
+A stream that ends inside a call's arguments with no finish reason fails on every stack. The stacks,
+and a toolwire in front of each, start once per module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import openai
@@ -36,11 +38,19 @@ def backends() -> Iterator[Backends]:
         yield running
 
 
-@pytest.fixture(scope="module", params=[stack.name for stack in STACKS])
-def stack_toolwire(request, backends) -> Iterator[tuple[str, ToolwireServer]]:
-    """A toolwire in front of one stack (stopped before the next stack's starts)."""
-    with run_toolwire({**SETTINGS, "TOOLWIRE_UPSTREAM_URL": backends.v1_url(request.param)}) as server:
-        yield request.param, server
+@pytest.fixture(scope="module")
+def toolwires(backends) -> Iterator[dict[str, ToolwireServer]]:
+    """A toolwire in front of each stack, all started at once (a boot is mostly waiting)."""
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(STACKS)) as pool:
+        starts = {name: pool.submit(stack.enter_context, run_toolwire({
+            **SETTINGS, "TOOLWIRE_UPSTREAM_URL": backends.v1_url(name)})) for name in (s.name for s in STACKS)}
+        yield {name: start.result() for name, start in starts.items()}
+
+
+@pytest.fixture(params=[stack.name for stack in STACKS])
+def stack_toolwire(request, toolwires) -> tuple[str, ToolwireServer]:
+    """One stack's name and the toolwire in front of it."""
+    return request.param, toolwires[request.param]
 
 
 def _chat(client, dialect: str, stream: bool) -> tuple[str, list, str | None]:
