@@ -31,7 +31,7 @@ from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import prompt_format, with_auto_marker
+from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
@@ -138,11 +138,26 @@ def open_in_tool_mode(generation: Generation,
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    stream = open_upstream(model, messages, generation.fields, context)
+    fields, answer_format = prompt_mode_fields(generation.fields, config)
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    stream = open_upstream(model, messages, fields, context)
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
+
+
+def prompt_mode_fields(fields: dict[str, Any], config: ParserConfig) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The back end's fields in prompt mode, and the JSON ``response_format`` the prompt teaches instead of them.
+
+    A back end that enforces ``response_format`` (vLLM's guided decoding, llama.cpp's grammars, Ollama's
+    ``format``) makes the answer JSON from its first token, so a call block could never be written. While a
+    call may come (tools offered, ``tool_choice`` not ``none``) the format is taught in the prompt and not
+    sent; when none can, the back end gets it as the client sent it (``strict`` included).
+    """
+    response_format = fields.get("response_format")
+    if not config.parsing_enabled or not is_json_format(response_format):
+        return fields, None
+    return {key: value for key, value in fields.items() if key != "response_format"}, response_format
 
 
 def _content_chars(content: Any) -> int:

@@ -219,7 +219,10 @@ class HttpStream:
                     for start in range(0, len(data), DECODE_BYTES):
                         for payload in _decode(decoder, data[start:start + DECODE_BYTES]):
                             if payload == "[DONE]":
-                                response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
+                                if response.should_keep_alive():
+                                    response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
+                                else:
+                                    response.release()  # not kept (its body ends at the close): no wait for that
                                 return
                             yield parse_chunk(_loads(payload), secret)
                     if payload is not None:
