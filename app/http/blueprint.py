@@ -1,4 +1,5 @@
-"""The API Blueprint (OpenAI's Chat and Responses, Anthropic's Messages): its hooks (request record, auth, limits, errors) and its routes."""
+"""The API Blueprint (OpenAI's Chat and Responses, Anthropic's Messages): its hooks (request record, auth,
+limits, errors) and its routes."""
 
 from __future__ import annotations
 
