@@ -59,8 +59,10 @@ def claude_turns(project: Path) -> list[str]:
 
 
 def run_claude(project: Path, server: ToolwireServer) -> None:
-    """``claude -p`` in ``project``; then the work on disk and the answer it reports are checked."""
+    """``claude -p`` in ``project``; then the work on disk, the answer it reports and its four requests
+    (each a stream: it falls back to plain requests when a stream is not what it expects) are checked."""
     claude = npm_tool(*CLAUDE_CODE)
+    offset = len(server.log())
     command = [str(claude), "-p", PROMPT, "--output-format", "stream-json", "--verbose",
                "--dangerously-skip-permissions"]
     result = run_agent(command, project, claude_code_env(project.parent / "home", server.url, KEY))
@@ -73,6 +75,8 @@ def run_claude(project: Path, server: ToolwireServer) -> None:
     used = [block["name"] for e in events if e.get("type") == "assistant"
             for block in e["message"]["content"] if block["type"] == "tool_use"]
     assert used == ["Bash", "Write", "Read"]
+    access = [json.loads(line) for line in server.log()[offset:].splitlines() if '"toolwire.access"' in line]
+    assert [(a["route"], a["stream"], a["status"]) for a in access] == [("/v1/messages", True, 200)] * 4
 
 
 def test_claude_code_runs_a_command_writes_and_reads_a_file_and_answers(
