@@ -60,6 +60,7 @@ def test_malformed_json_and_unknown_paths_use_the_anthropic_envelope(client):
     response = client.post("/v1/messages", data=b'{"model": ', content_type="application/json")
     anthropic_error(response, 400, "invalid_request_error")
     anthropic_error(client.post("/v1/messages/batches", json={}), 404, "not_found_error")
+    anthropic_error(client.get("/v1/messages"), 405, "invalid_request_error")
     # the OpenAI endpoints keep theirs
     assert "type" not in client.post("/v1/chat/completions", json={}).get_json()
 
