@@ -58,6 +58,8 @@ def unsupported_messages_path(subpath: str) -> Response:
 
 
 def is_messages_request() -> bool:
-    """Whether the current request was routed to a Messages endpoint (its errors take Anthropic's envelope)."""
-    endpoint = request.endpoint or ""
-    return endpoint.rpartition(".")[2] in ENDPOINTS
+    """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
+    one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
+    if request.url_rule is None:
+        return request.path.endswith(("/messages", "/messages/count_tokens"))
+    return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

@@ -8,9 +8,9 @@ when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
-a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out when nothing was written for the
-heartbeat interval. Closing the body (the client left) closes the events, which
-close the upstream. The body reports to the request's
+a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out
+when nothing was written for the heartbeat interval. Closing the body (the client
+left) closes the events, which close the upstream. The body reports to the request's
 :class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
 
 Two limits end a stream that would otherwise never end: a total time (checked at the upstream's
