@@ -92,13 +92,14 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
         saw one), and the messages sent.
     Raises:
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
-            prompt-mode retry's refusal).
+            prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
     """
     state = current_state()
     settings = state.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
     record = observe.current()
+    refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(state.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
@@ -108,10 +109,7 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
-                FALLBACKS.remember(key)
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
-                log.warning("the back end refused tools: prompt mode for %s", key[1],
-                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
+                refusal = exc
             else:
                 if record is not None:
                     record.tool_mode = "native"
@@ -119,6 +117,13 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
     config = with_auto_marker(config, generation.messages, settings)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config))
     stream = open_upstream(model, messages, generation.fields)
+    if refusal is not None:
+        # Remembered (for every client of this worker) only now: the same request without tools was taken,
+        # so the tools were what the back end refused, not some other field of this one client's request.
+        FALLBACKS.remember(key)
+        metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
+        log.warning("the back end refused tools: prompt mode for %s", key[1],
+                    extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
