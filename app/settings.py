@@ -187,8 +187,9 @@ class Settings(BaseSettings):
     response_store_timeout: float = Field(
         2.0, gt=0, description="Longest wait for the response store per operation, seconds")
     response_store_max_bytes: int = Field(
-        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take; the oldest are evicted "
-                                     "to make room (a larger single response is not stored); 0 = no limit")
+        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take (in Redis, with what the "
+                                     "server holds beside it); the oldest are evicted to make room (a larger "
+                                     "single response is not stored); 0 = no limit")
     response_store_max_bytes_per_key: int = Field(
         256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
                                            "client keys); its own oldest are evicted to make room; 0 = no limit")
