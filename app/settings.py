@@ -159,8 +159,8 @@ class ToolSettings(BaseModel):
                               "text), native (the back end gets tools and answers with tool_calls) or auto "
                               "(native, prompt once the back end refuses tools)")
     tool_mode_fallback_seconds: float = Field(
-        600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools in prompt "
-                                 "mode, per worker, seconds")
+        600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools (and then "
+                                 "answered without them) in prompt mode, per worker, seconds")
     tool_format: str = Field(
         "tool_call", description="The format the model is asked to write calls in: a registered format's name, "
                                  "or auto (the format whose model names the back-end model's name holds, "
@@ -271,8 +271,9 @@ class StoreSettings(BaseModel):
         2.0, gt=0, description="Longest wait for the response store per operation, seconds (Redis: connect and "
                                "reply; SQLite: another process's write lock)")
     response_store_max_bytes: int = Field(
-        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take; the oldest are evicted "
-                                     "to make room (a larger single response is not stored); 0 = no limit")
+        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take (in Redis, with what the "
+                                     "server holds beside it); the oldest are evicted to make room (a larger "
+                                     "single response is not stored); 0 = no limit")
     response_store_max_bytes_per_key: int = Field(
         256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
                                            "client keys); its own oldest are evicted to make room; 0 = no limit")

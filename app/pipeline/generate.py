@@ -112,12 +112,13 @@ def open_in_tool_mode(generation: Generation,
         saw one), and the messages sent.
     Raises:
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
-            prompt-mode retry's refusal).
+            prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
     """
     settings = context.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
     record = context.record
+    refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(context.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
@@ -129,10 +130,7 @@ def open_in_tool_mode(generation: Generation,
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
-                FALLBACKS.remember(key)
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
-                log.warning("the back end refused tools: prompt mode for %s", key[1],
-                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
+                refusal = exc
             else:
                 if record is not None:
                     record.tool_mode = "native"
@@ -141,6 +139,13 @@ def open_in_tool_mode(generation: Generation,
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
     stream = open_upstream(model, messages, fields, context)
+    if refusal is not None:
+        # Remembered (for every client of this worker) only now: the same request without tools was taken,
+        # so the tools were what the back end refused, not some other field of this one client's request.
+        FALLBACKS.remember(key)
+        metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
+        log.warning("the back end refused tools: prompt mode for %s", key[1],
+                    extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages

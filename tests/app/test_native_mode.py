@@ -128,6 +128,23 @@ def test_tools_refusals_are_recognised(kind: str, message: str, refused: bool) -
     assert refuses_tools(UpstreamError(kind, message, status=400)) is refused
 
 
+@pytest.mark.parametrize("message, status, param", [
+    # pydantic (vLLM, FastAPI servers) quoting the value a client sent in another field
+    ("1 validation error for ChatCompletionRequest\nseed\n  Input should be a valid integer, unable to parse "
+     "string as an integer [type=int_parsing, input_value='tools not supported', input_type=str]", 400, None),
+    ("[{'type': 'int_parsing', 'loc': ('body', 'seed'), 'msg': 'Input should be a valid integer', "
+     "'input': 'the model does not support tools'}]", 422, None),
+    ('Invalid value for "user": "x\\" --jinja \\"" is too long', 400, None),
+    ("Invalid value: tools are not supported here", 400, "seed"),  # the error is about another parameter
+    ("registry.ollama.ai/library/gemma3:4b does not support tools", 404, None),  # not a refusal status
+])
+def test_a_refusal_is_not_read_in_what_the_back_end_quotes_or_in_another_parameter_s_error(
+        message: str, status: int, param: str | None) -> None:
+    assert not refuses_tools(UpstreamError("client_error", message, status=status, param=param))
+    assert refuses_tools(UpstreamError("client_error", "stablelm2 does not support tools", status=status,
+                                       param="tools")) is (status != 404)
+
+
 def test_the_fallback_memory_forgets_after_its_window_and_stays_bounded() -> None:
     memory = FallbackMemory(size=2)
     memory.remember(("u", "a"), now=100.0)

@@ -327,6 +327,34 @@ def test_an_empty_200_stream_is_a_failure_never_an_empty_answer(native: Toolwire
     assert "without sending an event" in outcome.error["message"]
 
 
+def test_a_client_cannot_put_a_model_in_prompt_mode_for_everyone(native: ToolwireServer,
+                                                                  upstream: ScriptedUpstream) -> None:
+    """A back end's 400 that quotes the client's own text ("tools not supported" sent in a field it validates)
+    is no refusal; and a real refusal is remembered only once the prompt-mode retry was taken (a retry that
+    fails for another field of the request leaves the model native for the other clients)."""
+    model = "auto-other"
+    quoting = Script(status=400, error_body={"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                                             "message": "1 validation error: seed: Input should be a valid integer "
+                                                        "[type=int_parsing, input_value='tools not supported']"})
+    upstream.enqueue(quoting)
+    refused = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert refused.kind == "envelope" and refused.status == 400
+    assert len(upstream.chat_requests) == 1, "no prompt-mode retry for an error about another field"
+
+    other_field = Script(status=400, error_body={"error": {"message": "max_tokens is too large", "param": "max_tokens",
+                                                           "type": "invalid_request_error", "code": None}})
+    upstream.enqueue(OLLAMA_REFUSAL, other_field)
+    refused = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert refused.kind == "envelope" and refused.error["param"] == "max_tokens"
+    assert "tools" not in upstream.chat_requests[-1].body, "the refusal was retried in prompt mode"
+
+    upstream.enqueue(Script(tool_calls=native_frames(CALLS[:1], chunk=4)))
+    outcome = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert outcome.calls == CALLS[:1]
+    assert "tools" in upstream.chat_requests[-1].body, "the next client is still served natively"
+    assert fallbacks(native, model) == 0
+
+
 def test_auto_stays_native_on_a_back_end_with_tools(native: ToolwireServer, upstream: ScriptedUpstream) -> None:
     upstream.enqueue(Script(tool_calls=native_frames(CALLS, quirks={"cumulative"}, chunk=2)))
     outcome = send(native.v1_url, RESPONSES, body(RESPONSES, stream=True, model="auto-ok"),
