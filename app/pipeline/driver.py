@@ -266,7 +266,7 @@ class ChoiceDriver:
                     self.outcomes["emitted" if event.valid else "failed"] += 1
                 elif isinstance(event, ToolCallNote):
                     self._note(index, event)
-                elif cls is ChoiceFinished and index in self._broken and event.finish_reason not in _CUT:
+                elif isinstance(event, ChoiceFinished) and index in self._broken and event.finish_reason not in _CUT:
                     # A call went out that can be neither run nor taken back: the answer fails (as when the
                     # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
                     raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
