@@ -15,7 +15,8 @@ scenario and alternating, so a refactor's cost is measured in one run:
 The second table prices ``TOOLWIRE_ACCEPT_FORMATS``: the same text read with
 ``tool_call`` alone, with the default formats and with every registered format,
 the three runs interleaved round by round; each ratio is the median of the
-rounds' ratios (issue 18: ``all`` may be the default at <= 1.2x per chunk).
+rounds' ratios (issue 18: ``all`` may be the default at <= 1.2x per chunk). The third prices the
+costliest inputs found under ``all`` against prose in the same run (issue 30: within ~10x per character).
 """
 
 from __future__ import annotations
@@ -125,6 +126,14 @@ FORMAT_SCENARIOS = (
 )
 FORMAT_ROUNDS = 9
 
+#: The costliest texts found for the scanner under ``accept_formats=all`` (a fuzz of every sentinel, its
+#: prefixes and its repetition with and without text after it), each repeated to ``WORST_CHARS`` and fed in
+#: 16-character chunks. An opener that opens a block and has it disproved costs two ``transitions`` triggers
+#: (~14 µs here); the formats that can tell from the next characters refute it without a block.
+WORST_INPUTS = (">>>", ">", ">>> x = 1\n", "<xml>", "<tool> x", "<response>\n  <b>", "<tool_call>", "<use_tool ",
+                "<function=", "<|tool_call>", "```tool_code", "[TOOL_CALLS] x", "<think>", "</tool_call>")
+WORST_CHARS = 16_000
+
 
 SCENARIOS = (
     ("plain text, 16-char chunks", lambda: chunks_of(PROSE * 2000, 16), 3.0),
@@ -174,6 +183,26 @@ def run(old: ModuleType | None, rev: str | None) -> None:
     ratio = t_large / t_small
     print(f"time ratio 1 MB / 100 KB: {ratio:.1f} (linear ≈ 10, target ≤ 12): {'ok' if ratio <= 12 else 'OVER'}")
     format_table()
+    worst_table()
+
+
+def worst_table() -> None:
+    """µs per character of each of ``WORST_INPUTS`` under ``accept_formats=all``, and its ratio to prose
+    (markdown prose, same config) measured in the same round; medians over the rounds (target: ~10x)."""
+    every = dict(format_sets(statemachine))["all"]
+    config = tools_of(statemachine, formats=every)
+    prose = chunks_of((MARKDOWN * (WORST_CHARS // len(MARKDOWN) + 1))[:WORST_CHARS], 16)
+    print(f"{'worst inputs, accept_formats=all':<36} {'µs/char':>9} {'x prose':>9}")
+    for text in WORST_INPUTS:
+        chunks = chunks_of((text * (WORST_CHARS // len(text) + 1))[:WORST_CHARS], 16)
+        ratios, times = [], []
+        for _ in range(5):
+            t_prose = best_of(1, lambda: feed_all(statemachine, config, prose))
+            times.append(best_of(1, lambda: feed_all(statemachine, config, chunks)))
+            ratios.append(times[-1] / t_prose)
+        ratio = statistics.median(ratios)
+        print(f"{repr(text) + ' repeated':<36} {statistics.median(times) / WORST_CHARS * 1e6:>9.3f} {ratio:>9.1f}"
+              f"{'' if ratio <= 10 else '  OVER'}")
 
 
 def format_table() -> None:

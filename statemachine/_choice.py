@@ -38,6 +38,9 @@ from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSI
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 _WS = " \t\r\n"
+#: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text
+#: from it has arrived; past it, its block opens and its reader decides (a held text is read again per chunk).
+_UNREFUTED_HOLD = 256
 
 
 #: The one machine every choice runs on, built once from the table with the callbacks it names.
@@ -109,10 +112,10 @@ class ChoiceStream:
                  "_bare_formats", "_block_tokens", "_body", "_call", "_clear", "_closers", "_cut",
                  "_draft_text_is_reasoning", "_end_tokens", "_fed", "_fence", "_fence_close", "_fences", "_find",
                  "_held", "_in_think", "_incomplete", "_keys", "_leave", "_lt_only", "_native_index", "_new_id",
-                 "_next_index", "_opener_index", "_openers", "_out", "_parsing", "_pending", "_raw", "_release",
-                 "_sentinel_index", "_sentinels", "_span_start", "_stretch_has_text", "_suppress_tail", "_taught",
-                 "_think_closes", "_think_fences", "_think_fresh", "_think_held", "_think_held_tail", "_think_opens",
-                 "_truncated", "_valid_calls", "_ws", "_ws_is_break")
+                 "_next_index", "_opener_index", "_openers", "_out", "_parsing", "_pending", "_raw", "_refutable",
+                 "_release", "_sentinel_index", "_sentinels", "_span_start", "_stretch_has_text", "_suppress_tail",
+                 "_taught", "_think_closes", "_think_fences", "_think_fresh", "_think_held", "_think_held_tail",
+                 "_think_opens", "_truncated", "_valid_calls", "_ws", "_ws_is_break")
 
     def __init__(self, config: ParserConfig, *, id_factory: Callable[[], str] = new_call_id):
         self.config = config
@@ -132,6 +135,7 @@ class ChoiceStream:
         self._taught = formats[0].name if formats else None  # its special tokens only are structure (_scan_tables)
         scan = _scan_tables(formats, config.marker, config.reasoning)
         self._openers = scan.openers
+        self._refutable = scan.refutable
         self.openers = tuple(scan.openers)  # bodies stop at these outside JSON strings (case 14)
         self._closers = scan.closers
         self._sentinels = scan.sentinels
@@ -419,21 +423,35 @@ class ChoiceStream:
         while i != -1:
             for s in self._sentinel_index[buf[i:i + self._keys[buf[i]]]]:
                 if buf.startswith(s, i):
-                    self._fences.feed(buf[pos:i + len(s)])  # a sentinel ends no line: no fence changes in it
+                    end = i + len(s)
+                    if s in self._refutable:
+                        refuted = self._openers[s].refutes(buf, end)
+                        if refuted:
+                            break  # what follows shows it opens no call: it is text (no block opened and released)
+                        if refuted is None and n - i <= _UNREFUTED_HOLD:
+                            self._hold_from(buf, pos, i)  # undecided: held for the next characters
+                            return n
+                    self._fences.feed(buf[pos:end])  # a sentinel ends no line: no fence changes in it
                     if i > pos:
                         self._emit_text(buf[pos:i])
                     self._on_sentinel(s)
-                    return i + len(s)
-            if self._held(buf, i):
-                self._fences.feed(buf[pos:i])
-                if i > pos:
-                    self._emit_text(buf[pos:i])
-                self._pending = buf[i:]
-                return n
-            i = self._find(buf, i + 1)  # it began like a sentinel but is none: text
+                    return end
+            else:
+                if self._held(buf, i):
+                    self._hold_from(buf, pos, i)
+                    return n
+                end = i + 1  # it began like a sentinel but is none: text
+            i = self._find(buf, end)
         self._fences.feed(buf[pos:])
         self._emit_text(buf[pos:])
         return n
+
+    def _hold_from(self, buf: str, pos: int, i: int) -> None:
+        """Text up to ``i`` goes out; ``buf[i:]``, which may start a sentinel or a call, waits for the next chunk."""
+        self._fences.feed(buf[pos:i])
+        if i > pos:
+            self._emit_text(buf[pos:i])
+        self._pending = buf[i:]
 
     def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
         """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
@@ -881,6 +899,7 @@ class _ScanTables(NamedTuple):
     has them (building them per choice cost more than the rest of a short response's parsing)."""
 
     openers: dict[str, TextFormat]  # opener → its format (read only)
+    refutable: frozenset[str]  # the openers whose format may tell from the next characters that no call opens
     closers: frozenset[str]
     sentinels: tuple[str, ...]
     lt_only: bool
@@ -917,7 +936,9 @@ def _scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning:
     sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
     # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
     return _ScanTables(
-        openers=openers, closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
+        openers=openers, refutable=frozenset(op for op, fmt in openers.items()
+                                             if type(fmt).refutes is not TextFormat.refutes),
+        closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
         finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
         opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
         end_tokens=frozenset(end_tokens))

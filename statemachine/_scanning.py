@@ -15,6 +15,14 @@ DONE = "done"
 WS = " \t\r\n"
 
 
+def skip_ws(buf: str, pos: int) -> int:
+    """The first position from ``pos`` that holds no whitespace (``len(buf)`` if none)."""
+    n = len(buf)
+    while pos < n and buf[pos] in WS:
+        pos += 1
+    return pos
+
+
 def partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
     """Where a proper prefix of one of ``needles`` starts at the end of ``buf`` (or ``len(buf)``)."""
     n = len(buf)

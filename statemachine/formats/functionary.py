@@ -27,6 +27,7 @@ from .function import FunctionBody, FunctionFormat
 PYTHON_TAG = "<|python_tag|>"
 RECIPIENT = ">>>"
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+_NAME_SO_FAR = re.compile(r"\s*(?:[A-Za-z_][\w.\-]*\s*)?")  # a recipient line's start that may still be a name
 _NAME_LIMIT = 128
 _CODE_ENDS = ("<|eom_id|>", "<|eot_id|>", RECIPIENT)
 
@@ -182,3 +183,12 @@ class FunctionaryV32Format(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return RecipientBody(sink)
+
+    def refutes(self, buf: str, pos: int) -> bool | None:
+        """The recipient line names no tool, or cannot any more (``>>>>``, ``>>> x = 1``): what
+        ``RecipientBody`` would release as text; ``None`` while its name is still arriving."""
+        line = buf[pos:pos + _NAME_LIMIT + 1]
+        end = line.find("\n")
+        if end == -1:
+            return True if len(line) > _NAME_LIMIT or not _NAME_SO_FAR.fullmatch(line) else None
+        return not _NAME.fullmatch(line[:end].strip())

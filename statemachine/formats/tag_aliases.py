@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from .. import _jsoncall
+from .._scanning import skip_ws
 from ._base import BodyReader, CallSink, TextFormat, compact_object
 
 TAGS = ("function_call", "tool", "tools", "json", "JSON", "response", "xml", "function", "tool_calls")
@@ -32,3 +33,8 @@ class TagAliasFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return _jsoncall.JsonCallsBody(sink, "</" + opener[1:], bare=True)
+
+    def refutes(self, buf: str, pos: int) -> bool | None:
+        """The body's first character but whitespace is no ``{`` or ``[``: the bare-JSON rule's text."""
+        start = skip_ws(buf, pos)
+        return None if start == len(buf) else buf[start] not in "{["

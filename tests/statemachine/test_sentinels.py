@@ -8,6 +8,8 @@ client chunk (it went out in pieces split at each such character before).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +158,27 @@ def test_a_short_sentinel_keeps_the_other_start_characters_keys_long():
     texts = ("see <b>x</b>", "a [", "``", "<|", "a >>>", "```tool_code")
     assert [finder.clear(text) for text in texts] == [11, 2, 0, 0, -1, -1]
     assert finder.find("x ```tool_code\n", 0) == 2
+
+
+REFUTED = (">>>>>>>>>> end of the quote\n>>> x = 1\n>>> print(x)\n>>>\n1\n",
+           "<xml> <tool>a</tool> <json>x</json>? <response>\n  <b>ok</b></response><tools>!\n",
+           ">>> " + "y" * 200)
+
+
+def test_refuted_openers_open_no_block():
+    """An opener whose next characters already show no call (a line of ``>``, a REPL prompt, tags in prose)
+    stays text without opening a block: each block cost two transitions, 100x prose per character."""
+    config = replace(CFG, formats=ALL)
+    for text in REFUTED:
+        tr(config, text, [text], notes=[])
+        stream = ChoiceStream(config)
+        stream.feed(text)
+        assert stream.path == [], (text, stream.path)
+
+
+def test_a_call_after_refuted_openers_is_read():
+    config = replace(CFG, formats=ALL)
+    tr(config, '>>>>\n>>> x = 1\n>>>get_weather\n{"city": "SF"}',
+       [">>>>\n>>> x = 1\n", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
+    tr(config, '<tool>x</tool> <tool>{"name": "get_weather", "arguments": {"city": "SF"}}</tool>',
+       ["<tool>x</tool> ", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
