@@ -46,7 +46,7 @@ from ..prompt_protocol import (
     resolve_schema,
 )
 from .lru import BoundedLRU
-from .plan import tools_key
+from .plan import shared_key
 
 __all__ = [
     "GUIDE_HEADING",
@@ -196,7 +196,7 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
     """
     if config.marker is not None:
         return _tool_block(config, fmt)
-    tools = tools_key(config.tools.values())
+    tools = shared_key(config.tools)
     if tools is None:
         return _tool_block(config, fmt)
     key = (fmt, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
@@ -240,9 +240,11 @@ def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
     example_tool = _example_tool(config, "function")
     if example_tool is not None:
         example_args = json.dumps(example_value(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+        # "..." in ASCII: one '…' made the whole system prompt two bytes a character (CPython's UCS-2 strings),
+        # and every copy and encoding of it slower
         parts.append(f"{fmt.instructions(example_tool.name, example_args)}\n"
                      "- Wrong (never do this, an array of calls): "
-                     f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, …]')
+                     f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, ...]')
     custom_tool = _example_tool(config, "custom")
     if custom_tool is not None:
         parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
