@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
+import orjson
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 
+from ..pipeline.lru import BoundedLRU
+from ..pipeline.plan import TOOL_SET_CACHE_BYTES, TOOL_SET_CACHE_SIZE
 from ..validation import RequestModel, ToolName, validate
 
 
@@ -226,10 +229,30 @@ class ChatRequest(RequestModel):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+#: Validated ``tools`` lists by their JSON: agents resend the same tools every turn, and validating tens of
+#: tools is most of a request's validation. The validated tools are shared, never changed (as tool sets are).
+_validated_tools: BoundedLRU[bytes, list[Any]] = BoundedLRU(TOOL_SET_CACHE_SIZE, TOOL_SET_CACHE_BYTES,
+                                                            lambda key, _: len(key))
+
+
 def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
-    """Validate a chat body.
+    """Validate a chat body (its ``tools`` once per distinct list, see ``_validated_tools``).
 
     Raises:
         InputError: 400 naming the first offending parameter.
     """
-    return validate(ChatRequest, body)
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return validate(ChatRequest, body)
+    try:
+        key = memoryview(orjson.dumps(tools)).tobytes()  # its length only (see tools_key)
+    except orjson.JSONEncodeError:  # an integer past 64 bits: validated as it is, not kept
+        return validate(ChatRequest, body)
+    known = _validated_tools.get(key)
+    if known is None:
+        request = validate(ChatRequest, body)
+        _validated_tools.put(key, request.tools)
+        return request
+    request = validate(ChatRequest, {**body, "tools": None})
+    request.tools = known
+    return request

@@ -107,3 +107,21 @@ def test_a_tool_set_key_holds_no_more_memory_than_its_length():
     finally:
         tracemalloc.stop()
     assert key is not None and held < 2 * len(key) + 1024
+
+
+def test_a_tools_list_is_validated_once_and_errors_still_name_their_parameter():
+    """The validated ``tools`` are kept by their JSON: a request resending them gets the same objects (not
+    validated again); what else it gets wrong is still named, and a bad list is never kept."""
+    tools = [{"type": "function", "function": {"name": "cached_tool", "parameters": {"type": "object"}}}]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools}
+    first = parse_chat_request(dict(body))
+    second = parse_chat_request(dict(body, tools=[dict(t) for t in tools]))
+    assert second.tools is first.tools and second.tools[0].function.name == "cached_tool"
+    with pytest.raises(ApiError) as bad_choice:
+        parse_chat_request(dict(body, temperature=5))
+    assert bad_choice.value.param == "temperature"
+    broken = [{"type": "function", "function": {"name": 3}}]
+    for _ in range(2):
+        with pytest.raises(ApiError) as bad_tool:
+            parse_chat_request(dict(body, tools=broken))
+        assert bad_tool.value.param == "tools[0].function.name"
