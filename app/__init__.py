@@ -50,10 +50,10 @@ from .http.extension import Toolwire
 from .http.jsonprovider import OrjsonProvider
 from .http.ops import create_ops_blueprint
 from .observability.logs import configure_logging
-from .settings import Settings
+from .settings import Settings, SettingsError, load_settings
 
 #: The public API: the standalone app, the extension and its settings, and the optional routes a host adds.
-__all__ = ["Settings", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"]
+__all__ = ["Settings", "SettingsError", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"]
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -61,8 +61,10 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     Args:
         settings: settings to use; default read from ``TOOLWIRE_*`` and the config file.
+    Raises:
+        SettingsError: the settings are invalid or name a file that cannot be read (one line, naming it).
     """
-    settings = settings or Settings()
+    settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
     app = Flask(__name__)
     app.json = OrjsonProvider(app)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -39,6 +40,14 @@ STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
 ToolMode = Literal["prompt", "native", "auto"]
+#: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
+#: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
+ReasoningOutput = Literal["show", "hide", "inline"]
+
+
+class SettingsError(ValueError):
+    """Settings toolwire cannot start with. The message is one line that names the environment variable (or
+    the config file) to fix."""
 
 
 def _check_format(value: str) -> str:
@@ -76,6 +85,10 @@ class ModelRoute(BaseModel):
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
     tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+    reasoning: ReasoningOutput | None = Field(None, description="How this model's reasoning reaches clients; "
+                                                                "unset = reasoning")
+    max_output_tokens: int | None = Field(
+        None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
 
 
     @field_validator("tool_format")
@@ -120,7 +133,8 @@ class UpstreamSettings(BaseModel):
 
 
 class ModelSettings(BaseModel):
-    """Models: which back-end model serves a client's model name, and per-model tool settings."""
+    """Models: which back-end model serves a client's model name, how much it may write and what of its
+    reasoning the client sees, and per-model settings."""
 
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model name -> back-end model name, or an object of the "
@@ -128,6 +142,12 @@ class ModelSettings(BaseModel):
                                           "environment, a table in the file")
     default_upstream_model: str | None = Field(
         None, description="Back-end model for client model names not in model_map; unset = the client's name")
+    max_output_tokens: int = Field(
+        0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
+                             "clamped: Claude Code asks for 128000); 0 = sent as asked")
+    reasoning: ReasoningOutput = Field(
+        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items), "
+                            "hide (dropped), or inline (in the content, between <think> and </think>)")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
 
 
@@ -137,7 +157,7 @@ class ToolSettings(BaseModel):
     tool_mode: ToolMode = Field(
         "prompt", description="How models get tools: prompt (a manifest in the prompt, calls read from the "
                               "text), native (the back end gets tools and answers with tool_calls) or auto "
-                              "(native, prompt once the back end refuses tools)")
+                              "(native, prompt once the back end refuses tools); see docs/tool-modes.md")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools in prompt "
                                  "mode, per worker, seconds")
@@ -158,8 +178,9 @@ class ToolSettings(BaseModel):
         "off", description="first: stop the back end after the first complete call")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…): drop (not offered, counted, "
-                            "logged at debug level) or fail (400 naming tools[i].type)")
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
+                            "(web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
+                            "level) or fail (400 naming tools[i].type)")
 
     @field_validator("tool_format")
     @classmethod
@@ -225,7 +246,8 @@ class AccessSettings(BaseModel):
     """Client keys: who may call the API."""
 
     api_keys: SecretStr | None = Field(
-        None, description="Client keys accepted as 'Authorization: Bearer' on /v1 (comma or newline list); "
+        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline "
+                          "list); "
                           "unset with no key file = an open API (a warning is logged)")
     api_keys_file: Path | None = Field(
         None, description="File of client keys, one per line, '#' comments; added to api_keys; unreadable or "
@@ -298,7 +320,8 @@ class ObservabilitySettings(BaseModel):
                            "the debug page /debug/; off in production")
     debug_dir: str | None = Field(
         None, description="Directory the workers share for the debug records; unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug page keeps")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
+                                                   "page keeps")
 
     @field_validator("log_level")
     @classmethod
@@ -335,6 +358,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
         path = config_file_path()
         if path is not None:
+            read_config_file(path)  # a file named but unreadable is an error, not an empty file
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
@@ -357,6 +381,13 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             return route.tool_mode
         return self.tool_mode
 
+    def reasoning_for(self, client_model: str) -> ReasoningOutput:
+        """How a client's ``model``'s reasoning reaches the client: its ``model_map`` object's, else ``reasoning``."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.reasoning is not None:
+            return route.reasoning
+        return self.reasoning
+
     def opens_reasoning(self, client_model: str) -> bool:
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
         route = self.model_map.get(client_model)
@@ -378,6 +409,13 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         if isinstance(route, ModelRoute) and route.accept_formats:
             return route.accept_formats
         return self.accept_formats
+
+    def max_output_tokens_for(self, client_model: str) -> int:
+        """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.max_output_tokens is not None:
+            return route.max_output_tokens
+        return self.max_output_tokens
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""
@@ -417,6 +455,34 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         return rows
 
 
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
+
+    Raises:
+        SettingsError: a value does not validate, or ``TOOLWIRE_CONFIG_FILE`` names a file that cannot be read.
+    """
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {'; '.join(_error_lines(exc))}") from None
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    """One ``VARIABLE: message`` per error; a value read from the config file is named as its key there."""
+    path = config_file_path()
+    in_file = _read_toml(path)
+    lines = []
+    for error in exc.errors():
+        field, *inner = error["loc"] or ("?",)
+        name = f"{ENV_PREFIX}{str(field).upper()}"
+        if name not in {key.upper().split(_NESTED, 1)[0] for key in os.environ} and field in in_file:
+            name = f"{field} in {path}"
+        where = ".".join(str(part) for part in inner)
+        message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
+        lines.append(f"{name}{f' ({where})' if where else ''}: {message}")
+    return lines
+
+
 def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
 
@@ -434,13 +500,26 @@ def config_file_path() -> Path | None:
     return Path(value) if value else None
 
 
-def _read_toml(path: Path | None) -> dict[str, Any]:
-    if path is None or not path.is_file():
-        return {}
-    import tomllib
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML config file ``path`` as a mapping.
 
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    Raises:
+        SettingsError: the file cannot be read or is not TOML (named with ``TOOLWIRE_CONFIG_FILE``).
+    """
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r} is not TOML: {exc}") from None
+
+
+def _read_toml(path: Path | None) -> dict[str, Any]:
+    try:
+        return {} if path is None else read_config_file(path)
+    except SettingsError:
+        return {}
 
 
 def sqlite_path(url: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import app
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-PUBLIC = {"Settings", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"}
+PUBLIC = {"Settings", "SettingsError", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"}
 
 
 def test_all_names_the_public_api_and_nothing_else():
