@@ -21,10 +21,11 @@ from .settings import CONFIG_FILE_ENV, ENV_PREFIX, SECTIONS, ModelRoute
 #: The environment variables gunicorn's settings (``app/gunicorn.conf.py``) read: ``(name, default, meaning)``.
 GUNICORN_ENV = (
     ("TOOLWIRE_BIND", "127.0.0.1:8000", "gunicorn's listen address"),
-    ("WEB_CONCURRENCY", "2", "gunicorn worker processes"),
-    ("TOOLWIRE_GRACEFUL_TIMEOUT", "300", "seconds running streams get to finish on shutdown"),
-    ("TOOLWIRE_WORKER_CONNECTIONS", "10000", "open connections per worker (idle and slow ones included); the "
-                                             "open-files limit is raised to match"),
+    ("WEB_CONCURRENCY", "2", "gunicorn worker processes (at least 1)"),
+    ("TOOLWIRE_GRACEFUL_TIMEOUT", "300", "seconds running streams get to finish on shutdown (or reload); those "
+                                         "still open 2 s before it end with their error frame"),
+    ("TOOLWIRE_WORKER_CONNECTIONS", "10000", "open connections per worker (idle and slow ones included, at least "
+                                             "1); the open-files limit is raised to match"),
     ("TOOLWIRE_CONTROL_SOCKET", "unset = off", "a path of this instance's own for gunicorn's control socket "
                                                "(gunicorn's default, one path per user, would be shared by every "
                                                "instance)"),

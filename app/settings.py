@@ -125,16 +125,15 @@ class UpstreamSettings(BaseModel):
                                  "nothing), seconds; then it is closed and the client gets an upstream timeout; "
                                  "0 = no limit")
     upstream_max_event_bytes: int = Field(
-        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event (or line) held while it arrives "
-                                           "(502 upstream_too_large past it)")
+        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event or line (or Codex app-server line) held "
+                                           "while it arrives (502 upstream_too_large past it)")
     upstream_max_body_bytes: int = Field(
         64 * 1024 * 1024, gt=0, description="Largest non-streamed back-end JSON answer "
                                              "(502 upstream_too_large past it)")
 
 
 class ModelSettings(BaseModel):
-    """Models: which back-end model serves a client's model name, how much it may write and what of its
-    reasoning the client sees, and per-model settings."""
+    """Models: which back-end model serves a client's model name, and per-model tool settings."""
 
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model name -> back-end model name, or an object of the "
@@ -146,8 +145,9 @@ class ModelSettings(BaseModel):
         0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
                              "clamped: Claude Code asks for 128000); 0 = sent as asked")
     reasoning: ReasoningOutput = Field(
-        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items), "
-                            "hide (dropped), or inline (in the content, between <think> and </think>)")
+        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items, "
+                            "Messages thinking blocks), hide (dropped), or inline (in the content, between <think> "
+                            "and </think>)")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
 
 
@@ -157,10 +157,10 @@ class ToolSettings(BaseModel):
     tool_mode: ToolMode = Field(
         "prompt", description="How models get tools: prompt (a manifest in the prompt, calls read from the "
                               "text), native (the back end gets tools and answers with tool_calls) or auto "
-                              "(native, prompt once the back end refuses tools); see docs/tool-modes.md")
+                              "(native, prompt once the back end refuses tools)")
     tool_mode_fallback_seconds: float = Field(
-        600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools in prompt "
-                                 "mode, per worker, seconds")
+        600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools (and then "
+                                 "answered without them) in prompt mode, per worker, seconds")
     tool_format: str = Field(
         "tool_call", description="The format the model is asked to write calls in: a registered format's name, "
                                  "or auto (the format whose model names the back-end model's name holds, "
@@ -178,8 +178,8 @@ class ToolSettings(BaseModel):
         "off", description="first: stop the back end after the first complete call")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
-                            "(web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
+                            "Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
                             "level) or fail (400 naming tools[i].type)")
 
     @field_validator("tool_format")
@@ -215,8 +215,8 @@ class StreamingSettings(BaseModel):
         10.0, ge=0, description="Keep-alive comment interval while the back end is silent, seconds "
                                 "(X-No-Keepalive: 1 turns them off for a request); 0 disables")
     stream_max_seconds: float = Field(
-        3600.0, ge=0, description="Longest one generation may take once the back end answered, seconds "
-                                  "(an upstream timeout after); 0 = no limit")
+        3600.0, ge=0, description="Longest one generation may take, the wait for the back end's first output "
+                                  "included, seconds (an upstream timeout after); 0 = no limit")
     stream_write_timeout_seconds: float = Field(
         60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
                                 "reading), seconds; then the connection, the back-end request and the stream "
@@ -271,8 +271,9 @@ class StoreSettings(BaseModel):
         2.0, gt=0, description="Longest wait for the response store per operation, seconds (Redis: connect and "
                                "reply; SQLite: another process's write lock)")
     response_store_max_bytes: int = Field(
-        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take; the oldest are evicted "
-                                     "to make room (a larger single response is not stored); 0 = no limit")
+        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take (in Redis, with what the "
+                                     "server holds beside it); the oldest are evicted to make room (a larger "
+                                     "single response is not stored); 0 = no limit")
     response_store_max_bytes_per_key: int = Field(
         256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
                                            "client keys); its own oldest are evicted to make room; 0 = no limit")
@@ -320,8 +321,8 @@ class ObservabilitySettings(BaseModel):
                            "the debug page /debug/; off in production")
     debug_dir: str | None = Field(
         None, description="Directory the workers share for the debug records; unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
-                                                   "page keeps")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug page "
+                                                   "keeps")
 
     @field_validator("log_level")
     @classmethod

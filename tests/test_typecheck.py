@@ -11,9 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mypy_finds_no_error_in_app():
-    # --no-incremental: a cache left by an older checkout can report stale errors
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "app"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "mypy", "app"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert done.stdout.startswith("Success: no issues found")
 

@@ -52,32 +52,32 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
     choice: ChoiceRequest | ToolChoice
     if req.functions:
-        functions = tool_specs(req.functions)
-        for i, spec in enumerate(functions):
-            check_tool(spec, [f.name for f in functions[:i]], name=f"functions[{i}].name",
+        tools = tool_specs(req.functions)
+        for i, spec in enumerate(tools):
+            check_tool(spec, {f.name for f in tools[:i]}, name=f"functions[{i}].name",
                        definition=f"functions[{i}].parameters")
-        tools, choice, parallel, legacy = functions, _legacy_choice(req.function_call), False, True
+        choice, parallel, legacy = _legacy_choice(req.function_call), False, True
     else:
-        tools, choice = _offered_tools(req), _chat_choice(req.tool_choice)
-        parallel, legacy = req.parallel_tool_calls is not False, False
+        tools = _offered_tools(req)
+        choice, parallel, legacy = _chat_choice(req.tool_choice), req.parallel_tool_calls is not False, False
     return build_parser_config(tools, choice, parallel_tool_calls=parallel, legacy_functions=legacy, settings=settings,
                                model=req.model, marker_requested=marker_requested, json_output=json_output)
 
 
 def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
     """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
-    specs: list[ToolSpec] = []
+    specs: dict[str, ToolSpec] = {}
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
-            spec = _custom_spec(tool)
-            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)
-            where = f"tools[{i}].custom", "format.grammar.definition" if nested else "format.definition"
+            spec, base = _custom_spec(tool), f"tools[{i}].custom"
+            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)  # Chat's nested grammar shape
+            definition = f"{base}.format.grammar.definition" if nested else f"{base}.format.definition"
         else:
-            spec = tool_specs([tool.function])[0]
-            where = f"tools[{i}].function", "parameters"
-        check_tool(spec, [s.name for s in specs], name=f"{where[0]}.name", definition=f"{where[0]}.{where[1]}")
-        specs.append(spec)
-    return specs
+            spec, base = tool_specs([tool.function])[0], f"tools[{i}].function"
+            definition = f"{base}.parameters"
+        check_tool(spec, specs, name=f"{base}.name", definition=definition)
+        specs[spec.name] = spec
+    return list(specs.values())
 
 
 def _custom_spec(tool: CustomTool) -> ToolSpec:

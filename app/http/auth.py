@@ -94,8 +94,8 @@ def basic_password() -> str | None:
 
 def authorize_request() -> None:
     """Refuse the current request unless it carries an accepted key, as a Bearer token or in ``x-api-key``
-    (no keys configured = open); the accepted
-    key's owner digest is recorded (:func:`~app.http.state.client_owner`): it scopes stored responses.
+    (no keys configured = open); the accepted key's owner digest is recorded
+    (:func:`~app.http.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.

@@ -1,12 +1,14 @@
-"""The API Blueprint (OpenAI's Chat and Responses, Anthropic's Messages): its hooks (request record, auth, limits, errors) and its routes."""
+"""The API Blueprint (OpenAI's Chat and Responses, Anthropic's Messages): its hooks (request record, auth,
+limits, errors) and its routes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 
 from ..chat.views import chat_completions
+from ..messages.models import anthropic_model_list
 from ..messages.views import count_message_tokens, create_message, unsupported_messages_path
 from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
 from .state import current_state
@@ -66,15 +68,18 @@ def _create_message() -> Response:
 
 
 def _count_message_tokens() -> Response:
-    return jsonify(count_message_tokens(json_body(), current_state().settings))
+    return send(count_message_tokens(json_body(), request_context()))
 
 
 def list_models() -> Response:
-    """``GET /models``: the upstream's models plus the client names of ``model_map``."""
+    """``GET /models``: the upstream's models plus the client names of ``model_map`` (with Anthropic's fields
+    when an Anthropic client asks: an ``anthropic-version`` header)."""
     settings = current_state().settings
     data = [_model_entry(m) for m in current_state().upstream.models() if isinstance(m, dict) and m.get("id")]
     known = {m["id"] for m in data}
     data += [_model_entry({"id": name}) for name in settings.model_map if name not in known]
+    if request.headers.get("anthropic-version"):
+        return jsonify(anthropic_model_list(data))
     return jsonify({"object": "list", "data": data})
 
 

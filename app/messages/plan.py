@@ -54,15 +54,13 @@ _EDITOR_PROPERTIES = {
 _EDITOR_COMMANDS = ["view", "create", "str_replace", "insert"]
 
 
-def messages_generation(req: MessagesRequest, settings: "Settings", *, marker_requested: bool = False) -> Generation:
-    """The generation a validated Messages request asks for (``marker_requested``: the client asked for
-    marker mode)."""
-    config = parser_config(req, settings, marker_requested=marker_requested)
-    return Generation(model=req.model, messages=to_chat_messages(req), config=config, fields=_chat_fields(req),
-                      stream=req.stream)
+def messages_generation(req: MessagesRequest, settings: "Settings") -> Generation:
+    """The generation a validated Messages request asks for."""
+    return Generation(model=req.model, messages=to_chat_messages(req), config=parser_config(req, settings),
+                      fields=_chat_fields(req), stream=req.stream)
 
 
-def parser_config(req: CountTokensRequest, settings: "Settings", *, marker_requested: bool = False) -> ParserConfig:
+def parser_config(req: CountTokensRequest, settings: "Settings") -> ParserConfig:
     """The parser configuration: the custom tools as functions, and the request's ``tool_choice``.
 
     Raises:
@@ -81,8 +79,7 @@ def parser_config(req: CountTokensRequest, settings: "Settings", *, marker_reque
                 specs.append(spec)
     choice = req.tool_choice or MessagesChoice(type="auto")
     return build_parser_config(specs, _choice_request(choice), parallel_tool_calls=not choice.disable_parallel_tool_use,
-                               legacy_functions=False, settings=settings, model=req.model,
-                               marker_requested=marker_requested)
+                               legacy_functions=False, settings=settings)
 
 
 def _client_run_tool(tool: ServerTool) -> ToolSpec | None:

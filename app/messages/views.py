@@ -20,7 +20,6 @@ from ..pipeline.encoder import CHARS_PER_TOKEN
 from ..pipeline.generate import Reply, generate
 from ..pipeline.plan import prompt_format
 from ..pipeline.prompt import build_upstream_messages
-from ..settings import Settings
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
 from .plan import messages_generation, parser_config
@@ -35,18 +34,18 @@ def create_message(body: dict[str, Any], context: RequestContext) -> Reply:
     """``POST /messages`` on the request's JSON ``body``, streaming or not."""
     check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
-    generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
+    generation = messages_generation(req, context.settings)
     builder = MessageBuilder(f"msg_{uuid.uuid4().hex}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown)
     return generate(generation, MessagesEncoder(builder), context)
 
 
-def count_message_tokens(body: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     """``POST /messages/count_tokens``: the prompt the back end would get, estimated as usage is
     (about four characters a token, tool block included)."""
-    check_messages_limits(body, settings)
+    check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
-    config = parser_config(req, settings)
+    config = parser_config(req, context.settings)
     prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config))
     chars = sum(len(message["content"]) for message in prompt)
     return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
@@ -59,6 +58,8 @@ def unsupported_messages_path(subpath: str) -> Response:
 
 
 def is_messages_request() -> bool:
-    """Whether the current request was routed to a Messages endpoint (its errors take Anthropic's envelope)."""
-    endpoint = request.endpoint or ""
-    return endpoint.rpartition(".")[2] in ENDPOINTS
+    """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
+    one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
+    if request.url_rule is None:
+        return request.path.endswith(("/messages", "/messages/count_tokens"))
+    return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

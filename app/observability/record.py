@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -26,25 +27,10 @@ from .debug import DebugStore
 
 access_log = logging.getLogger("toolwire.access")
 
+#: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 _current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
-
-
-@dataclass(slots=True)
-class ReasoningSpan:
-    """A stretch of one choice's reasoning, for the debug view.
-
-    Fields:
-        step: the number of transitions its machine had taken when the span began.
-        began: ``time.perf_counter()`` at its first piece.
-        pieces: its text.
-        open: no text, call or finish has followed it yet.
-    """
-
-    step: int
-    began: float
-    pieces: list[str]
-    open: bool = True
 
 
 class TracedChoices(Protocol):
@@ -56,7 +42,6 @@ class TracedChoices(Protocol):
     texts: dict[int, list[str]] | None
     outcome_events: dict[int, list[Event]] | None
     step_times: dict[int, list[float]] | None
-    reasoning: dict[int, list[ReasoningSpan]] | None
 
     @property
     def choices(self) -> Mapping[int, ChoiceStream]: ...

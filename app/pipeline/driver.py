@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from statemachine import (
@@ -27,18 +28,39 @@ from statemachine import (
     new_call_id,
 )
 
-from ..observability.record import ReasoningSpan, RequestRecord
+from ..observability.record import RequestRecord
 from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
+#: Notes of a call whose header went out and whose arguments never became valid JSON.
+_BROKEN_CALL = frozenset({"invalid_json", "incomplete"})
+_CUT = ("length", "content_filter")
+_BROKEN_CODE = "invalid_tool_call"
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
 _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
 #: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
 INLINE_OPEN, INLINE_CLOSE = "<think>", "</think>"
+
+
+@dataclass(slots=True)
+class ReasoningSpan:
+    """A stretch of one choice's reasoning, for the debug view.
+
+    Fields:
+        step: the number of transitions its machine had taken when the span began.
+        began: ``time.perf_counter()`` at its first piece.
+        pieces: its text.
+        open: no text, call or finish has followed it yet.
+    """
+
+    step: int
+    began: float
+    pieces: list[str]
+    open: bool = True
 
 
 class ChoiceDriver:
@@ -76,8 +98,8 @@ class ChoiceDriver:
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id, record: RequestRecord | None = None,
-                 reasoning: str = "show"):
+                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
+                 record: RequestRecord | None = None):
         self._stream = stream
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
@@ -90,6 +112,7 @@ class ChoiceDriver:
         self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
         self._finished: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._cut = False  # a choice stopped reading (its policy cut the output)
+        self._broken: tuple[int, ...] = ()  # choices that sent a call whose arguments never became JSON
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
@@ -130,8 +153,9 @@ class ChoiceDriver:
                                                     "without a finish reason.")
                 for event in self._output(index, self._finish(index, None)):
                     yield index, event
-        except ModelOutputError:
-            self.outcomes["failed"] += 1  # a fail policy ends the response
+        except ModelOutputError as exc:
+            if exc.code != _BROKEN_CODE:  # (a broken call was counted by its note)
+                self.outcomes["failed"] += 1  # a fail policy ends the response
             raise
         finally:
             self._stream.close()
@@ -242,9 +266,16 @@ class ChoiceDriver:
                     self.outcomes["emitted" if event.valid else "failed"] += 1
                 elif isinstance(event, ToolCallNote):
                     self._note(index, event)
+                elif isinstance(event, ChoiceFinished) and index in self._broken and event.finish_reason not in _CUT:
+                    # A call went out that can be neither run nor taken back: the answer fails (as when the
+                    # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
+                    raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
+                                           code=_BROKEN_CODE)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
         """Count a note's outcome and log it (its message may quote arguments: debug level only)."""
+        if note.kind in _BROKEN_CALL and note.index is not None and index not in self._broken:
+            self._broken += (index,)
         if note.kind in _REPAIRS:
             self.outcomes["repaired"] += 1
         elif note.index is None:  # the block never became a call: it went back to text or was dropped

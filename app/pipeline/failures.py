@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+from gevent import GreenletExit
+
 from statemachine import ModelOutputError
 
 from ..errors import ApiError
@@ -17,10 +19,21 @@ from ..upstreams.base import UpstreamError
 log = logging.getLogger("toolwire.pipeline.failures")
 
 
+class ServerStopping(GreenletExit):
+    """Thrown into a stream's greenlet when the worker stops (:func:`~app.pipeline.streaming.end_open_streams`).
+
+    A ``GreenletExit``: no ``except Exception`` on its way out of the upstream's reads takes it for another
+    failure.
+    """
+
+
 def as_api_error(exc: BaseException) -> ApiError:
     """Any exception as an :class:`ApiError`; unknown ones are logged and hidden."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, ServerStopping):
+        return ApiError(503, "The server is restarting; retry the request.", type="server_error",
+                        code="server_shutting_down")
     if isinstance(exc, UpstreamError):
         return from_upstream(exc)
     if isinstance(exc, ModelOutputError):

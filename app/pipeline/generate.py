@@ -31,7 +31,7 @@ from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import prompt_format, with_auto_marker
+from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
@@ -79,8 +79,8 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
         stream, config, messages = open_in_tool_mode(generation, context)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n, record=context.record,
-                          reasoning=context.settings.reasoning_for(generation.model))
+    driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
+                          record=context.record)
 
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
@@ -112,35 +112,57 @@ def open_in_tool_mode(generation: Generation,
         saw one), and the messages sent.
     Raises:
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
-            prompt-mode retry's refusal).
+            prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
     """
     settings = context.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
     record = context.record
+    refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(context.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
                 stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)}, context)
+                if mode == "auto" and hasattr(stream, "confirm"):
+                    stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
-                FALLBACKS.remember(key)
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
-                log.warning("the back end refused tools: prompt mode for %s", key[1],
-                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
+                refusal = exc
             else:
                 if record is not None:
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    stream = open_upstream(model, messages, generation.fields, context)
+    fields, answer_format = prompt_mode_fields(generation.fields, config)
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    stream = open_upstream(model, messages, fields, context)
+    if refusal is not None:
+        # Remembered (for every client of this worker) only now: the same request without tools was taken,
+        # so the tools were what the back end refused, not some other field of this one client's request.
+        FALLBACKS.remember(key)
+        metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
+        log.warning("the back end refused tools: prompt mode for %s", key[1],
+                    extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
+
+
+def prompt_mode_fields(fields: dict[str, Any], config: ParserConfig) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The back end's fields in prompt mode, and the JSON ``response_format`` the prompt teaches instead of them.
+
+    A back end that enforces ``response_format`` (vLLM's guided decoding, llama.cpp's grammars, Ollama's
+    ``format``) makes the answer JSON from its first token, so a call block could never be written. While a
+    call may come (tools offered, ``tool_choice`` not ``none``) the format is taught in the prompt and not
+    sent; when none can, the back end gets it as the client sent it (``strict`` included).
+    """
+    response_format = fields.get("response_format")
+    if not config.parsing_enabled or not is_json_format(response_format):
+        return fields, None
+    return {key: value for key, value in fields.items() if key != "response_format"}, response_format
 
 
 def _content_chars(content: Any) -> int:
@@ -160,10 +182,9 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     Raises:
         UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
     """
-    settings = context.settings
-    body = {**fields, "model": settings.upstream_model(model), "messages": messages, "stream": True,
+    body = {**fields, "model": context.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
-    limit = settings.max_output_tokens_for(model)
+    limit = context.settings.max_output_tokens_for(model)
     if limit:
         for key in OUTPUT_LIMITS:
             if isinstance(body.get(key), int) and body[key] > limit:

@@ -435,3 +435,11 @@ def test_log_timestamps_match_datetime_isoformat_to_the_millisecond():
     values = edges + [rng.uniform(0, 4e9) for _ in range(20000)] + [1763792205 + i / 7919 for i in range(20000)]
     for value in values:
         assert utc_timestamp(value) == datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def test_an_outcome_label_is_a_short_snake_case_code_or_other_error():
+    from app.observability.metrics import outcome_label
+
+    assert [outcome_label(o) for o in ("completed", "client_gone", "upstream_protocol", "http_404")] == [
+        "completed", "client_gone", "upstream_protocol", "http_404"]
+    assert [outcome_label(o) for o in ("Upstream-Code", "x" * 49, "", "bad code")] == ["other_error"] * 4

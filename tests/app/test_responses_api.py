@@ -300,9 +300,11 @@ def test_json_text_format_keeps_a_bare_json_answer_as_content(make_app):
     assert [item["type"] for item in body["output"]] == ["message"]
     assert body["output"][0]["content"][0]["text"] == answer
     assert body["text"] == {"format": fmt}
-    assert upstream.bodies[0]["response_format"] == {
+    assert "response_format" not in upstream.bodies[0]  # taught in the prompt while a call may come
+    post(client, text={"format": fmt})
+    assert upstream.bodies[1]["response_format"] == {
         "type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True}}
     post(client, text={"format": {"type": "json_object"}})
     post(client, text={"format": {"type": "text"}})
-    assert upstream.bodies[1]["response_format"] == {"type": "json_object"}
-    assert "response_format" not in upstream.bodies[2]
+    assert upstream.bodies[2]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in upstream.bodies[3]
