@@ -39,7 +39,7 @@ def _whole_number(name, default, minimum):
 workers = _whole_number("WEB_CONCURRENCY", "2", 1)
 # An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
 # used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
-# (README: "Deploying behind a reverse proxy").
+# (docs/deploying.md, "Behind a reverse proxy").
 worker_connections = _whole_number("TOOLWIRE_WORKER_CONNECTIONS", "10000", 1)
 bind = os.environ.get("TOOLWIRE_BIND", "127.0.0.1:8000")
 # A liveness heartbeat between master and worker, not a request-length limit.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import secrets
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -32,6 +31,7 @@ from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
 from .formats import BodyReader, TextFormat, get_format
 from .formats.custom import CustomToolFormat
+from ._regex import RegexError, compile_regex
 from ._schema import schema_errors
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState
 
@@ -287,11 +287,16 @@ class ChoiceStream:
             self._pending = ""
             self._end_block()
         if self._body is not None:
+            unnamed = self._call is None or self._call.name is None
             self._body.at_eof()
             if self._raw is not None:
                 self._raw.append(self._pending)
+                if self._truncated and unnamed and self._release and not getattr(self._body, "bare", False):
+                    self._release = "dropped"  # a call cut short before its name: its opener is no text (4.11)
             self._pending = ""
             self._end_block()
+        if self._fence_close and self._pending.strip().startswith("```"):
+            self._pending = ""  # the wrapping fence's closer ends the output
         self._flush_text(final=True)
         self._trigger("upstream_finished", upstream=upstream)
         return out
@@ -374,11 +379,14 @@ class ChoiceStream:
                 self._fences.feed(buf[pos:])
                 return n
             if self._fence_close:  # the fence that wrapped the call closes: drop it
-                if n - j < 3 and "```".startswith(buf[j:]):
+                run = j
+                while run < n and buf[run] == "`":
+                    run += 1
+                if run == n:  # what follows the backticks tells a closing fence from a next ```tool_code
                     self._pending = buf[pos:]
                     return n
                 self._fence_close = False
-                if buf.startswith("```", j):
+                if run - j >= 3 and buf[run] in _WS:
                     self._ws = ""
                     end = buf.find("\n", j)
                     return n if end == -1 else end + 1
@@ -805,8 +813,8 @@ class ChoiceStream:
         if grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
             return None
         try:
-            matched = re.fullmatch(grammar.get("definition", ""), text) is not None
-        except (re.error, TypeError):  # a pattern Python cannot read (OpenAI's are Rust regexes): not checked
+            matched = compile_regex(grammar.get("definition", "")).fullmatch(text) is not None
+        except (RegexError, TypeError):  # refused when the request came in; here only from an embedding host
             return None
         policy = self.config.policy
         mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch

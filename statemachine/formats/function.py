@@ -63,7 +63,10 @@ class FunctionBody:
     value that has no ``</parameter>``, when the schema, if it lists
     properties, names ``K``); otherwise it is value text. A ``<function=`` inside a value
     opens a nested example: its tags up to its own ``</function>`` are value
-    text.
+    text. A value ends at its own ``</parameter>``: a ``</function>`` inside an
+    open value ends it (and the call) only when nothing but whitespace and the
+    enclosing block's closer, a new call's opener or the end of the stream
+    follows, so a file's content that mentions the closing tags stays whole.
     """
 
     CLOSER = "</function>"
@@ -145,7 +148,7 @@ class FunctionBody:
                 if not boundary:
                     self._value(hit)
                     pos = i + len(hit)
-                elif hit == self._PARAM_CLOSE:
+                elif hit in (self._PARAM_CLOSE, self.CLOSER):
                     self.closing = [hit]
                     self.closing_len = len(hit)
                     self.state = "closing"
@@ -159,6 +162,8 @@ class FunctionBody:
                 pos = self._closing(buf, pos)
                 if self.partial:
                     return MORE, pos
+                if self.state == "done":  # an unclosed value's '</function>': the call is complete
+                    return DONE, pos
                 continue
             ch = buf[pos]
             if ch in _WS:
@@ -202,6 +207,8 @@ class FunctionBody:
         self.closing_len += j - pos
         if j == n:
             return n
+        if self.closing[0] == self.CLOSER:
+            return self._function_closing(buf, j)
         if buf.startswith(self._PARAM_OPEN, j):
             closed = self._new_param_at(buf, j, after_closer=True)
         elif any(buf.startswith(tag, j) for tag in self.tags):
@@ -214,6 +221,21 @@ class FunctionBody:
             self.state = "body"
         elif closed is None:
             self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
+        else:
+            self._not_closed("")
+        return j
+
+    def _function_closing(self, buf: str, j: int) -> int:
+        """After a ``</function>`` in an open value: it ended the call if the enclosing closer or a new call's
+        opener follows."""
+        ends = ((self.outer_closer,) if self.outer_closer else ()) + tuple(self.ctx.openers)
+        if any(buf.startswith(tag, j) for tag in ends):
+            self.closing = None
+            self._param_close()
+            self._finish()
+            self.state = "done"
+        elif any(tag.startswith(buf[j:]) for tag in ends):
+            self.partial = True
         else:
             self._not_closed("")
         return j
@@ -301,6 +323,9 @@ class FunctionBody:
         if self.state == "closing" and not self.partial:  # '</parameter>' then only whitespace: it closed
             self._param_close()
             self.state = "body"
+            if self.closing[0] == self.CLOSER:  # '</function>' too
+                self._finish()
+                return
         if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
             self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:

@@ -93,6 +93,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: /proc/net/tcp states in which the socket's owner has not closed it: ESTABLISHED, SYN_SENT, CLOSE_WAIT.
+_OPEN_TCP_STATES = {"01", "02", "08"}
+
+
+def open_client_sockets(port: int) -> set[int]:
+    """The inodes of the client ends of TCP connections to ``127.0.0.1:port`` that their owner has not
+    closed (a socket whose peer closed but its owner did not shows as ``CLOSE_WAIT``: a leak), from
+    ``/proc/net/tcp``; match them against ``/proc/<pid>/fd`` to learn which process holds each."""
+    remote = f"0100007F:{port:04X}"  # 127.0.0.1 in /proc's little-endian hex
+    with open("/proc/net/tcp") as table:
+        next(table)
+        rows = [line.split() for line in table]
+    return {int(row[9]) for row in rows if row[2] == remote and row[3] in _OPEN_TCP_STATES}
+
+
 def _environment(settings: Mapping[str, str | None]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_")}
     env["PYTHONUNBUFFERED"] = "1"
