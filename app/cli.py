@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY or 2)")
 
     commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
+    commands.add_parser("check", help="check the settings and the client key file: exit 2 with one line naming "
+                                      "what to fix when toolwire could not start with them")
 
     diagram = commands.add_parser("diagram", help="render the per-choice state machine")
     diagram.add_argument("--format", choices=FORMATS, default="mermaid")
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        code = {"serve": _serve, "config": _config, "diagram": _diagram}[args.command](args)
+        code = {"serve": _serve, "config": _config, "check": _check, "diagram": _diagram}[args.command](args)
         sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
         return code
     except BrokenPipeError:
@@ -45,11 +47,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:  # before gunicorn binds and forks: its workers would each fail the same way
-        load_settings()
-    except SettingsError as exc:
-        print(f"toolwire cannot start: {exc}", file=sys.stderr)
-        return 2
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
     if args.bind:
         argv += ["--bind", args.bind]
@@ -58,6 +55,18 @@ def _serve(args: argparse.Namespace) -> int:
     argv.append("app.wsgi:app")
     os.execv(sys.executable, argv)
     return 0  # not reached
+
+
+def _check(args: argparse.Namespace) -> int:
+    """What gunicorn's master runs before it binds (app/gunicorn.conf.py): the master never imports the app."""
+    from .http.auth import load_keyring
+
+    try:
+        load_keyring(load_settings())
+    except SettingsError as exc:
+        print(f"toolwire cannot start: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _config(args: argparse.Namespace) -> int:

@@ -185,3 +185,11 @@ def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys
     out = capsys.readouterr().out
     assert "hunter2" not in out and "redis://:**********@cache:6379/0" in out
     assert any(line.startswith("response_store_shared") and "True" in line for line in out.splitlines())
+
+
+def test_cli_check_says_in_one_line_what_stops_the_start(monkeypatch, tmp_path, capsys):
+    assert main(["check"]) == 0
+    monkeypatch.setenv("TOOLWIRE_API_KEYS_FILE", str(tmp_path / "keys"))
+    assert main(["check"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"toolwire cannot start: TOOLWIRE_API_KEYS_FILE '{tmp_path / 'keys'}': No such file or directory\n"
