@@ -24,7 +24,9 @@ def no_other_streams(monkeypatch):
 class LineEncoder:
     """Each event a line; the error frame names the error's code."""
 
-    def opening(self):
+    keepalive = b": keep-alive\n\n"
+
+    def opening(self, usage):
         return [b"open\n"]
 
     def frames(self, index, event):
