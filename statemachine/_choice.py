@@ -31,7 +31,7 @@ from ._fences import FenceTracker
 from ._finish import normalize_finish_reason
 from .formats import BodyReader, TextFormat, get_format
 from .formats.custom import CustomToolFormat
-from ._regex import RegexError, compile_regex
+from ._regex import RegexError, regex_matches
 from ._schema import schema_errors
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState
 
@@ -813,7 +813,7 @@ class ChoiceStream:
         if grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
             return None
         try:
-            matched = compile_regex(grammar.get("definition", "")).fullmatch(text) is not None
+            matched = regex_matches(grammar.get("definition", ""), text, whole=True)
         except (RegexError, TypeError):  # refused when the request came in; here only from an embedding host
             return None
         policy = self.config.policy

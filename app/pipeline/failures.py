@@ -1,21 +1,19 @@
 """Any failure of a generation as the :class:`~app.errors.ApiError` the client is told.
 
-Before the first byte it becomes an HTTP error response (``app.http.errors``);
-after it, the endpoint's encoder sends it as its mid-stream error frame. Unknown
-exceptions are logged here and hidden behind a generic 500.
+Before the first byte it becomes an HTTP error response (``app.http.errors``, which also turns the web
+framework's own errors into ``ApiError``); after it, the endpoint's encoder sends it as its mid-stream
+error frame. Unknown exceptions are logged here and hidden behind a generic 500.
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import has_request_context, request
 from gevent import GreenletExit
-from werkzeug.exceptions import HTTPException
 
 from statemachine import ModelOutputError
 
-from ..errors import ApiError, body_too_large
+from ..errors import ApiError
 from ..upstreams.base import UpstreamError
 
 log = logging.getLogger("toolwire.pipeline.failures")
@@ -40,13 +38,6 @@ def as_api_error(exc: BaseException) -> ApiError:
         return from_upstream(exc)
     if isinstance(exc, ModelOutputError):
         return from_model_output(exc)
-    if isinstance(exc, HTTPException):
-        code = exc.code or 500
-        if code == 413:
-            return body_too_large(request.max_content_length if has_request_context() else None)
-        type_ = "invalid_request_error" if code < 500 else "server_error"
-        return ApiError(code, exc.description or exc.name, type=type_,
-                        code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
     log.error("unhandled error", exc_info=exc)
     return ApiError(500, "The server had an error while processing your request.", type="server_error",
                     code="server_error")

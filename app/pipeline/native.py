@@ -97,8 +97,11 @@ def refuses_tools(error: UpstreamError) -> bool:
     timeout failure. Then from the back end's own words only: quoted text is left out before
     :data:`REFUSES_TOOLS` is looked for, since a back end quotes the request's values there (a client could
     otherwise send "tools not supported" in a field the back end echoes, and put its model in prompt mode for
-    every client of the worker).
+    every client of the worker). A 200 stream that ended empty is one too (llama-cpp-python fails after its
+    headers when it cannot stream a tool choice).
     """
+    if error.code == "upstream_empty_stream":
+        return True
     if error.kind == "client_error":
         if error.status not in REFUSAL_STATUSES or error.param not in TOOL_PARAMS:
             return False

@@ -8,9 +8,9 @@ when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
-a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out when nothing was written for the
-heartbeat interval. Closing the body (the client left) closes the events, which
-close the upstream. The body reports to the request's
+a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out
+when nothing was written for the heartbeat interval. Closing the body (the client
+left) closes the events, which close the upstream. The body reports to the request's
 :class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
 
 Two limits end a stream that would otherwise never end: a total time (checked at the upstream's
@@ -29,14 +29,14 @@ from __future__ import annotations
 import socket
 import time
 import weakref
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import gevent
 import orjson
 
 from statemachine import Event
 
-from ..observability import record as observe
+from ..observability.record import RequestRecord
 from ..upstreams.base import PAUSE, Pause, UpstreamError
 from .encoder import Encoder, Usage
 from .failures import ServerStopping, as_api_error
@@ -96,7 +96,8 @@ class SSEBody:
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
-                 client: socket.socket | None = None, write_timeout: float | None = None):
+                 client: socket.socket | None = None, write_timeout: float | None = None,
+                 record: RequestRecord | None = None):
         self._events = iter(events)
         self._encoder = encoder
         self._usage = usage
@@ -115,7 +116,7 @@ class SSEBody:
         self._relaying: Iterator[bytes] | None = None
         self._greenlet: Any = None  # the request's greenlet, which iterates the body
         self._stopping = False
-        self._record = observe.current()
+        self._record = record
         if self._record is not None:
             self._record.stream_opened()
 
@@ -168,7 +169,8 @@ class SSEBody:
                 batch += encoder.opening(self._usage())
                 for index, item in self._events:
                     if index is not None:
-                        batch += encoder.frames(index, item)
+                        # Events pairs an index with an event only; mypy cannot tell without a check per event
+                        batch += encoder.frames(index, item)  # type: ignore[arg-type]
                         if len(batch) < COOPERATE_EVERY:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
@@ -181,7 +183,7 @@ class SSEBody:
                         written = now
                         if index is not None:  # a long run of ready frames went out: now the other streams run
                             gevent.sleep(0)
-                    elif item.idle and heartbeat is not None and now - written >= heartbeat:
+                    elif cast(Pause, item).idle and heartbeat is not None and now - written >= heartbeat:
                         yield encoder.keepalive
                         written = now
                     if self._stopping:  # stopped while its frames were being written
@@ -207,7 +209,7 @@ class SSEBody:
 
 def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, heartbeat_seconds: float | None,
              on_abandon: Callable[[], None], max_seconds: float | None = None, client: socket.socket | None = None,
-             write_timeout: float | None = None) -> SSEBody:
+             write_timeout: float | None = None, record: RequestRecord | None = None) -> SSEBody:
     """The WSGI iterable that streams ``events`` as ``encoder``'s frames.
 
     Args:
@@ -219,6 +221,7 @@ def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, he
         on_abandon: closes the upstream if the body is closed before it was ever iterated.
         max_seconds: the stream's total time; past it, the stream ends with a ``timeout`` error.
         client: the client's socket (gunicorn's), to bound each write by ``write_timeout`` seconds.
+        record: the request's record, told when the stream opens, sends its first frame and is left.
     """
     return SSEBody(events, encoder, usage, heartbeat_seconds=heartbeat_seconds, on_abandon=on_abandon,
-                   max_seconds=max_seconds, client=client, write_timeout=write_timeout)
+                   max_seconds=max_seconds, client=client, write_timeout=write_timeout, record=record)

@@ -31,6 +31,7 @@ class FunctionFormat(TextFormat):
     """
 
     name = "function"
+    model_names = ("qwen3-coder",)
     openers = OPENERS
     closer = "</function>"
 

@@ -36,6 +36,7 @@ class MiniMaxFormat(TextFormat):
     """MiniMax tool calls (see the module docstring)."""
 
     name = "minimax"
+    model_names = ("minimax",)
     openers = (OPENER,)
     closer = CLOSER
 
