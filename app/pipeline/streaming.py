@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import socket
 import time
+import weakref
 from typing import Any, Callable, Iterable, Iterator, cast
 
 import gevent
@@ -69,8 +70,9 @@ def tick_seconds(heartbeat_seconds: float | None, max_seconds: float | None) -> 
     return min(ticks) if ticks else None
 
 
-#: This worker's streams that started and have not closed (for :func:`end_open_streams`).
-_open: set["SSEBody"] = set()
+#: This worker's streams that started and have not closed (for :func:`end_open_streams`); weak, so a body a
+#: server dropped without closing it is not kept alive here.
+_open: "weakref.WeakSet[SSEBody]" = weakref.WeakSet()
 
 
 def end_open_streams() -> int:
@@ -89,7 +91,8 @@ class SSEBody:
     """The WSGI iterable of one SSE response (see :func:`sse_body`)."""
 
     __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
-                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping")
+                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping",
+                 "__weakref__")
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
@@ -132,7 +135,7 @@ class SSEBody:
         """Run by the hub, while no stream runs: a body that is inside its loop is waiting there (on the
         upstream, mostly), so ``ServerStopping`` is thrown in; one at a ``yield`` (gunicorn writing its frames)
         or ended is left to its flag (an exception thrown there would land in gunicorn's code)."""
-        if self._relaying is not None and self._relaying.gi_running and not self._ended:
+        if self._relaying is not None and self._relaying.gi_running and not self._ended and not self._greenlet.dead:
             self._greenlet.throw(ServerStopping)
 
     def close(self) -> None:
