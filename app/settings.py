@@ -92,6 +92,8 @@ class ModelRoute(BaseModel):
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
     tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+    stop_after_tools: Literal["off", "first"] | None = Field(
+        None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
 
 
     @field_validator("tool_format")
@@ -276,6 +278,14 @@ class Settings(BaseSettings):
             return fmt
         name = self.upstream_model(client_model).lower()
         return next((f for fragment, f in FAMILY_FORMATS if fragment in name), "tool_call")
+
+    def stop_after_tools_for(self, client_model: str) -> str:
+        """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
+        model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.stop_after_tools:
+            return route.stop_after_tools
+        return self.stop_after_tools
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

@@ -221,14 +221,16 @@ def is_json_format(value: object) -> bool:
 
 
 def policy_from_settings(settings: "Settings") -> Policy:
-    """The parser :class:`~statemachine.Policy` the operator configured."""
+    """The parser :class:`~statemachine.Policy` the operator configured (for this request's model)."""
+    record = observe.current()
+    model = record.model if record is not None and record.model else ""
     return Policy(
         unknown_tool=settings.unknown_tool,
         invalid_json=settings.invalid_json,
         schema_mismatch=settings.schema_mismatch,
         strict_mismatch=settings.strict_mismatch,
         text_after_calls="suppress" if settings.suppress_tail_after_tools else "keep",
-        stop_after_first_call=settings.stop_after_tools == "first",
+        stop_after_first_call=settings.stop_after_tools_for(model) == "first",
         max_tool_calls=settings.max_tool_calls,
     )
 

@@ -199,3 +199,17 @@ def test_a_call_cut_by_length_still_finishes_length(make_app) -> None:
     answer = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}],
                                                        "tools": [WEATHER_TOOL]})
     assert answer.status_code == 200 and answer.get_json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_stop_after_tools_can_be_set_per_model(make_app) -> None:
+    """Issue 31: ``stop_after_tools: first`` per model (a small model repeats its call until max_tokens)."""
+    from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    app = make_app(FakeUpstream(text_chunks(call * 3)), model_map={"small": {"stop_after_tools": "first"}})
+    counts = {}
+    for model in ("small", "other"):
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL]}
+        counts[model] = len(app.test_client().post("/v1/chat/completions", json=body).get_json()["choices"][0]
+                            ["message"]["tool_calls"])
+    assert counts == {"small": 1, "other": 3}
