@@ -94,6 +94,9 @@ class ModelRoute(BaseModel):
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
     stop_after_tools: Literal["off", "first"] | None = Field(
         None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
+    constrain_calls: bool | None = Field(
+        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
+                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
 
 
     @field_validator("tool_format")
@@ -286,6 +289,11 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.stop_after_tools:
             return route.stop_after_tools
         return self.stop_after_tools
+
+    def constrain_calls_for(self, client_model: str) -> bool:
+        """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
+        route = self.model_map.get(client_model)
+        return isinstance(route, ModelRoute) and bool(route.constrain_calls)
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

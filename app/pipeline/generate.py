@@ -29,7 +29,7 @@ from ..upstreams.base import UpstreamError, UpstreamStream
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import prompt_format, with_auto_marker
+from .plan import forced_call_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, cooperative, sse_body, tick_seconds
 
@@ -120,7 +120,11 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    stream = open_upstream(model, messages, generation.fields)
+    fields = generation.fields
+    if settings.constrain_calls_for(model) and "response_format" not in fields:
+        constraint = forced_call_format(config)
+        fields = {**fields, "response_format": constraint} if constraint else fields
+    stream = open_upstream(model, messages, fields)
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
