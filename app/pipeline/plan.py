@@ -114,7 +114,7 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
         formats=_one_copy(parser_formats(settings, model)),
-        policy=_one_copy(policy_from_settings(settings)),
+        policy=_one_copy(policy_from_settings(settings, model)),
         marker=request_marker(settings, marker_requested) if tools else None,
         bare_json=not json_output,
         starts_in_reasoning=settings.opens_reasoning(model),
@@ -237,10 +237,8 @@ def is_json_format(value: object) -> bool:
     return isinstance(value, dict) and value.get("type") in ("json_object", "json_schema")
 
 
-def policy_from_settings(settings: "Settings") -> Policy:
-    """The parser :class:`~statemachine.Policy` the operator configured (for this request's model)."""
-    record = observe.current()
-    model = record.model if record is not None and record.model else ""
+def policy_from_settings(settings: "Settings", model: str = "") -> Policy:
+    """The parser :class:`~statemachine.Policy` the operator configured for the client's ``model``."""
     return Policy(
         unknown_tool=settings.unknown_tool,
         invalid_json=settings.invalid_json,

@@ -37,7 +37,7 @@ import orjson
 from statemachine import Event
 
 from ..observability.record import RequestRecord
-from ..upstreams.base import PAUSE, Pause, UpstreamError
+from ..upstreams.base import Pause, UpstreamError
 from .encoder import Encoder, Usage
 from .failures import ServerStopping, as_api_error
 
