@@ -26,10 +26,11 @@ endpoint's error frame and terminator, like any failure after the first byte.
 
 from __future__ import annotations
 
+import inspect
 import socket
 import time
 import weakref
-from typing import Any, Callable, Iterable, Iterator, cast
+from typing import Any, Callable, Generator, Iterable, Iterator, cast
 
 import gevent
 import orjson
@@ -113,7 +114,7 @@ class SSEBody:
         self._on_abandon = on_abandon
         self._started = False
         self._ended = False  # the body reached its end
-        self._relaying: Iterator[bytes] | None = None
+        self._relaying: Generator[bytes, None, None] | None = None
         self._greenlet: Any = None  # the request's greenlet, which iterates the body
         self._stopping = False
         self._record = record
@@ -135,7 +136,9 @@ class SSEBody:
         """Run by the hub, while no stream runs: a body that is inside its loop is waiting there (on the
         upstream, mostly), so ``ServerStopping`` is thrown in; one at a ``yield`` (gunicorn writing its frames)
         or ended is left to its flag (an exception thrown there would land in gunicorn's code)."""
-        if self._relaying is not None and self._relaying.gi_running and not self._ended and not self._greenlet.dead:
+        relaying = self._relaying
+        if (relaying is not None and inspect.getgeneratorstate(relaying) == inspect.GEN_RUNNING and not self._ended
+                and not self._greenlet.dead):
             self._greenlet.throw(ServerStopping)
 
     def close(self) -> None:
@@ -158,7 +161,7 @@ class SSEBody:
             self._record.client_left()
             self._record = None
 
-    def _relay(self) -> Iterator[bytes]:
+    def _relay(self) -> Generator[bytes, None, None]:
         self._started = True
         record = self._record
         heartbeat, deadline, encoder = self._heartbeat, self._deadline, self._encoder
