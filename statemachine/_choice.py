@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, NamedTuple
 from transitions import Machine
 
 from ._jsoncall import JsonCallsBody
-from ._scanning import DONE, opener_at
+from ._reader import DONE
+from ._scanning import opener_at
 from ._sentinels import SentinelFinder
 from ._config import ParserConfig
 from ._errors import ModelOutputError, UsageError

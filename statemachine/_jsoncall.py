@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._jsonlex import StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
-from ._scanning import DONE, MORE, WS as _WS, opener_at, skip_to
+from ._reader import DONE, MORE
+from ._scanning import WS as _WS, opener_at, skip_to
 
 if TYPE_CHECKING:
     from .formats._base import CallSink

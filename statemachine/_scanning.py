@@ -7,11 +7,6 @@ where that tail starts without re-reading earlier text.
 
 from __future__ import annotations
 
-#: ``feed`` status: the block goes on; the reader consumed up to the returned position.
-MORE = "more"
-#: ``feed`` status: the block ended at the returned position; the rest is text again.
-DONE = "done"
-
 WS = " \t\r\n"
 
 

@@ -18,7 +18,8 @@ JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
 from __future__ import annotations
 
 from .._jsoncall import JsonCallsBody as JsonCallsReader
-from ._base import BodyReader, CallSink, TextFormat
+from .._reader import BodyReader, CallSink, Outcome
+from ._base import TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .dsml import DsmlFormat, DsmlV4Format
@@ -38,7 +39,7 @@ from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
 
-__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "TextFormat", "get_format", "register_format",
+__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "TextFormat", "get_format", "register_format",
            "registered_formats"]
 
 _REGISTRY: dict[str, TextFormat] = {}

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, end_calls_at_eof
+from .._scanning import WS, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
 

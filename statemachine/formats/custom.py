@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import re
 from .._events import CUSTOM
-from .._scanning import DONE, MORE, NewlineTrim, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat
+from .._scanning import NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat
 
 CLOSER = "</custom_tool_call>"
 _TAG_END = re.compile(r"[<>]")

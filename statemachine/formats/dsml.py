@@ -34,8 +34,9 @@ from typing import Any, Mapping
 
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end, skip_to
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._scanning import WS, partial_at_end, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
 DSML = "｜DSML｜"

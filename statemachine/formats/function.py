@@ -13,8 +13,9 @@ from typing import Any, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS as _WS, NewlineTrim, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .._scanning import WS as _WS, NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, compact_object
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")

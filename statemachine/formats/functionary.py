@@ -20,8 +20,9 @@ import json
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._scanning import WS, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions, compact_object
 from .function import FunctionBody, FunctionFormat
 
 PYTHON_TAG = "<|python_tag|>"

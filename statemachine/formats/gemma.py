@@ -31,8 +31,9 @@ import re
 from typing import Any
 
 from .._coerce import coerce_value
-from .._scanning import DONE, MORE, WS, partial_at_end, skip_to
-from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from .._scanning import WS, partial_at_end, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
 _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")

@@ -25,8 +25,9 @@ import re
 
 from .._coerce import coerce_value
 from .._jsoncall import JsonCallsBody
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._scanning import WS, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<tool_call>"
 CLOSER = "</tool_call>"

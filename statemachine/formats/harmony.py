@@ -33,8 +33,9 @@ from __future__ import annotations
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, opener_at, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, _MarkedFormat, call_instructions, compact_object
+from .._scanning import WS, opener_at, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"

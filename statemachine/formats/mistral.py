@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 
 from .._jsoncall import JsonCallsBody
-from .._scanning import MORE, WS
-from ._base import BodyReader, CallSink, compact_object
+from .._scanning import WS
+from .._reader import BodyReader, CallSink, MORE
+from ._base import compact_object
 from ._tokens import TokenCallsBody, TokenFormat, Tokens
 
 OPENER = "[TOOL_CALLS]"

@@ -26,8 +26,9 @@ import json
 import re
 from typing import Any
 
-from .._scanning import DONE, MORE, WS
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object, end_calls_at_eof
+from .._scanning import WS
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from .. import _jsoncall
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, compact_object
 
 
 class ToolCallFormat(TextFormat):

@@ -8,8 +8,9 @@ import re
 from .._coerce import coerce_parameters
 from .._jsoncall import object_text
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS as _WS, TextUntil, opener_at, skip_to
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .._scanning import WS as _WS, TextUntil, opener_at, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE
+from ._base import TextFormat, compact_object
 
 _TAG_MARK = re.compile(r"[<>]")
 _NAME_ATTRIBUTE = re.compile(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # in a ``<use_tool …>`` opener
