@@ -17,7 +17,7 @@ JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
 
 from __future__ import annotations
 
-from .._jsoncall import JsonCallsBody as JsonCallsReader
+from .._jsonblock import JsonCallsBody as JsonCallsReader
 from .._reader import BodyReader, CallSink, Outcome
 from ._base import TextFormat
 from .custom import CustomToolFormat

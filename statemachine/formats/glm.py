@@ -24,7 +24,7 @@ import json
 import re
 
 from .._coerce import coerce_value
-from .._jsoncall import JsonCallsBody
+from .._jsonblock import JsonCallsBody
 from .._scanning import WS, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE
 from ._base import TextFormat, call_instructions, compact_object

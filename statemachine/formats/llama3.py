@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from .._jsoncall import JsonCallsBody
+from .._jsonblock import JsonCallsBody
 from .._reader import BodyReader, CallSink
 from ._base import TextFormat, call_instructions, compact_object
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .._jsoncall import JsonCallsBody
+from .._jsonblock import JsonCallsBody
 from .._scanning import WS
 from .._reader import BodyReader, CallSink, MORE
 from ._base import compact_object

@@ -15,7 +15,7 @@ the tags is read too. ``<seed:think>`` … ``</seed:think>`` is reasoning, and
 
 from __future__ import annotations
 
-from .._jsoncall import JsonCallsBody
+from .._jsonblock import JsonCallsBody
 from .._reader import BodyReader, CallSink
 from ._base import TextFormat, call_instructions
 from .function import FunctionFormat

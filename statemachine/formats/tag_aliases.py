@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from .. import _jsoncall
+from .. import _jsonblock
 from .._reader import BodyReader, CallSink
 from ._base import TextFormat, compact_object
 
@@ -32,4 +32,4 @@ class TagAliasFormat(TextFormat):
                 f'"arguments": {compact_object(arguments)}}}</function_call>')
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
-        return _jsoncall.JsonCallsBody(sink, "</" + opener[1:], bare=True)
+        return _jsonblock.JsonCallsBody(sink, "</" + opener[1:], bare=True)

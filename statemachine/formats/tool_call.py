@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .. import _jsoncall
+from .. import _jsonblock
 from .._reader import BodyReader, CallSink
 from ._base import TextFormat, compact_object
 
@@ -20,4 +20,4 @@ class ToolCallFormat(TextFormat):
         return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}</tool_call>'
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
-        return _jsoncall.JsonCallsBody(sink, self.closer)
+        return _jsonblock.JsonCallsBody(sink, self.closer)
