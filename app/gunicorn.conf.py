@@ -24,7 +24,7 @@ from gunicorn.workers.ggevent import GeventWorker
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
 # used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
-# (README: "Deploying behind a reverse proxy").
+# (docs/deploying.md, "Behind a reverse proxy").
 worker_connections = int(os.environ.get("TOOLWIRE_WORKER_CONNECTIONS", "10000"))
 bind = os.environ.get("TOOLWIRE_BIND", "127.0.0.1:8000")
 # A liveness heartbeat between master and worker, not a request-length limit.

@@ -154,7 +154,7 @@ class Settings(BaseSettings):
     accept_formats: str = Field(
         "all", description="Formats recognised in the output besides tool_format: all (every registered format), "
                            "default (tool_call, use_tool, function, tag_aliases) or a comma list")
-    tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see README, Tool modes)")
+    tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see docs/tool-modes.md)")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
     unknown_tool: Literal["text", "emit", "fail"] = "text"

@@ -85,7 +85,7 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
 
 
 def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
-    """Open the upstream in the model's tool mode (README, Tool modes; :mod:`app.pipeline.native`).
+    """Open the upstream in the model's tool mode (docs/tool-modes.md; :mod:`app.pipeline.native`).
 
     Returns:
         The open stream, the parser configuration for it (no marker in native mode: the model never

@@ -1,4 +1,4 @@
-"""Tool modes: how a request's tools reach the back end (README, "Tool modes").
+"""Tool modes: how a request's tools reach the back end (docs/tool-modes.md).
 
 - ``prompt``: the tools become a manifest in the system prompt and the
   transcript is flattened to text (:mod:`app.pipeline.prompt`); calls are parsed

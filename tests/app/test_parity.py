@@ -1,7 +1,7 @@
 """Parity: the decisions both endpoints share, one table of cases run against Chat and Responses.
 
 Each case is written once in endpoint-neutral terms; :class:`Chat` and :class:`Responses` put it in
-their request shape and read their answer back. The decisions (README, "Chat and Responses agree"):
+their request shape and read their answer back. The decisions (docs/api.md, "Chat and Responses agree"):
 media parts become placeholders, a missing upstream ``usage`` is estimated, ``tool_choice`` is checked
 once with the same message and a ``param`` naming the offending value, and validation errors name
 their ``param`` the same way.

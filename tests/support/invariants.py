@@ -1,4 +1,4 @@
-"""Checkers for the toolwire wire contract (docs: /work/shared/docs/wire-contract.md, section 9).
+"""Checkers for the toolwire wire contract (docs/wire-contract.md, section 9).
 
 - ``check_chat_stream(raw, ...)``: Chat Completions SSE invariants 1, 2, 3, 5-19; returns a
   ``ChatStreamSummary`` (per choice: content, tool calls, legacy function_call, finish_reason; usage;
