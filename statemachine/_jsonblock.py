@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE
-from ._scanning import WS as _WS, skip_to
+from ._reader import DONE, MORE, Outcome
+from ._scanning import WS as _WS, Stop, skip_to
 
 if TYPE_CHECKING:
     from ._reader import CallSink
@@ -48,7 +48,7 @@ class JsonCallsBody:
         self.stray_dropped = False
         self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             if self.parser is not None:
@@ -56,14 +56,14 @@ class JsonCallsBody:
                 if result is None:
                     return MORE, n
                 status, pos = result
-                if status == "partial":
+                if status is Stop.PARTIAL:
                     return MORE, pos
                 parser, self.parser = self.parser, None
                 self.calls += 1
-                if status == "opener":
+                if status is Stop.OPENER:
                     self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
                     return DONE, pos
-                if status == "invalid":
+                if status is Stop.INVALID:
                     if self.bare or self.calls > 1 or not self.closer:
                         self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
                         return DONE, pos
@@ -156,7 +156,7 @@ class JsonCallsBody:
             self.ending = None
             self.ctx.call_end(repaired=repaired, invalid=invalid)
 
-    def _ended(self, pos: int) -> tuple[str, int]:
+    def _ended(self, pos: int) -> tuple[Outcome, int]:
         """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
         if not self.calls:
             self.ctx.call_abort("not_a_call", "the block holds no call")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._jsonlex import StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
-from ._reader import DONE
-from ._scanning import WS as _WS, opener_at
+from ._reader import DONE, Outcome
+from ._scanning import WS as _WS, Stop, opener_at
 
 if TYPE_CHECKING:
     from ._reader import CallSink
@@ -43,9 +43,9 @@ class JsonCallParser:
     parsed once, and its name and canonical arguments are reported then.
 
     ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
-    with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
-    grammar violation at ``pos``), ``"opener"`` (a call opener outside strings
-    interrupts the object at ``pos``) or ``"partial"`` (maybe an opener, cut
+    with status ``DONE`` (then :meth:`complete` reports it), ``Stop.INVALID`` (a
+    grammar violation at ``pos``), ``Stop.OPENER`` (a call opener outside strings
+    interrupts the object at ``pos``) or ``Stop.PARTIAL`` (maybe an opener, cut
     by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
     """
 
@@ -124,7 +124,7 @@ class JsonCallParser:
                 pos += 1
                 continue
             if ch == "<":  # never JSON here: a new call's opener, or a grammar violation
-                return opener_at(buf, pos, self.stops) or "invalid", pos
+                return opener_at(buf, pos, self.stops) or Stop.INVALID, pos
             expect = self.expect
             if expect == "open":
                 self.levels = 1  # a parser starts at its object's '{'
@@ -163,7 +163,7 @@ class JsonCallParser:
     def _relax(self, buf: str, pos: int) -> tuple[str, int] | None:
         """The call object broke strict JSON at ``pos``: read it again from its start as relaxed JSON."""
         if self.raw is None:  # argument text went out already: too late
-            return "invalid", pos
+            return Stop.INVALID, pos
         text = "".join(self.raw) + buf[self._start:pos]
         self.raw = None
         self.held = []
@@ -181,26 +181,26 @@ class JsonCallParser:
         cut = len(buf) - pos > room
         end = self.relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
         stopped = self.relaxed.stopped
-        if end is None or (cut and stopped == "partial"):
+        if end is None or (cut and stopped is Stop.PARTIAL):
             if cut:
-                return "invalid", pos + max(room, 0) if end is None else end
+                return Stop.INVALID, pos + max(room, 0) if end is None else end
             self.relaxed_room -= len(buf) - pos
             return None
         if stopped:
             self.relaxed_room -= end - pos
             return stopped, end
-        return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
+        return (Stop.INVALID, end) if self.relaxed.failed else self._relaxed_call(end)
 
-    def _relaxed_call(self, end: int) -> tuple[str, int]:
+    def _relaxed_call(self, end: int) -> tuple[Outcome, int]:
         """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
         self.reading = None
         self.repaired = True
         try:
             name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
         except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
-            return "invalid", end
+            return Stop.INVALID, end
         if name is None:
-            return "invalid", end
+            return Stop.INVALID, end
         self.name = name
         self.saw_args = has_args
         if not self.bare or has_args:

@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from ._scanning import opener_at
+from ._scanning import Stop, opener_at
 
 # What comes next outside strings (shared with the strict lexer).
 KEY = "key"  # a key, or the object's closer
@@ -108,7 +108,7 @@ class RelaxedValue:
         self.failed = False
         self.stops = stops
         self.halt = halt
-        self.stopped: str | None = None
+        self.stopped: Stop | None = None
         self.quote = ""  # the open string's quote character
         self.escape = False
         self.hexits: str | None = None  # the hex digits read so far after a '\\u'

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .._jsonlex import ValueLexer
-from .._scanning import WS, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._scanning import WS, Stop, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
@@ -54,7 +54,7 @@ class ObjectArguments:
     repaired: bool
     invalid: bool
 
-    def read_object(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def read_object(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """Stream the object from ``buf[pos:]``: ``(MORE, end)`` to go on with the next chunk, ``(DONE,
         end)`` when a call opener cut it (the call is aborted there), or ``(None, end)``: it closed just
         before ``end`` (``repaired`` and ``invalid`` say how it went; the lexer is let go)."""
@@ -62,9 +62,9 @@ class ObjectArguments:
         text, end = lexer.feed(buf, pos)
         if text:
             self.sink.call_args(text)
-        if lexer.stopped == "partial":
+        if lexer.stopped is Stop.PARTIAL:
             return MORE, end
-        if lexer.stopped == "opener":
+        if lexer.stopped is Stop.OPENER:
             self.sink.call_abort("invalid_json", "a new call began before this one was complete")
             return DONE, end
         if end is None:
@@ -98,7 +98,7 @@ class TokenCallsBody(ObjectArguments):
         self.invalid = False
         self.after = tuple(t for t in (*tokens.skip, tokens.call_end, tokens.call_begin, tokens.section_end) if t)
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -141,7 +141,7 @@ class TokenCallsBody(ObjectArguments):
                 pos += 1
                 continue
             token, status = self._token_at(buf, pos)
-            if status == "partial":
+            if status is Stop.PARTIAL:
                 return MORE, pos
             if token is None:
                 if state == "section":  # a call without its begin token: its header is read as one
@@ -167,7 +167,7 @@ class TokenCallsBody(ObjectArguments):
             if token and tail.startswith(token):
                 return token, None
         if any(token.startswith(tail) for token in tokens if token) and pos + len(tail) == len(buf):
-            return None, "partial"
+            return None, Stop.PARTIAL
         return None, None
 
     def _skip(self, buf: str, pos: int) -> tuple[int, str | None]:
@@ -194,7 +194,7 @@ class TokenCallsBody(ObjectArguments):
             self.pending = False
             self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later call's header is malformed: the calls before it stand
             self._end()
             return DONE, pos

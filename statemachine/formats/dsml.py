@@ -35,7 +35,7 @@ from typing import Any, Mapping
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import WS, partial_at_end, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -77,7 +77,7 @@ class DsmlBody(ObjectArguments):
         self.lexer: ValueLexer | None = None
         self.repaired = self.invalid = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -242,19 +242,19 @@ class DsmlBody(ObjectArguments):
             self.sink.call_args("}" if self.pairs else "{}")
         self.sink.call_end()
 
-    def _section_end(self, buf: str, pos: int) -> tuple[str, int]:
+    def _section_end(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.calls:
             return self._not_a_call(buf, pos)
         return DONE, pos
 
-    def _stray(self, buf: str, pos: int) -> tuple[str, int]:
+    def _stray(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Text the syntax has no place for: between invokes the block ends there; inside one it is malformed."""
         if self.state == "section":  # prose after complete invokes: the section ended without its closer
             return (DONE, pos) if self.calls else self._not_a_call(buf, pos)
         self.sink.call_abort("invalid_json", "the DSML block holds text outside its tags")
         return DONE, pos
 
-    def _not_a_call(self, buf: str, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later invoke's header is malformed: the calls before it stand, the rest is dropped
             self.sink.note("invalid_json", "a malformed DSML invoke was dropped up to the section's end")
             self.state = "skip"
@@ -262,7 +262,7 @@ class DsmlBody(ObjectArguments):
         self.sink.call_abort("not_a_call", "the DSML block does not start a call")
         return DONE, pos
 
-    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Drop text up to the section's end (a bare invoke's: the invoke's), or to the next call's opener."""
         hit, end = skip_to(buf, pos, self.closer or INVOKE_END, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)

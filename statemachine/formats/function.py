@@ -13,8 +13,8 @@ from typing import Any, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import WS as _WS, NewlineTrim, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._scanning import WS as _WS, NewlineTrim, Stop, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, compact_object
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
@@ -95,7 +95,7 @@ class FunctionBody:
         self.sent_keys: set[str] = set()  # parameters sent so far: a key is never sent twice
         self.nested = 0  # '<function=' blocks open inside the current value (an example call)
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         self.partial = False
         while pos < n:
@@ -106,7 +106,7 @@ class FunctionBody:
                     self.ctx.call_args(text)
                 if end is None:
                     return MORE, n
-                if self.lexer.stopped == "partial":
+                if self.lexer.stopped is Stop.PARTIAL:
                     return MORE, end
                 if self.lexer.stopped:
                     self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
@@ -249,7 +249,7 @@ class FunctionBody:
         self.state = "value"
         self._value(text)
 
-    def _invalid(self, pos: int, message: str) -> tuple[str, int]:
+    def _invalid(self, pos: int, message: str) -> tuple[Outcome, int]:
         self.ctx.call_abort("invalid_json", message)
         return DONE, pos
 

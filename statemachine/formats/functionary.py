@@ -20,8 +20,8 @@ import json
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import WS, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._scanning import WS, Stop, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, compact_object
 from .function import FunctionBody, FunctionFormat
 
@@ -39,7 +39,7 @@ class CodeBody:
         self.sink = sink
         self.started = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.started:
             self.started = True
             self.sink.call_name("python")
@@ -71,7 +71,7 @@ class RecipientBody:
         self.lexer: ValueLexer | None = None
         self.named = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.inner is not None:
             return self.inner.feed(buf, pos)
         if self.lexer is not None:
@@ -102,11 +102,11 @@ class RecipientBody:
         self.lexer = ValueLexer(stops=self.sink.openers)
         return self._arguments(buf, pos)
 
-    def _arguments(self, buf: str, pos: int) -> tuple[str, int]:
+    def _arguments(self, buf: str, pos: int) -> tuple[Outcome, int]:
         text, end = self.lexer.feed(buf, pos)
         if text:
             self.sink.call_args(text)
-        if self.lexer.stopped == "partial":
+        if self.lexer.stopped is Stop.PARTIAL:
             return MORE, end
         if self.lexer.stopped:
             self.sink.call_abort("invalid_json", "a new call began before this one was complete")
@@ -116,7 +116,7 @@ class RecipientBody:
         self.sink.call_end(repaired=self.lexer.repaired, invalid=self.lexer.failed)
         return DONE, end
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the recipient line names no tool")
         return DONE, pos
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
@@ -89,7 +89,7 @@ class GemmaCallBody:
         self.stops = {delim: re.compile(f"{re.escape(delim)}|{re.escape(closer)}"),
                       '"': re.compile(f"{_JSON_STOP.pattern}|{re.escape(closer)}")}
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -216,7 +216,7 @@ class GemmaCallBody:
             return pos, True
         return pos, None
 
-    def _cut(self, pos: int) -> tuple[str, int]:
+    def _cut(self, pos: int) -> tuple[Outcome, int]:
         """The closer at ``pos`` cut a string left open. The closer is a special token, never string text: a
         top-level string ends before it (a ``}`` there is the object's) and the call is repaired; a nested one
         leaves the call invalid, as where the string ends inside its brackets is not known."""
@@ -247,17 +247,17 @@ class GemmaCallBody:
                             + json.dumps(value, ensure_ascii=False))
         self.pairs += 1
 
-    def _broken(self, buf: str, pos: int) -> tuple[str, int]:
+    def _broken(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """The arguments are malformed: the call is dropped, and so is its text up to the closer."""
         self.sink.call_abort("invalid_json", "the call's arguments are not key:value pairs")
         self.state = "skip"
         return self._skip(buf, pos)
 
-    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         hit, end = skip_to(buf, pos, self.closer, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import WS, opener_at, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._scanning import WS, Stop, opener_at, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -75,7 +75,7 @@ class HarmonyBody(ObjectArguments):
         self.repaired = False
         self.invalid = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -117,7 +117,7 @@ class HarmonyBody(ObjectArguments):
                 self.state = "args"
                 continue
             hit = self._token(buf, pos, _AFTER)
-            if hit == "partial":
+            if hit is Stop.PARTIAL:
                 return MORE, pos
             if state == "body":
                 if hit is None:  # neither an object nor an end: the arguments are not JSON
@@ -153,7 +153,7 @@ class HarmonyBody(ObjectArguments):
     @staticmethod
     def _token(buf: str, pos: int, tokens: tuple[str, ...], *, anywhere: bool = False):
         """The first of ``tokens`` at ``pos`` as ``(token, where the block ends)``: after an end token, at a
-        header; ``"partial"`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
+        header; ``Stop.PARTIAL`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
         first from ``pos`` on (never partial)."""
         if anywhere:
             found = [(i, t) for t in tokens if (i := buf.find(t, pos)) != -1]
@@ -165,9 +165,9 @@ class HarmonyBody(ObjectArguments):
             if buf.startswith(token, pos):
                 return token, pos + len(token) if token in _ENDS else pos
         tail = buf[pos:]
-        return "partial" if any(t.startswith(tail) for t in tokens) else None
+        return Stop.PARTIAL if any(t.startswith(tail) for t in tokens) else None
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "no <|message|> ended the Harmony header")
         return DONE, pos
 
@@ -228,7 +228,7 @@ class HarmonyFormat(TextFormat):
         """The reply's first message with its recipient in the role header the prompt began
         (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
         hit = opener_at(buf, pos, (TO_FUNCTIONS,))
-        return HarmonyBody(sink, "") if hit == "opener" else hit
+        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else "partial"
 
 
 class _MarkedHarmony(_MarkedFormat):

@@ -18,7 +18,7 @@ import re
 
 from .._jsonblock import JsonCallsBody
 from .._scanning import WS
-from .._reader import BodyReader, CallSink, MORE
+from .._reader import BodyReader, CallSink, MORE, Outcome
 from ._base import compact_object
 from ._tokens import TokenCallsBody, TokenFormat, Tokens
 
@@ -42,7 +42,7 @@ class MistralBody:
         self.sink = sink
         self.inner: BodyReader | None = None
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.inner is None:
             while pos < len(buf) and buf[pos] in WS:
                 pos += 1

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from .._scanning import WS
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
@@ -60,7 +60,7 @@ class PythonicBody:
         self.broken = False  # the current call has an argument that is no literal
         self.pending = False  # a call whose ')' arrived, not ended yet
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -198,7 +198,7 @@ class PythonicBody:
             self.pending = False
             self.sink.call_end()
 
-    def _ended(self, pos: int) -> tuple[str, int]:
+    def _ended(self, pos: int) -> tuple[Outcome, int]:
         if not self.calls:
             self.sink.call_abort("not_a_call", "the block does not start a pythonic call")
         return DONE, pos

@@ -8,8 +8,8 @@ import re
 from .._coerce import coerce_parameters
 from .._jsoncall import object_text
 from .._jsonlex import ValueLexer
-from .._scanning import WS as _WS, TextUntil, opener_at, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE
+from .._scanning import WS as _WS, Stop, TextUntil, opener_at, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, compact_object
 
 _TAG_MARK = re.compile(r"[<>]")
@@ -56,7 +56,7 @@ class UseToolBody:
         self.has_args = False
         self.repaired = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -81,7 +81,7 @@ class UseToolBody:
                     self.ctx.call_args(text)
                 if end is None:
                     return MORE, n
-                if self.lexer.stopped == "partial":
+                if self.lexer.stopped is Stop.PARTIAL:
                     return MORE, end
                 if self.lexer.stopped:
                     return self._interrupted(end)
@@ -121,7 +121,7 @@ class UseToolBody:
                     self.ctx.call_abort("not_a_call", "the block does not start a call")  # prose (4.2)
                     return DONE, pos
                 return self._invalid(buf, pos)
-            if opener_at(buf, pos, self.ctx.openers) == "opener":
+            if opener_at(buf, pos, self.ctx.openers) is Stop.OPENER:
                 return self._interrupted(pos)
             end = buf.find(">", pos, pos + self._TAG_LIMIT)
             if end == -1:
@@ -192,7 +192,7 @@ class UseToolBody:
             self.ctx.call_args(self._params_json())
         self.ctx.call_end(repaired=self.repaired)
 
-    def _interrupted(self, pos: int) -> tuple[str, int]:
+    def _interrupted(self, pos: int) -> tuple[Outcome, int]:
         """A new call's opener at ``pos`` ends this block without its closer (case 14)."""
         if self._complete():
             self._finish()
@@ -200,23 +200,23 @@ class UseToolBody:
             self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
         return DONE, pos
 
-    def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[str, int]:
+    def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[Outcome, int]:
         """A ``<`` at ``i`` where no tag may stand: a new call's opener ends the block, anything else
         is malformed; a possible opener cut by the chunk's end is fed again from ``keep``."""
         hit = opener_at(buf, i, self.ctx.openers)
-        if hit == "opener":
+        if hit is Stop.OPENER:
             return self._interrupted(i)
-        if hit == "partial":
+        if hit is Stop.PARTIAL:
             return MORE, keep
         return self._invalid(buf, i)
 
-    def _invalid(self, buf: str, pos: int) -> tuple[str, int]:
+    def _invalid(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """A malformed block: skip to the closer (or a new call's opener), then release the whole block."""
         self.ctx.call_invalid()
         self.state = "skip"
         return self._skip(buf, pos)
 
-    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         hit, end = skip_to(buf, pos, self.CLOSER, self.ctx.openers)
         if hit is None:
             return MORE, end
