@@ -135,6 +135,7 @@ class RelaxedValue:
                 continue
             if self.word is not None:
                 m = _WORD.match(buf, pos)
+                assert m is not None  # the pattern matches the empty string
                 self.word.append(m.group())
                 pos = m.end()
                 if pos < n:
@@ -213,6 +214,7 @@ class RelaxedValue:
             self.out.append(", ")
 
     def _word_done(self) -> None:
+        assert self.word is not None
         word = "".join(self.word)
         self.word = None
         if self.key:
@@ -319,9 +321,10 @@ def relaxed_loads(text: str) -> Any:
     """``text`` (a whole relaxed JSON object or array) as a Python value, or ``None`` if it is not one."""
     text = text.strip(WS)
     reader = RelaxedValue()
-    if reader.feed(text, 0) != len(text) or reader.text() is None:
+    canonical = reader.text() if reader.feed(text, 0) == len(text) else None
+    if canonical is None:
         return None
     try:
-        return json.loads(reader.text())
+        return json.loads(canonical)
     except ValueError:
         return None

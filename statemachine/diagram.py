@@ -73,7 +73,7 @@ def callback_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _mermaid(current: str | None, taken: set) -> str:
+def _mermaid(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {INITIAL.value}"]
     for source, trigger, dest in edges():
         lines.append(f"    {source} --> {dest} : {trigger}")
@@ -90,7 +90,7 @@ def _mermaid(current: str | None, taken: set) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dot(current: str | None, taken: set) -> str:
+def _dot(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     lines = ["digraph choice {", "    rankdir=LR;", '    node [shape=box, style="rounded,filled", fillcolor=white];',
              '    start [shape=point];', f"    start -> {INITIAL.value};"]
     for state in ChoiceState:

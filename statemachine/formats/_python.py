@@ -129,7 +129,8 @@ def literal(text: str) -> Any:
 
 
 def _skip(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()
+    m = _WS.match(text, pos)
+    return pos if m is None else m.end()
 
 
 class _Reader:
@@ -191,7 +192,7 @@ class _Reader:
             return items[0], pos + 1
         return items, pos + 1
 
-    def _strings(self, pos: int) -> tuple[Outcome, int]:
+    def _strings(self, pos: int) -> tuple[str, int]:
         """One string literal, or several adjacent ones joined."""
         text = self.text
         parts = []
@@ -203,7 +204,7 @@ class _Reader:
                 return "".join(parts), pos
             pos = nxt
 
-    def _string(self, pos: int) -> tuple[Outcome, int]:
+    def _string(self, pos: int) -> tuple[str, int]:
         text = self.text
         raw = text[pos] in "rR"
         pos += text[pos] in "rRuU"
@@ -228,7 +229,7 @@ class _Reader:
                 out.append(escaped)
 
 
-def _escape(text: str, pos: int) -> tuple[Outcome, int]:
+def _escape(text: str, pos: int) -> tuple[str, int]:
     """The text of the escape whose backslash stands just before ``pos``, and the position after it."""
     ch = text[pos:pos + 1]
     if ch in _SIMPLE_ESCAPES and ch:

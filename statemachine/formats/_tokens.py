@@ -59,16 +59,17 @@ class ObjectArguments:
         end)`` when a call opener cut it (the call is aborted there), or ``(None, end)``: it closed just
         before ``end`` (``repaired`` and ``invalid`` say how it went; the lexer is let go)."""
         lexer = self.lexer
+        assert lexer is not None
         text, end = lexer.feed(buf, pos)
         if text:
             self.sink.call_args(text)
+        if end is None:
+            return MORE, len(buf)
         if lexer.stopped is Stop.PARTIAL:
             return MORE, end
         if lexer.stopped is Stop.OPENER:
             self.sink.call_abort("invalid_json", "a new call began before this one was complete")
             return DONE, end
-        if end is None:
-            return MORE, len(buf)
         self.repaired, self.invalid = lexer.repaired, lexer.failed
         self.lexer = None
         return None, end
@@ -133,15 +134,15 @@ class TokenCallsBody(ObjectArguments):
                 pos = brace
                 continue
             if state == "skip":
-                pos, status = self._skip(buf, pos)
-                if status == MORE:
+                pos, skipped = self._skip(buf, pos)
+                if skipped is MORE:
                     return MORE, pos
                 continue
             if buf[pos] in WS:
                 pos += 1
                 continue
-            token, status = self._token_at(buf, pos)
-            if status is Stop.PARTIAL:
+            token, cut = self._token_at(buf, pos)
+            if cut is Stop.PARTIAL:
                 return MORE, pos
             if token is None:
                 if state == "section":  # a call without its begin token: its header is read as one
@@ -160,7 +161,7 @@ class TokenCallsBody(ObjectArguments):
                 return DONE, pos
         return MORE, n
 
-    def _token_at(self, buf: str, pos: int) -> tuple[str | None, str | None]:
+    def _token_at(self, buf: str, pos: int) -> tuple[str | None, Stop | None]:
         tokens = self.after if self.state == "after" else (self.tokens.call_begin, self.tokens.section_end)
         tail = buf[pos:pos + max(map(len, tokens))]
         for token in tokens:
@@ -170,7 +171,7 @@ class TokenCallsBody(ObjectArguments):
             return None, Stop.PARTIAL
         return None, None
 
-    def _skip(self, buf: str, pos: int) -> tuple[int, str | None]:
+    def _skip(self, buf: str, pos: int) -> tuple[int, Outcome | None]:
         """Skip a dropped call's text up to its end token (or the next call's, or the section's end)."""
         tokens = self.tokens
         found = [(i, t) for t in (tokens.call_end, tokens.call_begin, tokens.section_end)

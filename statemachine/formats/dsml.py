@@ -73,7 +73,7 @@ class DsmlBody(ObjectArguments):
         self.string: str | None = None  # the current parameter's ``string`` attribute
         self.streaming = False  # the current value goes out as a JSON string as it arrives
         self.text: list[str] = []  # a buffered value's text so far
-        self.held: tuple[str, Any, dict] | None = None  # a wrapper parameter (key, value, the object it wraps)
+        self.held: tuple[str, Any, dict[str, Any]] | None = None  # a wrapper parameter (key, value, the object it wraps)
         self.lexer: ValueLexer | None = None
         self.repaired = self.invalid = False
 
@@ -129,7 +129,7 @@ class DsmlBody(ObjectArguments):
 
     # the invoke's header ---------------------------------------------------------------------------
 
-    def _header(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _header(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """``NAME">`` (or ``NAME"/>``): the call begins; ``(None, after it)``, or the block's outcome."""
         quote = buf.find('"', pos, pos + _LIMIT)
         m = _HEADER_END.match(buf, quote) if quote != -1 else None
@@ -155,7 +155,7 @@ class DsmlBody(ObjectArguments):
 
     # parameters ------------------------------------------------------------------------------------
 
-    def _param(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _param(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """``K" string="…">``: a value begins; ``(None, after it)``, or the block's outcome."""
         close = buf.find(">", pos, pos + _LIMIT)
         if close == -1:
@@ -293,7 +293,7 @@ def typed_value(raw: str, string: str | None, prop: Mapping[str, Any] | None) ->
     return coerce_value(raw, prop)
 
 
-def _object_in(value: Any) -> dict | None:
+def _object_in(value: Any) -> dict[str, Any] | None:
     """A wrapper's value as the object it holds (an object, or a string holding one), else ``None``."""
     if isinstance(value, str):
         try:
@@ -318,7 +318,7 @@ class DsmlFormat(TextFormat):
 
     name = "deepseek_v32"
     section = V32_SECTION
-    openers = (V32_SECTION, V4_SECTION, INVOKE)
+    openers: tuple[str, ...] = (V32_SECTION, V4_SECTION, INVOKE)
     end_tokens = ("<｜end▁of▁sentence｜>",)
 
     def __init__(self) -> None:

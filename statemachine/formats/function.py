@@ -32,7 +32,7 @@ class FunctionFormat(TextFormat):
     """
 
     name = "function"
-    openers = OPENERS
+    openers: tuple[str, ...] = OPENERS
     closer = "</function>"
 
     def render_call(self, name: str, arguments: str) -> str:

@@ -103,17 +103,19 @@ class RecipientBody:
         return self._arguments(buf, pos)
 
     def _arguments(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        text, end = self.lexer.feed(buf, pos)
+        lexer = self.lexer
+        assert lexer is not None
+        text, end = lexer.feed(buf, pos)
         if text:
             self.sink.call_args(text)
-        if self.lexer.stopped is Stop.PARTIAL:
-            return MORE, end
-        if self.lexer.stopped:
-            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
         if end is None:
             return MORE, len(buf)
-        self.sink.call_end(repaired=self.lexer.repaired, invalid=self.lexer.failed)
+        if lexer.stopped is Stop.PARTIAL:
+            return MORE, end
+        if lexer.stopped:
+            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
+            return DONE, end
+        self.sink.call_end(repaired=lexer.repaired, invalid=lexer.failed)
         return DONE, end
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:

@@ -193,15 +193,17 @@ class GemmaCallBody:
         """Read the open string on from ``pos``: ``(position, True)`` after its end quote, ``(keep, None)`` if it
         is still open, ``(position, False)`` at the call's closer (the string was left open)."""
         n = len(buf)
+        quote = self.quote
+        assert quote is not None
         while pos < n:
             if self.escaped:
                 self.value.append(buf[pos])
                 self.escaped = False
                 pos += 1
                 continue
-            m = self.stops[self.quote].search(buf, pos)
+            m = self.stops[quote].search(buf, pos)
             if m is None:
-                keep = partial_at_end(buf, pos, (self.quote, self.closer))
+                keep = partial_at_end(buf, pos, (quote, self.closer))
                 self.value.append(buf[pos:keep])
                 return keep, None
             if m.group() == self.closer:
@@ -225,7 +227,7 @@ class GemmaCallBody:
             return DONE, pos + len(self.closer)
         text = "".join(self.value)
         body = text.rstrip()
-        self.value = [body[:-1] if body.endswith("}") else text, self.quote]
+        self.value = [body[:-1] if body.endswith("}") else text, self.quote or ""]
         self.sink.note("repaired", "a string left open before the call's closer was closed there")
         self._pair()
         self.sink.call_args("}")
@@ -340,6 +342,7 @@ def _key(text: str, pos: int, delim: str) -> tuple[str, int] | None:
         key, pos = found[0], _skip(text, found[1])
     else:
         m = _BARE_KEY.match(text, pos)
+        assert m is not None  # the pattern matches the empty string
         key, pos = m.group().strip().strip("'"), m.end()
         if not key and pos < len(text):
             raise ValueError("a key is missing")
@@ -379,8 +382,8 @@ class FunctionGemmaFormat(TextFormat):
     """FunctionGemma: ``<start_function_call>call:NAME{key:<escape>value<escape>}<end_function_call>``."""
 
     name = "functiongemma"
-    openers = ("<start_function_call>",)
-    end_tokens = ("<end_of_turn>",)
+    openers: tuple[str, ...] = ("<start_function_call>",)
+    end_tokens: tuple[str, ...] = ("<end_of_turn>",)
     closer = "<end_function_call>"
     delim = "<escape>"
 

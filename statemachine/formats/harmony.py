@@ -101,6 +101,7 @@ class HarmonyBody(ObjectArguments):
                     self.sink.drop_block()
                 else:
                     self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
+                assert isinstance(hit, tuple)  # found anywhere: never cut
                 return DONE, hit[1]
             if state == "args":
                 status, end = self.read_object(buf, pos)
@@ -126,6 +127,7 @@ class HarmonyBody(ObjectArguments):
                 self.sink.call_args("{}")  # a call without arguments takes none: {} by rule
                 self.repaired = True
             self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
+            assert not isinstance(hit, Stop)
             return DONE, pos if hit is None else hit[1]  # text after the call is read as text
         return MORE, n
 
@@ -151,7 +153,8 @@ class HarmonyBody(ObjectArguments):
         return True
 
     @staticmethod
-    def _token(buf: str, pos: int, tokens: tuple[str, ...], *, anywhere: bool = False):
+    def _token(buf: str, pos: int, tokens: tuple[str, ...], *,
+               anywhere: bool = False) -> tuple[str, int] | Stop | None:
         """The first of ``tokens`` at ``pos`` as ``(token, where the block ends)``: after an end token, at a
         header; ``Stop.PARTIAL`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
         first from ``pos`` on (never partial)."""
@@ -219,7 +222,11 @@ class HarmonyFormat(TextFormat):
     def with_marker(self, marker: str | None) -> TextFormat:
         """In marker mode only a marked header opens a call; the model's own unmarked headers still split
         reasoning and text (a call in one is text)."""
-        return self if marker is None else _MarkedHarmony(super().with_marker(marker))
+        if marker is None:
+            return self
+        marked = super().with_marker(marker)
+        assert isinstance(marked, _MarkedFormat)
+        return _MarkedHarmony(marked)
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)

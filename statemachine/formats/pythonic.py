@@ -65,13 +65,15 @@ class PythonicBody:
         while pos < n:
             state = self.state
             if state == "args":
-                end, keep = self.scanner.feed(buf, pos)
+                scanner = self.scanner
+                assert scanner is not None
+                end, keep = scanner.feed(buf, pos)
                 if end is None:
                     return MORE, keep
-                if self.scanner.broken:  # no ')' will come: the call and its block end here
+                if scanner.broken:  # no ')' will come: the call and its block end here
                     self.sink.call_abort("invalid_json", "a call's argument is not a Python literal")
                     return DONE, end
-                self._argument(self.scanner.text(), last=buf[end] == ")")
+                self._argument(scanner.text(), last=buf[end] == ")")
                 pos = end + 1
                 if buf[end] == ")":
                     self._call_closed()
@@ -116,7 +118,7 @@ class PythonicBody:
             return self._ended(pos)  # prose, a new opener, anything else: the block ended here
         return MORE, n
 
-    def _name(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _name(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """At the next call's name: its header once the ``(`` arrives; the block ends if it is no call."""
         while pos < len(buf) and buf[pos] in WS:
             pos += 1
@@ -179,7 +181,7 @@ class PythonicBody:
         if self.args >= len(names) or self.keys & set(names[self.args:]):
             return None
         self.sink.note("repaired", "a positional argument was given its parameter's name")
-        return names[self.args]
+        return str(names[self.args])
 
     def _call_closed(self) -> None:
         self.scanner = None
