@@ -54,12 +54,14 @@ def render_choice_fsm(fmt: str = "mermaid", current: str | ChoiceState | None = 
 
 
 def state_notes() -> list[tuple[str, str]]:
-    """Per state, in words: the reader that reads its input and the callback run on entering it."""
+    """Per state, in words: the reader that reads its input, the callback run on entering it and the
+    callback each edge out of it runs."""
     notes = []
     for state in ChoiceState:
         parts = [f"read by {READERS[state]}" if state in READERS else "reads nothing"]
         if state in ON_ENTER:
             parts.append(f"on enter {ON_ENTER[state]}")
+        parts.extend(f"{t.trigger} runs {t.after}" for t in TRANSITIONS if t.source is state and t.after)
         notes.append((state.value, ", ".join(parts)))
     return notes
 
@@ -96,8 +98,10 @@ def _dot(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     for state in ChoiceState:
         attrs = ' fillcolor=darksalmon, color=red, peripheries=2' if state.value == current else ""
         lines.append(f'    {state.value} [label="{state.value}"{"," + attrs if attrs else ""}];')
-    for source, trigger, dest in edges():
+    for t in TRANSITIONS:
+        source, trigger, dest = t.source.value, t.trigger, t.dest.value
         style = ', color=blue, penwidth=2' if (source, trigger, dest) in taken else ""
-        lines.append(f'    {source} -> {dest} [label="{trigger}"{style}];')
+        callback = f', xlabel="{t.after}"' if t.after else ""
+        lines.append(f'    {source} -> {dest} [label="{trigger}"{style}{callback}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
