@@ -438,7 +438,7 @@ def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
     name = None
     args: dict[str, Any] = {}
 
-    def walk(level: dict) -> None:
+    def walk(level: dict[str, Any]) -> None:
         nonlocal name
         for key, value in level.items():
             if key in WRAPPER_KEYS and isinstance(value, dict):

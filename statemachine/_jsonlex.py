@@ -125,6 +125,7 @@ class ValueLexer:
                 continue
             if self.literal is not None:
                 m = _LITERAL.match(buf, pos)
+                assert m is not None  # the pattern matches the empty string
                 self.literal.append(m.group())
                 pos = m.end()
                 if pos == n:
@@ -229,6 +230,7 @@ class ValueLexer:
 
     def _relaxed(self, buf: str, pos: int, out: list[str]) -> tuple[str, int | None]:
         relaxed = self.relaxed
+        assert relaxed is not None
         end = relaxed.feed(buf, pos)
         if relaxed.stopped:
             self.stopped = relaxed.stopped
@@ -248,7 +250,7 @@ class StringReader:
 
     __slots__ = ("parts", "escape")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[str] = []
         self.escape = False
 
@@ -284,7 +286,7 @@ class StringReader:
         for ch, esc in CONTROL.items():
             raw = raw.replace(ch, esc)
         try:
-            return json.loads('"' + raw + '"')
+            return str(json.loads('"' + raw + '"'))
         except ValueError:
             return None
 

@@ -196,6 +196,7 @@ class FunctionBody:
         m = _NON_WS.search(buf, pos)
         j = n if m is None else m.start()
         room = self._CLOSE_HOLD - self.closing_len
+        assert self.closing is not None
         if j - pos > room:  # too much whitespace to hold: the '</parameter>' was value text
             self._not_closed(buf[pos:pos + room])
             return pos + room
@@ -244,7 +245,7 @@ class FunctionBody:
 
     def _not_closed(self, more: str) -> None:
         """The held ``</parameter>`` (and whitespace) belongs to the value."""
-        text = "".join(self.closing) + more
+        text = "".join(self.closing or ()) + more
         self.closing = None
         self.state = "value"
         self._value(text)

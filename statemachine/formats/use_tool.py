@@ -157,7 +157,7 @@ class UseToolBody:
         self.ctx.call_name(name)
 
     def _json_body_done(self) -> None:
-        body = "".join(self.json_body)
+        body = "".join(self.json_body or ())
         self.json_body = None
         try:
             obj = json.loads(body)
