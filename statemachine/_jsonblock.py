@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from .formats.function import FunctionBody
 
 
-class JsonBlockState(enum.Enum):
-    """Where a :class:`JsonCallsBody` is in its block."""
+class JsonBlockState(str, enum.Enum):
+    """Where a :class:`JsonCallsBody` is in its block. (a ``str`` enum: table lookups hash it in C)."""
 
     #: Before the first call.
     START = "start"

@@ -28,8 +28,8 @@ _LITERAL_END = re.compile(r"[\s,}\]<]")
 _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
 
 
-class Reading(enum.Enum):
-    """What a :class:`JsonCallParser`'s current sub-reader reads."""
+class Reading(str, enum.Enum):
+    """What a :class:`JsonCallParser`'s current sub-reader reads. (a ``str`` enum: table lookups hash it in C)."""
 
     ARGS = "args"  #: the arguments' object (or array) value, streamed
     SKIP = "skip"  #: another key's object or array value, passed over
@@ -41,7 +41,7 @@ class Reading(enum.Enum):
     RELAXED = "relaxed"  #: the whole object, read again as relaxed JSON (case 25)
 
 
-class Expect(enum.Enum):
+class Expect(str, enum.Enum):
     """What the call object's grammar expects next, outside any value."""
 
     OPEN = "open"

@@ -7,13 +7,14 @@ Seed-OSS write parameter children, usually inside ``<tool_call>`` (the
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import WS as _WS, NewlineTrim, Stop, partial_at_end
+from .._scanning import NewlineTrim, Stop, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, compact_object
 
@@ -44,6 +45,29 @@ class FunctionFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return FunctionBody(sink)
+
+
+class FunctionState(str, enum.Enum):
+    """Where a :class:`FunctionBody` is in its block. (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The function's name, up to the opener's ``>``.
+    NAME = "name"
+    #: Between parameters: a parameter, a JSON object, or the end.
+    BODY = "body"
+    #: A JSON object body, streamed by the value lexer.
+    JSON = "json"
+    #: A parameter's name, up to its tag's ``>``.
+    PARAM_NAME = "param_name"
+    #: A parameter's value.
+    VALUE = "value"
+    #: After a ``</parameter>``: did it close the parameter?
+    CLOSING = "closing"
+
+
+NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING = FunctionState
+
+#: A state's step: the block's outcome, or ``None`` to read on; and the position.
+Step = tuple[Outcome | None, int]
 
 
 class FunctionBody:
@@ -80,7 +104,7 @@ class FunctionBody:
         self.ctx = ctx
         self.outer_closer = outer_closer  # the enclosing block's closer (``</tool_call>``): implies ``</function>``
         self.tags = (self._PARAM_OPEN, self.CLOSER) + ((outer_closer,) if outer_closer else ())
-        self.state = "name"
+        self.state = NAME
         self.closing: list[str] | None = None  # a '</parameter>' and the whitespace after it, held
         self.closing_len = 0
         self.partial = False  # the last feed stopped at a tag cut by the chunk's end
@@ -99,96 +123,115 @@ class FunctionBody:
         n = len(buf)
         self.partial = False
         while pos < n:
-            state = self.state
-            if self.lexer is not None:
-                text, end = self.lexer.feed(buf, pos)
-                if text:
-                    self.ctx.call_args(text)
-                if end is None:
-                    return MORE, n
-                if self.lexer.stopped is Stop.PARTIAL:
-                    return MORE, end
-                if self.lexer.stopped:
-                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-                    return DONE, end
-                self.repaired |= self.lexer.repaired
-                self.lexer = None
-                self.streamed_json = True
-                pos = end
-                continue
-            if state in ("name", "param_name"):
-                end = buf.find(">", pos, pos + self._TAG_LIMIT)
-                if end == -1:
-                    if n - pos >= self._TAG_LIMIT:
-                        return self._invalid(pos, "no '>' after the name")
-                    return MORE, pos
-                name = _param_key(buf[pos:end])
-                if state == "param_name":
-                    self._param_open(name)
-                elif not name or any(c in name for c in " \n<"):
-                    return self._invalid(pos, "bad function name")
-                else:
-                    self._named(name)
-                pos = end + 1
-                continue
-            if state == "value":
-                m = self._VALUE_TAGS_RE.search(buf, pos)
-                if m is None:
-                    # every tag starts with '<': without one the whole rest is value text
-                    keep = n if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._VALUE_TAGS)
-                    self._value(buf[pos:keep])
-                    return MORE, keep
-                i, hit = m.start(), m.group()
-                self._value(buf[pos:i])
-                boundary = self._value_tag(hit, buf, i)
-                if boundary is None:  # a parameter's name cut by the chunk's end: decided with the next chunk
-                    return MORE, i
-                if not boundary:
-                    self._value(hit)
-                    pos = i + len(hit)
-                elif hit == self._PARAM_CLOSE:
-                    self.closing = [hit]
-                    self.closing_len = len(hit)
-                    self.state = "closing"
-                    pos = i + len(hit)
-                else:  # an unclosed parameter ends at the next one or at </function>
-                    self._param_close()
-                    self.state = "body"
-                    pos = i
-                continue
-            if state == "closing":
-                pos = self._closing(buf, pos)
-                if self.partial:
-                    return MORE, pos
-                continue
-            ch = buf[pos]
-            if ch in _WS:
-                pos += 1
-                continue
-            if ch == "{" and not self.params and not self.streamed_json:
-                self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
-                continue
-            for tag in self.tags:
-                if buf.startswith(tag, pos):
-                    break
-                if tag.startswith(buf[pos:]):
-                    return MORE, pos
-            else:
-                self.ctx.call_invalid()
-                return self._invalid(pos, "unexpected text in the function body")
-            if tag == self._PARAM_OPEN:
-                if not self.params and not self.streamed_json:
-                    self.ctx.call_args("{")
-                self.state = "param_name"
-                pos += len(tag)
-                continue
-            if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
-                self.repaired = True
-                self._finish()
-                return DONE, pos
-            self._finish()
-            return DONE, pos + len(tag)
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_name(self, buf: str, pos: int) -> Step:
+        """The function's name, up to the opener's ``>``."""
+        end = buf.find(">", pos, pos + self._TAG_LIMIT)
+        if end == -1:
+            return self._no_tag_end(buf, pos)
+        name = _param_key(buf[pos:end])
+        if not name or any(c in name for c in " \n<"):
+            return self._invalid(pos, "bad function name")
+        self._named(name)
+        return None, end + 1
+
+    def _read_param_name(self, buf: str, pos: int) -> Step:
+        """A parameter's name, up to its tag's ``>``: its value begins."""
+        end = buf.find(">", pos, pos + self._TAG_LIMIT)
+        if end == -1:
+            return self._no_tag_end(buf, pos)
+        self._param_open(_param_key(buf[pos:end]))
+        return None, end + 1
+
+    def _no_tag_end(self, buf: str, pos: int) -> Step:
+        """No ``>`` after a name yet: it may come with the next chunk, unless the name is already too long."""
+        if len(buf) - pos >= self._TAG_LIMIT:
+            return self._invalid(pos, "no '>' after the name")
+        return MORE, pos
+
+    def _read_json(self, buf: str, pos: int) -> Step:
+        """A JSON object body, streamed verbatim by the value lexer."""
+        lexer = self.lexer
+        assert lexer is not None
+        text, end = lexer.feed(buf, pos)
+        if text:
+            self.ctx.call_args(text)
+        if end is None:
+            return MORE, len(buf)
+        if lexer.stopped is Stop.PARTIAL:
+            return MORE, end
+        if lexer.stopped:
+            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+            return DONE, end
+        self.repaired |= lexer.repaired
+        self.lexer = None
+        self.streamed_json = True
+        self.state = BODY
+        return None, end
+
+    def _read_value(self, buf: str, pos: int) -> Step:
+        """A parameter's value, up to a tag that may end it."""
+        m = self._VALUE_TAGS_RE.search(buf, pos)
+        if m is None:
+            # every tag starts with '<': without one the whole rest is value text
+            keep = len(buf) if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._VALUE_TAGS)
+            self._value(buf[pos:keep])
+            return MORE, keep
+        i, hit = m.start(), m.group()
+        self._value(buf[pos:i])
+        boundary = self._value_tag(hit, buf, i)
+        if boundary is None:  # a parameter's name cut by the chunk's end: decided with the next chunk
+            return MORE, i
+        if not boundary:
+            self._value(hit)
+            return None, i + len(hit)
+        if hit == self._PARAM_CLOSE:
+            self.closing = [hit]
+            self.closing_len = len(hit)
+            self.state = CLOSING
+            return None, i + len(hit)
+        self._param_close()  # an unclosed parameter ends at the next one or at </function>
+        self.state = BODY
+        return None, i
+
+    def _read_closing(self, buf: str, pos: int) -> Step:
+        """After a ``</parameter>``: what follows decides whether it closed the parameter."""
+        pos = self._closing(buf, pos)
+        return (MORE if self.partial else None), pos
+
+    def _read_body(self, buf: str, pos: int) -> Step:
+        """Between parameters: a parameter, a JSON object (first), or the end of the function."""
+        m = _NON_WS.search(buf, pos)
+        if m is None:
+            return MORE, len(buf)
+        pos = m.start()
+        if buf[pos] == "{" and not self.params and not self.streamed_json:
+            self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
+            self.state = JSON
+            return None, pos
+        tag = next((t for t in self.tags if buf.startswith(t, pos)), None)
+        if tag is None:
+            if any(t.startswith(buf[pos:]) for t in self.tags):
+                return MORE, pos
+            self.ctx.call_invalid()
+            return self._invalid(pos, "unexpected text in the function body")
+        if tag == self._PARAM_OPEN:
+            if not self.params and not self.streamed_json:
+                self.ctx.call_args("{")
+            self.state = PARAM_NAME
+            return None, pos + len(tag)
+        if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
+            self.repaired = True
+            self._finish()
+            return DONE, pos
+        self._finish()
+        return DONE, pos + len(tag)
 
     def _closing(self, buf: str, pos: int) -> int:
         """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
@@ -213,7 +256,7 @@ class FunctionBody:
         if closed:
             self.closing = None
             self._param_close()
-            self.state = "body"
+            self.state = BODY
         elif closed is None:
             self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
         else:
@@ -247,7 +290,7 @@ class FunctionBody:
         """The held ``</parameter>`` (and whitespace) belongs to the value."""
         text = "".join(self.closing or ()) + more
         self.closing = None
-        self.state = "value"
+        self.state = VALUE
         self._value(text)
 
     def _invalid(self, pos: int, message: str) -> tuple[Outcome, int]:
@@ -259,7 +302,7 @@ class FunctionBody:
         schema = self.ctx.schema_for(self.ctx.current_name())
         props = schema.get("properties") if isinstance(schema, Mapping) else None
         self.props = props if isinstance(props, Mapping) else {}
-        self.state = "body"
+        self.state = BODY
 
     def _param_open(self, key: str) -> None:
         self.sent_keys.add(key)
@@ -271,7 +314,7 @@ class FunctionBody:
         sep = ", " if self.params else ""
         self.params += 1
         self.ctx.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
-        self.state = "value"
+        self.state = VALUE
 
     def _value(self, text: str) -> None:
         trim = self.trim
@@ -300,10 +343,10 @@ class FunctionBody:
         self.ctx.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
-        if self.state == "closing" and not self.partial:  # '</parameter>' then only whitespace: it closed
+        if self.state is CLOSING and not self.partial:  # '</parameter>' then only whitespace: it closed
             self._param_close()
-            self.state = "body"
-        if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
+            self.state = BODY
+        if self.state is BODY and (self.streamed_json or self.params):
             self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
             self.ctx.call_incomplete()
@@ -312,3 +355,14 @@ class FunctionBody:
 def _param_key(text: str) -> str:
     """A tag's name: ``<parameter=path>`` and ``<function name="get_weather">`` alike."""
     return text.strip().strip("\"'")
+
+
+#: Each state's reader.
+_READERS: dict[FunctionState, Callable[[FunctionBody, str, int], Step]] = {
+    NAME: FunctionBody._read_name,
+    BODY: FunctionBody._read_body,
+    JSON: FunctionBody._read_json,
+    PARAM_NAME: FunctionBody._read_param_name,
+    VALUE: FunctionBody._read_value,
+    CLOSING: FunctionBody._read_closing,
+}
