@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class JsonBlockState(str, enum.Enum):
-    """Where a :class:`JsonCallsBody` is in its block. (a ``str`` enum: table lookups hash it in C)."""
+    """Where a :class:`JsonCallsBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
 
     #: Before the first call.
     START = "start"

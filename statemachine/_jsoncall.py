@@ -29,7 +29,7 @@ _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
 
 
 class Reading(str, enum.Enum):
-    """What a :class:`JsonCallParser`'s current sub-reader reads. (a ``str`` enum: table lookups hash it in C)."""
+    """What a :class:`JsonCallParser`'s current sub-reader reads (a ``str`` enum: table lookups hash it in C)."""
 
     ARGS = "args"  #: the arguments' object (or array) value, streamed
     SKIP = "skip"  #: another key's object or array value, passed over

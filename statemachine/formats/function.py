@@ -14,9 +14,10 @@ from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import NewlineTrim, Stop, partial_at_end
+from .._scanning import NewlineTrim, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, compact_object
+from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _NON_WS = re.compile(r"[^ \t\r\n]")
@@ -48,7 +49,7 @@ class FunctionFormat(TextFormat):
 
 
 class FunctionState(str, enum.Enum):
-    """Where a :class:`FunctionBody` is in its block. (a ``str`` enum: table lookups hash it in C)."""
+    """Where a :class:`FunctionBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
 
     #: The function's name, up to the opener's ``>``.
     NAME = "name"
@@ -70,7 +71,7 @@ NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING = FunctionState
 Step = tuple[Outcome | None, int]
 
 
-class FunctionBody:
+class FunctionBody(ObjectArguments):
     """Body of ``<function=NAME>``: a JSON object, or ``<parameter=K>V</parameter>`` children.
 
     Parameters stream as they arrive (parsing.md 2.1 C): ``{`` when the first
@@ -100,8 +101,8 @@ class FunctionBody:
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
     _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
 
-    def __init__(self, ctx: CallSink, outer_closer: str | None = None):
-        self.ctx = ctx
+    def __init__(self, sink: CallSink, outer_closer: str | None = None):
+        self.sink = sink
         self.outer_closer = outer_closer  # the enclosing block's closer (``</tool_call>``): implies ``</function>``
         self.tags = (self._PARAM_OPEN, self.CLOSER) + ((outer_closer,) if outer_closer else ())
         self.state = NAME
@@ -109,7 +110,7 @@ class FunctionBody:
         self.closing_len = 0
         self.partial = False  # the last feed stopped at a tag cut by the chunk's end
         self.lexer: ValueLexer | None = None
-        self.repaired = False
+        self.repaired = self.invalid = False  # how the JSON body (read_object) or the parameters went
         self.streamed_json = False
         self.props: Mapping[str, Any] = {}  # the tool's schema properties
         self.params = 0  # parameters opened so far
@@ -157,23 +158,11 @@ class FunctionBody:
 
     def _read_json(self, buf: str, pos: int) -> Step:
         """A JSON object body, streamed verbatim by the value lexer."""
-        lexer = self.lexer
-        assert lexer is not None
-        text, end = lexer.feed(buf, pos)
-        if text:
-            self.ctx.call_args(text)
-        if end is None:
-            return MORE, len(buf)
-        if lexer.stopped is Stop.PARTIAL:
-            return MORE, end
-        if lexer.stopped:
-            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
-        self.repaired |= lexer.repaired
-        self.lexer = None
-        self.streamed_json = True
-        self.state = BODY
-        return None, end
+        outcome, end = self.read_object(buf, pos)
+        if outcome is None:
+            self.streamed_json = True
+            self.state = BODY
+        return outcome, end
 
     def _read_value(self, buf: str, pos: int) -> Step:
         """A parameter's value, up to a tag that may end it."""
@@ -212,18 +201,18 @@ class FunctionBody:
             return MORE, len(buf)
         pos = m.start()
         if buf[pos] == "{" and not self.params and not self.streamed_json:
-            self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
+            self.lexer = ValueLexer(emit=True, stops=self.sink.openers)
             self.state = JSON
             return None, pos
         tag = next((t for t in self.tags if buf.startswith(t, pos)), None)
         if tag is None:
             if any(t.startswith(buf[pos:]) for t in self.tags):
                 return MORE, pos
-            self.ctx.call_invalid()
+            self.sink.call_invalid()
             return self._invalid(pos, "unexpected text in the function body")
         if tag == self._PARAM_OPEN:
             if not self.params and not self.streamed_json:
-                self.ctx.call_args("{")
+                self.sink.call_args("{")
             self.state = PARAM_NAME
             return None, pos + len(tag)
         if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
@@ -294,12 +283,12 @@ class FunctionBody:
         self._value(text)
 
     def _invalid(self, pos: int, message: str) -> tuple[Outcome, int]:
-        self.ctx.call_abort("invalid_json", message)
+        self.sink.call_abort("invalid_json", message)
         return DONE, pos
 
     def _named(self, name: str) -> None:
-        self.ctx.call_name(name)
-        schema = self.ctx.schema_for(self.ctx.current_name())
+        self.sink.call_name(name)
+        schema = self.sink.schema_for(self.sink.current_name())
         props = schema.get("properties") if isinstance(schema, Mapping) else None
         self.props = props if isinstance(props, Mapping) else {}
         self.state = BODY
@@ -313,7 +302,7 @@ class FunctionBody:
         self.trim = NewlineTrim()
         sep = ", " if self.params else ""
         self.params += 1
-        self.ctx.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
+        self.sink.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
         self.state = VALUE
 
     def _value(self, text: str) -> None:
@@ -326,30 +315,30 @@ class FunctionBody:
         text = trim.stream(text)
         if text:
             # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
-            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
+            self.sink.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
 
     def _param_close(self) -> None:
         if self.held is None:
-            self.ctx.call_args('"')  # a held trailing newline was the value's last: trimmed
+            self.sink.call_args('"')  # a held trailing newline was the value's last: trimmed
             return
         text = "".join(self.held)
         if text.endswith("\n"):
             text = text[:-1]
-        self.ctx.call_args(json.dumps(coerce_value(text, self.schema), ensure_ascii=False))
+        self.sink.call_args(json.dumps(coerce_value(text, self.schema), ensure_ascii=False))
 
     def _finish(self) -> None:
         if not self.streamed_json:
-            self.ctx.call_args("}" if self.params else "{}")
-        self.ctx.call_end(repaired=self.repaired)
+            self.sink.call_args("}" if self.params else "{}")
+        self.sink.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
         if self.state is CLOSING and not self.partial:  # '</parameter>' then only whitespace: it closed
             self._param_close()
             self.state = BODY
         if self.state is BODY and (self.streamed_json or self.params):
-            self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
+            self.sink.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
-            self.ctx.call_incomplete()
+            self.sink.call_incomplete()
 
 
 def _param_key(text: str) -> str:

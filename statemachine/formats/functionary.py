@@ -20,9 +20,10 @@ import json
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import WS, Stop, partial_at_end
+from .._scanning import WS, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, compact_object
+from ._tokens import ObjectArguments
 from .function import FunctionBody, FunctionFormat
 
 PYTHON_TAG = "<|python_tag|>"
@@ -62,13 +63,14 @@ class CodeBody:
             self.sink.call_unclosed(tail='"}')
 
 
-class RecipientBody:
+class RecipientBody(ObjectArguments):
     """One v3.2 part after ``>>>`` (or at a message's start): its recipient line, then JSON arguments or code."""
 
     def __init__(self, sink: CallSink):
         self.sink = sink
         self.inner: BodyReader | None = None
         self.lexer: ValueLexer | None = None
+        self.repaired = self.invalid = False
         self.named = False
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
@@ -103,19 +105,10 @@ class RecipientBody:
         return self._arguments(buf, pos)
 
     def _arguments(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        lexer = self.lexer
-        assert lexer is not None
-        text, end = lexer.feed(buf, pos)
-        if text:
-            self.sink.call_args(text)
-        if end is None:
-            return MORE, len(buf)
-        if lexer.stopped is Stop.PARTIAL:
-            return MORE, end
-        if lexer.stopped:
-            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
-        self.sink.call_end(repaired=lexer.repaired, invalid=lexer.failed)
+        outcome, end = self.read_object(buf, pos)
+        if outcome is not None:
+            return outcome, end
+        self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
         return DONE, end
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
