@@ -114,8 +114,9 @@ class CallBook:
         call = self.call
         if call is None or not text:
             return
-        if call.header_sent:
-            self._args_out(call, text)
+        if call.header_sent:  # the arguments' path per chunk: _args_out, inlined
+            call.args.append(text)
+            self.out.append((ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta)(call.index, text))
         elif call.decision == ACCEPT:
             self._choice._trigger("name_completed")  # the header waits until the arguments begin
             self._args_out(call, text)

@@ -105,33 +105,34 @@ class JsonCallParser:
         self._start = 0  # where the current feed began
 
     def feed(self, buf: str, pos: int) -> Step:
-        self._start = pos
-        result = self._feed(buf, pos)
-        if self.raw is not None:
-            self.raw.append(buf[pos:result[1]])
-        return result
-
-    def _feed(self, buf: str, pos: int) -> Step:
+        self._start = start = pos
         n = len(buf)
+        status: Outcome | Stop | None = MORE
         while pos < n:
             reading = self.reading
             if reading is not None:  # a value, key or name is being read
                 status, pos = _SUB_READERS[reading](self, buf, pos)
                 if status is not None:
-                    return status, pos
+                    break
                 self._read(reading)
                 continue
             m = _NON_WS.search(buf, pos)
             if m is None:
-                return MORE, n
+                status, pos = MORE, n
+                break
             pos = m.start()
             ch = buf[pos]
             if ch == "<":  # never JSON here: a new call's opener, or a grammar violation
-                return opener_at(buf, pos, self.stops) or Stop.INVALID, pos
+                status = opener_at(buf, pos, self.stops) or Stop.INVALID
+                break
             status, pos = _GRAMMAR[self.expect](self, buf, pos, ch)
             if status is not None:
-                return status, pos
-        return MORE, n
+                break
+        else:
+            status = MORE
+        if self.raw is not None:
+            self.raw.append(buf[start:pos])
+        return status, pos
 
     def _read(self, reading: Reading) -> None:
         """The sub-reader for ``reading`` is done: what the grammar expects next."""
@@ -230,7 +231,7 @@ class JsonCallParser:
         self.relaxed.feed(text, 0)  # strict JSON so far, so it neither ends nor fails here
         self.relaxed_room = self.ctx.config.policy.hold_limit - len(text)
         self.reading = Reading.RELAXED
-        return self._feed(buf, pos)
+        return None, pos  # read on by the relaxed reader
 
     def _read_relaxed(self, buf: str, pos: int) -> Step:
         """Read on in the relaxed call object; nothing of it went out, so it is held, at most
@@ -357,8 +358,9 @@ class JsonCallParser:
         """Argument text: held while it is an alias key's, or in bare mode until the name is known."""
         if self.holding_alias or (self.bare and self.name is None):
             self.held.append(text)
-        else:
-            self._send(text)
+        else:  # _send, inlined: this is the arguments' path per chunk
+            self.raw = None
+            self.ctx.call_args(text)
 
     def _send(self, text: str) -> None:
         self.raw = None  # reported: the object can no longer be read again as relaxed JSON
