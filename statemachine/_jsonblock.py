@@ -7,12 +7,11 @@ registered format whose block holds JSON call objects reuses it.
 from __future__ import annotations
 
 import enum
-import re
 from typing import TYPE_CHECKING, Callable
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE, Outcome
-from ._scanning import Stop, skip_to
+from ._reader import DONE, MORE, Outcome, Step
+from ._scanning import NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
     from ._reader import CallSink
@@ -36,14 +35,10 @@ class JsonBlockState(str, enum.Enum):
 
 START, OBJECT, FUNCTION, BETWEEN, SKIP = JsonBlockState
 
-#: A state's step: the block's outcome, or ``None`` to read on; and the position.
-Step = tuple[Outcome | None, int]
-
-_NON_WS = re.compile(r"[^ \t\r\n]")
 
 
 def _skip_ws(buf: str, pos: int) -> int:
-    m = _NON_WS.search(buf, pos)
+    m = NON_WS.search(buf, pos)
     return len(buf) if m is None else m.start()
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._jsonlex import StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
 from ._reader import DONE, MORE, Outcome
-from ._scanning import Stop, opener_at
+from ._scanning import NON_WS, Stop, opener_at
 
 if TYPE_CHECKING:
     from ._reader import CallSink
@@ -53,9 +53,7 @@ class Expect(str, enum.Enum):
 
 #: A step of the parser: ``(None, pos)`` reads on from ``pos``; ``(MORE, len(buf))``: the object is still
 #: open; ``(DONE, end)``: it closed; a :class:`~statemachine._scanning.Stop`: why it stopped at ``pos``.
-Step = tuple[Outcome | Stop | None, int]
-
-_NON_WS = re.compile(r"[^ \t\r\n]")
+ParseStep = tuple[Outcome | Stop | None, int]
 
 
 class JsonCallParser:
@@ -104,7 +102,7 @@ class JsonCallParser:
         self.relaxed_room = 0  # how much more of a relaxed call object may be held
         self._start = 0  # where the current feed began
 
-    def feed(self, buf: str, pos: int) -> Step:
+    def feed(self, buf: str, pos: int) -> ParseStep:
         self._start = start = pos
         n = len(buf)
         status: Outcome | Stop | None = MORE
@@ -116,7 +114,7 @@ class JsonCallParser:
                     break
                 self._read(reading)
                 continue
-            m = _NON_WS.search(buf, pos)
+            m = NON_WS.search(buf, pos)
             if m is None:
                 status, pos = MORE, n
                 break
@@ -145,7 +143,7 @@ class JsonCallParser:
 
     # sub-readers: one per kind of value ------------------------------------------
 
-    def _read_lexed(self, buf: str, pos: int) -> Step:
+    def _read_lexed(self, buf: str, pos: int) -> ParseStep:
         """An object or array value: streamed (the arguments) or passed over."""
         lexer = self.lexer
         assert lexer is not None
@@ -160,7 +158,7 @@ class JsonCallParser:
         self.invalid |= lexer.failed
         return None, end
 
-    def _read_literal(self, buf: str, pos: int) -> Step:
+    def _read_literal(self, buf: str, pos: int) -> ParseStep:
         m = _LITERAL_END.search(buf, pos)
         if m is None:
             self.literal.append(buf[pos:])
@@ -169,7 +167,7 @@ class JsonCallParser:
         self._literal_done()
         return None, m.start()
 
-    def _read_string(self, buf: str, pos: int) -> Step:
+    def _read_string(self, buf: str, pos: int) -> ParseStep:
         """A key, the name, or a string value."""
         string = self.string
         assert string is not None and self.reading is not None
@@ -181,12 +179,12 @@ class JsonCallParser:
 
     # the call object's grammar: one method per expectation ----------------------
 
-    def _at_open(self, buf: str, pos: int, ch: str) -> Step:
+    def _at_open(self, buf: str, pos: int, ch: str) -> ParseStep:
         self.levels = 1  # a parser starts at its object's '{'
         self.expect = Expect.KEY
         return None, pos + 1
 
-    def _at_key(self, buf: str, pos: int, ch: str) -> Step:
+    def _at_key(self, buf: str, pos: int, ch: str) -> ParseStep:
         if ch == '"':
             self.string = StringReader()
             self.reading = Reading.KEY
@@ -195,18 +193,18 @@ class JsonCallParser:
             return self._closing_brace(pos)
         return self._relax(buf, pos)
 
-    def _at_colon(self, buf: str, pos: int, ch: str) -> Step:
+    def _at_colon(self, buf: str, pos: int, ch: str) -> ParseStep:
         if ch != ":":
             return self._relax(buf, pos)
         self.expect = Expect.VALUE
         return None, pos + 1
 
-    def _at_value(self, buf: str, pos: int, ch: str) -> Step:
+    def _at_value(self, buf: str, pos: int, ch: str) -> ParseStep:
         if ch not in _JSON_VALUE_START:
             return self._relax(buf, pos)
         return None, pos + 1 if self._start_value(ch) else pos  # else the value's reader reads ``ch`` itself
 
-    def _at_comma(self, buf: str, pos: int, ch: str) -> Step:
+    def _at_comma(self, buf: str, pos: int, ch: str) -> ParseStep:
         if ch == ",":
             self.expect = Expect.KEY
             return None, pos + 1
@@ -214,12 +212,12 @@ class JsonCallParser:
             return self._closing_brace(pos)
         return self._relax(buf, pos)
 
-    def _closing_brace(self, pos: int) -> Step:
+    def _closing_brace(self, pos: int) -> ParseStep:
         return (DONE if self._close_level() else None), pos + 1
 
     # relaxed JSON (case 25) ----------------------------------------------------
 
-    def _relax(self, buf: str, pos: int) -> Step:
+    def _relax(self, buf: str, pos: int) -> ParseStep:
         """The call object broke strict JSON at ``pos``: read it again from its start as relaxed JSON."""
         if self.raw is None:  # argument text went out already: too late
             return Stop.INVALID, pos
@@ -233,7 +231,7 @@ class JsonCallParser:
         self.reading = Reading.RELAXED
         return None, pos  # read on by the relaxed reader
 
-    def _read_relaxed(self, buf: str, pos: int) -> Step:
+    def _read_relaxed(self, buf: str, pos: int) -> ParseStep:
         """Read on in the relaxed call object; nothing of it went out, so it is held, at most
         ``hold_limit`` characters (the size valve, 4.1): past that it is not a call."""
         relaxed = self.relaxed
@@ -252,7 +250,7 @@ class JsonCallParser:
             return stopped, end
         return (Stop.INVALID, end) if relaxed.failed else self._relaxed_call(relaxed, end)
 
-    def _relaxed_call(self, relaxed: RelaxedValue, end: int) -> Step:
+    def _relaxed_call(self, relaxed: RelaxedValue, end: int) -> ParseStep:
         """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
         self.reading = None
         self.repaired = True
@@ -396,7 +394,7 @@ class JsonCallParser:
 
 
 #: The sub-reader of each kind of value.
-_SUB_READERS: dict[Reading, Callable[[JsonCallParser, str, int], Step]] = {
+_SUB_READERS: dict[Reading, Callable[[JsonCallParser, str, int], ParseStep]] = {
     Reading.ARGS: JsonCallParser._read_lexed,
     Reading.SKIP: JsonCallParser._read_lexed,
     Reading.LITERAL: JsonCallParser._read_literal,
@@ -408,7 +406,7 @@ _SUB_READERS: dict[Reading, Callable[[JsonCallParser, str, int], Step]] = {
 }
 
 #: The grammar's reader of a significant character for each expectation.
-_GRAMMAR: dict[Expect, Callable[[JsonCallParser, str, int, str], Step]] = {
+_GRAMMAR: dict[Expect, Callable[[JsonCallParser, str, int, str], ParseStep]] = {
     Expect.OPEN: JsonCallParser._at_open,
     Expect.KEY: JsonCallParser._at_key,
     Expect.COLON: JsonCallParser._at_colon,

@@ -23,6 +23,10 @@ class Outcome(enum.Enum):
 MORE = Outcome.MORE
 DONE = Outcome.DONE
 
+#: One state's step in a reader that reads one method per state: the block's outcome, or ``None`` to read on;
+#: and the position.
+Step = tuple[Outcome | None, int]
+
 
 class CallSink(Protocol):
     """What a body reader reports to: the choice's call book, which applies policy and fires the machine.

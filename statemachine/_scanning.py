@@ -8,6 +8,7 @@ where that tail starts without re-reading earlier text.
 from __future__ import annotations
 
 import enum
+import re
 
 
 class Stop(enum.Enum):
@@ -23,6 +24,8 @@ class Stop(enum.Enum):
     INVALID = "invalid"
 
 WS = " \t\r\n"
+#: The first character that is not whitespace (``WS``).
+NON_WS = re.compile(r"[^ \t\r\n]")
 
 
 def partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:

@@ -14,14 +14,12 @@ from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import NewlineTrim, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import NON_WS, NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
 from ._base import TextFormat, compact_object
 from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
-_NON_WS = re.compile(r"[^ \t\r\n]")
-
 
 #: Both spellings of the opener: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both).
 OPENERS = ("<function=", "<function name=")
@@ -67,8 +65,6 @@ class FunctionState(str, enum.Enum):
 
 NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING = FunctionState
 
-#: A state's step: the block's outcome, or ``None`` to read on; and the position.
-Step = tuple[Outcome | None, int]
 
 
 class FunctionBody(ObjectArguments):
@@ -196,7 +192,7 @@ class FunctionBody(ObjectArguments):
 
     def _read_body(self, buf: str, pos: int) -> Step:
         """Between parameters: a parameter, a JSON object (first), or the end of the function."""
-        m = _NON_WS.search(buf, pos)
+        m = NON_WS.search(buf, pos)
         if m is None:
             return MORE, len(buf)
         pos = m.start()
@@ -225,7 +221,7 @@ class FunctionBody(ObjectArguments):
     def _closing(self, buf: str, pos: int) -> int:
         """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
         n = len(buf)
-        m = _NON_WS.search(buf, pos)
+        m = NON_WS.search(buf, pos)
         j = n if m is None else m.start()
         room = self._CLOSE_HOLD - self.closing_len
         assert self.closing is not None
