@@ -21,9 +21,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 serve: $(VENV)/.installed
 	$(BIN)/python -m gunicorn -c gunicorn.conf.py wsgi:app
 
-# The Redis store's tests need redis-server: installed here (Debian's package, as root) when missing.
+# The Redis store's tests need redis-server, the back-end conformance suite Go, nginx and Node: installed here
+# (Debian's packages, as root) when missing; the suite's Go server is built once into ~/.cache/toolwire.
 test: $(VENV)/.installed-dev
 	PYTHONPATH=tests $(BIN)/python -m support.redis_server --install
+	PYTHONPATH=tests $(BIN)/python -m support.backends --install
 	$(BIN)/python -m pytest
 
 # Unit tests only: the core and the Flask side in process (no gunicorn, no fuzz corpus); well under a minute.

@@ -51,9 +51,9 @@ from .http.errors import register_error_handlers
 from .http.extension import Toolwire
 from .observability.logs import configure_logging
 from .http.ops import create_ops_blueprint
-from .settings import Settings
+from .settings import Settings, SettingsError, load_settings
 
-__all__ = ["OrjsonProvider", "Settings", "Toolwire", "create_app"]
+__all__ = ["OrjsonProvider", "Settings", "SettingsError", "Toolwire", "create_app"]
 
 
 class OrjsonProvider(JSONProvider):
@@ -82,8 +82,10 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     Args:
         settings: settings to use; default read from ``TOOLWIRE_*`` and the config file.
+    Raises:
+        SettingsError: the settings are invalid or name a file that cannot be read (one line, naming it).
     """
-    settings = settings or Settings()
+    settings = settings or load_settings()
     configure_logging(settings.log_level, settings.log_format)
     app = Flask(__name__)
     app.json = OrjsonProvider(app)

@@ -7,11 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from statemachine.diagram import FORMATS
 
-from .settings import ENV_PREFIX, Settings
+from .settings import ENV_PREFIX, SettingsError, load_settings
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
 GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"
@@ -47,10 +45,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    try:  # before gunicorn binds and forks: its workers would each fail the same way
+        load_settings()
+    except SettingsError as exc:
+        print(f"toolwire cannot start: {exc}", file=sys.stderr)
+        return 2
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
     if args.bind:
         argv += ["--bind", args.bind]
-    if args.workers:
+    if args.workers is not None:  # 0 too: gunicorn's settings refuse it, naming it
         argv += ["--workers", str(args.workers)]
     argv.append("app.wsgi:app")
     os.execv(sys.executable, argv)
@@ -59,9 +62,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"toolwire config: invalid settings:\n{exc}", file=sys.stderr)
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"toolwire config: {exc}", file=sys.stderr)
         return 2
     rows = settings.describe()
     width = max(len(name) for name, _, _ in rows)

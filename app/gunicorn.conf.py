@@ -14,23 +14,38 @@ import logging
 import os
 import resource
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from gunicorn.workers.ggevent import GeventWorker
 
+
+def _whole_number(name, default, minimum):
+    """The environment variable ``name`` (``default`` when unset) as an int of at least ``minimum``; else stop
+    with one line naming it (not a traceback from the config file)."""
+    raw = os.environ.get(name, default)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        sys.exit(f"toolwire cannot start: {name} must be a whole number of at least {minimum}, not {raw!r}")
+    return value
+
+
 # gevent: one greenlet per request, so thousands of idle streams cost little. The worker class is defined
 # below, here: the master must not import toolwire itself (the workers do, after gevent's patch).
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+workers = _whole_number("WEB_CONCURRENCY", "2", 1)
 # An open connection costs a greenlet and a few KiB, so the ceiling is high: 2,000 idle or slow connections
 # used to fill 1,000 per worker and lock every client out. Past it, a reverse proxy's per-client limits
 # (docs/deploying.md, "Behind a reverse proxy").
-worker_connections = int(os.environ.get("TOOLWIRE_WORKER_CONNECTIONS", "10000"))
+worker_connections = _whole_number("TOOLWIRE_WORKER_CONNECTIONS", "10000", 1)
 bind = os.environ.get("TOOLWIRE_BIND", "127.0.0.1:8000")
 # A liveness heartbeat between master and worker, not a request-length limit.
 timeout = 30
 # Streams still running on shutdown or deploy get this long to finish.
-graceful_timeout = int(os.environ.get("TOOLWIRE_GRACEFUL_TIMEOUT", "300"))
+graceful_timeout = _whole_number("TOOLWIRE_GRACEFUL_TIMEOUT", "300", 0)
 # Above common load-balancer idle timeouts (60 s).
 keepalive = 75
 max_requests = 0
@@ -102,7 +117,12 @@ if _OWN_METRICS_DIR:
 
 
 def on_starting(server):
-    """Start from empty metrics: drop the files of a previous run."""
+    """Refuse a command line that would serve nothing (no worker, or workers that take no connection, hang
+    every client), before the master binds; start from empty metrics: drop the files of a previous run."""
+    for option in ("workers", "worker_connections"):
+        if getattr(server.cfg, option) < 1:
+            sys.exit(f"toolwire cannot start: --{option.replace('_', '-')} must be at least 1, "
+                     f"not {getattr(server.cfg, option)}")
     directory = Path(os.environ[_METRICS_ENV])
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):

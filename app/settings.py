@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -38,6 +39,9 @@ STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
 ToolMode = Literal["prompt", "native", "auto"]
+#: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
+#: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
+ReasoningOutput = Literal["show", "hide", "inline"]
 
 #: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
 #: the model family's own format; no fragment found: ``tool_call``.
@@ -55,6 +59,11 @@ FAMILY_FORMATS = (
     ("functionary-small-v3.1", "functionary"), ("functionary-medium-v3.1", "functionary"),
     ("functionary", "functionary_v3_2"),
 )
+
+
+class SettingsError(ValueError):
+    """Settings toolwire cannot start with. The message is one line that names the environment variable (or
+    the config file) to fix."""
 
 
 def _check_format(value: str) -> str:
@@ -92,6 +101,10 @@ class ModelRoute(BaseModel):
         None, description="The model's chat template opens <think> itself: its output starts inside reasoning")
     tool_format: str | None = Field(None, description="This model's tool format (or auto); unset = tool_format")
     accept_formats: str | None = Field(None, description="This model's accepted formats; unset = accept_formats")
+    reasoning: ReasoningOutput | None = Field(None, description="How this model's reasoning reaches clients; "
+                                                                "unset = reasoning")
+    max_output_tokens: int | None = Field(
+        None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
 
 
     @field_validator("tool_format")
@@ -147,6 +160,9 @@ class Settings(BaseSettings):
     model_map: dict[str, str | ModelRoute] = Field(
         default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
     default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
+    max_output_tokens: int = Field(
+        0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
+                             "clamped: Claude Code asks for 128000); 0 = sent as asked")
     demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
     heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
     tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
@@ -157,6 +173,9 @@ class Settings(BaseSettings):
     tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see docs/tool-modes.md)")
     tool_mode_fallback_seconds: float = Field(
         600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
+    reasoning: ReasoningOutput = Field(
+        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items), "
+                            "hide (dropped), or inline (in the content, between <think> and </think>)")
     unknown_tool: Literal["text", "emit", "fail"] = "text"
     invalid_json: Literal["text", "fail"] = "text"
     schema_mismatch: Literal["emit", "text", "fail"] = "emit"
@@ -165,7 +184,8 @@ class Settings(BaseSettings):
     stop_after_tools: Literal["off", "first"] = "off"
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…): not offered, or a 400")
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
+                            "(web_search_*, code_execution_*…): not offered, or a 400")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
     body_timeout_seconds: float = Field(
         60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
@@ -189,7 +209,7 @@ class Settings(BaseSettings):
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
     api_keys: SecretStr | None = Field(
-        None, description="Client keys accepted as 'Authorization: Bearer' on /v1 (comma or newline list)")
+        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline list)")
     api_keys_file: Path | None = Field(None, description="File of client keys, one per line, '#' comments")
     metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
     max_messages: int = Field(2048, ge=0, description="Messages (or Responses input items) per request; 0 = no limit")
@@ -206,7 +226,8 @@ class Settings(BaseSettings):
                                            "for /debug/requests; off in production")
     debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
                                                     "unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests the debug view keeps")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
+                                                   "view keeps")
 
     @field_validator("tool_format")
     @classmethod
@@ -240,6 +261,7 @@ class Settings(BaseSettings):
         sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
         path = config_file_path()
         if path is not None:
+            read_config_file(path)  # a file named but unreadable is an error, not an empty file
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
@@ -262,6 +284,13 @@ class Settings(BaseSettings):
             return route.tool_mode
         return self.tool_mode
 
+    def reasoning_for(self, client_model: str) -> ReasoningOutput:
+        """How a client's ``model``'s reasoning reaches the client: its ``model_map`` object's, else ``reasoning``."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.reasoning is not None:
+            return route.reasoning
+        return self.reasoning
+
     def opens_reasoning(self, client_model: str) -> bool:
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
         route = self.model_map.get(client_model)
@@ -283,6 +312,13 @@ class Settings(BaseSettings):
         if isinstance(route, ModelRoute) and route.accept_formats:
             return route.accept_formats
         return self.accept_formats
+
+    def max_output_tokens_for(self, client_model: str) -> int:
+        """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.max_output_tokens is not None:
+            return route.max_output_tokens
+        return self.max_output_tokens
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""
@@ -322,6 +358,34 @@ class Settings(BaseSettings):
         return rows
 
 
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
+
+    Raises:
+        SettingsError: a value does not validate, or ``TOOLWIRE_CONFIG_FILE`` names a file that cannot be read.
+    """
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {'; '.join(_error_lines(exc))}") from None
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    """One ``VARIABLE: message`` per error; a value read from the config file is named as its key there."""
+    path = config_file_path()
+    in_file = _read_toml(path)
+    lines = []
+    for error in exc.errors():
+        field, *inner = error["loc"] or ("?",)
+        name = f"{ENV_PREFIX}{str(field).upper()}"
+        if name not in {key.upper().split(_NESTED, 1)[0] for key in os.environ} and field in in_file:
+            name = f"{field} in {path}"
+        where = ".".join(str(part) for part in inner)
+        message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
+        lines.append(f"{name}{f' ({where})' if where else ''}: {message}")
+    return lines
+
+
 def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
 
@@ -339,13 +403,26 @@ def config_file_path() -> Path | None:
     return Path(value) if value else None
 
 
-def _read_toml(path: Path | None) -> dict[str, Any]:
-    if path is None or not path.is_file():
-        return {}
-    import tomllib
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML config file ``path`` as a mapping.
 
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    Raises:
+        SettingsError: the file cannot be read or is not TOML (named with ``TOOLWIRE_CONFIG_FILE``).
+    """
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r} is not TOML: {exc}") from None
+
+
+def _read_toml(path: Path | None) -> dict[str, Any]:
+    try:
+        return {} if path is None else read_config_file(path)
+    except SettingsError:
+        return {}
 
 
 def sqlite_path(url: str) -> str:

@@ -21,8 +21,9 @@ from .state import current_state
 Model = TypeVar("Model")
 
 
-#: A tool's name, as long as OpenAI takes one (1 to 64 characters).
-ToolName = Annotated[str, Field(min_length=1, max_length=64)]
+#: A tool's (or namespace's) name as OpenAI takes one: 1 to 64 letters, digits, ``_`` and ``-`` (a name is
+#: written into the prompt and back ends' templates: no markup, no newlines).
+ToolName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 #: Request ``metadata`` as OpenAI takes it: at most 16 pairs, keys up to 64 and values up to 512 characters.
 Metadata = Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
                      Field(max_length=16)]
@@ -118,6 +119,17 @@ def check_responses_limits(body: dict[str, Any]) -> None:
     for param, group in groups:
         _check_tools(group, param, "parameters", settings.max_tools, settings.max_tool_schema_bytes)
         _check_tools(group, param, "format", 0, settings.max_tool_schema_bytes)
+
+
+def check_messages_limits(body: dict[str, Any]) -> None:
+    """The same limits on an Anthropic Messages body: ``messages``, ``tools``, ``tools[i].input_schema``.
+
+    Raises:
+        InputError: 400 naming the offending ``param``.
+    """
+    settings = current_state().settings
+    _check_length(body.get("messages"), "messages", settings.max_messages)
+    _check_tools(body.get("tools"), "tools", "input_schema", settings.max_tools, settings.max_tool_schema_bytes)
 
 
 def _check_length(items: Any, param: str, limit: int) -> None:

@@ -22,7 +22,7 @@ turns in rounds, and requests/s ratios are the median of the rounds' ratios:
    on fresh relay workers (httpx and geventhttpclient: the floor of the stack);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures and the cost of ``accept_formats=all`` (``bench/core_bench.py``, run as is);
-6. non-streamed versus streamed: a 1 MB argument on both endpoints (``bench/assembly_bench.py``, run as is);
+6. non-streamed versus streamed: a 1 MB argument on each endpoint (``bench/assembly_bench.py``, run as is);
 7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is);
 8. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
    Responses-API model, versus toolwire → the same model server over plain

@@ -2,7 +2,8 @@
 
 There is no networking code here at all: no Flask, sockets, clocks, threads or
 logging side effects. The only third-party import is ``transitions`` (and
-``jsonschema``, imported on first use to check a strict tool's arguments).
+``jsonschema`` and ``google-re2``, imported on first use to check a strict tool's arguments and a custom
+tool's regex grammar).
 """
 
 from ._choice import ChoiceStream, new_call_id
@@ -21,6 +22,8 @@ from ._events import (
     ToolCallStarted,
 )
 from ._native import NativeCalls
+from ._regex import regex_problem
+from ._schema import schema_problem
 from .formats import TextFormat, get_format, register_format, registered_formats
 from ._table import INITIAL, TRANSITIONS, ChoiceState, Transition
 
@@ -52,6 +55,8 @@ __all__ = [
     "UsageError",
     "get_format",
     "new_call_id",
+    "regex_problem",
     "register_format",
     "registered_formats",
+    "schema_problem",
 ]

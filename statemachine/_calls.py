@@ -11,13 +11,13 @@ the call's events: every header, end and rejection goes out inside the table.
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ._config import ParserConfig
 from ._errors import ModelOutputError
 from ._events import CUSTOM, FUNCTION, Event, ToolCallArgumentsDelta, ToolCallEnded, ToolCallInputDelta, ToolCallNote, \
     ToolCallStarted
+from ._regex import RegexError, compile_regex
 from ._schema import schema_errors
 from ._table import Verdict
 
@@ -348,8 +348,8 @@ class CallBook:
         if spec is None or grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
             return None
         try:
-            matched = re.fullmatch(grammar.get("definition", ""), text) is not None
-        except (re.error, TypeError):  # a pattern Python cannot read (OpenAI's are Rust regexes): not checked
+            matched = compile_regex(grammar.get("definition", "")).fullmatch(text) is not None
+        except (RegexError, TypeError):  # refused when the request came in; here only from an embedding host
             return None
         policy = self.config.policy
         mode = policy.strict_mismatch if spec.strict else policy.schema_mismatch

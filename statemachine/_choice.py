@@ -20,7 +20,7 @@ from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._reader import DONE, BodyReader
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
-from ._text import PROSE, REASONING, TextReader, reader_opens_reasoning
+from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader, reader_opens_reasoning
 from .formats import get_format
 from .formats.custom import CustomToolFormat
 
@@ -195,11 +195,9 @@ class ChoiceStream(TextReader):
             self._pending = ""
             self._end_block()
         if self._body is not None:
-            self._body.at_eof()
-            if self._raw is not None:
-                self._raw.append(self._pending)
-            self._pending = ""
-            self._end_block()
+            self._end_block_at_eof()
+        if self._base_mode() is FENCED_CALL_END and self._pending.strip().startswith("```"):
+            self._pending = ""  # the wrapping fence's closer ends the output
         self._flush_text(final=True)
         self._trigger("upstream_finished", upstream=upstream)
         return out
@@ -260,6 +258,20 @@ class ChoiceStream(TextReader):
         self._raw = [self._ws, opener]
         self._ws = ""
         self._calls.call_begin()
+
+    def _end_block_at_eof(self) -> None:
+        """The stream ended inside the open block: its reader ends, recovers or abandons its call."""
+        assert self._body is not None
+        calls = self._calls
+        unnamed = calls.call is None or calls.call.name is None
+        self._body.at_eof()
+        if self._raw is not None:
+            self._raw.append(self._pending)
+            due = calls.due
+            if calls.truncated and unnamed and due is not None and due.verdict is Verdict.DISPROVED and not calls.bare:
+                self._raw = None  # a call cut short before its name: its opener is no text (4.11)
+        self._pending = ""
+        self._end_block()
 
     def _end_block(self) -> None:
         """The open block is over: the machine leaves the call state the way its last call went."""

@@ -8,7 +8,9 @@ native calls meet the same state machine and policies as parsed ones:
   and its arguments followed, a fragment naming a different function starts the
   next call, and so does the same name after a complete JSON value, with
   arguments that do not extend it or as a header (``id`` or ``type``);
-- ids missing or changing per fragment: ignored (the core makes one id per call);
+- ids missing or changing per fragment: ignored (the core makes one id per call); a fragment with the open
+  call's own id, or on its index with its name, no id and no arguments, continues it (llama-cpp-python repeats
+  the header in every fragment and ends with ``"arguments": ""``);
 - a name split over fragments, or repeated in every fragment: joined, and handed
   to the core whole, once, when the arguments begin or the call ends (a name is
   never emitted partially);
@@ -45,11 +47,13 @@ _NO_EVENTS: tuple[Event, ...] = ()
 class _Slot:
     """One upstream call as assembled so far."""
 
-    __slots__ = ("number", "upstream_index", "name", "name_sent", "_parts", "length", "cumulative", "broken")
+    __slots__ = ("number", "upstream_index", "upstream_id", "name", "name_sent", "_parts", "length", "cumulative",
+                 "broken")
 
     def __init__(self, number: int, upstream_index: int | None):
         self.number = number  # the call's position in this choice: the index the core sees
         self.upstream_index = upstream_index
+        self.upstream_id: object = None  # the first id the back end gave the call
         self.name = ""
         self.name_sent = False
         self._parts: list[str] = []  # the arguments so far, joined only when compared (no copy per fragment)
@@ -188,10 +192,12 @@ class NativeCalls:
             out += self._end_open()
             slot = self._waiting.pop(index, None) or _Slot(-1, index)
             self._activate(slot, out)
-        elif slot is None or self._starts_next(slot, name, arguments, "id" in fragment or "type" in fragment):
+        elif slot is None or self._starts_next(slot, fragment, name, arguments, index is not None):
             out += self._end_open()
             slot = _Slot(-1, index)
             self._activate(slot, out)
+        if slot.upstream_id is None:
+            slot.upstream_id = fragment.get("id")
         if slot.broken:
             return
         if name:
@@ -213,19 +219,24 @@ class NativeCalls:
             out += self._choice.feed_tool_call(slot.number)
 
     @staticmethod
-    def _starts_next(slot: _Slot, name: str, arguments: str, header: bool) -> bool:
+    def _starts_next(slot: _Slot, fragment: dict[str, Any], name: str, arguments: str, indexed: bool) -> bool:
         """Whether a fragment on the open call's index (or none) is really the next call.
 
         Only once the open call's name went out (its arguments followed it): a
-        name arriving after its arguments may still be in pieces.
+        name arriving after its arguments may still be in pieces. Never when it
+        carries the open call's own id.
         """
-        if not name or not slot.name_sent:
+        if not name or not slot.name_sent or (slot.upstream_id is not None and fragment.get("id") == slot.upstream_id):
             return False
         if name != slot.name:
             return True
         if arguments:
             return not arguments.startswith(slot.args) and _complete_json(slot.args)
-        return header and _complete_json(slot.args)  # the same name's header again, after a whole call
+        # the same name's header again after a whole call: a new call if it has a new id; with no id, on the
+        # same index, the call repeated
+        if fragment.get("id") is not None:
+            return _complete_json(slot.args)
+        return not indexed and ("id" in fragment or "type" in fragment) and _complete_json(slot.args)
 
     @staticmethod
     def _new_suffix(slot: _Slot, text: str) -> str | None:

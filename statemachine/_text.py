@@ -117,6 +117,10 @@ class TextReader:
     def _leave_reasoning(self) -> None:
         self._mode = self._resume_mode
 
+    def _base_mode(self) -> TextMode:
+        """The mode text is read in outside reasoning."""
+        return self._resume_mode if self._mode is REASONING else self._mode
+
     def _set_mode(self, mode: TextMode) -> None:
         """The mode text goes on in (after reasoning, when reasoning is open)."""
         if self._mode is REASONING:
@@ -184,11 +188,14 @@ class TextReader:
         n = len(buf)
         if j == n:
             return n
-        if n - j < 3 and "```".startswith(buf[j:]):
+        run = j
+        while run < n and buf[run] == "`":
+            run += 1
+        if run == n:  # what follows the backticks tells a closing fence from a next ```tool_code
             self._pending = buf[pos:]
             return n
         self._set_mode(PROSE)
-        if buf.startswith("```", j):
+        if run - j >= 3 and buf[run] in _WS:
             self._ws = ""
             end = buf.find("\n", j)
             return n if end == -1 else end + 1

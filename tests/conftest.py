@@ -7,7 +7,8 @@
 - ``toolwire_factory`` (session): ``toolwire_factory(**settings)`` returns a server whose settings
   are the defaults updated with ``settings`` (a ``None`` value removes a variable, e.g.
   ``TOOLWIRE_UPSTREAM_URL=None`` for the demo model); one server per distinct settings.
-- ``stream_recorder`` / ``make_openai_client`` / ``openai_client`` (function): openai clients whose
+- ``stream_recorder`` / ``make_openai_client`` / ``openai_client`` / ``make_anthropic_client`` (function): openai
+  and anthropic clients whose
   HTTP traffic goes through a ``RecordingTransport``; at teardown every recorded stream and error
   body is checked against the wire contract and any violation fails the test.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -91,19 +93,39 @@ def stream_recorder() -> Iterator[StreamRecorder]:
 
 
 @pytest.fixture
-def make_openai_client(stream_recorder: StreamRecorder) -> Iterator[Callable[[ToolwireServer], openai.OpenAI]]:
-    """``make_openai_client(server)``: an ``openai.OpenAI`` for ``server`` whose traffic is recorded."""
-    clients: list[openai.OpenAI] = []
+def recorded_http(stream_recorder: StreamRecorder) -> Iterator[Callable[[], httpx.Client]]:
+    """``recorded_http()``: an ``httpx.Client`` whose traffic is recorded (and checked); closed at teardown."""
+    clients: list[httpx.Client] = []
 
-    def make(server: ToolwireServer) -> openai.OpenAI:
-        http_client = httpx.Client(transport=stream_recorder.transport(), timeout=30.0)
-        client = openai.OpenAI(base_url=server.v1_url, api_key="test", max_retries=0, http_client=http_client)
+    def make() -> httpx.Client:
+        client = httpx.Client(transport=stream_recorder.transport(), timeout=30.0)
         clients.append(client)
         return client
 
     yield make
     for client in clients:
         client.close()
+
+
+@pytest.fixture
+def make_openai_client(recorded_http: Callable[[], httpx.Client]) -> Callable[[ToolwireServer], openai.OpenAI]:
+    """``make_openai_client(server)``: an ``openai.OpenAI`` for ``server`` whose traffic is recorded."""
+
+    def make(server: ToolwireServer) -> openai.OpenAI:
+        return openai.OpenAI(base_url=server.v1_url, api_key="test", max_retries=0, http_client=recorded_http())
+
+    return make
+
+
+@pytest.fixture
+def make_anthropic_client(recorded_http: Callable[[], httpx.Client]) -> Callable[..., anthropic.Anthropic]:
+    """``make_anthropic_client(server, api_key=…)``: an ``anthropic.Anthropic`` for ``server`` (the key goes out
+    as ``x-api-key``) whose traffic is recorded and checked against Anthropic's grammar."""
+
+    def make(server: ToolwireServer, api_key: str = "test") -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=server.url, api_key=api_key, max_retries=0, http_client=recorded_http())
+
+    return make
 
 
 @pytest.fixture

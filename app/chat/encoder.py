@@ -10,6 +10,9 @@ used ``functions``, a custom (freeform) tool's call as ``type: "custom"`` with
 ``custom.name`` and ``custom.input`` (streamed as ``custom.input`` fragments),
 and no null-valued delta keys (except the first delta's
 ``content: null`` when a message starts with a call, as OpenAI sends it).
+The model's reasoning goes out as ``delta.reasoning_content`` (non-streamed:
+``message.reasoning_content``), the field DeepSeek's API defined and vLLM,
+SGLang and llama.cpp's server send; a message without reasoning has no such key.
 """
 
 from __future__ import annotations
@@ -18,11 +21,19 @@ from typing import Any
 
 import orjson
 
-from statemachine import ChoiceFinished, Event, TextDelta, ToolCallArgumentsDelta, ToolCallInputDelta, ToolCallStarted
+from statemachine import (
+    ChoiceFinished,
+    Event,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallInputDelta,
+    ToolCallStarted,
+)
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage, usage_object
-from ..pipeline.streaming import DONE, data_frame
+from ..pipeline.streaming import DONE, KEEPALIVE, data_frame
 
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
@@ -46,7 +57,9 @@ class ChatEncoder:
                                     include_usage=include_usage)
         self._accumulator: ChatAccumulator | None = None  # made by the first add: a stream never needs one
 
-    def opening(self) -> list[bytes]:
+    keepalive = KEEPALIVE
+
+    def opening(self, usage: Usage) -> list[bytes]:
         """Nothing: a Chat stream starts with its first event."""
         return []
 
@@ -118,6 +131,8 @@ class ChatChunker:
         cls = event.__class__
         if cls is TextDelta:
             key, fragment = b'{"content":', event.text
+        elif cls is ReasoningDelta:
+            key, fragment = b'{"reasoning_content":', event.text
         elif cls is ToolCallArgumentsDelta and not self._legacy:
             key = b'{"tool_calls":[{"index":%d,"function":{"arguments":' % event.index
             fragment = event.fragment
@@ -129,7 +144,7 @@ class ChatChunker:
         if ends is None:
             ends = self._frame_ends_for(index)
         start, end = ends
-        if cls is TextDelta:
+        if cls is not ToolCallArgumentsDelta:
             return start + key + orjson.dumps(fragment) + end
         return start + key + orjson.dumps(fragment) + b"}}]" + end
 
@@ -162,6 +177,8 @@ class ChatChunker:
     def _event_chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
         if isinstance(event, TextDelta):
             return [self._chunk(index, self._with_role(index, {"content": event.text}))]
+        if isinstance(event, ReasoningDelta):
+            return [self._chunk(index, self._with_role(index, {"reasoning_content": event.text}))]
         if isinstance(event, ToolCallStarted):
             if self._legacy:
                 if event.index:
@@ -187,7 +204,7 @@ class ChatChunker:
                 out.append(self._chunk(index, self._with_role(index, {})))
             out.append(self._chunk(index, {}, event.finish_reason))
             return out
-        return []  # reasoning and notes are not part of the Chat wire
+        return []  # notes are not part of the Chat wire
 
     def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
         """The final ``choices: []`` chunk carrying ``usage``."""
@@ -198,7 +215,7 @@ class ChatChunker:
         if index in self._role_sent:
             return delta
         self._role_sent += (index,)
-        if "content" in delta:
+        if "content" in delta or "reasoning_content" in delta:
             return {"role": "assistant", **delta}
         # A message that starts with a call has content null; an empty one has "".
         return {"role": "assistant", "content": None if delta else "", **delta}
@@ -241,10 +258,11 @@ class _Call:
 
 
 class _Message:
-    __slots__ = ("text", "calls", "finish_reason")
+    __slots__ = ("text", "reasoning", "calls", "finish_reason")
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: dict[int, _Call] = {}
         self.finish_reason: str | None = None
 
@@ -271,6 +289,8 @@ class ChatAccumulator:
             message = self._messages[index] = _Message()
         if isinstance(event, TextDelta):
             message.text.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            message.reasoning.append(event.text)
         elif isinstance(event, ToolCallStarted):
             message.calls[event.index] = _Call(event.call_id, event.name, event.kind)
         elif isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
@@ -285,6 +305,8 @@ class ChatAccumulator:
             message = self._messages[index]
             out: dict[str, Any] = {"role": "assistant", "content": "".join(message.text) or None,
                                    "refusal": None, "annotations": []}
+            if message.reasoning:
+                out["reasoning_content"] = "".join(message.reasoning)
             calls = [message.calls[i] for i in sorted(message.calls)]
             if calls and self._legacy:
                 out["function_call"] = calls[0].function()

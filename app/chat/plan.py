@@ -13,7 +13,7 @@ from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
 from ..pipeline.generate import Generation
-from ..pipeline.plan import ChoiceRequest, build_parser_config, is_json_format, tool_specs
+from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool, is_json_format, tool_specs
 from .schemas import AllowedToolsChoice, ChatRequest, CustomTool, NamedCustomToolChoice, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
@@ -40,20 +40,42 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
     """The parser configuration for a Chat Completions request.
 
     Raises:
-        InputError: 400 for ``tools`` together with ``functions``, or an
-            inconsistent ``tool_choice`` / ``function_call``.
+        InputError: 400 for ``tools`` together with ``functions``, an
+            inconsistent ``tool_choice`` / ``function_call``, or a tool
+            :func:`~app.pipeline.plan.check_tool` refuses (a name used twice, a
+            strict schema or regex grammar the worker cannot use).
     """
     if req.tools and req.functions:
         raise InputError("Use either 'tools' or the legacy 'functions', not both.", "functions", "invalid_value")
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
     if req.functions:
-        return build_parser_config(tool_specs(req.functions), _legacy_choice(req.function_call),
+        functions = tool_specs(req.functions)
+        for i, spec in enumerate(functions):
+            check_tool(spec, [f.name for f in functions[:i]], name=f"functions[{i}].name",
+                       definition=f"functions[{i}].parameters")
+        return build_parser_config(functions, _legacy_choice(req.function_call),
                                    parallel_tool_calls=False, legacy_functions=True, settings=settings,
                                    json_output=json_output)
-    tools = [_custom_spec(t) if isinstance(t, CustomTool) else tool_specs([t.function])[0] for t in req.tools or ()]
+    tools = _offered_tools(req)
     parallel = req.parallel_tool_calls is not False
     return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
                                legacy_functions=False, settings=settings, json_output=json_output)
+
+
+def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
+    """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
+    specs: list[ToolSpec] = []
+    for i, tool in enumerate(req.tools or ()):
+        if isinstance(tool, CustomTool):
+            spec = _custom_spec(tool)
+            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)
+            where = f"tools[{i}].custom", "format.grammar.definition" if nested else "format.definition"
+        else:
+            spec = tool_specs([tool.function])[0]
+            where = f"tools[{i}].function", "parameters"
+        check_tool(spec, [s.name for s in specs], name=f"{where[0]}.name", definition=f"{where[0]}.{where[1]}")
+        specs.append(spec)
+    return specs
 
 
 def _custom_spec(tool: CustomTool) -> ToolSpec:

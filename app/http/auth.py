@@ -1,4 +1,5 @@
-"""Client API keys: ``Authorization: Bearer`` on every ``/v1`` route, compared in constant time.
+"""Client API keys: ``Authorization: Bearer`` (or Anthropic's ``x-api-key``) on every ``/v1`` route,
+compared in constant time.
 
 Keys come from ``TOOLWIRE_API_KEYS`` (comma or newline separated) and/or the
 file ``TOOLWIRE_API_KEYS_FILE`` (one per line, ``#`` comments). Only their
@@ -19,6 +20,7 @@ from typing import Any
 from flask import request
 
 from .errors import ApiError
+from ..settings import SettingsError
 from ..state import current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
@@ -67,29 +69,40 @@ def load_keyring(settings: Any) -> KeyRing:
     """The :class:`KeyRing` the settings describe (``api_keys`` and ``api_keys_file``).
 
     Raises:
-        ValueError: the key file cannot be read or holds no key (a typo must
-            not leave the API open), or metrics need a key and there is none.
+        SettingsError: the key file cannot be read or holds no key (a typo must
+            not leave the API open), a key is not printable ASCII (it could never
+            match), or metrics need a key and there is none.
     """
     keys: list[str] = []
     if settings.api_keys is not None:
         raw = settings.api_keys.get_secret_value()
-        keys += [k.strip() for line in raw.splitlines() for k in line.split(",")]
+        keys += _sendable([k.strip() for line in raw.splitlines() for k in line.split(",")], "TOOLWIRE_API_KEYS")
     if settings.api_keys_file is not None:
         try:
             text = settings.api_keys_file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}: {exc.strerror}") from None
+            raise SettingsError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}: {exc.strerror}") from None
         from_file = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
         if not from_file:
-            raise ValueError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
-        keys += from_file
+            raise SettingsError(f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r} holds no key")
+        keys += _sendable(from_file, f"TOOLWIRE_API_KEYS_FILE {str(settings.api_keys_file)!r}")
     ring = KeyRing(keys)
     if not ring and settings.metrics_require_key:
-        raise ValueError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
+        raise SettingsError("TOOLWIRE_METRICS_REQUIRE_KEY is on but no client keys are configured")
     if not ring:
         log.warning("no client API keys configured (TOOLWIRE_API_KEYS / TOOLWIRE_API_KEYS_FILE): "
                     "the API is open to anyone who can reach it")
     return ring
+
+
+def _sendable(keys: list[str], source: str) -> list[str]:
+    """``keys``, after refusing one no client can send: an HTTP header carries printable ASCII only (a
+    non-ASCII key arrives re-encoded, as other characters, and would never match)."""
+    for n, key in enumerate(keys, 1):
+        if key and not (key.isascii() and key.isprintable()):
+            raise SettingsError(f"{source}: key {n} holds a character that is not printable ASCII; an "
+                             "'Authorization' header cannot carry it, so no client could use the key")
+    return keys
 
 
 def bearer_token() -> str | None:
@@ -97,6 +110,11 @@ def bearer_token() -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
     token = token.strip()
     return token if scheme.lower() == "bearer" and token else None
+
+
+def api_key_header() -> str | None:
+    """This request's ``x-api-key`` header (how Anthropic's clients, Claude Code among them, send a key), if any."""
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 def basic_password() -> str | None:
@@ -108,13 +126,14 @@ def basic_password() -> str | None:
 
 
 def authorize_request() -> None:
-    """Refuse the current request unless it carries an accepted key (no keys configured = open); the accepted
+    """Refuse the current request unless it carries an accepted key, as a Bearer token or in ``x-api-key``
+    (no keys configured = open); the accepted
     key's owner digest is recorded (:func:`~app.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
     """
-    _authorize(bearer_token(), "Bearer")
+    _authorize(bearer_token() or api_key_header(), "Bearer")
 
 
 def authorize_debug() -> None:
@@ -135,7 +154,8 @@ def _authorize(token: str | None, challenge: str) -> None:
     if not ring:
         return
     if token is None:
-        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'.", challenge)
+        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' "
+                            "(or 'x-api-key: YOUR_KEY').", challenge)
     if not ring.accepts(token):
         raise _unauthorized("Incorrect API key provided.", challenge)
     set_client_owner(owner_digest(token))

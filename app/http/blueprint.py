@@ -1,4 +1,4 @@
-"""The OpenAI-compatible Blueprint: its hooks (request record, auth, limits, errors) and its routes."""
+"""The API Blueprint (OpenAI's Chat and Responses, Anthropic's Messages): its hooks (request record, auth, limits, errors) and its routes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from ..chat.views import chat_completions
+from ..messages.views import count_message_tokens, create_message, unsupported_messages_path
 from ..observability import record as observe
 from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
 from ..state import current_state
@@ -31,6 +32,11 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     bp.add_url_rule("/responses/<response_id>", view_func=delete_response, methods=["DELETE"])
     bp.add_url_rule("/responses/<path:subpath>", view_func=unsupported_subpath,
                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    bp.add_url_rule("/messages", "create_message", view_func=_create_message, methods=["POST"])
+    bp.add_url_rule("/messages/count_tokens", "count_message_tokens", view_func=_count_message_tokens,
+                    methods=["POST"])
+    bp.add_url_rule("/messages/<path:subpath>", view_func=unsupported_messages_path,
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     bp.add_url_rule("/models", view_func=list_models, methods=["GET"])
     return bp
 
@@ -45,6 +51,14 @@ def _chat_completions() -> Response:
 
 def _create_response() -> Response:
     return create_response(json_body())
+
+
+def _create_message() -> Response:
+    return create_message(json_body())
+
+
+def _count_message_tokens() -> Response:
+    return count_message_tokens(json_body())
 
 
 def list_models() -> Response:

@@ -4,7 +4,8 @@ Every error toolwire answers with has the shape
 ``{"error": {"message", "type", "param", "code"}}`` with all four keys present
 (:class:`~app.errors.ApiError`). Clients never see a stack trace: unexpected
 exceptions are logged and answered with a generic 500
-(:func:`~app.pipeline.failures.as_api_error`).
+(:func:`~app.pipeline.failures.as_api_error`). The Messages endpoints answer in Anthropic's envelope
+instead (:mod:`app.messages.errors`), with the same statuses.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from flask import Blueprint, Flask, Response, current_app
 from werkzeug.exceptions import HTTPException
 
 from ..errors import ApiError
+from ..messages.errors import error_body as messages_error_body
+from ..messages.views import is_messages_request
+from ..observability import record as observe
 from ..pipeline.failures import as_api_error
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
@@ -22,7 +26,8 @@ __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handler
 def error_response(exc: BaseException) -> Response:
     """A JSON error response for ``exc`` (before any streaming)."""
     err = as_api_error(exc)
-    response = current_app.json.response(err.body())
+    observe.note_failure(err.code or err.type, err.message)
+    response = current_app.json.response(messages_error_body(err) if is_messages_request() else err.body())
     response.status_code = err.status
     response.headers.update(err.headers)
     if isinstance(exc, HTTPException) and exc.code == 405:

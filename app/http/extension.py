@@ -24,7 +24,7 @@ from flask import Flask, current_app
 from gevent import monkey
 
 from ..responses.store import ResponseStore, StoreError, open_store
-from ..settings import Settings, settings_from_config
+from ..settings import Settings, SettingsError, load_settings, settings_from_config
 from ..state import EXTENSION_KEY, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
@@ -72,7 +72,8 @@ class Toolwire:
             name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
         Raises:
             RuntimeError: toolwire is already registered on ``app``.
-            ValueError: the client key settings are unusable (see :func:`~app.http.auth.load_keyring`).
+            SettingsError: the settings are invalid, or the client key settings are unusable (see
+                :func:`~app.http.auth.load_keyring`).
         """
         if EXTENSION_KEY in app.extensions:
             raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
@@ -81,7 +82,7 @@ class Toolwire:
             warnings.warn("gevent has not patched socket: each stream will block a worker. Serve toolwire "
                           "with gunicorn's gevent worker (see app/gunicorn.conf.py).", UnpatchedSocketWarning,
                           stacklevel=2)
-        settings = self._settings or Settings(**settings_from_config(app.config))
+        settings = self._settings or load_settings(**settings_from_config(app.config))
         api_keys = load_keyring(settings)
         upstream = self._upstream or make_upstream(settings)
         store = self._store or make_store(settings)
@@ -124,7 +125,7 @@ def make_upstream(settings: Settings) -> Upstream:
     """The upstream ``settings.backend`` names: HTTP (``upstream_url``), a Codex app-server, or the embedded demo.
 
     Raises:
-        ValueError: the ``openai`` back end without an ``upstream_url``.
+        SettingsError: the ``openai`` back end without an ``upstream_url``.
         CodexSetupError: the Codex binary is missing or refused toolwire's config.
     """
     if settings.backend == "codex":
@@ -133,7 +134,7 @@ def make_upstream(settings: Settings) -> Upstream:
         return make_codex_upstream(settings)
     if settings.backend == "openai":
         if not settings.upstream_url:
-            raise ValueError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
+            raise SettingsError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
         timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
                             write=settings.upstream_write_timeout)
         bounds = Bounds(idle_content=settings.upstream_idle_content_seconds or None,

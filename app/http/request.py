@@ -15,10 +15,12 @@ def json_body() -> dict[str, Any]:
     """The request body as a JSON object.
 
     Raises:
-        ApiError: 400 ``invalid_json`` when it does not parse, is not an
-            object or nests too deep (``limits.check_nesting``); 413 over the body-size limit.
+        ApiError: 400 ``invalid_json`` when it holds too many values to parse
+            (``limits.check_breadth``), does not parse, is not an object or nests
+            too deep (``limits.check_nesting``); 413 over the body-size limit.
     """
     raw = limits.read_body()
+    limits.check_breadth(raw)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -2,7 +2,7 @@
 
 With ``TOOLWIRE_DEBUG=true`` every API request leaves one small JSON file in a
 directory the workers share (``TOOLWIRE_DEBUG_DIR``); only the newest
-``TOOLWIRE_DEBUG_KEEP`` are kept. The files hold model output (the text that
+``TOOLWIRE_DEBUG_KEEP`` of each client key are kept. The files hold model output (the text that
 triggered each transition), which is why this is off by default.
 
 Routes (404 while debug is off):
@@ -77,11 +77,13 @@ _digests: dict[str, tuple[int, Digest]] = {}
 
 
 class DebugStore:
-    """Bounded files ``<directory>/<owner tag>.<request_id>.json``; the newest ``keep`` survive.
+    """Bounded files ``<directory>/<owner tag>.<request_id>.json``; the newest ``keep`` of each key survive.
 
     Records are scoped like stored responses: each belongs to the client key that made the request (its
     owner digest, shortened to a tag; ``open`` on an API without keys). A key reads only its own records,
-    and a request id chosen by one client (``X-Request-Id``) can never overwrite another key's record.
+    and a request id chosen by one client (``X-Request-Id``) can never overwrite another key's record, nor
+    can its requests prune another key's records (each key keeps its own newest ``keep``; the keys are the
+    configured ones, so the directory stays bounded).
     Writes are atomic (a temporary file renamed into place), so a reader in another worker never sees half
     a file.
     """
@@ -91,13 +93,13 @@ class DebugStore:
         self.keep = keep
 
     def save(self, request_id: str, view: dict[str, Any], *, owner: str | None = None) -> None:
-        """Store one request's view for ``owner``, then drop the oldest files beyond ``keep``."""
+        """Store one request's view for ``owner``, then drop ``owner``'s oldest files beyond ``keep``."""
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(orjson.dumps(view))
         os.replace(tmp, self.directory / f"{_owner_tag(owner)}.{request_id}.json")
-        self._prune()
+        self._prune(owner)
 
     def load(self, request_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
         """One of ``owner``'s request views, or ``None`` when it is unknown, pruned or another key's."""
@@ -143,8 +145,8 @@ class DebugStore:
         _digests.update(kept)
         return [digest for _, digest in kept.values()]
 
-    def _prune(self) -> None:
-        entries = self.entries()
+    def _prune(self, owner: str | None) -> None:
+        entries = self.entries_of(owner)
         for _, path in entries[:max(0, len(entries) - self.keep)]:
             try:
                 os.unlink(path)

@@ -12,6 +12,7 @@ never per token.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from prometheus_client import (
@@ -30,6 +31,9 @@ _DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300
 _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 REQUESTS = Counter("toolwire_requests_total", "API requests answered", ["route", "status"])
+REQUEST_OUTCOMES = Counter("toolwire_request_outcomes_total",
+                           "API requests by how their response ended: completed, client_gone, or the error code "
+                           "(of an error response, a stream's error frame or response.failed)", ["route", "outcome"])
 REQUEST_DURATION = Histogram("toolwire_request_duration_seconds",
                              "From the request's arrival to its body's end (streams included)", ["route"],
                              buckets=_DURATION_BUCKETS)
@@ -53,6 +57,9 @@ TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",
                               ["model"])
 
+#: An error code fit for a label; any other (an upstream's own, passed through) counts as ``other_error``.
+_OUTCOME_LABEL = re.compile(r"[a-z][a-z0-9_]{0,47}")
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: Children :func:`child` keeps; past it the cache starts over (routes of unrouted paths are unbounded).
@@ -69,6 +76,11 @@ def child(metric: Any, *labels: str) -> Any:
             _children.clear()
         found = _children[key] = metric.labels(*labels)
     return found
+
+
+def outcome_label(outcome: str) -> str:
+    """``outcome`` as a bounded label value."""
+    return outcome if _OUTCOME_LABEL.fullmatch(outcome) else "other_error"
 
 
 def exposition() -> tuple[bytes, str]:

@@ -59,6 +59,8 @@ class RequestRecord:
         drivers: the choice drivers built for this request.
         debug: where the state-machine paths go when debug is on, else ``None``.
         owner: the client key's owner digest (``None`` on an open API): its debug record is that key's alone.
+        outcome: the error code the response ended with (an error response, an error frame or
+            ``response.failed``); ``None`` until then (the access line says ``completed`` or ``client_gone``).
     """
 
     request_id: str
@@ -77,6 +79,7 @@ class RequestRecord:
     drivers: list[ChoiceDriver] = field(default_factory=list)
     debug: DebugStore | None = None
     owner: str | None = None
+    outcome: str | None = None
     finished: bool = False
 
     @property
@@ -103,6 +106,23 @@ class RequestRecord:
         """The body was closed before its end."""
         self.disconnected = True
 
+    def failed(self, code: str, message: str) -> None:
+        """The response ended in an error with ``code``; a stream (its status long sent as 200) says so
+        in a warning naming the cause."""
+        self.outcome = code
+        if self.stream:
+            access_log.warning("stream failed after its headers: %s", message, extra={
+                "request_id": self.request_id, "fields": {"code": code, "route": self.route, "model": self.model}})
+
+    @property
+    def ended(self) -> str:
+        """How the response ended: ``completed``, ``client_gone``, or the error code."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.disconnected:
+            return "client_gone"
+        return "completed" if self.status < 400 else f"http_{self.status}"
+
     def finish(self) -> None:
         """The body is closed: count the request, write its access line (and debug path). Idempotent."""
         if self.finished:
@@ -114,6 +134,8 @@ class RequestRecord:
         if self.disconnected:
             metrics.CLIENT_DISCONNECTS.inc()
         metrics.child(metrics.REQUESTS, self.route, str(self.status)).inc()
+        ended = self.ended
+        metrics.child(metrics.REQUEST_OUTCOMES, self.route, metrics.outcome_label(ended)).inc()
         metrics.child(metrics.REQUEST_DURATION, self.route).observe(duration)
         outcomes: Counter[str] = Counter()
         moves: Counter[tuple[str, str]] = Counter()
@@ -139,7 +161,7 @@ class RequestRecord:
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
                     "stream": self.stream if self.stream_requested is None else self.stream_requested,
                     "tool_mode": self.tool_mode, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
-                    "ttfb_ms": self.ttfb_ms,
+                    "outcome": ended, "ttfb_ms": self.ttfb_ms,
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
             try:
@@ -165,8 +187,10 @@ class RequestRecord:
                          "at_ms": _ms(times[i] - self.started) if i < len(times) else None}
                         for i, ((s, t, d), (a, b)) in enumerate(zip(choice.path, choice.spans))]
                 events = (driver.outcome_events or {}).get(index, ())
+                reasoning = [{"step": span.step, "at_ms": _ms(span.began - self.started), "text": "".join(span.pieces)}
+                             for span in (driver.reasoning or {}).get(index, ())]
                 choices.append({
-                    "index": index, "state": choice.state.value, "path": path,
+                    "index": index, "state": choice.state.value, "path": path, "reasoning": reasoning,
                     "calls": [asdict(e) for e in events if isinstance(e, ToolCallEnded)],
                     "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
                     "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})
@@ -214,6 +238,13 @@ def note_model(model: Any) -> None:
         return
     record.model = model
     record.model_label = model if model in current_state().metric_models else "other"
+
+
+def note_failure(code: str, message: str) -> None:
+    """The current request is answered with an error (see :meth:`RequestRecord.failed`)."""
+    record = _current.get()
+    if record is not None:
+        record.failed(code, message)
 
 
 def note_stream(stream: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from statemachine import (
@@ -35,6 +36,27 @@ log = logging.getLogger("toolwire.pipeline.driver")
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
+_ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
+#: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
+#: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
+INLINE_OPEN, INLINE_CLOSE = "<think>", "</think>"
+
+
+@dataclass(slots=True)
+class ReasoningSpan:
+    """A stretch of one choice's reasoning, for the debug view.
+
+    Fields:
+        step: the number of transitions its machine had taken when the span began.
+        began: ``time.perf_counter()`` at its first piece.
+        pieces: its text.
+        open: no text, call or finish has followed it yet.
+    """
+
+    step: int
+    began: float
+    pieces: list[str]
+    open: bool = True
 
 
 class ChoiceDriver:
@@ -51,13 +73,17 @@ class ChoiceDriver:
     them passed through as ``(None, pause)``.
     The upstream is always closed when iteration ends or is abandoned.
 
+    ``reasoning`` says what becomes of the model's reasoning (``ReasoningDelta``): ``show`` passes it on,
+    ``hide`` drops it, ``inline`` turns each span into content between :data:`INLINE_OPEN` and
+    :data:`INLINE_CLOSE`. The default costs nothing per delta.
+
     Built inside a request, it attaches itself to the request's
     :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
     choices' paths) once the response has ended.
 
     Attributes:
         usage: the upstream's last usage object, if it sent one.
-        output_chars: characters of visible text and call arguments produced.
+        output_chars: characters of text, reasoning and call arguments produced.
         outcomes: tool calls by outcome (``emitted``, ``repaired``, ``rejected``, ``failed``).
         first_output_at: ``time.perf_counter()`` at the first text, reasoning or call header.
         texts: per choice, the model text fed (kept only for the debug view), else ``None``.
@@ -65,11 +91,14 @@ class ChoiceDriver:
             events (kept only for the debug view), else ``None``.
         step_times: per choice, the ``time.perf_counter()`` at which each entry of its machine's
             ``path`` was taken (kept only for the debug view), else ``None``.
+        reasoning: per choice, its spans of reasoning (kept only for the debug view), else ``None``.
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id):
+                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show"):
         self._stream = stream
+        self._reasoning = reasoning
+        self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
         self._n = n
         self._id_factory = id_factory
@@ -88,6 +117,7 @@ class ChoiceDriver:
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         self.step_times: dict[int, list[float]] | None = {} if debugging else None
+        self.reasoning: dict[int, list[ReasoningSpan]] | None = {} if debugging else None
         if record is not None:
             record.drivers.append(self)
 
@@ -117,9 +147,7 @@ class ChoiceDriver:
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
                                                     "without a finish reason.")
-                events = self._finish(index, None)
-                self._account(index, events)
-                for event in events:
+                for event in self._output(index, self._finish(index, None)):
                     yield index, event
         except ModelOutputError:
             self.outcomes["failed"] += 1  # a fail policy ends the response
@@ -150,7 +178,7 @@ class ChoiceDriver:
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
-        self._account(index, events)
+        events = self._output(index, events)
         return [(index, event) for event in events]
 
     def _choice(self, index: int) -> ChoiceStream:
@@ -169,6 +197,49 @@ class ChoiceDriver:
         held = natives.close() if natives is not None else ()
         return [*held, *self._choices[index].finish(reason)]
 
+    def _output(self, index: int, events: list[Event]) -> list[Event]:
+        """Choice ``index``'s ``events`` as they go out: reasoning recorded for the debug view, then dropped
+        or inlined as asked, then counted."""
+        if self.reasoning is not None:
+            self._keep_reasoning(self.reasoning.setdefault(index, []), index, events)
+        if self._reasoning != "show":
+            events = self._restyle(index, events)
+        self._account(index, events)
+        return events
+
+    def _keep_reasoning(self, spans: list[ReasoningSpan], index: int, events: list[Event]) -> None:
+        """Record choice ``index``'s reasoning: one span per stretch of it, with the step of its machine's path
+        it came before and when it began."""
+        for event in events:
+            if event.__class__ is ReasoningDelta:
+                if spans and spans[-1].open:
+                    spans[-1].pieces.append(event.text)
+                else:
+                    spans.append(ReasoningSpan(len(self._choices[index].path), time.perf_counter(), [event.text]))
+            elif isinstance(event, _ENDS_REASONING) and spans:
+                spans[-1].open = False
+
+    def _restyle(self, index: int, events: list[Event]) -> list[Event]:
+        """``events`` of choice ``index`` with its reasoning dropped (``hide``) or made content (``inline``)."""
+        if self._reasoning == "hide":
+            return [event for event in events if event.__class__ is not ReasoningDelta]
+        inside = index in self._inline_open
+        out: list[Event] = []
+        for event in events:
+            if event.__class__ is ReasoningDelta:
+                if not inside:
+                    out.append(TextDelta(INLINE_OPEN))
+                    inside = True
+                out.append(TextDelta(event.text))
+                continue
+            if inside and isinstance(event, _ENDS_REASONING):
+                out.append(TextDelta(INLINE_CLOSE))
+                inside = False
+            out.append(event)
+        others = tuple(i for i in self._inline_open if i != index)
+        self._inline_open = (*others, index) if inside else others
+        return out
+
     def _account(self, index: int, events: list[Event]) -> None:
         """Count what ``events`` of choice ``index`` carry (output size, outcomes) before they go out."""
         if self.step_times is not None:  # stamp the transitions this input fired
@@ -178,7 +249,7 @@ class ChoiceDriver:
             self.first_output_at = time.perf_counter()
         for event in events:
             cls = event.__class__
-            if cls is TextDelta:
+            if cls is TextDelta or cls is ReasoningDelta:
                 self.output_chars += len(event.text)
             elif cls is ToolCallArgumentsDelta:
                 self.output_chars += len(event.fragment)

@@ -3,13 +3,14 @@
 The pipeline (:func:`app.pipeline.generate.generate`) runs one generation and
 hands every core event to an :class:`Encoder`: the Chat Completions encoder
 (``app.chat.encoder.ChatEncoder``) and the Responses encoder
-(``app.responses.encoder.ResponsesWireEncoder``) implement it. Streaming calls
+(``app.responses.encoder.ResponsesWireEncoder``) and the Messages encoder
+(``app.messages.encoder.MessagesEncoder``) implement it. Streaming calls
 :meth:`~Encoder.opening`, then :meth:`~Encoder.frames` per event, then
 :meth:`~Encoder.closing` — or, when the generation fails after the first
 byte, :meth:`~Encoder.error_frames` instead of ``closing``. Not streaming
 calls :meth:`~Encoder.add` per event, then :meth:`~Encoder.body` once.
 
-Usage is one decision for both endpoints (:func:`usage_of`): the upstream's
+Usage is one decision for every endpoint (:func:`usage_of`): the upstream's
 token counts when it sent them, else an estimate of about four characters a
 token.
 """
@@ -38,8 +39,11 @@ class Encoder(Protocol):
     serves one response, streamed or not, never both.
     """
 
-    def opening(self) -> Iterable[bytes]:
-        """The frames sent before any event (may be none)."""
+    #: The bytes sent while nothing else is (the heartbeat), e.g. an SSE comment.
+    keepalive: bytes
+
+    def opening(self, usage: Usage) -> Iterable[bytes]:
+        """The frames sent before any event (may be none); ``usage`` is the prompt's, before any output."""
         ...
 
     def frames(self, index: int, event: Event) -> Iterable[bytes]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ from ..observability import metrics
 from ..observability import record as observe
 from ..state import current_state
 from ..upstreams.base import UpstreamError, UpstreamStream
+from .client_watch import abandon_if_client_leaves
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
@@ -35,6 +37,8 @@ from .streaming import Events, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
+#: The Chat request's output limits, clamped to the model's ``max_output_tokens``.
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -65,23 +69,34 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
     Raises:
         UpstreamError: the upstream refused (the client got nothing yet).
     """
-    stream, config, messages = open_in_tool_mode(generation)
+    limit = current_state().settings.stream_max_seconds
+    deadline = time.monotonic() + limit if limit else None
+    client = request.environ.get("gunicorn.socket")
+    with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
+        stream, config, messages = open_in_tool_mode(generation)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n)
+    driver = ChoiceDriver(stream, config, n=generation.n,
+                          reasoning=current_state().settings.reasoning_for(generation.model))
 
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
 
+    left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
-        limit = current_state().settings.stream_max_seconds
-        expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
-                                code="stream_time_limit")
-        with gevent.Timeout(limit or None, expired):  # one timer per request, none per chunk
+        with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
             for index, event in cooperative(driver):
                 encoder.add(index, event)
         return current_app.json.response(encoder.body(usage()))
 
-    return sse_response(driver, encoder, usage, stream)
+    return sse_response(driver, encoder, usage, stream, max_seconds=left)
+
+
+def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Timeout:
+    """The timer that ends a generation after ``seconds`` (of its ``limit``, which the error names)."""
+    limit = limit or seconds
+    expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
+                            code="stream_time_limit")
+    return gevent.Timeout(seconds or None, expired)
 
 
 def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
@@ -133,8 +148,9 @@ def _content_chars(content: Any) -> int:
 def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
     """Open the upstream's answer to ``messages`` for the client's ``model``.
 
-    ``fields`` are the other request parameters the back end gets; it is always
-    asked for a stream with usage (a non-streaming answer is accumulated from it).
+    ``fields`` are the other request parameters the back end gets (an output limit above the model's
+    ``max_output_tokens`` clamped to it); it is always asked for a stream with usage (a non-streaming
+    answer is accumulated from it).
 
     Raises:
         UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
@@ -142,6 +158,11 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     state = current_state()
     body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
+    limit = state.settings.max_output_tokens_for(model)
+    if limit:
+        for key in OUTPUT_LIMITS:
+            if isinstance(body.get(key), int) and body[key] > limit:
+                body[key] = limit
     return state.upstream.open(body, request_id=observe.current_request_id())
 
 
@@ -150,17 +171,18 @@ def wants_keepalive() -> bool:
     return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
 
 
-def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream) -> Response:
-    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames,
-    with keep-alives unless the client opted out.
+def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream, *,
+                 max_seconds: float | None) -> Response:
+    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames
+    for at most ``max_seconds`` more, with keep-alives unless the client opted out.
 
     ``stream`` is asked for pauses, which ``events`` passes on; the rest is
     :func:`~app.pipeline.streaming.sse_body`'s.
     """
     settings = current_state().settings
     heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
-    stream.pause_every(tick_seconds(heartbeat, settings.stream_max_seconds))
+    stream.pause_every(tick_seconds(heartbeat, max_seconds))
     body = sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=settings.stream_max_seconds, client=request.environ.get("gunicorn.socket"),
+                    max_seconds=max_seconds, client=request.environ.get("gunicorn.socket"),
                     write_timeout=settings.stream_write_timeout_seconds)
     return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)

@@ -106,8 +106,10 @@ def native_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Calls and results stay real ``tool_calls`` and ``role: "tool"`` messages;
     legacy ``function_call`` / ``role: "function"`` become those too (each
-    result answers the latest call of its name), and ``developer`` messages
-    become ``system`` (most open servers know no ``developer`` role).
+    result answers the latest call of its name), ``developer`` messages
+    become ``system`` (most open servers know no ``developer`` role), and an
+    assistant message with calls has ``content: ""`` rather than ``null`` or none
+    (valid OpenAI; llama-cpp-python's server and templates refuse the others).
     """
     out: list[dict[str, Any]] = []
     open_calls: dict[str, list[str]] = {}  # name -> ids of legacy calls still unanswered
@@ -126,6 +128,8 @@ def native_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             ids = open_calls.get(str(message.get("name")))
             message = {"role": "tool", "tool_call_id": ids.pop() if ids else f"call_legacy_{len(out)}",
                        "content": message.get("content")}
+        if role == "assistant" and message.get("tool_calls") and message.get("content") is None:
+            message = {**message, "content": ""}
         out.append(message)
     return out
 

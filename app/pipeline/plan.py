@@ -25,7 +25,17 @@ import orjson
 
 from flask import has_request_context, request
 
-from statemachine import ParserConfig, Policy, TextFormat, ToolChoice, ToolSpec, get_format, registered_formats
+from statemachine import (
+    ParserConfig,
+    Policy,
+    TextFormat,
+    ToolChoice,
+    ToolSpec,
+    get_format,
+    regex_problem,
+    registered_formats,
+    schema_problem,
+)
 
 from ..errors import InputError
 from ..observability import record as observe
@@ -231,6 +241,35 @@ def policy_from_settings(settings: "Settings") -> Policy:
         stop_after_first_call=settings.stop_after_tools == "first",
         max_tool_calls=settings.max_tool_calls,
     )
+
+
+def check_tool(spec: ToolSpec, offered: Iterable[str], *, name: str, definition: str) -> None:
+    """Refuse a tool the worker could not safely use: a name an earlier tool of the request has (the model's
+    call would go to one of them), a strict function's schema :func:`~statemachine.schema_problem` refuses
+    (a remote ``$ref``, a ref cycle, a typo jsonschema cannot run…), a custom tool's regex grammar RE2
+    cannot run. Lark grammars and non-strict schemas are never evaluated as code: not refused.
+
+    Args:
+        offered: the model-facing names of the tools before it.
+        name: the ``param`` of its name (``tools[2].function.name``).
+        definition: the ``param`` of its schema (``tools[2].function.parameters``) or of its grammar's
+            ``definition``.
+    Raises:
+        InputError: 400 naming ``name`` (``duplicate_tool_name``) or ``definition``.
+    """
+    if spec.name in offered:
+        raise InputError(f"Invalid value for '{name}': the tool name {spec.name!r} is already used by an earlier "
+                         "tool (a namespaced tool is named namespace__name).", name, "duplicate_tool_name")
+    if spec.kind == "function" and spec.strict and spec.parameters is not None:
+        problem = schema_problem(spec.parameters)
+        if problem:
+            raise InputError(f"Invalid schema for function {spec.name!r}: {problem}.", definition,
+                             "invalid_function_parameters")
+    grammar = spec.input_format or {}
+    if spec.kind == "custom" and grammar.get("type") == "grammar" and grammar.get("syntax") == "regex":
+        problem = regex_problem(grammar.get("definition"))
+        if problem:
+            raise InputError(f"Invalid grammar for tool {spec.name!r}: {problem}.", definition, "invalid_value")
 
 
 def tool_specs(functions: Iterable[FunctionLike]) -> list[ToolSpec]:

@@ -102,14 +102,15 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
     call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
     turns: list[tuple[str, str]] = []
     formats = (fmt, custom_format(config))
-    for message in messages:
+    this_turn = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
+    for position, message in enumerate(messages):
         role = message.get("role")
         if role in ("system", "developer"):
             text = _content_text(message.get("content"))
             if text:
                 system_texts.append(text)
         elif role == "assistant":
-            text = _assistant_text(message, formats, call_names)
+            text = _assistant_text(message, formats, call_names, with_reasoning=position > this_turn)
             if text:
                 turns.append(("assistant", text))
         elif role == "tool":
@@ -367,12 +368,19 @@ def _arguments_text(arguments: Any) -> str:
 
 
 def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextFormat],
-                    call_names: dict[str, str]) -> str:
-    """The assistant's text, then each of its calls as sentinel text; records call names.
+                    call_names: dict[str, str], *, with_reasoning: bool) -> str:
+    """The assistant's reasoning (``with_reasoning``), text, then each of its calls as sentinel text; records
+    call names.
 
-    ``formats`` are the function-call format and the custom-call format.
+    ``formats`` are the function-call format and the custom-call format. Reasoning is given back only within
+    the current turn (after the last user message), where the model reads the results of the calls it
+    reasoned its way to, in the family's own delimiters; earlier turns' reasoning is dropped, as every
+    family's chat template drops it (docs/reasoning.md).
     """
     pieces = []
+    reasoning = message.get("reasoning_content")
+    if with_reasoning and isinstance(reasoning, str) and reasoning:
+        pieces.append(formats[0].render_reasoning(reasoning))
     text = _content_text(message.get("content")) or str(message.get("refusal") or "")
     if text:
         pieces.append(text)

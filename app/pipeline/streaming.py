@@ -8,7 +8,7 @@ when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
-a tick: a ``: keep-alive`` comment goes out when nothing was written for the
+a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out when nothing was written for the
 heartbeat interval. Closing the body (the client left) closes the events, which
 close the upstream. The body reports to the request's
 :class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
@@ -123,7 +123,7 @@ class SSEBody:
         written = time.monotonic()
         try:
             try:
-                batch += encoder.opening()
+                batch += encoder.opening(self._usage())
                 for index, item in self._events:
                     if index is not None:
                         batch += encoder.frames(index, item)
@@ -140,14 +140,17 @@ class SSEBody:
                         if index is not None:  # a long run of ready frames went out: now the other streams run
                             gevent.sleep(0)
                     elif item.idle and heartbeat is not None and now - written >= heartbeat:
-                        yield KEEPALIVE
+                        yield encoder.keepalive
                         written = now
                     if deadline is not None and now >= deadline:
                         raise UpstreamError("timeout", f"The stream went past its {self._max_seconds:g}-second "
                                                        "limit.", status=504, code="stream_time_limit")
                 batch += encoder.closing(self._usage())
             except Exception as exc:  # the endpoint's error frame ends the stream, after what was ready
-                batch.append(encoder.error_frames(as_api_error(exc), self._usage()))
+                error = as_api_error(exc)
+                batch.append(encoder.error_frames(error, self._usage()))
+                if self._record is not None:
+                    self._record.failed(error.code or error.type, error.message)
             if record is not None and batch:
                 record.first_frame_sent()
             self._ended = True

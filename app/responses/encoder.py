@@ -21,6 +21,7 @@ import orjson
 from statemachine import (
     ChoiceFinished,
     Event,
+    ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallEnded,
@@ -32,6 +33,7 @@ from .tools import ToolOrigin
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage
+from ..pipeline.streaming import KEEPALIVE
 
 __all__ = ["ResponsesEncoder", "ResponsesWireEncoder", "encode_sse", "new_item_id", "new_response_id",
            "responses_usage"]
@@ -96,15 +98,62 @@ _INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content
 _RESPONSE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "invalid_prompt"})
 
 
-class _Message:
-    """An open message item: its id, position and text so far."""
+class _Span:
+    """An open item made of one text part: its id, position and text so far.
+
+    A subclass names its item's id prefix and text events (``response.<text_events>.delta`` / ``.done``)
+    and builds its item and part.
+    """
 
     __slots__ = ("id", "index", "parts")
+    prefix: str
+    text_events: str
+    delta_fields: dict[str, Any] = {}
 
     def __init__(self, item_id: str, index: int):
         self.id = item_id
         self.index = index
         self.parts: list[str] = []
+
+    @staticmethod
+    def part(text: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def item(cls, item_id: str, status: str, text: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _Message(_Span):
+    """An open message item (``output_text``)."""
+
+    __slots__ = ()
+    prefix, text_events, delta_fields = "msg", "output_text", {"logprobs": []}
+
+    @staticmethod
+    def part(text: str) -> dict[str, Any]:
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+    @classmethod
+    def item(cls, item_id: str, status: str, text: str | None) -> dict[str, Any]:
+        return {"id": item_id, "type": "message", "role": "assistant", "status": status,
+                "content": [] if text is None else [cls.part(text)]}
+
+
+class _Reasoning(_Span):
+    """An open reasoning item: one span of the model's reasoning (``reasoning_text``)."""
+
+    __slots__ = ()
+    prefix, text_events = "rs", "reasoning_text"
+
+    @staticmethod
+    def part(text: str) -> dict[str, Any]:
+        return {"type": "reasoning_text", "text": text}
+
+    @classmethod
+    def item(cls, item_id: str, status: str, text: str | None) -> dict[str, Any]:
+        return {"id": item_id, "type": "reasoning", "summary": [],
+                "content": [] if text is None else [cls.part(text)], "status": status}
 
 
 #: Item id prefix per call item type.
@@ -133,14 +182,16 @@ class ResponsesEncoder:
         request_echo: request values to repeat (``ResponsesRequest.response_echo()``);
             missing keys get OpenAI's defaults, unknown keys are ignored.
         created_at: Unix time; now when omitted.
-        id_factory: ``prefix -> id`` for item ids (``msg``, ``fc``, ``ctc``, ``tsc``, ``lsc``); random by default.
+        id_factory: ``prefix -> id`` for item ids (``msg``, ``rs``, ``fc``, ``ctc``, ``tsc``, ``lsc``); random by default.
         tools: model-facing tool name → :class:`~app.responses.tools.ToolOrigin`: which item a call
             becomes, under which client name and namespace. A name not in it is a plain function
             (a custom call, by its ``kind``, a custom tool call).
 
     Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
     :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
-    ``ToolCallNote`` and ``ReasoningDelta`` produce nothing. A function call
+    A span of ``ReasoningDelta`` is one ``reasoning`` item whose ``reasoning_text``
+    content streams as ``response.reasoning_text.delta`` events, placed before
+    what followed it; ``ToolCallNote`` produces nothing. A function call
     streams ``function_call_arguments`` events, a custom call
     ``custom_tool_call_input`` events; a ``tool_search_call`` or
     ``local_shell_call`` carries parsed JSON, so it is only added and done.
@@ -152,7 +203,7 @@ class ResponsesEncoder:
         self._id_factory = id_factory
         self._tools = tools or {}
         self._seq = 0
-        self._open: _Message | _Call | None = None
+        self._open: _Span | _Call | None = None
         self._finish_reason = "stop"
         self._ended = False
         self._response: dict[str, Any] = {
@@ -193,7 +244,9 @@ class ResponsesEncoder:
         """The Responses events for one core event."""
         self._check_open()
         if isinstance(event, TextDelta):
-            return self._text(event.text)
+            return self._text(_Message, event.text)
+        if isinstance(event, ReasoningDelta):
+            return self._text(_Reasoning, event.text)
         if isinstance(event, ToolCallStarted):
             out = self._close_open("completed")
             origin = self._tools.get(event.name) or ToolOrigin("custom" if event.kind == "custom" else "function",
@@ -271,20 +324,21 @@ class ResponsesEncoder:
         if self._ended:
             raise RuntimeError("the response already ended")
 
-    def _text(self, text: str) -> list[dict[str, Any]]:
+    def _text(self, kind: type[_Span], text: str) -> list[dict[str, Any]]:
+        """Stream ``text`` into the open item of ``kind``, opening one (closing the item before) if needed."""
         out: list[dict[str, Any]] = []
-        message = self._open
-        if not isinstance(message, _Message):
+        span = self._open
+        if not isinstance(span, kind):
             out.extend(self._close_open("completed"))
-            message = _Message(self._id_factory("msg"), len(self._response["output"]))
-            self._open = message
-            out.append(self._event("response.output_item.added", output_index=message.index,
-                                   item=_message_item(message.id, "in_progress", None)))
-            out.append(self._event("response.content_part.added", item_id=message.id,
-                                   output_index=message.index, content_index=0, part=_text_part("")))
-        message.parts.append(text)
-        out.append(self._event("response.output_text.delta", item_id=message.id, output_index=message.index,
-                               content_index=0, delta=text, logprobs=[]))
+            span = kind(self._id_factory(kind.prefix), len(self._response["output"]))
+            self._open = span
+            out.append(self._event("response.output_item.added", output_index=span.index,
+                                   item=kind.item(span.id, "in_progress", None)))
+            out.append(self._event("response.content_part.added", item_id=span.id, output_index=span.index,
+                                   content_index=0, part=kind.part("")))
+        span.parts.append(text)
+        out.append(self._event(f"response.{kind.text_events}.delta", item_id=span.id, output_index=span.index,
+                               content_index=0, delta=text, **kind.delta_fields))
         return out
 
     def _arguments_delta(self, call: _Call, fragment: str) -> dict[str, Any]:
@@ -300,14 +354,14 @@ class ResponsesEncoder:
         item, self._open = self._open, None
         if item is None:
             return []
-        if isinstance(item, _Message):
+        if isinstance(item, _Span):
             text = "".join(item.parts)
-            done = _message_item(item.id, status, text)
+            done = item.item(item.id, status, text)
             out = [
-                self._event("response.output_text.done", item_id=item.id, output_index=item.index,
-                            content_index=0, text=text, logprobs=[]),
+                self._event(f"response.{item.text_events}.done", item_id=item.id, output_index=item.index,
+                            content_index=0, text=text, **item.delta_fields),
                 self._event("response.content_part.done", item_id=item.id, output_index=item.index,
-                            content_index=0, part=_text_part(text)),
+                            content_index=0, part=item.part(text)),
             ]
         elif item.origin.type == "function":
             out = []
@@ -330,20 +384,6 @@ class ResponsesEncoder:
         self._response["output"].append(done)
         out.append(self._event("response.output_item.done", output_index=item.index, item=done))
         return out
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def _message_item(item_id: str, status: str, text: str | None) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "type": "message",
-        "role": "assistant",
-        "status": status,
-        "content": [] if text is None else [_text_part(text)],
-    }
 
 
 def _call_item(call: _Call, status: str, text: str | None) -> dict[str, Any]:
@@ -394,7 +434,9 @@ class ResponsesWireEncoder:
         self._encoder = encoder
         self._keep = keep
 
-    def opening(self) -> list[bytes]:
+    keepalive = KEEPALIVE
+
+    def opening(self, usage: Usage) -> list[bytes]:
         """``response.created`` and ``response.in_progress``."""
         return [encode_sse(event) for event in self._encoder.start()]
 

@@ -28,6 +28,7 @@ from .schemas import (
     MediaPart,
     OtherItem,
     RefusalPart,
+    ReasoningItem,
     ResponsesRequest,
     ToolSearchCallItem,
     ToolSearchOutputItem,
@@ -161,10 +162,16 @@ class _ChatBuilder:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self._call_ids: set[str] = set()
+        self._reasoning: list[str] = []  # readable reasoning items waiting for the assistant turn they led to
 
     def add(self, item: Any, param: str) -> None:
         if isinstance(item, MessageItem):
-            self.messages.append({"role": item.role, "content": _content_text(item.content)})
+            message = {"role": item.role, "content": _content_text(item.content)}
+            self.messages.append(self._with_reasoning(message) if item.role == "assistant" else message)
+            if item.role == "user":
+                self._reasoning.clear()  # a new turn: the last one's reasoning is never given back
+        elif isinstance(item, ReasoningItem):
+            self._reasoning += _reasoning_texts(item)
         elif isinstance(item, FunctionCallItem):
             self._add_call(item.call_id, {"type": "function", "function": {
                 "name": model_name(item.name, item.namespace), "arguments": item.arguments}})
@@ -193,7 +200,14 @@ class _ChatBuilder:
         elif isinstance(item, OtherItem) and item.type != "compaction":
             role = "assistant" if _is_model_action(item.type) else "user"
             self._add_note(role, _note(item))
-        # Reasoning and compaction items are opaque or private: never replayed as visible text.
+        # Compaction items and encrypted reasoning are opaque: never replayed as text.
+
+    def _with_reasoning(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` (an assistant turn) carrying the readable reasoning items that came before it."""
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+            self._reasoning.clear()
+        return message
 
     def _add_call(self, call_id: str, call: dict[str, Any]) -> None:
         self._call_ids.add(call_id)
@@ -202,7 +216,7 @@ class _ChatBuilder:
         if last is not None and last["role"] == "assistant":
             last.setdefault("tool_calls", []).append(call)
         else:
-            self.messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            self.messages.append(self._with_reasoning({"role": "assistant", "content": None, "tool_calls": [call]}))
 
     def _add_result(self, call_id: str, text: str) -> None:
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
@@ -213,6 +227,14 @@ class _ChatBuilder:
             last["content"] = f"{last['content']}\n{text}" if last["content"] else text
         else:
             self.messages.append({"role": role, "content": text})
+
+
+def _reasoning_texts(item: ReasoningItem) -> list[str]:
+    """The readable text of a reasoning item: its ``reasoning_text`` parts (summaries and encrypted content
+    are not the model's words)."""
+    content = (item.model_extra or {}).get("content")
+    return [part["text"] for part in content or () if isinstance(part, dict)
+            and part.get("type") == "reasoning_text" and isinstance(part.get("text"), str)]
 
 
 def _function(name: str, arguments: Any) -> dict[str, Any]:

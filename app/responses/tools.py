@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from statemachine import ToolChoice, ToolSpec
+from statemachine import ToolChoice, ToolSpec, schema_problem
 
 from ..errors import InputError
 from ..observability import metrics
-from ..pipeline.plan import ChoiceRequest
+from ..pipeline.plan import ChoiceRequest, check_tool
 from .schemas import (
     AllowedToolsChoice,
     CustomTool,
@@ -131,7 +131,9 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
         InputError: a hosted tool when ``settings.unsupported_tools`` is
             ``fail`` (``tools[i].type``); a ``tool_choice`` that forces a
             hosted tool (``tool_choice``), or requires a call from an
-            ``allowed_tools`` list none of which can be called (``tool_choice.tools``).
+            ``allowed_tools`` list none of which can be called (``tool_choice.tools``); a tool named like an
+            earlier one (``ns``/``f`` beside a function ``ns__f`` too), a strict schema or regex grammar the
+            worker cannot use (:func:`~app.pipeline.plan.check_tool`).
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
@@ -143,7 +145,7 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
                     f"tools[{i}].type", "unsupported_tool_type")
             builder.dropped.append(tool.type)
         else:
-            builder.add(tool)
+            builder.add(tool, f"tools[{i}]")
     for tool in _searched_tools(request):
         builder.add(tool)
     if builder.dropped:
@@ -179,33 +181,44 @@ class _Offer:
         self.origins: dict[str, ToolOrigin] = {}
         self.dropped: list[str] = []
 
-    def add(self, tool: Any) -> None:
+    def add(self, tool: Any, param: str | None = None) -> None:
+        """Offer ``tool``, defined at ``param`` (``tools[3]``), checked (:func:`check_tool`); a tool a tool
+        search loaded (no ``param``) replaces one of the same name instead."""
         if isinstance(tool, NamespaceTool):
             note = f"(In namespace `{tool.name}`" + (f": {_first_line(tool.description)})" if tool.description
                                                       else ")")
-            for inner in tool.tools:
-                self._add_one(inner, tool.name, note)
+            for j, inner in enumerate(tool.tools):
+                self._add_one(inner, tool.name, note, param and f"{param}.tools[{j}]")
         elif isinstance(tool, ToolSearchTool):
             self._put(ToolSpec(TOOL_SEARCH, tool.description or "Search for more tools.",
-                               tool.parameters or _TOOL_SEARCH_PARAMETERS), ToolOrigin("tool_search", TOOL_SEARCH))
+                               tool.parameters or _TOOL_SEARCH_PARAMETERS), ToolOrigin("tool_search", TOOL_SEARCH),
+                      param and f"{param}.type")
         elif isinstance(tool, LocalShellTool):
             self._put(ToolSpec(LOCAL_SHELL, _LOCAL_SHELL_DESCRIPTION, _LOCAL_SHELL_PARAMETERS),
-                      ToolOrigin("local_shell", LOCAL_SHELL))
+                      ToolOrigin("local_shell", LOCAL_SHELL), param and f"{param}.type")
         else:
-            self._add_one(tool, None, None)
+            self._add_one(tool, None, None, param)
 
-    def _add_one(self, tool: FunctionTool | CustomTool, namespace: str | None, note: str | None) -> None:
+    def _add_one(self, tool: FunctionTool | CustomTool, namespace: str | None, note: str | None,
+                 param: str | None) -> None:
         name = model_name(tool.name, namespace)
         description = "\n".join(p for p in (tool.description or "", note or "") if p)
         if isinstance(tool, CustomTool):
             spec = ToolSpec(name, description, kind="custom", input_format=tool.format)
-            self._put(spec, ToolOrigin("custom", tool.name, namespace))
+            self._put(spec, ToolOrigin("custom", tool.name, namespace), param and f"{param}.name",
+                      param and f"{param}.format.definition")
         else:
             spec = ToolSpec(name, description, tool.parameters, strict=bool(tool.strict))
-            self._put(spec, ToolOrigin("function", tool.name, namespace))
+            self._put(spec, ToolOrigin("function", tool.name, namespace), param and f"{param}.name",
+                      param and f"{param}.parameters")
 
-    def _put(self, spec: ToolSpec, origin: ToolOrigin) -> None:
-        if spec.name in self.origins:
+    def _put(self, spec: ToolSpec, origin: ToolOrigin, name_param: str | None,
+             definition_param: str | None = None) -> None:
+        if name_param is not None:
+            check_tool(spec, self.origins, name=name_param, definition=definition_param or name_param)
+        elif spec.strict and spec.parameters is not None and schema_problem(spec.parameters):
+            return  # loaded by a tool search, with a strict schema that cannot be used: skipped like a malformed one
+        elif spec.name in self.origins:
             self.specs = [s for s in self.specs if s.name != spec.name]
         self.specs.append(spec)
         self.origins[spec.name] = origin

@@ -8,7 +8,9 @@ gunicorn forks) with explicit timeouts. Failures become
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -22,7 +24,11 @@ from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError,
 from .sse import EventTooLarge, SSEDecoder
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
+log = logging.getLogger("toolwire.upstream.http")
+
 _MAX_ERROR_CHARS = 2000
+#: The namespace of the UUIDs sent upstream for request ids that are not UUIDs (see :func:`upstream_request_id`).
+_REQUEST_ID_NAMESPACE = uuid.UUID("5f0c2d7e-3b1a-4e7f-9a51-7d8e2c6b4a90")
 #: The OpenAI error types of a 4xx passed through as the upstream named them (anything else: invalid_request_error).
 _CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "permission_error", "conflict_error",
                                  "unprocessable_entity_error"})
@@ -80,7 +86,8 @@ class HttpUpstream:
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        headers = {**_STREAM_HEADERS, "X-Request-Id": request_id} if request_id else _STREAM_HEADERS
+        headers = {**_STREAM_HEADERS, "X-Request-Id": upstream_request_id(request_id)} if request_id \
+            else _STREAM_HEADERS
         with _mapped_errors():
             response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers,
                                                read_timeout=self._stream_read_timeout,
@@ -231,6 +238,22 @@ class HttpStream:
         self._response.release()
 
 
+def upstream_request_id(request_id: str) -> str:
+    """The ``X-Request-Id`` the back end gets: the request's own id when it is a UUID, else a UUID made from it.
+
+    Some servers refuse any other id (llama-cpp-python answers 400 with an empty body), so a client's
+    ``req-abc.1`` goes as ``uuid5(namespace, "req-abc.1")``: the same id always maps to the same UUID, and the
+    mapping is logged (``toolwire.upstream.http``, debug) to find the request in the back end's log.
+    """
+    try:
+        return str(uuid.UUID(request_id))
+    except ValueError:
+        mapped = str(uuid.uuid5(_REQUEST_ID_NAMESPACE, request_id))
+        log.debug("request %s goes upstream as X-Request-Id %s", request_id, mapped,
+                  extra={"fields": {"upstream_request_id": mapped}})
+        return mapped
+
+
 def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:
     """A response header's value (the first one, if the upstream repeated it)."""
     value = response.get(name)
@@ -270,10 +293,17 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
             content=delta.get("content"),
             tool_calls=_native_calls(delta),
             finish_reason=choice.get("finish_reason"),
-            reasoning=delta.get("reasoning_content") or delta.get("reasoning"),
+            reasoning=_reasoning_of(delta),
         ))
     usage = obj.get("usage")
     return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _reasoning_of(delta: dict[str, Any]) -> str | None:
+    """A delta's (or message's) reasoning under any of the names servers use: ``reasoning_content`` (DeepSeek,
+    vLLM, SGLang, llama.cpp), ``reasoning`` (newer vLLM, OpenRouter, Ollama's /v1), ``thinking`` (Ollama)."""
+    text = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("thinking")
+    return text if isinstance(text, str) else None
 
 
 def _native_calls(delta: dict[str, Any]) -> list[Any] | None:
@@ -297,7 +327,7 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
             calls = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
         choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
                                    tool_calls=calls, finish_reason=choice.get("finish_reason"),
-                                   reasoning=message.get("reasoning_content")))
+                                   reasoning=_reasoning_of(message)))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 

@@ -100,7 +100,8 @@ class BoundedResponse(HTTPSocketPoolResponse):
         """Wait at most ``timeout`` seconds for more of the body and parse what comes.
 
         Returns ``False`` when nothing came in time (the response can still be read), ``True``
-        otherwise; once the body is complete the socket is back in the pool and this is not called.
+        otherwise; once the body is complete the socket is back in the pool (or closed, when the
+        server ends its bodies by closing) and this is not called.
 
         Raises:
             OSError, HTTPParseError, BufferLimitExceeded: the connection failed or the body broke the
@@ -116,9 +117,11 @@ class BoundedResponse(HTTPSocketPoolResponse):
             self.release()
             raise
         try:
-            if not data:
+            # An empty read is the close: the parser decides whether that ended the body (a body
+            # without Content-Length or chunked coding is delimited by the close, RFC 9112 6.3) or cut it.
+            self.feed(data)  # the body's end gives the socket back to the pool (a closed one is dropped)
+            if not data and not self.message_complete:
                 raise HTTPConnectionClosed("the connection closed before the body ended")
-            self.feed(data)  # the body's end gives the socket back to the pool
         except BaseException:
             self.release()
             raise

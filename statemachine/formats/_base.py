@@ -74,6 +74,14 @@ class TextFormat(abc.ABC):
             The call block, e.g. ``<tool_call>{"name": …}</tool_call>``.
         """
 
+    def render_reasoning(self, text: str) -> str:
+        """Reasoning as the family's model writes it (a transcript gives a turn's reasoning back this way).
+
+        Between the family's :attr:`reasoning_delimiters`, else ``<think>`` and ``</think>``.
+        """
+        opener, closer = self.reasoning_delimiters or ("<think>", "</think>")
+        return f"{opener}{text}{closer}"
+
     @abc.abstractmethod
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
@@ -172,6 +180,9 @@ class _MarkedFormat(TextFormat):
         text = self.base.render_call(name, arguments)
         plain = self.base.openers[0]
         return self.openers[0] + text[len(plain):] if text.startswith(plain) else text
+
+    def render_reasoning(self, text: str) -> str:
+        return self.base.render_reasoning(text)
 
     def instructions(self, example_name: str, example_arguments: str) -> str:
         # The base format's rules, run on this format so that the worked example carries the marker.

@@ -59,11 +59,13 @@ class FunctionState(str, enum.Enum):
     PARAM_NAME = "param_name"
     #: A parameter's value.
     VALUE = "value"
-    #: After a ``</parameter>``: did it close the parameter?
+    #: After a ``</parameter>`` (or a ``</function>`` in an open value): did it close the parameter?
     CLOSING = "closing"
+    #: A ``</function>`` in an open value ended the call.
+    ENDED = "ended"
 
 
-NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING = FunctionState
+NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING, ENDED = FunctionState
 
 
 
@@ -85,7 +87,10 @@ class FunctionBody(ObjectArguments):
     value that has no ``</parameter>``, when the schema, if it lists
     properties, names ``K``); otherwise it is value text. A ``<function=`` inside a value
     opens a nested example: its tags up to its own ``</function>`` are value
-    text.
+    text. A value ends at its own ``</parameter>``: a ``</function>`` inside an
+    open value ends it (and the call) only when nothing but whitespace and the
+    enclosing block's closer, a new call's opener or the end of the stream
+    follows, so a file's content that mentions the closing tags stays whole.
     """
 
     CLOSER = "</function>"
@@ -176,7 +181,7 @@ class FunctionBody(ObjectArguments):
         if not boundary:
             self._value(hit)
             return None, i + len(hit)
-        if hit == self._PARAM_CLOSE:
+        if hit in (self._PARAM_CLOSE, self.CLOSER):
             self.closing = [hit]
             self.closing_len = len(hit)
             self.state = CLOSING
@@ -186,9 +191,16 @@ class FunctionBody(ObjectArguments):
         return None, i
 
     def _read_closing(self, buf: str, pos: int) -> Step:
-        """After a ``</parameter>``: what follows decides whether it closed the parameter."""
+        """After a ``</parameter>`` (or a ``</function>`` in an open value): what follows decides whether it
+        closed the parameter (or the call)."""
         pos = self._closing(buf, pos)
-        return (MORE if self.partial else None), pos
+        if self.partial:
+            return MORE, pos
+        return (DONE if self.state is ENDED else None), pos
+
+    def _read_ended(self, buf: str, pos: int) -> Step:
+        """The call ended inside a value (``_function_closing``): the block ends here."""
+        return DONE, pos
 
     def _read_body(self, buf: str, pos: int) -> Step:
         """Between parameters: a parameter, a JSON object (first), or the end of the function."""
@@ -232,6 +244,8 @@ class FunctionBody(ObjectArguments):
         self.closing_len += j - pos
         if j == n:
             return n
+        if self.closing[0] == self.CLOSER:
+            return self._function_closing(buf, j)
         if buf.startswith(self._PARAM_OPEN, j):
             closed = self._new_param_at(buf, j, after_closer=True)
         elif any(buf.startswith(tag, j) for tag in self.tags):
@@ -244,6 +258,21 @@ class FunctionBody(ObjectArguments):
             self.state = BODY
         elif closed is None:
             self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
+        else:
+            self._not_closed("")
+        return j
+
+    def _function_closing(self, buf: str, j: int) -> int:
+        """After a ``</function>`` in an open value: it ended the call if the enclosing closer or a new call's
+        opener follows."""
+        ends = ((self.outer_closer,) if self.outer_closer else ()) + tuple(self.sink.openers)
+        if any(buf.startswith(tag, j) for tag in ends):
+            self.closing = None
+            self._param_close()
+            self._finish()
+            self.state = ENDED
+        elif any(tag.startswith(buf[j:]) for tag in ends):
+            self.partial = True
         else:
             self._not_closed("")
         return j
@@ -331,6 +360,9 @@ class FunctionBody(ObjectArguments):
         if self.state is CLOSING and not self.partial:  # '</parameter>' then only whitespace: it closed
             self._param_close()
             self.state = BODY
+            if self.closing and self.closing[0] == self.CLOSER:  # '</function>' too
+                self._finish()
+                return
         if self.state is BODY and (self.streamed_json or self.params):
             self.sink.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
@@ -350,4 +382,5 @@ _READERS: dict[FunctionState, Callable[[FunctionBody, str, int], Step]] = {
     PARAM_NAME: FunctionBody._read_param_name,
     VALUE: FunctionBody._read_value,
     CLOSING: FunctionBody._read_closing,
+    ENDED: FunctionBody._read_ended,
 }

@@ -203,6 +203,9 @@ class HarmonyFormat(TextFormat):
         return f"{START}assistant{CHANNEL}commentary to=functions.{name} {CONSTRAIN}json{MESSAGE}" \
                f"{compact_object(arguments)}{CALL}"
 
+    def render_reasoning(self, text: str) -> str:
+        return f"{CHANNEL}analysis{MESSAGE}{text}{END}"
+
     def render_result(self, name: str | None, result: str) -> str | None:
         return f"{START}functions.{name or 'tool'} to=assistant{CHANNEL}commentary{MESSAGE}{result}{END}"
 

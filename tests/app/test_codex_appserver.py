@@ -17,6 +17,7 @@ import pytest
 
 from app.upstreams.base import UpstreamError
 from app.upstreams.codex.appserver import GONE, AppServer, AppServerError, AppServerGone
+from app.upstreams.codex.backoff import StartBackoff
 
 FAKE = textwrap.dedent('''
     import json, sys
@@ -170,9 +171,24 @@ def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkey
         assert error.status == 400 and error.param == "**********"
 
 
-def test_an_app_server_that_prints_the_key_and_dies_is_masked(tmp_path: Path, monkeypatch, caplog):
+def test_an_app_server_that_prints_the_key_and_dies_is_logged_masked_and_backs_off(tmp_path: Path, monkeypatch,
+                                                                                  caplog):
     upstream = leaky_upstream(tmp_path, monkeypatch, "start")
     with caplog.at_level(logging.DEBUG), pytest.raises(UpstreamError) as caught:
         upstream.open(CHAT)
-    assert "provider refused" in caught.value.message and KEY not in caught.value.message
-    assert KEY not in caplog.text
+    error = caught.value
+    assert (error.status, error.retry_after) == (503, "1")
+    assert "provider refused" not in error.message  # its stderr goes to the log, not to the client
+    assert "provider refused Authorization: Bearer **********" in caplog.text and KEY not in caplog.text
+    with pytest.raises(UpstreamError) as again:
+        upstream.open(CHAT)
+    assert again.value.status == 503 and again.value.retry_after == "1"
+    assert caplog.text.count("did not start") == 1  # not started again during the wait
+
+
+def test_start_backoff_doubles_up_to_its_ceiling_and_resets():
+    backoff = StartBackoff(first=1, ceiling=30)
+    assert [backoff.failed(now=0) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert backoff.left(now=10) == 20 and backoff.left(now=31) == 0
+    backoff.succeeded()
+    assert backoff.left(now=0) == 0 and backoff.failed(now=0) == 1

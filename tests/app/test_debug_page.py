@@ -1,5 +1,5 @@
 """The debug page's routes through Flask's test client: the list, the machine with edge counts, the
-per-choice details (calls, notes, finish reason), the ETag that makes polling cheap, the page's own
+per-choice details (reasoning, calls, notes, finish reason), the ETag that makes polling cheap, the page's own
 files with their Content-Security-Policy, and the key as a Basic password for a browser.
 """
 
@@ -67,6 +67,18 @@ def test_a_choice_carries_its_calls_notes_and_finish_reason(debug_app):
                                                                "upstream_finished"]
     times = [step["at_ms"] for step in rejected["path"]]  # when each transition fired, since arrival
     assert 0 < times[0] <= times[1] <= times[2] <= client.get("/debug/requests/rejected").get_json()["duration_ms"]
+
+
+@pytest.mark.parametrize("mode", ["show", "inline"])
+def test_a_choice_shows_its_reasoning_spans_where_they_fell_in_the_path(debug_app, mode):
+    app = debug_app(reasoning=mode)
+    send(app, "thinking", "<think>Paris, so the tool.</think>" + CALL + "<think>Done.</think>Asked.", stream=True)
+    [choice] = app.test_client().get("/debug/requests/thinking").get_json()["choices"]
+    first, second = choice["reasoning"]
+    assert (first["text"], first["step"]) == ("Paris, so the tool.", 0)  # before the call opened
+    opened = [step["trigger"] for step in choice["path"]].index("tool_close_seen")
+    assert second["text"] == "Done." and second["step"] > opened  # after the call closed
+    assert 0 < first["at_ms"] <= second["at_ms"]
 
 
 def test_the_machine_counts_every_edge_across_the_kept_requests(debug_app):
@@ -196,3 +208,27 @@ def test_debug_records_are_the_key_s_own_and_never_overwritten_by_another(debug_
         listing = client.get("/debug/requests", headers={"Authorization": f"Bearer {key}"}).get_json()["data"]
         assert [line["request_id"] for line in listing] == ["same-id"]
         assert listing[0]["tool_calls"] == view[key]["tool_calls"]
+
+
+def test_one_key_s_requests_never_prune_another_key_s_records(debug_app):
+    """Each key keeps its own newest ``debug_keep``: a busy (or hostile) key cannot evict the others'."""
+    app = debug_app(api_keys="key-a,key-b", debug_keep=2)
+    client = app.test_client()
+
+    def as_key(key, request_id):
+        app.extensions["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
+        response = client.post("/v1/chat/completions", buffered=True, json={"model": "m", "messages": USER},
+                               headers={"X-Request-Id": request_id, "Authorization": f"Bearer {key}"})
+        assert response.status_code == 200
+
+    as_key("key-a", "a-1")
+    for i in range(5):
+        as_key("key-b", f"b-{i}")
+
+    def listed(key):
+        listing = client.get("/debug/requests", headers={"Authorization": f"Bearer {key}"}).get_json()["data"]
+        return [line["request_id"] for line in listing]
+
+    assert listed("key-a") == ["a-1"]
+    assert listed("key-b") == ["b-4", "b-3"]
+    assert client.get("/debug/requests/a-1", headers={"Authorization": "Bearer key-a"}).status_code == 200

@@ -45,7 +45,8 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
     assert client.post("/v1/chat/completions", json={}).status_code == 404
     assert {r.endpoint for r in host.url_map.iter_rules() if r.rule.startswith("/llm/")} == \
         {"llm.chat_completions", "llm.create_response", "llm.get_response", "llm.delete_response",
-         "llm.unsupported_subpath", "llm.list_models"}
+         "llm.unsupported_subpath", "llm.create_message", "llm.count_message_tokens",
+         "llm.unsupported_messages_path", "llm.list_models"}
     assert host.extensions["toolwire"] is ext
     assert ext.state(host).upstream is upstream
 

@@ -89,10 +89,25 @@ def test_native_messages_keep_calls_and_convert_legacy_ones() -> None:
     assert out[0] == {"role": "system", "content": "Rules."}
     assert out[1] == messages[1] and out[4:] == messages[4:]
     legacy_id = out[2]["tool_calls"][0]["id"]
-    assert out[2] == {"role": "assistant", "content": None, "tool_calls": [
+    assert out[2] == {"role": "assistant", "content": "", "tool_calls": [
         {"id": legacy_id, "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}
     assert out[3] == {"role": "tool", "tool_call_id": legacy_id, "content": "ok"}
     assert messages[0]["role"] == "developer", "the client's messages are not changed"
+
+
+@pytest.mark.parametrize("assistant", [
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                           "function": {"name": "shell", "arguments": "{}"}}]},
+    {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+])
+def test_an_assistant_turn_with_calls_goes_with_empty_string_content(assistant: dict) -> None:
+    """Issue 31, fault 6: llama-cpp-python's server answers 500 (pydantic: content must be a string) to
+    ``content: null`` beside ``tool_calls``, and its templates raise without ``content``: every native
+    agent loop broke at its second request. ``""`` is valid OpenAI and accepted."""
+    out = native_messages([{"role": "user", "content": "hi"}, assistant, {"role": "tool", "tool_call_id": "c",
+                                                                          "content": "ok"}])
+    assert out[1] == {**assistant, "content": ""}
+    assert native_messages([{"role": "assistant", "content": None}])[0]["content"] is None, "no calls: as sent"
 
 
 @pytest.mark.parametrize("kind, message, refused", [

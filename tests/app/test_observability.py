@@ -10,6 +10,7 @@ import io
 import json
 import logging
 import time
+import uuid
 from typing import Iterator
 
 import gevent
@@ -20,6 +21,7 @@ from app.http.extension import configured_models
 from app.observability.logs import make_handler
 from app.settings import Settings
 from app.upstreams.base import UpstreamError
+from app.upstreams.http import upstream_request_id
 from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 from support.loopback import json_answer, sse_answer
@@ -169,10 +171,16 @@ def test_access_line_follows_the_access_loggers_level_and_filters(make_app, json
     assert sample("toolwire_requests_total", route="/v1/chat/completions", status="200") == before + 3
 
 
-def test_request_id_is_forwarded_upstream(serve):
+def test_request_id_is_forwarded_upstream_as_a_uuid(serve):
+    """Issue 31, fault 7: llama-cpp-python answers 400 to an ``X-Request-Id`` that is not a UUID. A UUID
+    (toolwire's own ids are uuid4 hex) goes as it is; any other id as the same UUID every time."""
     upstream = serve(lambda seen: sse_answer(b"data: [DONE]\n\n"))
-    list(upstream.open({"model": "m", "messages": []}, request_id="rid-up-1"))
-    assert [seen.headers.get("x-request-id") for seen in upstream.server.seen] == ["rid-up-1"]
+    own = uuid.uuid4()
+    for request_id in ("rid-up-1", own.hex, "rid-up-1"):
+        list(upstream.open({"model": "m", "messages": []}, request_id=request_id))
+    sent = [seen.headers.get("x-request-id") for seen in upstream.server.seen]
+    assert sent[1] == str(own) and sent[0] == sent[2] == upstream_request_id("rid-up-1")
+    assert uuid.UUID(sent[0]).version == 5
 
 
 def test_the_chat_view_passes_its_request_id_to_the_upstream(make_app):

@@ -56,6 +56,7 @@ CATALOGUE = {
     "response.output_text.delta", "response.output_text.done", "response.content_part.done",
     "response.output_item.done", "response.function_call_arguments.delta",
     "response.function_call_arguments.done", "response.completed", "response.incomplete", "response.failed",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
 }
 TERMINALS = {"response.completed", "response.incomplete", "response.failed"}
 EVENT_ADAPTER = TypeAdapter(ResponseStreamEvent)
@@ -134,15 +135,17 @@ def check_stream(events):
             open_index = None
             continue
         assert e["item_id"] == item["id"]
-        if kind.startswith(("response.content_part", "response.output_text")):
-            assert item["type"] == "message" and e["content_index"] == 0
+        if kind.startswith(("response.content_part", "response.output_text", "response.reasoning_text")):
+            text_kind = "reasoning_text" if item["type"] == "reasoning" else "output_text"
+            assert item["type"] in ("message", "reasoning") and e["content_index"] == 0
+            assert not kind.startswith(("response.output_text", "response.reasoning_text")) or text_kind in kind
             if kind == "response.content_part.added":
                 content_started.add(open_index)
             else:
                 assert open_index in content_started
-            if kind == "response.output_text.delta":
+            if kind.endswith("_text.delta"):
                 text_deltas.setdefault(open_index, []).append(e["delta"])
-            if kind == "response.output_text.done":
+            if kind.endswith("_text.done"):
                 assert e["text"] == "".join(text_deltas.get(open_index, []))
         else:
             assert item["type"] == "function_call"
@@ -156,7 +159,7 @@ def check_stream(events):
     call_ids = []
     for index, item in added.items():
         final = done[index]
-        prefix = "fc_" if item["type"] == "function_call" else "msg_"
+        prefix = {"function_call": "fc_", "reasoning": "rs_"}.get(item["type"], "msg_")
         assert item["id"].startswith(prefix)
         for key in ("id", "type", "call_id", "name"):
             assert final.get(key) == item.get(key)
@@ -300,12 +303,29 @@ def test_empty_output_completes_with_empty_output():
     assert response["output"] == []
 
 
-def test_notes_and_reasoning_produce_nothing():
+def test_notes_produce_nothing():
     req = parse_responses_request(REQUEST)
     encoder = ResponsesEncoder("resp_1", "demo", req.response_echo())
     encoder.start()
-    assert encoder.feed(ReasoningDelta("hmm")) == []
     assert encoder.feed(ToolCallNote("repaired", "fixed a quote", 0, "get_weather")) == []
+
+
+def test_reasoning_is_an_item_before_what_it_led_to_and_the_sdk_reads_it():
+    events, response = run([ReasoningDelta("Paris, "), ReasoningDelta("so a tool."), TextDelta("Checking."),
+                            *call(0, "get_weather", '{"city": "Paris"}'), ChoiceFinished("tool_calls")])
+    check_stream(events)
+    assert types_of(events)[2:9] == [
+        "output_item.added", "content_part.added", "reasoning_text.delta", "reasoning_text.delta",
+        "reasoning_text.done", "content_part.done", "output_item.done"]
+    reasoning = response["output"][0]
+    assert reasoning["id"].startswith("rs_") and [item["type"] for item in response["output"]] == [
+        "reasoning", "message", "function_call"]
+    client = _client(b"".join(encode_sse(e) for e in events), "text/event-stream")
+    with client.responses.stream(model="demo", input="hi", tools=[WEATHER]) as stream:
+        final = stream.get_final_response()
+    assert final.output[0].type == "reasoning"
+    assert [part.text for part in final.output[0].content] == ["Paris, so a tool."]
+    assert final.output_text == "Checking."
 
 
 def test_nothing_after_the_terminal_event():

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import main
-from app.settings import Settings, mask_url
+from app.settings import Settings, SettingsError, load_settings, mask_url
 from app.pipeline.plan import policy_from_settings
 
 
@@ -107,10 +107,42 @@ def test_cli_config_masks_secrets(monkeypatch, capsys):
     assert "upstream_api_key" in out and "**********" in out and "[env]" in out
 
 
-def test_cli_config_reports_invalid_settings(monkeypatch, capsys):
+def test_cli_config_reports_invalid_settings_in_one_line_naming_the_variable(monkeypatch, capsys):
     monkeypatch.setenv("TOOLWIRE_MAX_TOOL_CALLS", "many")
+    monkeypatch.setenv("TOOLWIRE_MODEL_MAP", '{"gpt-4o": {"tool_mode": "sometimes"}}')
     assert main(["config"]) == 2
-    assert "max_tool_calls" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("toolwire config: invalid settings: ")
+    assert "TOOLWIRE_MAX_TOOL_CALLS: Input should be a valid integer" in err
+    assert "TOOLWIRE_MODEL_MAP (gpt-4o.ModelRoute.tool_mode): Input should be 'prompt'" in err
+    assert "max_tool_calls" not in err
+
+
+def test_a_value_from_the_config_file_is_named_as_its_key_there(monkeypatch, tmp_path):
+    config = tmp_path / "toolwire.toml"
+    config.write_text("max_body_bytes = 0\n")
+    monkeypatch.setenv("TOOLWIRE_CONFIG_FILE", str(config))
+    with pytest.raises(SettingsError, match=f"^invalid settings: max_body_bytes in {config}: Input should be"):
+        load_settings()
+    monkeypatch.setenv("TOOLWIRE_MAX_BODY_BYTES", "-1")  # the environment's value is the one read
+    with pytest.raises(SettingsError, match="^invalid settings: TOOLWIRE_MAX_BODY_BYTES: "):
+        load_settings()
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda path: None, "No such file or directory"),
+    (lambda path: path.mkdir(), "Is a directory"),
+    (lambda path: path.write_text("heartbeat_seconds = = 3\n"), "is not TOML"),
+])
+def test_a_named_config_file_that_cannot_be_read_is_an_error(monkeypatch, tmp_path, capsys, make, reason):
+    """A typo in the path must not start an open API on the demo back end with the defaults."""
+    config = tmp_path / "toolwire.toml"
+    make(config)
+    monkeypatch.setenv("TOOLWIRE_CONFIG_FILE", str(config))
+    with pytest.raises(SettingsError, match=f"^TOOLWIRE_CONFIG_FILE '{config}'.*{reason}"):
+        Settings()
+    assert main(["config"]) == 2
+    assert f"TOOLWIRE_CONFIG_FILE '{config}'" in capsys.readouterr().err
 
 
 def test_cli_diagram(tmp_path, capsys):

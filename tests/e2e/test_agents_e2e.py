@@ -7,14 +7,14 @@ under gunicorn/gevent in front of the scripted upstream, which plays the
 model's text replies step by step: a shell command, a file edit (for Codex:
 ``apply_patch`` as a freeform ``custom`` tool call), reading the file back,
 and a final answer. The tests check the files on disk, the final text, and
-what toolwire told the model about the agent's tools.
+what toolwire told the model about the agent's tools. Each agent runs twice: with a chunked back end, and
+with one that ends every body by closing the connection (HTTP/1.0).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,16 +22,17 @@ from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config
+from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config, run_agent
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
-AGENT_TIMEOUT = 120.0
 FINAL_TEXT = "All done: shell.txt and notes.txt are in place."
 PATCH = """*** Begin Patch
 *** Add File: notes.txt
 +written by apply_patch
 +second line
 *** End Patch"""
+#: The back end's body framing: chunked, and ended by the close as Python's http.server sends it (issue 24).
+BACK_END_FRAMINGS = ["chunked", "HTTP/1.0"]
 
 
 @pytest.fixture(autouse=True)
@@ -47,22 +48,6 @@ def workdir() -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as path:
         yield Path(path)
-
-
-def run_agent(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run an agent in its own process group; on a timeout kill the whole group and fail with its output."""
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=AGENT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"{command[0]} did not finish in {AGENT_TIMEOUT:.0f} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def agent_env(home: Path, **extra: str) -> dict[str, str]:
@@ -89,15 +74,31 @@ def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedPr
     return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
 
 
+def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``opencode run --format json`` in ``workdir/project`` (made here, with a home beside it), offline, with
+    toolwire at ``base_url`` as its one provider."""
+    home, project = workdir / "home", workdir / "project"
+    home.mkdir(exist_ok=True)
+    project.mkdir(exist_ok=True)
+    config = workdir / "opencode.json"
+    config.write_text(opencode_config(base_url, "scripted-model"))
+    command = [str(npm_tool(*OPENCODE)), "run", "--format", "json", *options, "--title", "e2e", prompt]
+    return run_agent(command, project, agent_env(
+        home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1", OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
+
+
 def manifest_names(request: dict) -> set[str]:
     """The tool names toolwire's system prompt offered the model."""
     manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
     return {line.split(" ")[0] for line in manifest.splitlines()[1:]}
 
 
+@pytest.mark.parametrize("framing", BACK_END_FRAMINGS)
 def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
-        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory, framing: str) -> None:
     codex_cli()  # install before the clock starts
+    upstream.framing = framing
     server = toolwire_factory()
     home, project = codex_home(workdir, server.v1_url)
     upstream.enqueue(
@@ -144,15 +145,12 @@ def test_codex_with_its_fallback_model_metadata_gets_its_namespace_tools(
     assert "web_search" not in offered
 
 
+@pytest.mark.parametrize("framing", BACK_END_FRAMINGS)
 def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_completions(
-        workdir: Path, upstream: ScriptedUpstream, toolwire_factory) -> None:
-    opencode = npm_tool(*OPENCODE)
+        workdir: Path, upstream: ScriptedUpstream, toolwire_factory, framing: str) -> None:
+    upstream.framing = framing
     server = toolwire_factory()
-    home, project = workdir / "home", workdir / "project"
-    home.mkdir()
-    project.mkdir()
-    config = workdir / "opencode.json"
-    config.write_text(opencode_config(server.v1_url, "scripted-model"))
+    project = workdir / "project"
     notes = project / "notes.txt"
     upstream.enqueue(
         Script(text=tool_call_text("bash", {"command": "echo toolwire-ok > shell.txt", "description": "Write it"})),
@@ -162,11 +160,7 @@ def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_complet
         Script(text=tool_call_text("read", {"filePath": str(notes)})),
         Script(text=FINAL_TEXT, chunks=4),
     )
-    result = run_agent([str(opencode), "run", "--format", "json", "--title", "agents e2e",
-                        "Create the two files, then check notes.txt."],
-                       project, agent_env(home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1",
-                                          OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-                                          OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
+    result = opencode_run(workdir, server.v1_url, "Create the two files, then check notes.txt.")
     requests = [e.body for e in upstream.chat_requests]
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{server.log()[-3000:]}"
     assert (project / "shell.txt").read_text() == "toolwire-ok\n"

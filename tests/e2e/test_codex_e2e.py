@@ -3,7 +3,8 @@
 openai SDK → gunicorn/gevent toolwire (``TOOLWIRE_UPSTREAM_KIND=codex``) → the real ``codex app-server``
 (npm ``@openai/codex`` at the pinned version, installed into a cache directory by the test setup) →
 Codex's model provider: ``ResponsesModelServer``, a scripted Responses-API server the tests own.
-Every stream the SDK sees is checked against the wire contract by the recording transport.
+Every stream the SDK sees is checked against the wire contract by the recording transport. The last
+sections play a hostile provider (issue 25): one that keeps calling tools, thinks forever, or leaks.
 """
 
 from __future__ import annotations
@@ -437,3 +438,140 @@ def test_a_model_400_before_the_first_byte_is_passed_through(client: openai.Open
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model=MODEL, stream=True, messages=[{"role": "user", "content": "x"}])
     assert caught.value.body["message"] == "scripted 400 error"
+
+
+# --- reasoning -------------------------------------------------------------------------------------------
+
+def test_the_app_servers_reasoning_reaches_both_apis(client: openai.OpenAI, model: ResponsesModelServer) -> None:
+    """The provider's raw reasoning → Codex's reasoning deltas → Chat reasoning_content and a Responses item."""
+    thought = "The user greets me; a greeting back is enough."
+    model.enqueue(ModelScript(text="Hello!", reasoning=thought), ModelScript(text="Hello!", reasoning=thought))
+    message = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}]).choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (thought, "Hello!")
+    with client.responses.stream(model=MODEL, input="Hi") as stream:
+        response = stream.get_final_response()
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output[0].content[0].text == thought and response.output_text == "Hello!"
+
+
+# --- a hostile provider: every turn is bounded (issue 25) -------------------------------------------------
+
+ASK_TOOL = {"model": MODEL, "messages": [{"role": "user", "content": "List the files."}]}
+
+
+def settled_count(model: ResponsesModelServer, quiet: float = 0.5) -> int:
+    """The number of model requests once none came for ``quiet`` seconds."""
+    count = len(model.exchanges)
+    while True:
+        time.sleep(quiet)
+        if len(model.exchanges) == count:
+            return count
+        count = len(model.exchanges)
+
+
+def test_a_provider_that_keeps_calling_tools_is_stopped_at_its_second_request(
+        codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    """Codex answers "unsupported call" to a tool call it never offered and asks again, forever (476 model
+    requests in 10 s, the turn never released, then 429 for everyone): toolwire ends the turn."""
+    server = codex_factory(TOOLWIRE_CODEX_MAX_TURNS="1")
+    model.default = ModelScript(text="", tool_call="shell")
+    started = time.monotonic()
+    response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True}, timeout=10)
+    assert time.monotonic() - started < 5
+    assert response.status_code == 502
+    error = check_error_envelope(response.status_code, response.content)
+    assert error["code"] == "upstream_tool_loop"
+    assert settled_count(model) <= 3  # the second request is where Codex is stopped (a third may be on its way)
+    model.default = ModelScript(text="Back to normal.")
+    answer = httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)  # the only turn slot is free
+    assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"] == "Back to normal."
+
+
+def test_text_then_a_tool_call_ends_the_stream_with_an_error(codex_factory: Callable[..., ToolwireServer],
+                                                             model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_MAX_TURNS="1")
+    model.default = ModelScript(text="Let me run that.", tool_call="shell")
+    with httpx.stream("POST", server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True},
+                      timeout=10) as response:
+        raw = "".join(line + "\n" for line in response.iter_lines())
+    summary = check_chat_stream(raw)
+    assert summary.choice(0).content == "Let me run that."
+    assert summary.error is not None and summary.error["code"] == "upstream_tool_loop"
+    assert settled_count(model) <= 3
+
+
+def test_stream_max_seconds_counts_the_wait_for_the_first_output(codex_factory: Callable[..., ToolwireServer],
+                                                                  model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_STREAM_MAX_SECONDS="1.5")
+    model.default = ModelScript(hang_before_output=True)
+    for stream in (True, False):
+        model.exchanges.clear()
+        started = time.monotonic()
+        response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": stream}, timeout=10)
+        assert 1.4 < time.monotonic() - started < 4
+        assert response.status_code == 504
+        assert check_error_envelope(response.status_code, response.content)["code"] == "stream_time_limit"
+        [exchange] = model.exchanges
+        assert exchange.peer_closed.wait(2), "the turn kept its model request open"
+
+
+def test_a_client_that_leaves_before_the_first_output_releases_the_turn(
+        codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    server = codex_factory(TOOLWIRE_CODEX_MAX_TURNS="1")
+    for stream in (True, False):
+        model.exchanges.clear()
+        model.enqueue(ModelScript(hang_before_output=True))
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": stream}, timeout=1)
+        left_at = time.monotonic()
+        [exchange] = model.wait_for_requests(1)
+        assert exchange.peer_closed.wait(3), "the model request stayed open after the client left"
+        assert exchange.peer_closed_at - left_at < 1.5
+        deadline = time.monotonic() + 3  # the only turn slot is released just after
+        while (answer := httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)).status_code == 429:
+            assert time.monotonic() < deadline, "the turn slot was never released"
+            time.sleep(0.05)
+        assert answer.status_code == 200
+
+
+def test_an_app_server_that_dies_at_start_is_started_again_only_after_a_backoff(
+        codex_factory: Callable[..., ToolwireServer], codex_launcher: Path, model: ResponsesModelServer,
+        tmp_path: Path) -> None:
+    """Every request started a new app-server when it died at start: 19 starts/s under 16 clients."""
+    starts, broken = tmp_path / "starts", tmp_path / "broken"
+    wrapper = tmp_path / "codex-dying-at-start"
+    wrapper.write_text(f"""#!/bin/sh
+case " $* " in *" --version "*|*" --print-startup-config "*) exec "{codex_launcher}" "$@";; esac
+[ -e "{broken}" ] || exec "{codex_launcher}" "$@"
+echo start >> "{starts}"
+exit 1
+""")
+    wrapper.chmod(0o755)
+    broken.touch()
+    server = codex_factory(TOOLWIRE_CODEX_COMMAND=str(wrapper))
+    answers: list[tuple[int, str | None, float]] = []
+    stop_at = time.monotonic() + 2.5
+
+    def client() -> None:
+        with httpx.Client(timeout=10) as http:
+            while time.monotonic() < stop_at:
+                sent = time.monotonic()
+                response = http.post(server.v1_url + "/chat/completions", json=ASK_TOOL)
+                answers.append((response.status_code, response.headers.get("Retry-After"), time.monotonic() - sent))
+                time.sleep(0.05)
+
+    clients = [threading.Thread(target=client) for _ in range(16)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(10)
+    assert len(starts.read_text().splitlines()) <= 3  # at 0 s, then after 1 s and 2 s more (was ~19 a second)
+    assert {status for status, _, _ in answers} == {503}
+    assert all(retry_after for _, retry_after, _ in answers)
+    assert sorted(took for _, _, took in answers)[len(answers) // 2] < 0.5  # answered at once, not after a start
+    broken.unlink()  # the binary works again: served once the wait is over
+    deadline = time.monotonic() + 5
+    while (answer := httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)).status_code == 503:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert answer.status_code == 200

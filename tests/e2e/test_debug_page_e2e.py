@@ -175,6 +175,21 @@ def test_the_page_draws_the_machine_counts_and_walks_the_rejected_path(browser, 
     assert [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
 
 
+def test_the_reasoning_spans_are_listed_where_they_fell(browser, debug_server, upstream, tmp_path):
+    chat(debug_server, upstream, "page-thinking", "<think>Oslo, so <b>the</b> weather tool.</think>"
+         '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>')
+    browser.get(debug_server.url + "/debug/")
+    wait_for(browser, lambda: css(browser, 'tr[data-request-id="page-thinking"]'), "the request listed")
+    css(browser, 'tr[data-request-id="page-thinking"]')[0].click()
+    wait_for(browser, lambda: css(browser, "#detail-caption")[0].text == "page-thinking", "the request shown")
+    spans = wait_for(browser, lambda: browser.execute_script(  # read at once: the list is redrawn as it polls
+        "return [...document.querySelectorAll('#reasoning li')].map((li) => [li.firstChild.textContent,"
+        " li.querySelector('pre')?.textContent])"), "the reasoning listed")
+    [(where, text)] = spans
+    assert text == "Oslo, so <b>the</b> weather tool." and where.startswith("before step 1")  # as text
+    save_screenshot(browser, tmp_path / "debug-page-reasoning.png")
+
+
 def test_model_text_with_markup_is_shown_as_text_never_run(browser, debug_server, upstream):
     script = "<script>window.__pwned = 1</script><img src=x onerror=window.__pwned=2>"
     chat(debug_server, upstream, "page-xss", f'<tool_call>{{"name": "{script}", "arguments": {{}}}}</tool_call>',

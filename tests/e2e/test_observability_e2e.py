@@ -83,3 +83,53 @@ def test_request_ids_metrics_and_logs_across_two_workers(two_workers, upstream):
     assert view["request_id"] == "e2e-obs-3"
     assert [step["trigger"] for step in view["choices"][0]["path"]] == [
         "tool_open_seen", "name_completed", "tool_close_seen", "upstream_finished"]
+
+
+def _access_lines_of(server, prefix: str, count: int) -> list[dict]:
+    """The access lines whose request id starts with ``prefix``, once ``count`` are there."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [json.loads(line) for line in server.log().splitlines()
+                 if line.startswith('{"ts"') and '"INFO","logger":"toolwire.access"' in line and f'"{prefix}' in line]
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def test_the_access_line_and_a_metric_say_how_each_response_ended(toolwire_server, upstream):
+    """Completed, cut upstream (an error frame after a 200), client gone, refused before streaming: each
+    response's end is in its access line and in toolwire_request_outcomes_total; a stream that failed
+    after its headers also logs a warning naming the cause."""
+    route = "/v1/chat/completions"
+    before = httpx.get(toolwire_server.url + "/metrics").text
+    upstream.enqueue(Script(text="Checking. " + CALL, chunks=7),
+                     Script(text="Checking the weather now.", chunks=4, close_after_chunks=2),
+                     Script(text="Checking the weather now.", chunks=4, hang_after_chunks=2),
+                     Script(status=500))
+    body = {"model": "scripted-model", "tools": [WEATHER], "messages": [{"role": "user", "content": "weather?"}]}
+    with httpx.Client(base_url=toolwire_server.v1_url, timeout=10) as client:
+        for name in ("completed", "cut"):
+            response = client.post("/chat/completions", headers={"X-Request-Id": f"e2e-outcome-{name}"},
+                                   json={**body, "stream": True})
+            assert response.status_code == 200
+        assert '"code":"upstream_protocol"' in response.text.replace(" ", "")  # the cut stream's error frame
+        with client.stream("POST", "/chat/completions", headers={"X-Request-Id": "e2e-outcome-gone"},
+                           json={**body, "stream": True}) as response:
+            next(response.iter_raw())  # the first frames, then the client leaves
+        refused = client.post("/chat/completions", headers={"X-Request-Id": "e2e-outcome-refused"}, json=body)
+        assert refused.status_code == 502
+
+    access = {a["request_id"]: a for a in _access_lines_of(toolwire_server, "e2e-outcome-", 4)}
+    assert {name: (a["status"], a["outcome"]) for name, a in access.items()} == {
+        "e2e-outcome-completed": (200, "completed"), "e2e-outcome-cut": (200, "upstream_protocol"),
+        "e2e-outcome-gone": (200, "client_gone"), "e2e-outcome-refused": (502, "upstream_server_error")}
+    [warning] = [line for line in toolwire_server.log().splitlines()
+                 if '"WARNING"' in line and '"e2e-outcome-cut"' in line]
+    warning = json.loads(warning)
+    assert warning["msg"] == "stream failed after its headers: The upstream broke the HTTP protocol."
+    assert warning["code"] == "upstream_protocol"
+
+    after = httpx.get(toolwire_server.url + "/metrics").text
+    for outcome in ("completed", "upstream_protocol", "client_gone", "upstream_server_error"):
+        assert metric(after, "toolwire_request_outcomes_total", route=route, outcome=outcome) == \
+            metric(before, "toolwire_request_outcomes_total", route=route, outcome=outcome) + 1, outcome

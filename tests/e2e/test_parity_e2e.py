@@ -1,23 +1,111 @@
-"""Parity end to end: the openai SDK against gunicorn/gevent toolwire, the same case on Chat and Responses.
+"""Parity end to end: the openai and anthropic SDKs against gunicorn/gevent toolwire, the same case on Chat,
+Responses and Messages.
 
-The in-process table (``tests/app/test_parity.py``) covers every decided divergence; here the real
-client confirms the ones a user meets first: an image reaches the model as a placeholder (never a 400),
-and a ``tool_choice`` naming a tool not offered is the same 400 with the offending ``param``.
+The in-process table (``tests/app/test_parity.py``) covers every decided divergence of Chat and Responses;
+here the real clients confirm the ones a user meets first: the same model text gives the same text and
+calls on all three APIs, a follow-up with the same calls and results reaches the model as the same
+transcript, an image reaches the model as a placeholder (never a 400), and a ``tool_choice`` naming a tool
+not offered is the same 400 with the offending ``param``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
+import anthropic
 import openai
 import pytest
 
-from support.scripted_upstream import Script, ScriptedUpstream
-from support.tools import WEATHER
+from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
+from support.server import ToolwireServer
+from support.tools import TIME, WEATHER
 
 pytestmark = pytest.mark.e2e
 
 MODEL = "scripted-model"
+#: One model answer: text, a call, text between, a second call (cut into uneven pieces).
+ANSWER = ("Let me look both up.\n" + tool_call_text("get_weather", {"city": "Paris"}) + "\nand\n"
+          + tool_call_text("get_time", {"tz": "Europe/Paris"}))
+ASK = "Weather and time in Paris?"
+RESULTS = {"call_w": "18 C, sunny", "call_t": "14:05"}
+CALLS = [("call_w", "get_weather", {"city": "Paris"}), ("call_t", "get_time", {"tz": "Europe/Paris"})]
+
+
+@pytest.fixture
+def clients(make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+            make_anthropic_client: Callable[..., anthropic.Anthropic], toolwire_server: ToolwireServer) -> dict[str, Any]:
+    return {"openai": make_openai_client(toolwire_server), "messages": make_anthropic_client(toolwire_server)}
+
+
+def chat_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
+    tools = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}} for t in (WEATHER, TIME)]
+    message = clients["openai"].chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": ASK}], tools=tools).choices[0].message
+    return message.content or "", [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
+
+
+def responses_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
+    response = clients["openai"].responses.create(model=MODEL, input=ASK, store=False, tools=[WEATHER, TIME])
+    calls = [(item.name, json.loads(item.arguments)) for item in response.output if item.type == "function_call"]
+    return response.output_text, calls
+
+
+def messages_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
+    tools = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+             for t in (WEATHER, TIME)]
+    with clients["messages"].messages.stream(model=MODEL, max_tokens=512, tools=tools,
+                                             messages=[{"role": "user", "content": ASK}]) as stream:
+        message = stream.get_final_message()
+    text = "".join(b.text for b in message.content if b.type == "text")
+    return text, [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+
+
+def chat_follow_up(clients: dict[str, Any]) -> None:
+    calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in CALLS]
+    clients["openai"].chat.completions.create(model=MODEL, messages=[
+        {"role": "user", "content": ASK}, {"role": "assistant", "content": "Let me look both up.", "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": i, "content": RESULTS[i]} for i, _, _ in CALLS)])
+
+
+def responses_follow_up(clients: dict[str, Any]) -> None:
+    clients["openai"].responses.create(model=MODEL, store=False, input=[
+        {"role": "user", "content": ASK},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look both up."}]},
+        *({"type": "function_call", "call_id": i, "name": n, "arguments": json.dumps(a)} for i, n, a in CALLS),
+        *({"type": "function_call_output", "call_id": i, "output": RESULTS[i]} for i, _, _ in CALLS)])
+
+
+def messages_follow_up(clients: dict[str, Any]) -> None:
+    clients["messages"].messages.create(model=MODEL, max_tokens=512, messages=[
+        {"role": "user", "content": ASK},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me look both up."},
+                                          *({"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in CALLS)]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": RESULTS[i]}
+                                     for i, _, _ in CALLS]}])
+
+
+def test_the_same_model_text_gives_the_same_text_and_calls_on_all_three_apis(upstream: ScriptedUpstream,
+                                                                              clients: dict[str, Any]) -> None:
+    answers = []
+    for ask in (chat_answer, responses_answer, messages_answer):
+        upstream.enqueue(Script(text=ANSWER, chunks=["Let me lo", "ok both up.\n<tool", "_call>{\"name\": \"get_w",
+                                                     ANSWER[len("Let me look both up.\n<tool_call>{\"name\": \"get_w"):]]))
+        answers.append(ask(clients))
+    assert answers[0] == answers[1] == answers[2]
+    text, calls = answers[0]
+    assert text.startswith("Let me look both up.")
+    assert calls == [("get_weather", {"city": "Paris"}), ("get_time", {"tz": "Europe/Paris"})]
+
+
+def test_a_follow_up_reaches_the_model_as_the_same_transcript_on_all_three_apis(upstream: ScriptedUpstream,
+                                                                                clients: dict[str, Any]) -> None:
+    for follow_up in (chat_follow_up, responses_follow_up, messages_follow_up):
+        upstream.enqueue(Script(text="It is 18 C and 14:05 in Paris."))
+        follow_up(clients)
+    prompts = [exchange.body["messages"] for exchange in upstream.chat_requests]
+    assert len(prompts) == 3 and prompts[0] == prompts[1] == prompts[2]
+    assert "Tool result for get_time (call_id call_t):\n14:05" in prompts[0][-1]["content"]
 
 
 def chat_with_image(client: openai.OpenAI) -> str:
@@ -34,6 +122,13 @@ def responses_with_image(client: openai.OpenAI) -> str:
     return response.output_text
 
 
+def messages_with_image(client: anthropic.Anthropic) -> str:
+    message = client.messages.create(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}])
+    return message.content[0].text
+
+
 def chat_forcing(client: openai.OpenAI, name: str) -> Any:
     return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}],
                                           tools=[{"type": "function", "function": {
@@ -46,11 +141,12 @@ def responses_forcing(client: openai.OpenAI, name: str) -> Any:
                                    tool_choice={"type": "function", "name": name})
 
 
-@pytest.mark.parametrize("ask", [chat_with_image, responses_with_image], ids=["chat", "responses"])
-def test_an_image_reaches_the_model_as_a_placeholder(upstream: ScriptedUpstream, openai_client: openai.OpenAI,
-                                                     ask: Callable[[openai.OpenAI], str]) -> None:
+@pytest.mark.parametrize("ask", [chat_with_image, responses_with_image, messages_with_image],
+                         ids=["chat", "responses", "messages"])
+def test_an_image_reaches_the_model_as_a_placeholder(upstream: ScriptedUpstream, clients: dict[str, Any],
+                                                     ask: Callable[[Any], str]) -> None:
     upstream.enqueue(Script(text="I cannot see images."))
-    assert ask(openai_client) == "I cannot see images."
+    assert ask(clients["messages" if ask is messages_with_image else "openai"]) == "I cannot see images."
     [exchange] = upstream.chat_requests
     prompt = "\n".join(m["content"] for m in exchange.body["messages"])
     assert "What is in this picture?\n[image]" in prompt
@@ -66,4 +162,16 @@ def test_a_forced_tool_not_offered_is_the_same_400(upstream: ScriptedUpstream, o
     error = info.value.body
     assert error == {"message": f"Invalid value for '{param}': 'nope' is not in 'tools'.",
                      "type": "invalid_request_error", "param": param, "code": "invalid_value"}
+    assert upstream.exchanges == []
+
+
+def test_a_forced_tool_not_offered_is_the_same_400_on_messages(upstream: ScriptedUpstream,
+                                                               clients: dict[str, Any]) -> None:
+    tools = [{"name": WEATHER["name"], "input_schema": WEATHER["parameters"]}]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        clients["messages"].messages.create(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}],
+                                            tools=tools, tool_choice={"type": "tool", "name": "nope"})
+    assert info.value.body == {"type": "error", "error": {
+        "type": "invalid_request_error", "param": "tool_choice.name",
+        "message": "Invalid value for 'tool_choice.name': 'nope' is not in 'tools'."}}
     assert upstream.exchanges == []

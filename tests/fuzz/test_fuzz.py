@@ -15,7 +15,7 @@ from support.fuzz_bodies import fuzz_cases, judge
 from support.invariants import check_error_envelope
 
 CASES_PER_ENDPOINT = 2000
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def client():
     return app.test_client()
 
 
-@pytest.mark.parametrize("endpoint", ["chat", "responses"])
+@pytest.mark.parametrize("endpoint", ["chat", "responses", "messages"])
 def test_hostile_bodies_never_get_a_5xx_or_a_malformed_answer(client, endpoint: str, caplog: pytest.LogCaptureFixture) -> None:
     cases = fuzz_cases(endpoint, seed=1, count=CASES_PER_ENDPOINT)
     failures = []

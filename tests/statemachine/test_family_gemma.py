@@ -134,6 +134,21 @@ def test_gemma3_fence_after_a_call_is_tracked_again():
        finish="tool_calls", leak_ok=True)
 
 
+def test_gemma3_stray_fence_line_before_tool_code_blocks():
+    """Issue 31, fault 1 (Gemma 3 270M's text): a bare ``` line before four ```tool_code blocks. The first
+    block closes the stray fence as its wrapper; the next block's opener is no closing fence line."""
+    def block(n: int) -> str:
+        return f'```tool_code\nget_weather(city="{n}")\n```\n'
+    text = "```\n" + "".join(block(n) for n in range(1, 5))
+    tr(G3, text, [Call("get_weather", {"city": str(n)}) for n in range(1, 5)], finish="tool_calls",
+       two_split_limit=0)
+
+
+def test_gemma3_wrapping_fence_closer_at_the_end_is_dropped():
+    tr(G3, '```\n```tool_code\nget_weather(city="SF")\n```\n```', [Call("get_weather", {"city": "SF"})],
+       finish="tool_calls")
+
+
 def test_functiongemma_quoted_values_keys_and_an_open_string():
     """FunctionGemma's reader is Gemma 4's: a ``"`` value is one JSON string, a delimited key loses its
     ``<escape>`` tokens, a top-level string left open at the closer is closed there."""

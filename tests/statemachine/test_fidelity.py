@@ -63,6 +63,22 @@ def test_tag_like_text_in_a_value_stays_in_the_value(content):
     assert ended.arguments.count('"path"') == 1
 
 
+@pytest.mark.parametrize("content", [
+    "def close():\n    return '\\n</function>\\n'",
+    'END = """\n</function>\n"""\nassert parse(text).endswith(END)',
+    "a\n</tool_call>\nb",
+    'x = "</function>"',
+])
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_closing_tags_in_an_open_value_stay_in_the_value(content, wrapped):
+    """Issue 31 (vLLM's Qwen3-Coder suite): a ``</function>`` or ``</tool_call>`` inside a value that is still
+    open is value text; a value ends at its own ``</parameter>``, and only then can the function close (a
+    ``</function>`` right before the block's closer or the end still ends an unclosed value)."""
+    text = write_call(content) if wrapped else write_call(content)[len("<tool_call>\n"):-len("\n</tool_call>")]
+    tr(FCFG, text, [Call("write_file", {"path": "fixture.py", "content": content})], finish="tool_calls",
+       notes=[], two_split_limit=0)
+
+
 def test_an_unclosed_value_still_ends_at_a_new_schema_parameter():
     text = "<function=write_file><parameter=path>a.py<parameter=content>hi</parameter></function>"
     tr(FCFG, text, [Call("write_file", {"path": "a.py", "content": "hi"})], finish="tool_calls")

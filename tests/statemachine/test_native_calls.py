@@ -171,3 +171,13 @@ def test_a_call_held_behind_an_unfinished_one_goes_out_after_it() -> None:
     events = run(frames)
     assert calls_of(events) == [("get_weather", {"city": "Rome"}), ("get_time", {"tz": "UTC"})]
     assert not [e for e in events if isinstance(e, ToolCallNote)]
+
+
+def test_llama_cpp_python_repeated_headers_make_one_call() -> None:
+    """Issue 31, fault 3: llama-cpp-python 0.3.36 (a named tool_choice, grammar-forced) repeats index, id,
+    type and name in every fragment and ends with ``"arguments": ""``: one call, no phantom ``get_time({})``."""
+    def fragment(arguments: str) -> list[dict[str, Any]]:
+        return [{"index": 0, "id": "call__0_get_time_cmpl-5c1f", "type": "function",
+                 "function": {"name": "get_time", "arguments": arguments}}]
+    pieces = ['{', ' "', 'tz', '":', ' "', 'UTC', '"', ' }', ' ', '']
+    assert calls_of(run([fragment(p) for p in pieces])) == [("get_time", {"tz": "UTC"})]

@@ -218,6 +218,28 @@ def test_c16_use_tool_parameter_children_without_closer(upstream, expected, fini
     tr(CFG, text, expected, finish=finish, upstream=upstream, notes=notes, leak_ok=True)
 
 
+GEMMA3 = replace(CFG, formats=("gemma", "tool_call"))
+
+
+@pytest.mark.parametrize("cfg,cut", [
+    (CFG, "\n<tool_call>"),
+    (CFG, '<tool_call>{"name": "'),
+    (CFG, '<tool_call>{"name": "get_w'),
+    (GEMMA3, "\n```tool_code\nget"),
+])
+def test_a_call_cut_by_length_before_its_name_leaks_no_opener(cfg, cut):
+    """Issue 31, fault 2 (SmolLM2 and Gemma 3 at max_tokens): a call cut before its name is complete is no
+    text; the calls before it stand and the finish stays ``length`` (4.11). A cut after the name still goes
+    back to text (case 16 above); after ``stop`` the block is text too."""
+    first = get_time_call(cfg)
+    tr(cfg, first + cut, [Call("get_time", "{}")], finish="length", upstream="length")
+    tr(cfg, first + cut, [Call("get_time", "{}"), cut], finish="tool_calls", leak_ok=True)
+
+
+def get_time_call(cfg) -> str:
+    return "```tool_code\nget_time()\n```" if cfg is GEMMA3 else tc(TM)
+
+
 # --- case 28: template pre-opened <think> ---------------------------------------------------------
 
 @pytest.mark.parametrize("cfg,text,expected,finish", [

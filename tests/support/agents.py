@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,8 +26,15 @@ from pathlib import Path
 import pytest
 
 from support.codex_binary import CACHE_ROOT, INSTALL_TIMEOUT, ensure_codex
+from support.server import run_to_end
 
+#: Longest one agent run may take (its whole process group is killed after it).
+AGENT_TIMEOUT = 120.0
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
+#: The Vercel AI SDK and its OpenAI-compatible provider (what OpenCode builds on), for scripts run with node.
+AI_SDK = (("ai", "7.0.173"), ("@ai-sdk/openai-compatible", "3.0.92"))
+#: Claude Code at the version whose requests were measured (README, Claude Code); its native binary comes with it.
+CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
 
 
 def codex_cli() -> Path:
@@ -41,24 +49,60 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
     """The executable ``binary`` of ``package@version``, installed into the cache on first use."""
     prefix = CACHE_ROOT / f"{package.replace('/', '+')}-{version}"
     executable = prefix / "node_modules" / ".bin" / binary
-    if executable.exists():
-        return executable
+    _npm_install(prefix, [f"{package}@{version}"], executable)
+    return executable
+
+
+def npm_library(*packages: tuple[str, str]) -> Path:
+    """A cache directory whose ``node_modules`` holds each ``(package, version)``, installed on first use.
+
+    A script written into it imports them as a program of that directory would (ES modules resolve there).
+    """
+    prefix = CACHE_ROOT / "+".join(f"{name.replace('/', '+')}-{version}" for name, version in packages)
+    last = packages[-1][0]
+    _npm_install(prefix, [f"{name}@{version}" for name, version in packages],
+                 prefix / "node_modules" / last / "package.json")
+    return prefix
+
+
+def _npm_install(prefix: Path, specs: list[str], marker: Path) -> None:
+    """``npm install specs`` into ``prefix`` unless ``marker`` exists (once across parallel test processes)."""
+    if marker.exists():
+        return
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {package}@{version} cannot be installed "
-                    "for the real-agent test (CI has npm and runs it)")
+        pytest.skip(f"SKIPPED LOUDLY: npm is not installed, so {' '.join(specs)} cannot be installed "
+                    "for the real-client test (CI has npm and runs it)")
     prefix.mkdir(parents=True, exist_ok=True)
     with open(prefix / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test processes install once
-        if not executable.exists():
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
             result = subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
-                 f"{package}@{version}"],
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", *specs],
                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT, stdin=subprocess.DEVNULL)
-            if result.returncode != 0 or not executable.exists():
-                raise RuntimeError(f"npm install {package}@{version} failed ({result.returncode}):\n"
+            if result.returncode != 0 or not marker.exists():
+                raise RuntimeError(f"npm install {' '.join(specs)} failed ({result.returncode}):\n"
                                    f"{result.stderr[-4000:]}")
-    return executable
+
+
+def run_agent(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run an agent in its own process group; past ``AGENT_TIMEOUT`` kill the whole group and fail with its output."""
+    return run_to_end(command, cwd=cwd, env=env, timeout=AGENT_TIMEOUT)
+
+
+def claude_code_env(home: Path, base_url: str, api_key: str) -> dict[str, str]:
+    """Claude Code's environment against toolwire, offline and quiet (the README's, and the measured doc's):
+    toolwire's root as ``ANTHROPIC_BASE_URL``, a client key sent as ``x-api-key``, no non-essential traffic
+    (telemetry, error reports, update checks), and ``IS_SANDBOX=1`` so that a test running as root may skip
+    permission prompts. ``home`` holds its configuration; nothing of the runner's environment leaks in."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM")}
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"), XDG_CONFIG_HOME=str(home / ".config"),
+               XDG_CACHE_HOME=str(home / ".cache"), XDG_DATA_HOME=str(home / ".local/share"),
+               XDG_STATE_HOME=str(home / ".local/state"), ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY=api_key,
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1", DISABLE_ERROR_REPORTING="1",
+               DISABLE_TELEMETRY="1", CLAUDE_CODE_MAX_RETRIES="0", IS_SANDBOX="1",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    return env
 
 
 def codex_config(base_url: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .invariants import check_chat_completion, check_chat_stream, check_error_envelope, check_responses_stream
+from .messages_stream import check_messages_exchange
 
 MB_STRING = "a" * 1_000_000
 DEEP = 10_000
@@ -66,7 +67,33 @@ RESPONSES_BASE: dict[str, Any] = {
     "metadata": {"k": "v"},
     "text": {"format": {"type": "text"}},
 }  # fmt: skip
-BASES = {"chat": CHAT_BASE, "responses": RESPONSES_BASE}
+MESSAGES_BASE: dict[str, Any] = {
+    "model": "scripted-model",
+    "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Weather in SF?"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "SF"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+    ],
+    "tools": [{"name": "get_weather", "description": "Weather.", "input_schema": _TOOL_PARAMS}],
+    "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
+    "stream": False,
+    "max_tokens": 50,
+    "temperature": 0.5,
+    "stop_sequences": ["\n\n"],
+    "metadata": {"user_id": "u"},
+    "thinking": {"type": "adaptive"},
+}  # fmt: skip
+BASES = {"chat": CHAT_BASE, "responses": RESPONSES_BASE, "messages": MESSAGES_BASE}
+#: Per endpoint: the transcript's key, and the paths of a text, a tool's name and a tool's schema.
+_PATHS = {
+    "chat": ("messages", ("messages", 1, "content", 0, "text"), ("tools", 0, "function", "name"),
+             ("tools", 0, "function", "parameters")),
+    "responses": ("input", ("input", 0, "content", 0, "text"), ("tools", 0, "name"), ("tools", 0, "parameters")),
+    "messages": ("messages", ("messages", 0, "content", 0, "text"), ("tools", 0, "name"),
+                 ("tools", 0, "input_schema")),
+}
 
 WRONG_VALUES: list[Any] = [
     None, True, False, 0, -1, 2**63, 1.5, -1e308, "", "x", "\x00", "\ud800", "\udfff\ud800", [], [1], [None],
@@ -129,10 +156,7 @@ def _nested(depth: int, leaf: str = "0") -> str:
 
 
 def _raw_cases(endpoint: str, base: dict[str, Any]) -> list[FuzzCase]:
-    text_key = "messages" if endpoint == "chat" else "input"
-    text_path = (text_key, 1, "content", 0, "text") if endpoint == "chat" else ("input", 0, "content", 0, "text")
-    tool_name_path = ("tools", 0, "function", "name") if endpoint == "chat" else ("tools", 0, "name")
-    params_path = ("tools", 0, "function", "parameters") if endpoint == "chat" else ("tools", 0, "parameters")
+    text_key, text_path, tool_name_path, params_path = _PATHS[endpoint]
     good = _dump(base)
     cases = [
         FuzzCase("empty-body", b""),
@@ -207,7 +231,7 @@ def _random_json(rng: random.Random, depth: int = 0) -> Any:
 
 
 def fuzz_cases(endpoint: str, seed: int = 0, count: int = 1500) -> list[FuzzCase]:
-    """At least ``count`` cases for ``endpoint`` (``chat`` or ``responses``); see the module doc."""
+    """At least ``count`` cases for ``endpoint`` (``chat``, ``responses`` or ``messages``); see the module doc."""
     base = BASES[endpoint]
     paths = field_paths(base)
     cases = []
@@ -235,12 +259,14 @@ def judge(endpoint: str, status: int, content_type: str | None, body: bytes) -> 
 
     Wrong: a 5xx; an error without a well-formed envelope; a success that breaks the wire
     contract (the endpoint's stream checker; for Chat the completion checker, for Responses a
-    non-JSON body).
+    non-JSON body); on Messages, anything off Anthropic's envelope, stream or message.
     """
     if status >= 500:
         return f"status {status}: {body[:300]!r}"
     try:
-        if status >= 400:
+        if endpoint == "messages":
+            check_messages_exchange(status, body, (content_type or "").startswith("text/event-stream"))
+        elif status >= 400:
             check_error_envelope(status, body)
         elif (content_type or "").startswith("text/event-stream"):
             (check_chat_stream if endpoint == "chat" else check_responses_stream)(body)

@@ -24,6 +24,8 @@ from typing import Any, Iterator
 
 import httpx
 
+from .messages_stream import check_messages_exchange
+
 CHAT_FINISH_REASONS = {"stop", "length", "tool_calls", "content_filter", "function_call"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
 
@@ -57,6 +59,8 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.content_part.added": ("item_id", "output_index", "content_index", "part"),
     "response.content_part.done": ("item_id", "output_index", "content_index", "part"),
     "response.output_text.delta": ("item_id", "output_index", "content_index", "delta", "logprobs"),
+    "response.reasoning_text.delta": ("item_id", "output_index", "content_index", "delta"),
+    "response.reasoning_text.done": ("item_id", "output_index", "content_index", "text"),
     "response.output_text.done": ("item_id", "output_index", "content_index", "text", "logprobs"),
     "response.function_call_arguments.delta": ("item_id", "output_index", "delta"),
     "response.function_call_arguments.done": ("item_id", "output_index", "arguments", "name"),
@@ -70,7 +74,7 @@ RESPONSES_REQUIRED_FIELDS = {
     "error": ("message",),
 }
 ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
-                  "tool_search_call": "tsc_", "local_shell_call": "lsc_"}
+                  "tool_search_call": "tsc_", "local_shell_call": "lsc_", "reasoning": "rs_"}
 #: Call items: a unique non-empty ``call_id`` each.
 CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
 
@@ -220,6 +224,7 @@ class ChoiceSummary:
     index: int
     role: str | None = None
     content: str = ""
+    reasoning: str = ""
     refusal: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     function_call: ToolCall | None = None
@@ -433,6 +438,8 @@ def _check_choice_entry(
             v.add(7, f"choice {index} delta sends {key}: null (absent keys must be left out)")
     if isinstance(delta.get("content"), str):
         choice.content += delta["content"]
+    if isinstance(delta.get("reasoning_content"), str):
+        choice.reasoning += delta["reasoning_content"]
     if isinstance(delta.get("refusal"), str):
         choice.refusal += delta["refusal"]
     if "tool_calls" in delta and delta["tool_calls"] is not None:
@@ -783,7 +790,7 @@ def check_responses_stream(
         elif kind == "response.output_item.done":
             _on_item_done(v, event, items)
         elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.",
-                              "response.custom_tool_call_input.", "response.refusal.")):
+                              "response.custom_tool_call_input.", "response.refusal.", "response.reasoning_text.")):
             _on_item_scoped(v, kind, event, items)
 
     if terminal is None:
@@ -881,7 +888,10 @@ def _on_item_scoped(v: _Violations, kind: str, event: dict[str, Any], items: lis
     if event.get("item_id") != it.item.get("id"):
         v.add(26, f"{kind} item_id {event.get('item_id')!r} != id {it.item.get('id')!r} of item {it.output_index}")
     wanted = ("function_call" if kind.startswith("response.function_call_arguments.") else
-              "custom_tool_call" if kind.startswith("response.custom_tool_call_input.") else "message")
+              "custom_tool_call" if kind.startswith("response.custom_tool_call_input.") else
+              "reasoning" if kind.startswith("response.reasoning_text.") else
+              it.item.get("type") if kind.startswith("response.content_part.") and it.item.get("type") == "reasoning"
+              else "message")
     if it.item.get("type") != wanted:
         v.add(26, f"{kind} targets a {it.item.get('type')!r} item")
         return
@@ -933,13 +943,13 @@ def _on_content_event(v: _Violations, kind: str, event: dict[str, Any], it: _Ite
     if part["part_done"] is not None:
         v.add(27, f"{kind} after content_part.done (item {it.output_index}, content {content_index})")
     text = "".join(part["deltas"])
-    if kind in ("response.output_text.delta", "response.refusal.delta"):
+    if kind in ("response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta"):
         if not isinstance(event.get("delta"), str):
             v.add(27, f"{kind} without a string delta")
         else:
             part["deltas"].append(event["delta"])
-    elif kind in ("response.output_text.done", "response.refusal.done"):
-        full = event.get("text" if kind == "response.output_text.done" else "refusal")
+    elif kind in ("response.output_text.done", "response.refusal.done", "response.reasoning_text.done"):
+        full = event.get("refusal" if kind == "response.refusal.done" else "text")
         if full != text:
             v.add(27, f"{kind} text {full!r} != concatenated deltas {text!r}")
         part["text_done"] = full
@@ -976,11 +986,12 @@ def _on_item_done(v: _Violations, event: dict[str, Any], items: list[_Item]) -> 
             v.add(28, f"custom_tool_call {it.output_index} closed without custom_tool_call_input.done")
         elif item.get("input") != it.args_done.get("input"):
             v.add(28, f"output_item.done input {item.get('input')!r} != custom_tool_call_input.done {it.args_done.get('input')!r}")
-    elif item.get("type") == "message":
+    elif item.get("type") in ("message", "reasoning"):
+        part_type = "output_text" if item["type"] == "message" else "reasoning_text"
         for content_index, part in it.parts.items():
             if part["part_done"] is None:
-                v.add(27, f"message {it.output_index} content {content_index} closed without content_part.done")
-        texts = [c.get("text") for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "output_text"]
+                v.add(27, f"{item['type']} {it.output_index} content {content_index} closed without content_part.done")
+        texts = [c.get("text") for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == part_type]
         streamed = ["".join(it.parts[k]["deltas"]) for k in sorted(it.parts, key=lambda k: k if isinstance(k, int) else -1)]
         if it.parts and texts != streamed:
             v.add(27, f"message {it.output_index} done content {texts!r} != streamed text {streamed!r}")
@@ -1210,7 +1221,9 @@ class StreamRecorder:
         """Run the right checker on ``record``; return its summary (``None`` if nothing applies)."""
         request = record.request_body if isinstance(record.request_body, dict) else {}
         content_type = record.headers.get("content-type")
-        if record.status >= 400:
+        if "/messages" in record.path:  # Anthropic's API: its own envelope and stream
+            record.summary = check_messages_exchange(record.status, bytes(record.body), record.is_sse)
+        elif record.status >= 400:
             record.summary = check_error_envelope(record.status, bytes(record.body))
         elif record.is_sse and record.path.endswith("/chat/completions"):
             record.summary = check_chat_stream(

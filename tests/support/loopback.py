@@ -8,6 +8,7 @@ closed, reset or left hanging. TLS when given an ``ssl.SSLContext``.
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import ssl
@@ -136,3 +137,10 @@ class LoopbackServer:
         if chunked and answer.then == "keep":
             sock.sendall(b"0\r\n\r\n")
         return answer.then == "keep"
+
+
+def internal_service(secret: str) -> LoopbackServer:
+    """An "internal" HTTP service only this host can reach, serving a JSON schema that holds ``secret``
+    (what a hostile request would have the server fetch for it)."""
+    schema = json.dumps({"type": "string", "enum": [secret]}).encode()
+    return LoopbackServer(lambda seen: Answer(headers={"Content-Type": "application/json"}, body=schema))

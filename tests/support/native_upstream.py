@@ -16,7 +16,9 @@ writes them. Quirks (combine any):
 - ``index_from_one``: indexes start at 1;
 - ``null_fields``: continuation fragments carry ``id``, ``type`` and ``name`` as ``null``;
 - ``empty_continuations``: a ``{"index": i}`` fragment (no ``function``) after each fragment;
-- ``interleaved``: the calls' fragments take turns (0, 1, 0, 1…).
+- ``interleaved``: the calls' fragments take turns (0, 1, 0, 1…);
+- ``repeated_header``: every fragment repeats the call's ``id``, ``type`` and whole name, and a last one
+  has ``"arguments": ""`` (llama-cpp-python 0.3.36, issue 31 fault 3).
 
 ``OPENAI`` (no quirk) is what OpenAI itself sends: a header fragment with ``index``, ``id``,
 ``type``, ``name`` and ``arguments: ""``, then argument pieces with only ``index`` and ``arguments``.
@@ -29,7 +31,8 @@ import json
 from typing import Any, Iterable, Sequence
 
 QUIRKS = ("before_name", "cumulative", "no_index", "same_index", "no_id", "changing_ids", "split_name",
-          "object_args", "one_delta", "index_from_one", "null_fields", "empty_continuations", "interleaved")
+          "object_args", "one_delta", "index_from_one", "null_fields", "empty_continuations", "interleaved",
+          "repeated_header")
 OPENAI: frozenset[str] = frozenset()
 
 #: Single quirks, and combinations real back ends produce together.
@@ -43,6 +46,7 @@ QUIRK_SETS: tuple[frozenset[str], ...] = (
     frozenset({"before_name", "cumulative", "changing_ids", "one_delta"}),
     frozenset({"interleaved", "cumulative", "split_name"}),
     frozenset({"interleaved", "before_name", "null_fields", "index_from_one", "empty_continuations"}),
+    frozenset({"repeated_header", "same_index"}),
 )
 
 _ids = itertools.count(1)
@@ -127,7 +131,12 @@ def _call_fragments(n: int, name: str, arguments: dict[str, Any], quirks: frozen
             if args_piece is not None:
                 function["arguments"] = args_piece
         fragment["function"] = function
+        if "repeated_header" in quirks:
+            fragment.update({"id": fragment.get("id", call_id), "type": "function"})
+            function["name"] = name
         fragments.append(fragment)
         if "empty_continuations" in quirks and "index" in fragment:
             fragments.append({"index": fragment["index"]})
+    if "repeated_header" in quirks:
+        fragments.append({**fragments[0], "function": {"name": name, "arguments": ""}})
     return fragments

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,45 +19,16 @@ from pathlib import Path
 
 import redis
 
+from support.debian import debian_binary
 from support.server import _die_with_parent, _PRCTL, free_port  # type: ignore[attr-defined]
 
-APT_TIMEOUT = 600
 START_TIMEOUT = 10.0
-POLICY_RC = Path("/usr/sbin/policy-rc.d")
+
 
 def redis_server_binary() -> tuple[str | None, str]:
     """``(path, "")`` of the ``redis-server`` on PATH, installed first with ``apt-get`` when missing;
     ``(None, why)`` where it cannot be had."""
-    found = shutil.which("redis-server")
-    if found:
-        return found, ""
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return None, ("redis-server is not installed and cannot be installed here (needs root and apt-get: "
-                      "run `apt-get install redis-server` or `make test` as root)")
-    error = _apt_install("redis-server")
-    found = shutil.which("redis-server")
-    return (found, "") if found else (None, f"installing redis-server with apt-get failed: {error}")
-
-
-def _apt_install(package: str) -> str:
-    """``apt-get update`` then ``apt-get install -y package``, with no service started by the install
-    (a ``policy-rc.d`` that refuses is put in place for the install when there is none). The error, or ``""``."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    placed_policy = not POLICY_RC.exists()
-    if placed_policy:
-        POLICY_RC.write_text("#!/bin/sh\n# toolwire tests: no service starts during this install\nexit 101\n")
-        POLICY_RC.chmod(0o755)
-    try:
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
-            result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT)
-            if result.returncode != 0:
-                return f"{' '.join(command)} exited {result.returncode}: {result.stderr.strip()[-500:]}"
-        return ""
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    finally:
-        if placed_policy:
-            POLICY_RC.unlink(missing_ok=True)
+    return debian_binary("redis-server", "redis-server")
 
 
 class RedisServer:

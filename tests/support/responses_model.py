@@ -43,6 +43,11 @@ class ModelScript:
         status: anything but 200 answers with an OpenAI error envelope of that status.
         usage: ``input_tokens`` / ``output_tokens`` reported in ``response.completed``.
         echo: answer ``text`` followed by the last user message (so concurrent requests get distinct answers).
+        hang_before_output: send ``response.created`` and ``response.in_progress``, then nothing (as
+            ``hang_after_chunks``): a model that takes its time to think.
+        tool_call: after the text, call this function natively (a ``function_call`` output item), as a
+            hostile or confused provider would though it was offered no tools.
+        reasoning: raw reasoning streamed as a ``reasoning`` item (``reasoning_text``) before the message.
     """
 
     text: str = "Hello from the scripted model."
@@ -53,6 +58,9 @@ class ModelScript:
     status: int = 200
     usage: tuple[int, int] = (21, 7)
     echo: bool = False
+    hang_before_output: bool = False
+    tool_call: str | None = None
+    reasoning: str = ""
 
 
 @dataclass
@@ -243,35 +251,71 @@ class _Handler(BaseHTTPRequestHandler):
 
         send("response.created", response=base)
         send("response.in_progress", response=base)
-        item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
-        send("response.output_item.added", output_index=0, item=item)
-        send("response.content_part.added", item_id=item_id, output_index=0, content_index=0,
-             part={"type": "output_text", "text": "", "annotations": []})
+        if script.hang_before_output:
+            self._hold(exchange)
         text = script.text
         if script.echo:
             text += next((t for role, t in reversed(exchange.input_texts()) if role == "user"), "")
-        pieces = _pieces(text, script.chunk_chars)
-        for count, piece in enumerate(pieces):
-            if script.hang_after_chunks is not None and count == script.hang_after_chunks:
+        output: list[dict[str, Any]] = []
+        if script.reasoning:
+            output.append(self._stream_reasoning(send, f"rs_{id(exchange):x}", script))
+        if text or script.tool_call is None:  # a bare tool call has no message item
+            index = len(output)
+            item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+            send("response.output_item.added", output_index=index, item=item)
+            send("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+                 part={"type": "output_text", "text": "", "annotations": []})
+            pieces = _pieces(text, script.chunk_chars)
+            for count, piece in enumerate(pieces):
+                if script.hang_after_chunks is not None and count == script.hang_after_chunks:
+                    self._hold(exchange)
+                if script.close_after_chunks is not None and count == script.close_after_chunks:
+                    return  # the handler closes the connection mid-answer
+                if count and script.delay_between_chunks:
+                    time.sleep(script.delay_between_chunks)
+                send("response.output_text.delta", item_id=item_id, output_index=index, content_index=0, delta=piece,
+                     logprobs=[])
+            if script.hang_after_chunks is not None and script.hang_after_chunks >= len(pieces):
                 self._hold(exchange)
-            if script.close_after_chunks is not None and count == script.close_after_chunks:
-                return  # the handler closes the connection mid-answer
-            if count and script.delay_between_chunks:
-                time.sleep(script.delay_between_chunks)
-            send("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece,
+            part = {"type": "output_text", "text": text, "annotations": []}
+            send("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=text,
                  logprobs=[])
-        if script.hang_after_chunks is not None and script.hang_after_chunks >= len(pieces):
-            self._hold(exchange)
-        part = {"type": "output_text", "text": text, "annotations": []}
-        send("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=text, logprobs=[])
-        send("response.content_part.done", item_id=item_id, output_index=0, content_index=0, part=part)
-        done_item = {**item, "status": "completed", "content": [part]}
-        send("response.output_item.done", output_index=0, item=done_item)
+            send("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
+            done_item = {**item, "status": "completed", "content": [part]}
+            send("response.output_item.done", output_index=index, item=done_item)
+            output.append(done_item)
+        if script.tool_call is not None:
+            output.append(self._send_function_call(send, script.tool_call, index=len(output),
+                                                   call_id=f"call_{id(exchange):x}"))
         prompt, completion = script.usage
         usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": prompt + completion}
-        send("response.completed", response={**base, "status": "completed", "output": [done_item], "usage": usage})
+        send("response.completed", response={**base, "status": "completed", "output": output, "usage": usage})
+
+    @staticmethod
+    def _stream_reasoning(send: Any, item_id: str, script: ModelScript) -> dict[str, Any]:
+        """A ``reasoning`` item at output index 0 whose ``reasoning_text`` streams in pieces; returns it done."""
+        item = {"id": item_id, "type": "reasoning", "summary": [], "content": []}
+        send("response.output_item.added", output_index=0, item=item)
+        for piece in _pieces(script.reasoning, script.chunk_chars):
+            send("response.reasoning_text.delta", item_id=item_id, output_index=0, content_index=0, delta=piece)
+        send("response.reasoning_text.done", item_id=item_id, output_index=0, content_index=0, text=script.reasoning)
+        done = {**item, "content": [{"type": "reasoning_text", "text": script.reasoning}]}
+        send("response.output_item.done", output_index=0, item=done)
+        return done
+
+    @staticmethod
+    def _send_function_call(send: Any, name: str, *, index: int, call_id: str) -> dict[str, Any]:
+        """Stream a ``function_call`` output item calling ``name`` with ``{}``; return the done item."""
+        item = {"id": f"fc_{call_id}", "type": "function_call", "status": "in_progress", "call_id": call_id,
+                "name": name, "arguments": ""}
+        send("response.output_item.added", output_index=index, item=item)
+        send("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta="{}")
+        send("response.function_call_arguments.done", item_id=item["id"], output_index=index, arguments="{}")
+        done = {**item, "status": "completed", "arguments": "{}"}
+        send("response.output_item.done", output_index=index, item=done)
+        return done
 
     def _hold(self, exchange: ModelExchange) -> None:
         """Send nothing more; return never: raise ``_PeerGone`` once the peer closes (or the server stops)."""

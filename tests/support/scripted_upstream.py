@@ -17,6 +17,8 @@ Frames of one streamed answer, in order:
 4. a usage frame (``choices: []``) when the script has ``usage`` or the request asked for it;
 5. ``data: [DONE]``.
 
+The body is chunked, or close-delimited when ``framing`` says so (HTTP/1.0, or HTTP/1.1 without a length).
+
 The faults ``hang_after_chunks``, ``close_after_chunks`` and ``malformed_line`` count pieces: ``k``
 means "right after the k-th piece frame" (``0`` = right after the role frames).
 
@@ -37,10 +39,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Sequence
 
+from support.server import open_client_sockets
+
 MODEL_ID = "scripted-model"
 MALFORMED_LINE = b"data: {this is not json\n\n"
-# /proc/net/tcp states in which the socket's owner has not closed it: ESTABLISHED, SYN_SENT, CLOSE_WAIT.
-_OPEN_TCP_STATES = {"01", "02", "08"}
 
 
 @dataclass
@@ -166,6 +168,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    _chunked = True  # this answer's body is chunked (else it ends at the close)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         """Keep the test output quiet."""
@@ -265,8 +268,12 @@ class _Handler(BaseHTTPRequestHandler):
         exchange.completed = True
 
     def _stream(self, exchange: Exchange, script: Script, request_body: dict[str, Any]) -> None:
+        self._chunked = self.server.owner.framing == "chunked"
+        if not self._chunked:
+            self.protocol_version = self.server.owner.framing  # the body ends at the close
+        framing = [("Transfer-Encoding", "chunked")] if self._chunked else []
         self._send_head(exchange, 200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-                                        ("Transfer-Encoding", "chunked")], script.headers)
+                                        *framing], script.headers)
         if script.delay_after_headers:
             self._wait(exchange, script.delay_after_headers)
 
@@ -280,7 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._after_pieces(exchange, script, exchange.pieces_sent)
             elif kind == "role" and frames[position + 1][0] != "role":
                 self._after_pieces(exchange, script, 0)
-        self._write_raw(exchange, b"0\r\n\r\n")
+        if self._chunked:
+            self._write_raw(exchange, b"0\r\n\r\n")
         exchange.completed = True
 
     def _after_pieces(self, exchange: Exchange, script: Script, count: int) -> None:
@@ -297,12 +305,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._wait(exchange, None)
 
     def _write(self, exchange: Exchange, frame: bytes, drip: float | None) -> None:
-        if drip is None:
-            self._write_raw(exchange, b"%x\r\n%s\r\n" % (len(frame), frame))
-            return
-        for i in range(len(frame)):
-            self._write_raw(exchange, b"1\r\n%s\r\n" % frame[i : i + 1])
-            self._wait(exchange, drip)
+        pieces = [frame] if drip is None else [frame[i : i + 1] for i in range(len(frame))]
+        for piece in pieces:
+            self._write_raw(exchange, b"%x\r\n%s\r\n" % (len(piece), piece) if self._chunked else piece)
+            if drip is not None:
+                self._wait(exchange, drip)
 
     def _write_raw(self, exchange: Exchange, data: bytes) -> None:
         if self._peer_closed():
@@ -420,6 +427,9 @@ class ScriptedUpstream:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.default_script: Script | None = None
+        #: How a streamed body is framed: ``"chunked"``, or ``"HTTP/1.0"`` / ``"HTTP/1.1"`` for a body
+        #: with neither length nor chunks, ended by the close (as Python's ``http.server`` sends it).
+        self.framing = "chunked"
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -475,6 +485,7 @@ class ScriptedUpstream:
             self._queue.clear()
             self._exchanges.clear()
             self.default_script = None
+            self.framing = "chunked"
         time.sleep(0.06)  # one _wait() poll period: let released handlers notice before re-arming
         self._release.clear()
 
@@ -516,11 +527,7 @@ class ScriptedUpstream:
     def open_connection_inodes(self) -> set[int]:
         """The socket inodes of those client ends (match them against ``/proc/<pid>/fd`` to learn
         which process holds each connection)."""
-        remote = f"0100007F:{self.port:04X}"  # 127.0.0.1 in /proc's little-endian hex
-        with open("/proc/net/tcp") as table:
-            next(table)
-            rows = [line.split() for line in table]
-        return {int(row[9]) for row in rows if row[2] == remote and row[3] in _OPEN_TCP_STATES}
+        return open_client_sockets(self.port)
 
     def wait_connections_closed(self, expected: int = 0, timeout: float = 3.0) -> int:
         """Wait until ``open_connections()`` is at most ``expected``; return the last count."""

@@ -93,6 +93,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: /proc/net/tcp states in which the socket's owner has not closed it: ESTABLISHED, SYN_SENT, CLOSE_WAIT.
+_OPEN_TCP_STATES = {"01", "02", "08"}
+
+
+def open_client_sockets(port: int) -> set[int]:
+    """The inodes of the client ends of TCP connections to ``127.0.0.1:port`` that their owner has not
+    closed (a socket whose peer closed but its owner did not shows as ``CLOSE_WAIT``: a leak), from
+    ``/proc/net/tcp``; match them against ``/proc/<pid>/fd`` to learn which process holds each."""
+    remote = f"0100007F:{port:04X}"  # 127.0.0.1 in /proc's little-endian hex
+    with open("/proc/net/tcp") as table:
+        next(table)
+        rows = [line.split() for line in table]
+    return {int(row[9]) for row in rows if row[2] == remote and row[3] in _OPEN_TCP_STATES}
+
+
 def _environment(settings: Mapping[str, str | None]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -125,6 +140,26 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=STOP_TIMEOUT)
+
+
+def run_to_end(command: Sequence[str], *, cwd: Path, env: Mapping[str, str],
+               timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own process group to its end; past ``timeout`` seconds kill the whole group and
+    fail the test with its output."""
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        import pytest
+
+        pytest.fail(f"{command[0]} did not finish in {timeout:.0f} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:

@@ -347,6 +347,12 @@ function renderChoice() {
   if (!path.length) $("steps").append(h("li", {className: "empty"}, choice ? "no transitions" : "no choices (the request ended before the model)"));
 
   $("finish-reason").textContent = choice?.finish_reason ?? "—";
+  const reasoning = choice?.reasoning ?? [];
+  $("reasoning").replaceChildren(...reasoning.map((span) => h("li", {},
+    h("div", {}, `before step ${span.step + 1}`, " ",
+      h("span", {className: "at", title: "since the request arrived"}, `${span.at_ms.toFixed(1)} ms`)),
+    h("pre", {className: "arguments"}, span.text))));
+  if (!reasoning.length) $("reasoning").append(h("li", {className: "empty"}, "none"));
   const calls = choice?.calls ?? [];
   $("calls").replaceChildren(...calls.map((call) => h("li", {},
     h("div", {}, h("strong", {}, call.name), ` #${call.index} `, h("code", {}, call.call_id), " ",

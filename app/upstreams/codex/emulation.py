@@ -9,6 +9,7 @@ back until the next delta shows it is not.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,8 @@ class StopRules:
     """The limits of one request.
 
     Fields:
-        stops: the stop sequences (empty: none).
+        stops: the stop sequences (empty: none). They are matched all at once: one compiled search for a
+            whole sequence and one for a sequence begun at the end of the text, whatever their number.
         max_tokens: text deltas allowed (``None``: no limit).
     """
 
@@ -26,6 +28,16 @@ class StopRules:
     max_tokens: int | None = None
     _held: str = ""
     _deltas: int = field(default=0)
+    _any_stop: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+    _stop_begun: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+    _longest: int = field(default=0, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.stops:
+            self._any_stop = re.compile("|".join(map(re.escape, self.stops)))
+            begun = [_proper_prefixes(stop) for stop in self.stops if len(stop) > 1]
+            self._stop_begun = re.compile(f"(?:{'|'.join(begun)})\\Z") if begun else None
+            self._longest = max(map(len, self.stops))
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "StopRules":
@@ -40,10 +52,10 @@ class StopRules:
         self._deltas += 1
         text = self._held + delta
         self._held = ""
-        if self.stops:
-            cut = min((i for i in (text.find(s) for s in self.stops) if i >= 0), default=-1)
-            if cut >= 0:
-                return text[:cut], "stop"
+        if self._any_stop is not None:
+            found = self._any_stop.search(text)
+            if found:
+                return text[:found.start()], "stop"
             keep = self._partial_stop(text)
             text, self._held = text[:len(text) - keep], text[len(text) - keep:]
         if self.max_tokens is not None and self._deltas >= self.max_tokens:
@@ -56,11 +68,15 @@ class StopRules:
         return held
 
     def _partial_stop(self, text: str) -> int:
-        """How many trailing characters of ``text`` begin some stop sequence."""
-        longest = 0
-        for stop in self.stops:
-            for size in range(min(len(stop) - 1, len(text)), longest, -1):
-                if stop.startswith(text[-size:]):
-                    longest = size
-                    break
-        return longest
+        """How many trailing characters of ``text`` begin some stop sequence (the leftmost such start is
+        the longest; only the last ``longest - 1`` characters can be one)."""
+        if self._stop_begun is None:
+            return 0
+        begun = self._stop_begun.search(text, max(0, len(text) - self._longest + 1))
+        return len(text) - begun.start() if begun else 0
+
+
+def _proper_prefixes(stop: str) -> str:
+    """A pattern for every proper prefix of ``stop``: ``abcd`` → ``a(?:b(?:c)?)?``."""
+    *head, _ = map(re.escape, stop)
+    return head[0] + "".join(f"(?:{c}" for c in head[1:]) + ")?" * (len(head) - 1)

@@ -18,6 +18,7 @@ schema.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any, Iterator
@@ -29,6 +30,7 @@ from gevent.queue import Empty, Queue
 from ...observability.metrics import UPSTREAM_ERRORS
 from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
 from .appserver import GONE, AppServer, AppServerError, AppServerGone
+from .backoff import StartBackoff
 from .emulation import StopRules
 from .errors import codex_error
 from .home import CodexHome, app_server_env, toml_string
@@ -73,6 +75,7 @@ class CodexUpstream:
         self._pid: int | None = None
         self._generation = 0
         self._start_lock = Semaphore()
+        self._backoff = StartBackoff()
         self._open_turns = 0
 
     # --- the Upstream protocol ------------------------------------------------------
@@ -151,8 +154,30 @@ class CodexUpstream:
             if server is None or not server.alive or self._pid != os.getpid() or self._worn_out(server):
                 if server is not None and self._pid == os.getpid():
                     self._retire(server)
-                self._server = server = self._start()
+                self._server = None  # retired already, whether or not the next start works
+                self._server = server = self._start_or_back_off()
                 self._pid = os.getpid()
+        return server
+
+    def _start_or_back_off(self) -> AppServer:
+        """A new app-server; after failed starts, 503 at once until the backoff's wait is over.
+
+        Raises:
+            UpstreamError: ``connect`` (503, ``Retry-After``): the start failed, or a wait is on.
+        """
+        left = self._backoff.left(time.monotonic())
+        if left:
+            raise UpstreamError("connect", "The Codex app-server failed to start; toolwire tries again shortly.",
+                                status=503, retry_after=str(math.ceil(left)))
+        try:
+            server = self._start()
+        except UpstreamError as exc:
+            wait = self._backoff.failed(time.monotonic())
+            log.warning("codex app-server start failed %d time(s) in a row: the next try in %g s",
+                        self._backoff.failures, wait)
+            exc.retry_after = str(math.ceil(wait))
+            raise
+        self._backoff.succeeded()
         return server
 
     def _counted(self, exc: UpstreamError) -> UpstreamError:
@@ -173,13 +198,16 @@ class CodexUpstream:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
                                name=name, state_dir=sqlite_home, secret=self._provider_key)
         except OSError as exc:
-            raise UpstreamError("connect", f"Could not start the Codex app-server: {exc}") from None
+            log.error("could not start the codex app-server %s: %s", name, exc)
+            raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
+                                status=503) from None
         try:
             server.initialize(timeout=START_TIMEOUT)
         except (AppServerGone, AppServerError) as exc:
-            server.kill("initialize failed")
-            tail = server.stderr_tail()[-500:]
-            raise UpstreamError("connect", f"The Codex app-server did not start: {exc} {tail}".strip()) from None
+            server.stop(timeout=1)  # its state directory goes too: a crash loop leaves none behind
+            log.error("codex app-server %s did not start: %s; stderr: %s", name, exc, server.stderr_tail()[-1000:])
+            raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
+                                status=503) from None
         log.info("codex app-server %s started (pid %s)", name, server.pid)
         return server
 
@@ -220,6 +248,7 @@ class CodexStream:
         self._finished = False  # the answer ended (naturally, by a stop rule, or by an error)
         self._first: dict[str, Any] | None = None  # the notification read ahead by start()
         self._usage: dict[str, Any] | None = None
+        self._model_answers = 0  # model answers that finished (Codex reports usage once for each)
         self._text_sent = False
         self._closed = False
         self._pauses = False
@@ -253,11 +282,17 @@ class CodexStream:
             turn_params["outputSchema"] = schema
         turn = self._call("turn/start", turn_params)
         self._turn_id, self._turn_open = turn["turn"]["id"], True
+        deadline = time.monotonic() + self._upstream.read_timeout  # what arrives meanwhile does not extend it
         while True:
-            message = self._next()
+            try:
+                message = self._received(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+            except Empty:
+                raise UpstreamError("timeout", "Codex's model sent no output within the read timeout.",
+                                    status=504) from None
             method, params = message.get("method"), message.get("params") or {}
             if method == "error" and params.get("willRetry"):
                 continue  # Codex retries before any text went out: nothing to undo
+            self._check_plain_turn(method, params)
             if method in _FIRST_OUTPUT or (method == "item/started"
                                            and (params.get("item") or {}).get("type") != "userMessage"):
                 self._first = message
@@ -293,6 +328,7 @@ class CodexStream:
 
     def _handle(self, message: dict[str, Any]) -> UpstreamChunk | None:
         method, params = message.get("method"), message.get("params") or {}
+        self._check_plain_turn(method, params)
         if method == "item/agentMessage/delta":
             text, reason = self._rules.feed(params.get("delta") or "")
             if reason is not None:  # stop or max_tokens reached: the rest of the turn is not wanted
@@ -304,11 +340,6 @@ class CodexStream:
                 return UpstreamChunk([ChoiceDelta(content=text)])
         elif method in _REASONING_DELTAS:
             return UpstreamChunk([ChoiceDelta(reasoning=params.get("delta") or "")])
-        elif method == "item/started":
-            kind = (params.get("item") or {}).get("type")
-            if kind not in _EXPECTED_ITEMS:
-                raise UpstreamError("protocol", f"Codex started a {kind} item, which a plain text turn never has "
-                                                "(toolwire refuses compacted or tool-using turns).")
         elif method == "thread/tokenUsage/updated":
             last = (params.get("tokenUsage") or {}).get("last") or {}
             prompt, completion = last.get("inputTokens"), last.get("outputTokens")
@@ -325,6 +356,25 @@ class CodexStream:
             tail = self._rules.flush()
             return UpstreamChunk([ChoiceDelta(content=tail or None, finish_reason="stop")], usage=self._usage)
         return None
+
+    def _check_plain_turn(self, method: Any, params: dict[str, Any]) -> None:
+        """Refuse a turn that is not one model answer of text: an item of another kind (a compaction, a tool
+        call), or a second model request. A model that calls tools though it was offered none makes Codex
+        answer "unsupported call" and ask it again, in a loop with no end; it is stopped at the second request
+        (the raise ends the answer, and closing the stream interrupts the turn)."""
+        if method == "item/started":
+            kind = (params.get("item") or {}).get("type")
+            if kind not in _EXPECTED_ITEMS:
+                raise UpstreamError("protocol", f"Codex started a {kind} item, which a plain text turn never has "
+                                                "(toolwire refuses compacted or tool-using turns).")
+        elif method != "thread/tokenUsage/updated":
+            return
+        if self._model_answers:  # usage comes once per model answer: anything after it is another request
+            raise UpstreamError("protocol", "The model behind Codex called a tool of its own (it is offered none), "
+                                            "so Codex asked it again; toolwire ended the turn.",
+                                code="upstream_tool_loop")
+        if method == "thread/tokenUsage/updated":
+            self._model_answers += 1
 
     def _check_failure(self, message: dict[str, Any]) -> None:
         """Raise the mapped error of a failed turn (or of an ``error`` notification that ends one)."""
@@ -354,6 +404,10 @@ class CodexStream:
                 return None
             raise UpstreamError("timeout", "The Codex turn sent nothing within the read timeout.", status=504) from None
         self._silent_since = None
+        return self._received(message)
+
+    def _received(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``message`` from the turn's queue, its end noted (:data:`GONE` raises)."""
         if message is GONE:
             self._turn_open = False
             raise UpstreamError("server_error", "The Codex app-server exited during the turn.")

@@ -1,0 +1,185 @@
+"""Core events → the Anthropic Messages stream (``event:`` + ``data:`` frames) and the non-streamed message.
+
+:class:`MessageBuilder` turns each core event into Anthropic's stream events and keeps the message's
+content blocks, so the stream and the body cannot disagree. The stream is exactly Anthropic's:
+``message_start`` (then a ``ping``), per content block in index order ``content_block_start`` →
+deltas of the block's kind → ``content_block_stop``, one ``message_delta`` (``stop_reason``,
+``usage``), ``message_stop``; ``ping`` frames are the heartbeat, and a failure after the first byte is
+``event: error``. Blocks are one at a time: ``text`` (``text_delta``), ``thinking`` (``thinking_delta``,
+when the request's ``thinking`` is on and shown), ``tool_use`` (``input: {}`` first, then
+``input_json_delta`` pieces that concatenate to the input's JSON).
+
+The core's call ids (``call_…``) are shown as ``toolu_…``; the ids only pair a ``tool_use`` with the
+``tool_result`` the client sends back, which the flattening labels with whatever id it carries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from statemachine import ChoiceFinished, Event, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+
+from ..errors import ApiError
+from ..pipeline.encoder import Usage
+from .errors import error_body
+
+#: Core finish reasons → Anthropic stop reasons.
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
+                "content_filter": "refusal"}
+PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """One SSE frame: ``event: <type>``, then the event as compact JSON."""
+    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+
+
+def messages_usage(usage: Usage) -> dict[str, int]:
+    """A Chat ``usage`` as Anthropic's: input tokens not read from the back end's cache, cache reads, output."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = cached if isinstance(cached, int) else 0
+    return {"input_tokens": max(int(usage["prompt_tokens"]) - cached, 0), "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached, "output_tokens": int(usage["completion_tokens"])}
+
+
+class _Block:
+    """The open content block: its kind, its ``content`` entry, its text or input pieces."""
+
+    __slots__ = ("kind", "head", "pieces")
+
+    def __init__(self, kind: str, head: dict[str, Any]):
+        self.kind = kind
+        self.head = head
+        self.pieces: list[str] = []
+
+    def done(self) -> dict[str, Any]:
+        """The finished block as ``content`` holds it."""
+        joined = "".join(self.pieces)
+        if self.kind == "tool_use":
+            try:
+                value = orjson.loads(joined) if joined else {}
+            except orjson.JSONDecodeError:
+                value = {}
+            return {**self.head, "input": value if isinstance(value, dict) else {}}
+        return {**self.head, self.kind: joined}
+
+
+class MessageBuilder:
+    """One message: the stream events of each core event, and the message they add up to.
+
+    Args:
+        message_id: the ``msg_…`` id.
+        model: the model name shown to the client.
+        show_thinking: reasoning becomes ``thinking`` blocks (else it is not shown).
+    """
+
+    def __init__(self, message_id: str, model: str, *, show_thinking: bool = False):
+        self._message: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                                         "content": [], "stop_reason": None, "stop_sequence": None}
+        self._show_thinking = show_thinking
+        self._open: _Block | None = None
+
+    def start(self, usage: Usage) -> dict[str, Any]:
+        """``message_start``, with the prompt's token count so far."""
+        return {"type": "message_start",
+                "message": {**self._message, "usage": {**messages_usage(usage), "output_tokens": 0}}}
+
+    def feed(self, event: Event) -> list[dict[str, Any]]:
+        """The stream events of one core event (none for what the wire does not show)."""
+        cls = event.__class__
+        if cls is TextDelta:
+            return self._delta("text", {"type": "text", "text": ""}, "text_delta", "text", event.text)
+        if cls is ToolCallArgumentsDelta:
+            return self._delta("tool_use", {}, "input_json_delta", "partial_json", event.fragment)
+        if cls is ReasoningDelta:
+            if not self._show_thinking:
+                return []
+            return self._delta("thinking", {"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta",
+                               "thinking", event.text)
+        if cls is ToolCallStarted:
+            head = {"type": "tool_use", "id": "toolu_" + event.call_id.removeprefix("call_"), "name": event.name}
+            out = self._close()
+            out.append(self._begin("tool_use", head, {**head, "input": {}}))
+            return out
+        if cls is ChoiceFinished:
+            self._message["stop_reason"] = STOP_REASONS.get(event.finish_reason, "end_turn")
+            return self._close()
+        return []  # a call's end shows in the next block or the finish; notes are not on the wire
+
+    def finish(self, usage: Usage) -> list[dict[str, Any]]:
+        """The open block's stop, ``message_delta`` (stop reason, usage) and ``message_stop``."""
+        out = self._close()
+        if self._message["stop_reason"] is None:
+            self._message["stop_reason"] = "end_turn"
+        self._message["usage"] = messages_usage(usage)
+        out.append({"type": "message_delta",
+                    "delta": {"stop_reason": self._message["stop_reason"], "stop_sequence": None},
+                    "usage": self._message["usage"]})
+        out.append({"type": "message_stop"})
+        return out
+
+    def message(self) -> dict[str, Any]:
+        """The message (complete after :meth:`finish`)."""
+        return self._message
+
+    def _delta(self, kind: str, head: dict[str, Any], delta_type: str, key: str, piece: str) -> list[dict[str, Any]]:
+        out = []
+        block = self._open
+        if block is None or block.kind != kind:
+            out = self._close()
+            out.append(self._begin(kind, head, head))
+            block = self._open
+        assert block is not None
+        block.pieces.append(piece)
+        out.append({"type": "content_block_delta", "index": len(self._message["content"]),
+                    "delta": {"type": delta_type, key: piece}})
+        return out
+
+    def _begin(self, kind: str, head: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
+        self._open = _Block(kind, {k: v for k, v in head.items() if k != kind})
+        return {"type": "content_block_start", "index": len(self._message["content"]), "content_block": shown}
+
+    def _close(self) -> list[dict[str, Any]]:
+        block, self._open = self._open, None
+        if block is None:
+            return []
+        index = len(self._message["content"])
+        self._message["content"].append(block.done())
+        return [{"type": "content_block_stop", "index": index}]
+
+
+class MessagesEncoder:
+    """The Messages :class:`~app.pipeline.encoder.Encoder`: one choice as Anthropic's stream, or one message."""
+
+    keepalive = PING
+
+    def __init__(self, builder: MessageBuilder):
+        self._builder = builder
+
+    def opening(self, usage: Usage) -> list[bytes]:
+        """``message_start``, then a ``ping`` as Anthropic sends one."""
+        return [encode_event(self._builder.start(usage)), PING]
+
+    def frames(self, index: int, event: Event) -> list[bytes]:
+        """The frames of one core event."""
+        return [encode_event(out) for out in self._builder.feed(event)]
+
+    def closing(self, usage: Usage) -> list[bytes]:
+        """The open block's stop, ``message_delta`` and ``message_stop``."""
+        return [encode_event(out) for out in self._builder.finish(usage)]
+
+    def error_frames(self, error: ApiError, usage: Usage) -> bytes:
+        """``event: error`` with Anthropic's error envelope (the SDK raises on it)."""
+        return encode_event(error_body(error))
+
+    def add(self, index: int, event: Event) -> None:
+        """Fold one event into the message."""
+        self._builder.feed(event)
+
+    def body(self, usage: Usage) -> dict[str, Any]:
+        """The finished message."""
+        self._builder.finish(usage)
+        return self._builder.message()

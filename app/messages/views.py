@@ -1,0 +1,63 @@
+"""``POST /messages`` and ``POST /messages/count_tokens``: Anthropic's Messages API on the shared pipeline.
+
+A Messages request becomes the same :class:`~app.pipeline.generate.Generation` the Chat and Responses
+requests do (its transcript as Chat messages, its tools and ``tool_choice`` as the parser configuration),
+and :class:`~app.messages.encoder.MessagesEncoder` puts the core events on Anthropic's wire. Clients may
+add ``?beta=true`` and any ``anthropic-version`` / ``anthropic-beta`` headers: they change nothing here.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from flask import Response, current_app, request
+
+from ..errors import ApiError
+from ..pipeline.encoder import CHARS_PER_TOKEN
+from ..pipeline.generate import generate
+from ..pipeline.plan import prompt_format
+from ..pipeline.prompt import build_upstream_messages
+from ..state import current_state
+from ..validation import check_messages_limits
+from .encoder import MessageBuilder, MessagesEncoder
+from .plan import messages_generation, parser_config
+from .schemas import parse_count_tokens_request, parse_messages_request
+from .transcript import to_chat_messages
+
+#: The endpoints answering in Anthropic's error envelope (:mod:`app.messages.errors`).
+ENDPOINTS = frozenset({"create_message", "count_message_tokens", "unsupported_messages_path"})
+
+
+def create_message(body: dict[str, Any]) -> Response:
+    """``POST /messages`` on the request's JSON ``body``, streaming or not."""
+    check_messages_limits(body)
+    req = parse_messages_request(body)
+    generation = messages_generation(req, current_state().settings)
+    builder = MessageBuilder(f"msg_{uuid.uuid4().hex}", req.model,
+                             show_thinking=req.thinking is not None and req.thinking.shown)
+    return generate(generation, MessagesEncoder(builder))
+
+
+def count_message_tokens(body: dict[str, Any]) -> Response:
+    """``POST /messages/count_tokens``: the prompt the back end would get, estimated as usage is
+    (about four characters a token, tool block included)."""
+    check_messages_limits(body)
+    req = parse_count_tokens_request(body)
+    config = parser_config(req, current_state().settings)
+    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config))
+    chars = sum(len(message["content"]) for message in prompt)
+    return current_app.json.response({"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)})
+
+
+def unsupported_messages_path(subpath: str) -> Response:
+    """Any other ``/messages/…`` path (message batches…): 404."""
+    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
+                   "POST /v1/messages and POST /v1/messages/count_tokens.", code="not_supported")
+
+
+def is_messages_request() -> bool:
+    """Whether the current request was routed to a Messages endpoint (its errors take Anthropic's envelope)."""
+    endpoint = request.endpoint or ""
+    return endpoint.rpartition(".")[2] in ENDPOINTS
