@@ -98,10 +98,8 @@ def _dot(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     for state in ChoiceState:
         attrs = ' fillcolor=darksalmon, color=red, peripheries=2' if state.value == current else ""
         lines.append(f'    {state.value} [label="{state.value}"{"," + attrs if attrs else ""}];')
-    for t in TRANSITIONS:
-        source, trigger, dest = t.source.value, t.trigger, t.dest.value
+    for source, trigger, dest in edges():
         style = ', color=blue, penwidth=2' if (source, trigger, dest) in taken else ""
-        callback = f', xlabel="{t.after}"' if t.after else ""
-        lines.append(f'    {source} -> {dest} [label="{trigger}"{style}{callback}];')
+        lines.append(f'    {source} -> {dest} [label="{trigger}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
