@@ -106,10 +106,11 @@ class ChoiceStream(TextReader):
         """
         if self.state is DONE_STATE:
             raise UsageError("feed() after finish()", code="usage_error")
-        out = self._out = self._calls.out = []
+        calls = self._calls
+        out = self._out = calls.out = []
         self._span_start = self._fed - len(self._pending)
         self._fed += len(text)
-        if text and not self._calls.cut:
+        if text and not calls.cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
             buf = self._pending + text
@@ -240,8 +241,9 @@ class ChoiceStream(TextReader):
 
     def _read_block(self, buf: str, pos: int) -> int:
         """The call states' reader: the open block's body reader, until the block ends."""
-        assert self._body is not None
-        outcome, end = self._body.feed(buf, pos)
+        body = self._body
+        assert body is not None
+        outcome, end = body.feed(buf, pos)
         if self._raw is not None:
             self._raw.append(buf[pos:end])
         if outcome is DONE:
