@@ -1,11 +1,12 @@
-"""toolwire's Flask side: ``create_app()`` for the standalone service, ``Toolwire`` to embed it."""
+"""toolwire's Flask side: ``create_app()`` for the standalone service, ``Toolwire`` to mount it into a host app
+(with :class:`Settings`), and the health/metrics and debug routes a host may add
+(``create_ops_blueprint()``, ``create_debug_blueprint()``)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
 from pathlib import Path
-from typing import Any
 
 
 def _require_toolwire_core() -> None:
@@ -41,40 +42,18 @@ def _require_toolwire_core() -> None:
 
 _require_toolwire_core()
 
-import orjson
-from flask import Flask, Response
-from flask.json.provider import JSONProvider
+from flask import Flask
 
-from .observability.debug import create_debug_blueprint
-from .http.auth import authorize_debug, metrics_guard
+from .http.debug import create_debug_blueprint
 from .http.errors import register_error_handlers
 from .http.extension import Toolwire
-from .observability.logs import configure_logging
+from .http.jsonprovider import OrjsonProvider
 from .http.ops import create_ops_blueprint
+from .observability.logs import configure_logging
 from .settings import Settings, SettingsError, load_settings
 
-__all__ = ["OrjsonProvider", "Settings", "SettingsError", "Toolwire", "create_app"]
-
-
-class OrjsonProvider(JSONProvider):
-    """Flask's JSON (``jsonify``, ``request.get_json``) backed by orjson."""
-
-    def dumps(self, obj: Any, **kwargs: Any) -> str:
-        return orjson.dumps(obj, default=_fallback, option=orjson.OPT_NON_STR_KEYS).decode()
-
-    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
-        return orjson.loads(s)
-
-    def response(self, *args: Any, **kwargs: Any) -> Response:
-        obj = self._prepare_response_obj(args, kwargs)
-        body = orjson.dumps(obj, default=_fallback, option=orjson.OPT_NON_STR_KEYS)
-        return self._app.response_class(body, mimetype="application/json")
-
-
-def _fallback(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset)):
-        return list(obj)
-    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+#: The public API: the standalone app, the extension and its settings, and the optional routes a host adds.
+__all__ = ["Settings", "SettingsError", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"]
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -91,7 +70,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.json = OrjsonProvider(app)
     register_error_handlers(app)
     Toolwire(app, settings=settings)
-    app.register_blueprint(create_ops_blueprint(metrics_guard=metrics_guard))
-    app.register_blueprint(create_debug_blueprint(guard=authorize_debug))  # the records hold model output
+    app.register_blueprint(create_ops_blueprint())  # /metrics behind a key when metrics_require_key is on
+    app.register_blueprint(create_debug_blueprint())  # behind the client keys: the records hold model output
     return app
 

@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--bind", help="host:port (default TOOLWIRE_BIND or 127.0.0.1:8000)")
     serve.add_argument("--workers", type=int, help="worker processes (default WEB_CONCURRENCY or 2)")
 
-    commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
+    config = commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
+    config.add_argument("--describe", action="store_true",
+                        help="print the configuration reference (docs/configuration.md) instead")
 
     diagram = commands.add_parser("diagram", help="render the per-choice state machine")
     diagram.add_argument("--format", choices=FORMATS, default="mermaid")
@@ -61,6 +63,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
+    if args.describe:
+        from .config_reference import render_reference
+
+        sys.stdout.write(render_reference())
+        return 0
     try:
         settings = load_settings()
     except SettingsError as exc:

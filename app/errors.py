@@ -1,7 +1,8 @@
 """The OpenAI error envelope as an exception: :class:`ApiError`, and :class:`InputError` for a refused request.
 
 A leaf: every layer may raise these. Turning other failures (upstream, model
-output, Werkzeug) into an :class:`ApiError` is :func:`app.pipeline.failures.as_api_error`'s job.
+output) into an :class:`ApiError` is :func:`app.pipeline.failures.as_api_error`'s job; Werkzeug's,
+:func:`app.http.errors.from_http_exception`'s.
 """
 
 from __future__ import annotations

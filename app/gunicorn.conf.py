@@ -99,11 +99,37 @@ class _EnvelopeWriter:
         return getattr(self._sock, name)
 
 
+#: How long before the graceful timeout a stopping worker ends the streams still open (gunicorn would cut
+#: them mid-body at the timeout): time for their last frames to go out.
+STREAM_END_MARGIN = 2.0
+
+
 class ToolwireWorker(GeventWorker):
-    """gevent's worker, with gunicorn's own error answers in the OpenAI envelope."""
+    """gevent's worker, with gunicorn's own error answers in the OpenAI envelope, that ends its open streams
+    with an error frame and their terminator before the graceful timeout."""
+
+    _ending_streams = None
 
     def handle_error(self, req, client, addr, exc):
         super().handle_error(req, _EnvelopeWriter(client), addr, exc)
+
+    def handle_exit(self, sig, frame):
+        """SIGTERM (a shutdown, or the old workers of a reload): gunicorn lets streams run until the graceful
+        timeout, then cuts them; the ones still open are ended ``STREAM_END_MARGIN`` seconds before it."""
+        super().handle_exit(sig, frame)
+        if self._ending_streams is None:
+            import gevent
+
+            self._ending_streams = gevent.spawn_later(max(0.0, self.cfg.graceful_timeout - STREAM_END_MARGIN),
+                                                      _end_open_streams, self.log)
+
+
+def _end_open_streams(log):
+    from app.pipeline.streaming import end_open_streams  # the app's, in the worker (never in the master)
+
+    ended = end_open_streams()
+    if ended:
+        log.warning("the graceful timeout is near: %d open streams ended with an error frame", ended)
 
 
 worker_class = ToolwireWorker

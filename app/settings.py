@@ -28,6 +28,7 @@ from pydantic_settings import (
 )
 
 from statemachine import get_format
+from statemachine.formats import format_for_model
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
@@ -43,23 +44,6 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
 ReasoningOutput = Literal["show", "hide", "inline"]
 
-#: ``tool_format = "auto"``: the first name fragment found in the upstream model's name (lower case) picks
-#: the model family's own format; no fragment found: ``tool_call``.
-FAMILY_FORMATS = (
-    ("deepseek-v3.2", "deepseek_v32"), ("deepseek-v4", "deepseek_v4"), ("deepseek", "deepseek"),
-    ("kimi", "kimi_k2"),
-    ("magistral", "mistral"), ("devstral", "mistral"), ("ministral", "mistral"), ("mistral", "mistral"),
-    ("qwen3-coder", "function"),
-    ("llama-3", "llama3"), ("llama3", "llama3"),
-    ("glm-4", "glm"), ("seed-oss", "seed_oss"), ("minimax", "minimax"),
-    ("gpt-oss", "harmony"), ("gpt_oss", "harmony"),
-    ("llama-4", "pythonic"), ("llama4", "pythonic"), ("granite-3.3", "pythonic"), ("granite-4.0-h-small", "pythonic"),
-    ("olmo-3", "olmo3"), ("olmo3", "olmo3"), ("functiongemma", "functiongemma"), ("gemma-3", "gemma"),
-    ("gemma-4", "gemma4"), ("gemma4", "gemma4"),
-    ("functionary-small-v3.1", "functionary"), ("functionary-medium-v3.1", "functionary"),
-    ("functionary", "functionary_v3_2"),
-)
-
 
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
@@ -74,14 +58,14 @@ def _check_format(value: str) -> str:
     return value
 
 
-def _check_tool_format(value: str | None) -> str | None:
-    return value if value in (None, "auto") else _check_format(value)
+def _check_tool_format(value: str) -> str:
+    return value if value == "auto" else _check_format(value)
 
 
-def _check_accept(value: str | None) -> str | None:
+def _check_accept(value: str) -> str:
     """``default``, ``all`` or a comma list of registered format names."""
-    if value is None or value.strip() in ("default", "all"):
-        return None if value is None else value.strip()
+    if value.strip() in ("default", "all"):
+        return value.strip()
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:
         raise ValueError("accept_formats is 'default', 'all' or a comma list of format names")
@@ -110,124 +94,93 @@ class ModelRoute(BaseModel):
     @field_validator("tool_format")
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
-        return _check_tool_format(value)
+        return None if value is None else _check_tool_format(value)
 
     @field_validator("accept_formats")
     @classmethod
     def _known_accept(cls, value: str | None) -> str | None:
-        return _check_accept(value)
+        return None if value is None else _check_accept(value)
 
 
-class Settings(BaseSettings):
-    """Every knob toolwire reads. Environment variable = ``TOOLWIRE_`` + field name, upper case."""
-
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
+class UpstreamSettings(BaseModel):
+    """Back end: which one toolwire calls, and how long and how much it waits for it."""
 
     upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
-        None, description="Back end: openai (HTTP, TOOLWIRE_UPSTREAM_URL), codex (a Codex app-server) or demo; "
-                          "unset = openai when upstream_url is set, else demo")
+        None, description="The back end: openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex "
+                          "app-server, see the Codex section) or demo (the embedded demo); unset = openai when "
+                          "upstream_url is set, else demo")
     upstream_url: str | None = Field(
-        None, description="Base URL of the upstream Chat Completions API (up to /v1); unset = embedded demo")
-    upstream_api_key: SecretStr | None = Field(None, description="Bearer key sent to the upstream")
-    upstream_connect_timeout: float = Field(10.0, gt=0, description="Connect timeout, seconds")
+        None, description="Base URL of the back end's Chat Completions API, up to and including /v1; "
+                          "unset = the embedded demo")
+    upstream_api_key: SecretStr | None = Field(
+        None, description="Bearer key sent to the back end (never logged, shown or quoted in an error)")
+    upstream_connect_timeout: float = Field(
+        10.0, gt=0, description="Connect timeout (TCP and TLS, per connection; for Codex, the longest wait for a "
+                                "control request), seconds")
     upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
-    upstream_write_timeout: float = Field(30.0, gt=0, description="Write timeout, seconds")
+    upstream_write_timeout: float = Field(30.0, gt=0, description="Longest the sending of one request may take, "
+                                                                  "seconds")
     upstream_idle_content_seconds: float = Field(
-        300.0, ge=0, description="Longest an upstream stream may send no data event (only keep-alive comments, "
-                                 "or nothing), seconds (an upstream timeout after); 0 = no limit")
+        300.0, ge=0, description="Longest a back-end stream may send no data event (only keep-alive comments, or "
+                                 "nothing), seconds; then it is closed and the client gets an upstream timeout; "
+                                 "0 = no limit")
     upstream_max_event_bytes: int = Field(
-        8 * 1024 * 1024, gt=0, description="Largest upstream SSE event (or line) held while it arrives (502 past it)")
+        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event or line (or Codex app-server line) held "
+                                           "while it arrives (502 upstream_too_large past it)")
     upstream_max_body_bytes: int = Field(
-        64 * 1024 * 1024, gt=0, description="Largest non-streamed upstream JSON answer (502 past it)")
-    ready_cache_seconds: float = Field(
-        1.0, ge=0, description="How long each worker reuses its /readyz checks, seconds; 0 = check on every hit")
-    stream_max_seconds: float = Field(
-        3600.0, ge=0, description="Longest one generation may take, seconds (an upstream timeout after); "
-                                  "0 = no limit")
-    stream_write_timeout_seconds: float = Field(
-        60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
-                                "reading), seconds; the stream is cut after it; 0 = no limit")
-    codex_command: str = Field("codex", description="The Codex binary (or its npm launcher) for the codex back end")
-    codex_home: str = Field("~/.codex", description="The user's Codex home: its auth.json (login) is used, "
-                                                    "never written by toolwire")
-    codex_provider_url: str | None = Field(
-        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
-    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
-    codex_work_dir: str = Field("var/codex", description="Where toolwire writes its private Codex homes")
-    codex_recycle_requests: int = Field(1000, ge=0, description="Requests per Codex app-server before it is "
-                                                               "replaced (after its open requests end); 0 = never")
-    codex_max_turns: int = Field(64, ge=0, description="Codex turns in flight per worker (more get 429); 0 = no limit")
+        64 * 1024 * 1024, gt=0, description="Largest non-streamed back-end JSON answer "
+                                             "(502 upstream_too_large past it)")
+
+
+class ModelSettings(BaseModel):
+    """Models: which back-end model serves a client's model name, and per-model tool settings."""
+
     model_map: dict[str, str | ModelRoute] = Field(
-        default_factory=dict, description="Client model -> upstream model, or {model, tool_mode}")
-    default_upstream_model: str | None = Field(None, description="Upstream model for unmapped client models")
+        default_factory=dict, description="Client model name -> back-end model name, or an object of the "
+                                          "model's own settings (see Per-model settings below); JSON in the "
+                                          "environment, a table in the file")
+    default_upstream_model: str | None = Field(
+        None, description="Back-end model for client model names not in model_map; unset = the client's name")
     max_output_tokens: int = Field(
         0, ge=0, description="Largest max_tokens / max_completion_tokens sent to the back end (a larger one is "
                              "clamped: Claude Code asks for 128000); 0 = sent as asked")
-    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
-    heartbeat_seconds: float = Field(10.0, ge=0, description="Keep-alive comment interval; 0 disables")
-    tool_format: str = Field("tool_call", description="Text format the model is asked to write calls in; "
-                                                       "auto = the model family's own (FAMILY_FORMATS)")
-    accept_formats: str = Field(
-        "all", description="Formats recognised in the output besides tool_format: all (every registered format), "
-                           "default (tool_call, use_tool, function, tag_aliases) or a comma list")
-    tool_mode: ToolMode = Field("prompt", description="prompt | native | auto (see docs/tool-modes.md)")
-    tool_mode_fallback_seconds: float = Field(
-        600.0, ge=0, description="How long auto mode keeps a model that refused tools in prompt mode")
     reasoning: ReasoningOutput = Field(
-        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items), "
-                            "hide (dropped), or inline (in the content, between <think> and </think>)")
-    unknown_tool: Literal["text", "emit", "fail"] = "text"
-    invalid_json: Literal["text", "fail"] = "text"
-    schema_mismatch: Literal["emit", "text", "fail"] = "emit"
-    strict_mismatch: Literal["emit", "text", "fail"] = "fail"
-    suppress_tail_after_tools: bool = False
-    stop_after_tools: Literal["off", "first"] = "off"
-    max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
-    unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools "
-                            "(web_search_*, code_execution_*…): not offered, or a 400")
-    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest accepted request body")
-    body_timeout_seconds: float = Field(
-        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after); 0 = no limit")
-    response_store_url: str | None = Field(
-        None, description="Where stored responses live: sqlite:///relative/path, sqlite:////absolute/path, "
-                          "redis://[:password@]host:port/db or rediss://…; empty = no store; "
-                          "unset = the SQLite file response_store_path")
-    response_store_path: str = Field(
-        "var/responses.sqlite3", description="SQLite file keeping stored responses when response_store_url "
-                                             "is unset; empty = no store")
-    response_store_shared: bool = Field(
-        False, description="Every client key may read, continue and delete every stored response (one tenant)")
-    response_store_timeout: float = Field(
-        2.0, gt=0, description="Longest wait for the response store per operation, seconds")
-    response_store_max_bytes: int = Field(
-        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take; the oldest are evicted "
-                                     "to make room (a larger single response is not stored); 0 = no limit")
-    response_store_max_bytes_per_key: int = Field(
-        256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
-                                           "client keys); its own oldest are evicted to make room; 0 = no limit")
-    response_retention_seconds: float = Field(
-        30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds")
-    api_keys: SecretStr | None = Field(
-        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline list)")
-    api_keys_file: Path | None = Field(None, description="File of client keys, one per line, '#' comments")
-    metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
-    max_messages: int = Field(2048, ge=0, description="Messages (or Responses input items) per request; 0 = no limit")
-    max_tools: int = Field(128, ge=0, description="Tools per request; 0 = no limit")
-    max_tool_schema_bytes: int = Field(65536, ge=0, description="JSON size of one tool's parameters; 0 = no limit")
-    max_concurrent_streams: int = Field(
-        512, ge=0, description="Generations in flight per worker (streaming or not); 0 = no limit")
-    marker_mode: bool = Field(False, description="Calls must repeat a per-request marker in their opener")
+        "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items, "
+                            "Messages thinking blocks), hide (dropped), or inline (in the content, between <think> "
+                            "and </think>)")
+    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
+
+
+class ToolSettings(BaseModel):
+    """Tool calling: how a model is given tools and which call formats are taught and read."""
+
+    tool_mode: ToolMode = Field(
+        "prompt", description="How models get tools: prompt (a manifest in the prompt, calls read from the "
+                              "text), native (the back end gets tools and answers with tool_calls) or auto "
+                              "(native, prompt once the back end refuses tools)")
+    tool_mode_fallback_seconds: float = Field(
+        600.0, ge=0, description="How long auto mode keeps a (back end, model) that refused tools (and then "
+                                 "answered without them) in prompt mode, per worker, seconds")
+    tool_format: str = Field(
+        "tool_call", description="The format the model is asked to write calls in: a registered format's name, "
+                                 "or auto (the format whose model names the back-end model's name holds, "
+                                 "else tool_call; see Formats by model name below)")
+    accept_formats: str = Field(
+        "all", description="Formats read in the output besides tool_format: all (every registered format), "
+                           "default (tool_call, use_tool, function, tag_aliases) or a comma list of names")
+    marker_mode: bool = Field(
+        False, description="Calls must repeat a fresh per-request marker in their opener "
+                           "(X-Toolwire-Marker: 1 turns it on for one request)")
     auto_marker: bool = Field(
         True, description="Marker mode for a request whose user text or tool results already hold call syntax")
-    log_level: str = "INFO"
-    log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
-    debug: bool = Field(False, description="Keep recent requests' state-machine paths (with model text) "
-                                           "for /debug/requests; off in production")
-    debug_dir: str | None = Field(None, description="Directory shared by the workers for the debug paths; "
-                                                    "unset = <tmp>/toolwire-debug")
-    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug "
-                                                   "view keeps")
+    max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
+    stop_after_tools: Literal["off", "first"] = Field(
+        "off", description="first: stop the back end after the first complete call")
+    suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
+    unsupported_tools: Literal["drop", "fail"] = Field(
+        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
+                            "Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
+                            "level) or fail (400 naming tools[i].type)")
 
     @field_validator("tool_format")
     @classmethod
@@ -239,15 +192,160 @@ class Settings(BaseSettings):
     def _known_accept(cls, value: str) -> str:
         return _check_accept(value)
 
+
+class CallPolicySettings(BaseModel):
+    """Call policy: what becomes of a call the model got wrong."""
+
+    unknown_tool: Literal["text", "emit", "fail"] = Field(
+        "text", description="A call to a tool not offered: text (left in the content), emit (sent as a call) "
+                            "or fail (an error)")
+    invalid_json: Literal["text", "fail"] = Field(
+        "text", description="Arguments that do not parse as JSON: text (left in the content) or fail (an error)")
+    schema_mismatch: Literal["emit", "text", "fail"] = Field(
+        "emit", description="Arguments that do not match a non-strict tool's schema: emit, text or fail")
+    strict_mismatch: Literal["emit", "text", "fail"] = Field(
+        "fail", description="The same for strict tools; also a call to an unknown tool when every offered "
+                            "tool is strict")
+
+
+class StreamingSettings(BaseModel):
+    """Streaming: keep-alives and how long a generation may take."""
+
+    heartbeat_seconds: float = Field(
+        10.0, ge=0, description="Keep-alive comment interval while the back end is silent, seconds "
+                                "(X-No-Keepalive: 1 turns them off for a request); 0 disables")
+    stream_max_seconds: float = Field(
+        3600.0, ge=0, description="Longest one generation may take, the wait for the back end's first output "
+                                  "included, seconds (an upstream timeout after); 0 = no limit")
+    stream_write_timeout_seconds: float = Field(
+        60.0, ge=0, description="Longest one write to a streaming client may block (a client that stopped "
+                                "reading), seconds; then the connection, the back-end request and the stream "
+                                "slot are closed; 0 = no limit")
+
+
+class LimitSettings(BaseModel):
+    """Request limits: what one request may hold, and how many generations a worker runs at once."""
+
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, gt=0, description="Largest request body, with or without Content-Length (413 above)")
+    body_timeout_seconds: float = Field(
+        60, ge=0, description="Longest a request body may take to arrive, seconds (408 after, connection "
+                              "closed); 0 = no limit")
+    max_messages: int = Field(
+        2048, ge=0, description="Messages (Responses: input items) per request; 0 = no limit (400, param: messages)")
+    max_tools: int = Field(128, ge=0, description="Tools per request; 0 = no limit (400, param: tools)")
+    max_tool_schema_bytes: int = Field(
+        65536, ge=0, description="JSON size of one tool's parameters; 0 = no limit (400 naming the tool's "
+                                 "parameters)")
+    max_concurrent_streams: int = Field(
+        512, ge=0, description="Generations in flight per worker, streaming or not (keep it below "
+                               "TOOLWIRE_WORKER_CONNECTIONS); above it 429 with Retry-After: 1; 0 = no limit")
+
+
+class AccessSettings(BaseModel):
+    """Client keys: who may call the API."""
+
+    api_keys: SecretStr | None = Field(
+        None, description="Client keys accepted as 'Authorization: Bearer' or x-api-key on /v1 (comma or newline "
+                          "list); "
+                          "unset with no key file = an open API (a warning is logged)")
+    api_keys_file: Path | None = Field(
+        None, description="File of client keys, one per line, '#' comments; added to api_keys; unreadable or "
+                          "empty = refuse to start")
+    metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
+
+
+class StoreSettings(BaseModel):
+    """Stored responses: where the Responses API keeps responses, for how long, and how many bytes."""
+
+    response_store_url: str | None = Field(
+        None, description="Where stored responses live: sqlite:///relative/path, sqlite:////absolute/path, "
+                          "redis://[:password@]host:port/db or rediss://… (TLS); empty = no store; "
+                          "unset = the SQLite file response_store_path")
+    response_store_path: str = Field(
+        "var/responses.sqlite3", description="SQLite file keeping stored responses when response_store_url "
+                                             "is unset (relative to the working directory); empty = no store")
+    response_store_shared: bool = Field(
+        False, description="Every client key may read, continue and delete every stored response (one tenant)")
+    response_store_timeout: float = Field(
+        2.0, gt=0, description="Longest wait for the response store per operation, seconds (Redis: connect and "
+                               "reply; SQLite: another process's write lock)")
+    response_store_max_bytes: int = Field(
+        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take (in Redis, with what the "
+                                     "server holds beside it); the oldest are evicted to make room (a larger "
+                                     "single response is not stored); 0 = no limit")
+    response_store_max_bytes_per_key: int = Field(
+        256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
+                                           "client keys); its own oldest are evicted to make room; 0 = no limit")
+    response_retention_seconds: float = Field(
+        30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds "
+                                          "(Redis: the keys' TTL)")
+
     @field_validator("response_store_url")
     @classmethod
     def _known_store(cls, value: str | None) -> str | None:
         return None if value is None else check_store_url(value.strip())
 
+
+class CodexSettings(BaseModel):
+    """Codex back end (upstream_kind = codex): the app-servers toolwire runs."""
+
+    codex_command: str = Field(
+        "codex", description="The Codex binary, or its npm launcher (the native binary beside it is run)")
+    codex_home: str = Field(
+        "~/.codex", description="The user's Codex home: its auth.json (the codex login) is used, never written "
+                                "by toolwire")
+    codex_provider_url: str | None = Field(
+        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
+    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
+    codex_work_dir: str = Field(
+        "var/codex", description="Where toolwire writes its private Codex homes (one per worker, removed at exit)")
+    codex_recycle_requests: int = Field(
+        1000, ge=0, description="Requests per Codex app-server before a fresh one takes over (the old one "
+                                "finishes its requests first); 0 = never")
+    codex_max_turns: int = Field(
+        64, ge=0, description="Codex turns in flight per worker (above it 429 with Retry-After: 1); 0 = no limit")
+
+
+class ObservabilitySettings(BaseModel):
+    """Observability: logs, readiness checks and the debug page."""
+
+    log_level: str = Field(
+        "INFO", description="Log level (DEBUG adds tool-call note messages, which may quote arguments)")
+    log_format: Literal["json", "plain"] = Field("json", description="Log lines as JSON objects or plain text")
+    ready_cache_seconds: float = Field(
+        1.0, ge=0, description="How long each worker reuses its /readyz checks (back end, store), seconds; "
+                               "0 = check on every hit")
+    debug: bool = Field(
+        False, description="Keep recent requests' state-machine paths, with the model text that moved them, for "
+                           "the debug page /debug/; off in production")
+    debug_dir: str | None = Field(
+        None, description="Directory the workers share for the debug records; unset = <tmp>/toolwire-debug")
+    debug_keep: int = Field(200, gt=0, description="How many recent requests of each client key the debug page "
+                                                   "keeps")
+
     @field_validator("log_level")
     @classmethod
     def _upper(cls, value: str) -> str:
         return value.upper()
+
+
+#: The sections of :class:`Settings`, in the order the configuration reference lists them.
+SECTIONS: tuple[type[BaseModel], ...] = (
+    UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
+    AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings)
+
+
+class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
+               LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings, BaseSettings):
+    """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
+
+    The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
+    case; the TOML file and ``app.config`` use the same names. ``docs/configuration.md`` is generated from
+    these classes (``toolwire config --describe``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
 
     @classmethod
     def settings_customise_sources(
@@ -298,13 +396,13 @@ class Settings(BaseSettings):
 
     def tool_format_for(self, client_model: str) -> str:
         """The format taught to a client's ``model``: its ``model_map`` object's ``tool_format``, else
-        ``tool_format``; ``auto`` resolves through :data:`FAMILY_FORMATS` on the upstream model's name."""
+        ``tool_format``; ``auto`` is the format that claims the upstream model's name
+        (:func:`~statemachine.formats.format_for_model`), else ``tool_call``."""
         route = self.model_map.get(client_model)
         fmt = route.tool_format if isinstance(route, ModelRoute) and route.tool_format else self.tool_format
         if fmt != "auto":
             return fmt
-        name = self.upstream_model(client_model).lower()
-        return next((f for fragment, f in FAMILY_FORMATS if fragment in name), "tool_call")
+        return format_for_model(self.upstream_model(client_model)) or "tool_call"
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""
@@ -342,7 +440,7 @@ class Settings(BaseSettings):
         # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
         env_keys = {key.upper().split(_NESTED, 1)[0] for key in os.environ}
         rows = []
-        for name in type(self).model_fields:
+        for name in (name for section in SECTIONS for name in section.model_fields):
             if f"{ENV_PREFIX}{name.upper()}" in env_keys:
                 source = "env"
             elif name in file_keys:

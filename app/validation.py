@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .errors import InputError
-from .state import current_state
+from .settings import Settings
 
 Model = TypeVar("Model")
 
@@ -89,27 +89,25 @@ def _param(err: Any, data: Any, base: str | None) -> str | None:
 
 # count limits on the raw body ------------------------------------------------------------------
 
-def check_chat_limits(body: dict[str, Any]) -> None:
+def check_chat_limits(body: dict[str, Any], settings: Settings) -> None:
     """Enforce ``max_messages``, ``max_tools`` and ``max_tool_schema_bytes`` on a Chat body.
 
     Raises:
         InputError: 400 naming the offending ``param`` (``messages``, ``tools``,
             ``tools[3].function.parameters``, ``functions[0].parameters``).
     """
-    settings = current_state().settings
     _check_length(body.get("messages"), "messages", settings.max_messages)
     for key, path in (("tools", "function.parameters"), ("functions", "parameters")):
         _check_tools(body.get(key), key, path, settings.max_tools, settings.max_tool_schema_bytes)
 
 
-def check_responses_limits(body: dict[str, Any]) -> None:
+def check_responses_limits(body: dict[str, Any], settings: Settings) -> None:
     """The same limits on a Responses body: ``input`` items, ``tools``, ``tools[i].parameters``, a custom
     tool's ``tools[i].format`` (its grammar), and the same inside a namespace (``tools[i].tools[j]…``).
 
     Raises:
         InputError: 400 naming the offending ``param``.
     """
-    settings = current_state().settings
     _check_length(body.get("input"), "input", settings.max_messages)
     tools = body.get("tools")
     groups = [("tools", tools)]
@@ -121,13 +119,12 @@ def check_responses_limits(body: dict[str, Any]) -> None:
         _check_tools(group, param, "format", 0, settings.max_tool_schema_bytes)
 
 
-def check_messages_limits(body: dict[str, Any]) -> None:
+def check_messages_limits(body: dict[str, Any], settings: Settings) -> None:
     """The same limits on an Anthropic Messages body: ``messages``, ``tools``, ``tools[i].input_schema``.
 
     Raises:
         InputError: 400 naming the offending ``param``.
     """
-    settings = current_state().settings
     _check_length(body.get("messages"), "messages", settings.max_messages)
     _check_tools(body.get("tools"), "tools", "input_schema", settings.max_tools, settings.max_tool_schema_bytes)
 

@@ -17,7 +17,7 @@ from ._config import ParserConfig
 from ._errors import ModelOutputError
 from ._events import CUSTOM, FUNCTION, Event, ToolCallArgumentsDelta, ToolCallEnded, ToolCallInputDelta, ToolCallNote, \
     ToolCallStarted
-from ._regex import RegexError, compile_regex
+from ._regex import RegexError, regex_matches
 from ._schema import schema_errors
 from ._table import Verdict
 
@@ -348,7 +348,7 @@ class CallBook:
         if spec is None or grammar.get("type") != "grammar" or grammar.get("syntax") != "regex":
             return None
         try:
-            matched = compile_regex(grammar.get("definition", "")).fullmatch(text) is not None
+            matched = regex_matches(grammar.get("definition", ""), text, whole=True)
         except (RegexError, TypeError):  # refused when the request came in; here only from an embedding host
             return None
         policy = self.config.policy

@@ -36,6 +36,23 @@ def compile_regex(pattern: str) -> Any:
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "not a valid pattern"
         raise RegexError(reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)) from None
+    except UnicodeEncodeError:
+        raise RegexError("the pattern holds a lone surrogate") from None
+
+
+def regex_matches(pattern: str, text: str, *, whole: bool = False) -> bool:
+    """Whether RE2 finds ``pattern`` in ``text`` (all of ``text`` when ``whole``). A lone surrogate in
+    ``text`` (a ``\\ud800`` escape in the model's JSON: UTF-8 cannot hold it) is matched as ``?``.
+
+    Raises:
+        RegexError: see :func:`compile_regex`.
+    """
+    compiled = compile_regex(pattern)
+    match = compiled.fullmatch if whole else compiled.search
+    try:
+        return match(text) is not None
+    except UnicodeEncodeError:
+        return match(text.encode("utf-8", "replace").decode()) is not None
 
 
 def regex_problem(pattern: Any) -> str | None:

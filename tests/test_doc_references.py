@@ -101,13 +101,3 @@ def test_relative_links_resolve(page: Path) -> None:
     targets = [target for target in LINK.findall(page.read_text(encoding="utf-8")) if "://" not in target]
     missing = [target for target in targets if not (page.parent / target).exists()]
     assert not missing
-
-
-def test_readme_examples_import_only_the_public_api() -> None:
-    """Python examples in the README import toolwire from ``app`` itself, never from its sub-modules."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
-    assert blocks
-    deep = [line for block in blocks for line in block.splitlines()
-            if re.match(r"\s*(from|import) (app|statemachine)\.", line)]
-    assert not deep

@@ -90,9 +90,9 @@ class ChatEncoder:
 
     def _folding(self) -> "ChatAccumulator":
         if self._accumulator is None:
-            head = self._chunker._head  # the same id, time and model
-            self._accumulator = ChatAccumulator(head["id"], head["created"], head["model"],
-                                                legacy_functions=self._chunker._legacy)
+            chunker = self._chunker  # the same id, time and model
+            self._accumulator = ChatAccumulator(chunker.completion_id, chunker.created, chunker.model,
+                                                legacy_functions=chunker._legacy)
         return self._accumulator
 
 
@@ -114,6 +114,7 @@ class ChatChunker:
 
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):
+        self.completion_id, self.created, self.model = completion_id, created, model
         self._head = {"id": completion_id, "object": CHUNK, "created": created, "model": model}
         self._legacy = legacy_functions
         self._include_usage = include_usage
@@ -128,14 +129,13 @@ class ChatChunker:
         for byte, written from the choice's fixed start and end around the one encoded string, with no
         chunk dict built or dumped.
         """
-        cls = event.__class__
-        if cls is TextDelta:
-            key, fragment = b'{"content":', event.text
-        elif cls is ReasoningDelta:
-            key, fragment = b'{"reasoning_content":', event.text
-        elif cls is ToolCallArgumentsDelta and not self._legacy:
+        if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
+            key, fragment, close = b'{"content":', event.text, b""
+        elif isinstance(event, ReasoningDelta):
+            key, fragment, close = b'{"reasoning_content":', event.text, b""
+        elif isinstance(event, ToolCallArgumentsDelta) and not self._legacy:
             key = b'{"tool_calls":[{"index":%d,"function":{"arguments":' % event.index
-            fragment = event.fragment
+            fragment, close = event.fragment, b"}}]"
         else:
             return None
         if index not in self._role_sent or index > self._opened_below:
@@ -144,9 +144,7 @@ class ChatChunker:
         if ends is None:
             ends = self._frame_ends_for(index)
         start, end = ends
-        if cls is not ToolCallArgumentsDelta:
-            return start + key + orjson.dumps(fragment) + end
-        return start + key + orjson.dumps(fragment) + b"}}]" + end
+        return start + key + orjson.dumps(fragment) + close + end
 
     def _frame_ends_for(self, index: int) -> tuple[bytes, bytes]:
         """Choice ``index``'s frame start (up to its ``delta``) and end (from the delta's closing brace)."""
@@ -180,6 +178,7 @@ class ChatChunker:
         if isinstance(event, ReasoningDelta):
             return [self._chunk(index, self._with_role(index, {"reasoning_content": event.text}))]
         if isinstance(event, ToolCallStarted):
+            delta: dict[str, Any]
             if self._legacy:
                 if event.index:
                     return []

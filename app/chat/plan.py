@@ -24,19 +24,21 @@ _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "to
                             "parallel_tool_calls", "functions", "function_call"})
 
 
-def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings") -> Generation:
-    """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through)."""
+def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings", *,
+                    marker_requested: bool = False) -> Generation:
+    """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through);
+    ``marker_requested``: the client asked for marker mode."""
     return Generation(
         model=req.model,
         messages=body["messages"],
-        config=chat_parser_config(req, settings),
+        config=chat_parser_config(req, settings, marker_requested=marker_requested),
         fields={key: value for key, value in body.items() if key not in _CONSUMED_KEYS},
         stream=req.stream,
         n=req.n,
     )
 
 
-def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
+def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_requested: bool = False) -> ParserConfig:
     """The parser configuration for a Chat Completions request.
 
     Raises:
@@ -48,34 +50,34 @@ def chat_parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
     if req.tools and req.functions:
         raise InputError("Use either 'tools' or the legacy 'functions', not both.", "functions", "invalid_value")
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
+    choice: ChoiceRequest | ToolChoice
     if req.functions:
-        functions = tool_specs(req.functions)
-        for i, spec in enumerate(functions):
-            check_tool(spec, [f.name for f in functions[:i]], name=f"functions[{i}].name",
+        tools = tool_specs(req.functions)
+        for i, spec in enumerate(tools):
+            check_tool(spec, {f.name for f in tools[:i]}, name=f"functions[{i}].name",
                        definition=f"functions[{i}].parameters")
-        return build_parser_config(functions, _legacy_choice(req.function_call),
-                                   parallel_tool_calls=False, legacy_functions=True, settings=settings,
-                                   json_output=json_output)
-    tools = _offered_tools(req)
-    parallel = req.parallel_tool_calls is not False
-    return build_parser_config(tools, _chat_choice(req.tool_choice), parallel_tool_calls=parallel,
-                               legacy_functions=False, settings=settings, json_output=json_output)
+        choice, parallel, legacy = _legacy_choice(req.function_call), False, True
+    else:
+        tools = _offered_tools(req)
+        choice, parallel, legacy = _chat_choice(req.tool_choice), req.parallel_tool_calls is not False, False
+    return build_parser_config(tools, choice, parallel_tool_calls=parallel, legacy_functions=legacy, settings=settings,
+                               model=req.model, marker_requested=marker_requested, json_output=json_output)
 
 
 def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
     """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
-    specs: list[ToolSpec] = []
+    specs: dict[str, ToolSpec] = {}
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
-            spec = _custom_spec(tool)
-            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)
-            where = f"tools[{i}].custom", "format.grammar.definition" if nested else "format.definition"
+            spec, base = _custom_spec(tool), f"tools[{i}].custom"
+            nested = isinstance((tool.custom.format or {}).get("grammar"), dict)  # Chat's nested grammar shape
+            definition = f"{base}.format.grammar.definition" if nested else f"{base}.format.definition"
         else:
-            spec = tool_specs([tool.function])[0]
-            where = f"tools[{i}].function", "parameters"
-        check_tool(spec, [s.name for s in specs], name=f"{where[0]}.name", definition=f"{where[0]}.{where[1]}")
-        specs.append(spec)
-    return specs
+            spec, base = tool_specs([tool.function])[0], f"tools[{i}].function"
+            definition = f"{base}.parameters"
+        check_tool(spec, specs, name=f"{base}.name", definition=definition)
+        specs[spec.name] = spec
+    return list(specs.values())
 
 
 def _custom_spec(tool: CustomTool) -> ToolSpec:

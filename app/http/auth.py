@@ -13,7 +13,6 @@ HTTP Basic password so that a browser can open its page.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import logging
 from typing import Any
 
@@ -21,42 +20,10 @@ from flask import request
 
 from .errors import ApiError
 from ..settings import SettingsError
-from ..state import current_state, set_client_owner
+from .state import KeyRing, current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
 
-
-class KeyRing:
-    """The SHA-256 digests of the accepted client keys.
-
-    Args:
-        keys: the keys in clear (blank entries ignored).
-    """
-
-    def __init__(self, keys: list[str]):
-        self._digests = tuple(_digest(k) for k in keys if k)
-
-    def __bool__(self) -> bool:
-        return bool(self._digests)
-
-    def __len__(self) -> int:
-        return len(self._digests)
-
-    def accepts(self, presented: str) -> bool:
-        """Whether ``presented`` is one of the keys.
-
-        Every digest is compared (``hmac.compare_digest``), match or not, so the
-        time taken says nothing about which key, or how much of one, matched.
-        """
-        candidate = _digest(presented)
-        found = False
-        for digest in self._digests:
-            found |= hmac.compare_digest(candidate, digest)
-        return found
-
-
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
 
 
 def owner_digest(key: str) -> str:
@@ -127,8 +94,8 @@ def basic_password() -> str | None:
 
 def authorize_request() -> None:
     """Refuse the current request unless it carries an accepted key, as a Bearer token or in ``x-api-key``
-    (no keys configured = open); the accepted
-    key's owner digest is recorded (:func:`~app.state.client_owner`): it scopes stored responses.
+    (no keys configured = open); the accepted key's owner digest is recorded
+    (:func:`~app.http.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.

@@ -2,15 +2,15 @@
 
 ::
 
-    tw = Toolwire()
-    tw.init_app(host_app, url_prefix="/llm/v1", name="llm")
+    Toolwire(host_app, url_prefix="/llm/v1", name="llm")          # or: tw = Toolwire(); tw.init_app(host_app)
 
-Settings come from a :class:`~app.settings.Settings` object; without one,
+An app may hold several mounts, each its own ``Toolwire`` with its own prefix, name (its Blueprint's
+and its endpoints' prefix) and settings. Settings come from a :class:`~app.settings.Settings` object; without one,
 ``init_app`` reads the ``TOOLWIRE_*`` keys of the host's ``app.config`` (Flask's
 convention: ``app.config["TOOLWIRE_UPSTREAM_URL"]``), which win over the
 environment and the config file. See that class for every key. Later changes
-are not picked up. ``init_app`` never touches the host's logging. The
-extension stores itself in ``app.extensions["toolwire"]`` and keeps per-app
+are not picked up. ``init_app`` never touches the host's logging. Each mount
+is kept in ``app.extensions["toolwire"]`` under its name, and keeps its per-app
 state (settings, upstream) keyed by the app; it never holds the app itself.
 """
 
@@ -25,14 +25,13 @@ from gevent import monkey
 
 from ..responses.store import ResponseStore, StoreError, open_store
 from ..settings import Settings, SettingsError, load_settings, settings_from_config
-from ..state import EXTENSION_KEY, ToolwireState
+from .state import EXTENSION_KEY, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
 from ..upstreams.http import Bounds, HttpUpstream
 from ..upstreams.transport import Timeouts
 from .auth import load_keyring
 from .blueprint import create_blueprint
-from .limits import StreamSlots
 
 log = logging.getLogger("toolwire.http.extension")
 
@@ -46,6 +45,9 @@ class Toolwire:
 
     Args:
         app: a Flask app to register on now (or call :meth:`init_app` later).
+        url_prefix: where the routes live (``/v1`` → ``/v1/chat/completions``).
+        name: the mount's name: its Blueprint's, so its endpoints are ``NAME.chat_completions``…; two mounts
+            on one app need two names.
         settings: settings to use; default the app's ``TOOLWIRE_*`` config keys over ``Settings()``
             (environment and config file).
         upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
@@ -54,8 +56,11 @@ class Toolwire:
             ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
     """
 
-    def __init__(self, app: Flask | None = None, *, settings: Settings | None = None,
-                 upstream: Upstream | None = None, store: ResponseStore | None = None):
+    def __init__(self, app: Flask | None = None, *, url_prefix: str = "/v1", name: str = "toolwire",
+                 settings: Settings | None = None, upstream: Upstream | None = None,
+                 store: ResponseStore | None = None):
+        self.url_prefix = url_prefix
+        self.name = name
         self._settings = settings
         self._upstream = upstream
         self._store = store
@@ -63,21 +68,24 @@ class Toolwire:
         if app is not None:
             self.init_app(app)
 
-    def init_app(self, app: Flask, url_prefix: str = "/v1", name: str = "toolwire") -> None:
+    def init_app(self, app: Flask, url_prefix: str | None = None, name: str | None = None) -> None:
         """Register the API Blueprint on ``app``.
 
         Args:
             app: the Flask app.
-            url_prefix: where the routes live (``/v1`` → ``/v1/chat/completions``).
-            name: the Blueprint name (endpoint prefix), to avoid clashing with the host's.
+            url_prefix: where the routes live; default the one given to the constructor.
+            name: the mount's name; default the one given to the constructor.
         Raises:
-            RuntimeError: toolwire is already registered on ``app``.
+            RuntimeError: this instance, or another mount of that name, is already registered on ``app``.
             SettingsError: the settings are invalid, or the client key settings are unusable (see
                 :func:`~app.http.auth.load_keyring`).
         """
-        if EXTENSION_KEY in app.extensions:
-            raise RuntimeError("A 'Toolwire' instance is already registered on this Flask app. "
-                               "Create the extension once and call init_app once per app.")
+        name = name or self.name
+        mounts: dict[str, Toolwire] = app.extensions.setdefault(EXTENSION_KEY, {})
+        if name in mounts or app in self._states:
+            raise RuntimeError(f"A 'Toolwire' mount named {name!r} (or this instance) is already registered on "
+                               "this Flask app. Call init_app once per app; a second mount needs another "
+                               "Toolwire with another name.")
         if not monkey.is_module_patched("socket"):
             warnings.warn("gevent has not patched socket: each stream will block a worker. Serve toolwire "
                           "with gunicorn's gevent worker (see app/gunicorn.conf.py).", UnpatchedSocketWarning,
@@ -90,9 +98,10 @@ class Toolwire:
             check_store_at_start(store)
         self._states[app] = ToolwireState(settings, upstream, store, api_keys,
                                           StreamSlots(settings.max_concurrent_streams), configured_models(settings))
-        app.extensions[EXTENSION_KEY] = self
+        mounts[name] = self
 
-        app.register_blueprint(create_blueprint(name), url_prefix=url_prefix)
+        prefix = self.url_prefix if url_prefix is None else url_prefix
+        app.register_blueprint(create_blueprint(name), url_prefix=prefix)
 
     def state(self, app: Flask | None = None) -> ToolwireState:
         """The state for ``app`` (default: the current app).

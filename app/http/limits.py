@@ -30,14 +30,13 @@ import re
 import socket
 from array import array
 from itertools import accumulate
-import threading
 from typing import Any, Iterable, Iterator
 
 import gevent
 from flask import Blueprint, Response, g, request
 
 from ..errors import ApiError, body_too_large
-from ..state import current_state
+from .state import current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
 RETRY_AFTER_SECONDS = 1
@@ -47,46 +46,6 @@ RETRY_AFTER_SECONDS = 1
 LINGER_SECONDS = 2.0
 LINGER_BODY_LIMITS = 4
 
-
-class StreamSlots:
-    """A per-worker count of generations in flight, with a cap (0 = none).
-
-    Safe under gevent and threads: the check and the increment happen under
-    one lock (gevent-patched in the worker).
-    """
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.in_use = 0
-        self._lock = threading.Lock()
-
-    def try_acquire(self) -> "Slot | None":
-        """A :class:`Slot`, or ``None`` when all are taken."""
-        with self._lock:
-            if self.limit and self.in_use >= self.limit:
-                return None
-            self.in_use += 1
-        return Slot(self)
-
-    def _release(self) -> None:
-        with self._lock:
-            self.in_use -= 1
-
-
-class Slot:
-    """One taken place in :class:`StreamSlots`; :meth:`release` is idempotent."""
-
-    __slots__ = ("_slots", "_held")
-
-    def __init__(self, slots: StreamSlots):
-        self._slots = slots
-        self._held = True
-
-    def release(self) -> None:
-        """Give the place back (once; later calls do nothing)."""
-        if self._held:
-            self._held = False
-            self._slots._release()
 
 
 def install(bp: Blueprint) -> None:
@@ -129,7 +88,7 @@ def _close_if_body_unread(response: Response) -> Response:
     return response
 
 
-def _then_finish_body(answer: Iterable[bytes], client: socket.socket, body: Any, budget: int) -> Iterator[bytes]:
+def _then_finish_body(answer: Iterable[Any], client: socket.socket, body: Any, budget: int) -> Iterator[Any]:
     """``answer``, then the rest of the request ``body`` read and dropped, yielding to other greenlets after every
     read, so the connection stays usable for the client's next request. Past :data:`LINGER_SECONDS` or
     ``budget`` bytes the connection is shut down instead, and the error this raises after the answer went out

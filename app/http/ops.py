@@ -7,23 +7,25 @@ import time
 import weakref
 from typing import Any, Callable
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, jsonify
 
-from ..responses.store import StoreError
-from ..state import current_state
 from ..observability.metrics import exposition
+from ..responses.store import StoreError
+from .auth import metrics_guard as key_if_required
+from .state import current_state
 
 #: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.
 _ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]]" = weakref.WeakKeyDictionary()
 
 
-def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[], None] | None = None) -> Blueprint:
+def create_ops_blueprint(name: str = "toolwire_ops",
+                         metrics_guard: Callable[[], None] | None = key_if_required) -> Blueprint:
     """The operational Blueprint; register it without a prefix (``/healthz``, ``/readyz``, ``/metrics``).
 
     Args:
         name: the Blueprint name.
-        metrics_guard: called before ``/metrics`` is served; raise an ``ApiError``
-            to refuse (e.g. an API-key check). Health routes stay open.
+        metrics_guard: called before ``/metrics`` is served; raise an ``ApiError`` to refuse. Default: a
+            client key when ``metrics_require_key`` is on; ``None``: open. Health routes stay open.
     """
     bp = Blueprint(name, __name__)
     bp.add_url_rule("/healthz", view_func=healthz, methods=["GET"])
@@ -34,7 +36,7 @@ def create_ops_blueprint(name: str = "toolwire_ops", metrics_guard: Callable[[],
 
 def healthz() -> Response:
     """Liveness: the worker answers. Never touches the upstream."""
-    return current_app.json.response({"status": "ok"})
+    return jsonify({"status": "ok"})
 
 
 def readyz() -> Response:
@@ -46,7 +48,7 @@ def readyz() -> Response:
     """
     checks = _checks(current_state())
     ready = all(value != "unavailable" for value in checks.values())
-    response = current_app.json.response({"status": "ready" if ready else "unavailable", **checks})
+    response = jsonify({"status": "ready" if ready else "unavailable", **checks})
     response.status_code = 200 if ready else 503
     return response
 

@@ -1,14 +1,22 @@
-"""The request body every endpoint reads: JSON, an object, within the size and nesting limits."""
+"""What every endpoint takes from the HTTP request: its JSON body, the pipeline's request context, the
+client's view of the response store; and how a generation's reply goes back."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+from flask import Response, jsonify, request
 
 from ..errors import ApiError
 from ..observability import record as observe
+from ..pipeline.context import RequestContext
+from ..pipeline.generate import SSE_HEADERS, Reply
+from ..responses.store import OwnedStore
 from . import limits
+from .state import client_owner, current_state
+
+_YES = ("1", "true", "yes", "on")
 
 
 def json_body() -> dict[str, Any]:
@@ -28,6 +36,32 @@ def json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     limits.check_nesting(raw)
-    observe.note_model(body.get("model"))  # here, so every endpoint reading a body labels its metrics
+    # here, so every endpoint reading a body labels its metrics
+    observe.note_model(body.get("model"), current_state().metric_models)
     observe.note_stream(body.get("stream"))  # and logs the stream it asked for, even if refused below
     return body
+
+
+def request_context() -> RequestContext:
+    """What the pipeline needs of the current request: the app's settings and back end, the request's
+    record, and the headers that steer a generation (``X-No-Keepalive``, ``X-Toolwire-Marker``)."""
+    state = current_state()
+    headers = request.headers
+    return RequestContext(
+        settings=state.settings, upstream=state.upstream, record=observe.current(),
+        keepalive=headers.get("X-No-Keepalive", "").strip().lower() not in _YES,
+        marker_requested=headers.get("X-Toolwire-Marker", "").strip().lower() in _YES,
+        client_socket=request.environ.get("gunicorn.socket"))
+
+
+def owned_store() -> OwnedStore | None:
+    """The response store as the current request's client key sees it (``None`` when storing is off)."""
+    store = current_state().store
+    return None if store is None else store.for_owner(client_owner())
+
+
+def send(reply: Reply) -> Response:
+    """A generation's reply as the HTTP response: its JSON body, or its SSE stream."""
+    if isinstance(reply, dict):
+        return jsonify(reply)
+    return Response(reply, mimetype="text/event-stream", headers=SSE_HEADERS)

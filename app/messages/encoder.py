@@ -91,18 +91,22 @@ class MessageBuilder:
         """The stream events of one core event (none for what the wire does not show)."""
         cls = event.__class__
         if cls is TextDelta:
-            return self._delta("text", {"type": "text", "text": ""}, "text_delta", "text", event.text)
-        if cls is ToolCallArgumentsDelta:
-            return self._delta("tool_use", {}, "input_json_delta", "partial_json", event.fragment)
+            out = self._open_block("text", {"type": "text", "text": ""})
+            out.append(self._piece("text_delta", "text", event.text))
+            return out
+        if cls is ToolCallArgumentsDelta:  # the call's tool_use block is the open one
+            return [self._piece("input_json_delta", "partial_json", event.fragment)]
         if cls is ReasoningDelta:
             if not self._show_thinking:
                 return []
-            return self._delta("thinking", {"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta",
-                               "thinking", event.text)
+            out = self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out.append(self._piece("thinking_delta", "thinking", event.text))
+            return out
         if cls is ToolCallStarted:
             head = {"type": "tool_use", "id": "toolu_" + event.call_id.removeprefix("call_"), "name": event.name}
             out = self._close()
-            out.append(self._begin("tool_use", head, {**head, "input": {}}))
+            self._open = _Block("tool_use", head)
+            out.append(self._start({**head, "input": {}}))
             return out
         if cls is ChoiceFinished:
             self._message["stop_reason"] = STOP_REASONS.get(event.finish_reason, "end_turn")
@@ -125,22 +129,25 @@ class MessageBuilder:
         """The message (complete after :meth:`finish`)."""
         return self._message
 
-    def _delta(self, kind: str, head: dict[str, Any], delta_type: str, key: str, piece: str) -> list[dict[str, Any]]:
-        out = []
-        block = self._open
-        if block is None or block.kind != kind:
-            out = self._close()
-            out.append(self._begin(kind, head, head))
-            block = self._open
-        assert block is not None
-        block.pieces.append(piece)
-        out.append({"type": "content_block_delta", "index": len(self._message["content"]),
-                    "delta": {"type": delta_type, key: piece}})
+    def _open_block(self, kind: str, shown: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events that make a ``kind`` block the open one (none when it is): the open block's stop, the
+        new block's start (``shown``: its first ``content_block``)."""
+        if self._open is not None and self._open.kind == kind:
+            return []
+        out = self._close()
+        self._open = _Block(kind, {k: v for k, v in shown.items() if k != kind})
+        out.append(self._start(shown))
         return out
 
-    def _begin(self, kind: str, head: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
-        self._open = _Block(kind, {k: v for k, v in head.items() if k != kind})
+    def _start(self, shown: dict[str, Any]) -> dict[str, Any]:
         return {"type": "content_block_start", "index": len(self._message["content"]), "content_block": shown}
+
+    def _piece(self, delta_type: str, key: str, piece: str) -> dict[str, Any]:
+        """The delta of one piece of the open block's text or input."""
+        assert self._open is not None, "a piece needs an open block"
+        self._open.pieces.append(piece)
+        return {"type": "content_block_delta", "index": len(self._message["content"]),
+                "delta": {"type": delta_type, key: piece}}
 
     def _close(self) -> list[dict[str, Any]]:
         block, self._open = self._open, None

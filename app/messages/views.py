@@ -12,14 +12,14 @@ import math
 import uuid
 from typing import Any
 
-from flask import Response, current_app, request
+from flask import Response, request
 
 from ..errors import ApiError
+from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import generate
+from ..pipeline.generate import Reply, generate
 from ..pipeline.plan import prompt_format
 from ..pipeline.prompt import build_upstream_messages
-from ..state import current_state
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
 from .plan import messages_generation, parser_config
@@ -30,25 +30,25 @@ from .transcript import to_chat_messages
 ENDPOINTS = frozenset({"create_message", "count_message_tokens", "unsupported_messages_path"})
 
 
-def create_message(body: dict[str, Any]) -> Response:
+def create_message(body: dict[str, Any], context: RequestContext) -> Reply:
     """``POST /messages`` on the request's JSON ``body``, streaming or not."""
-    check_messages_limits(body)
+    check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
-    generation = messages_generation(req, current_state().settings)
+    generation = messages_generation(req, context.settings)
     builder = MessageBuilder(f"msg_{uuid.uuid4().hex}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown)
-    return generate(generation, MessagesEncoder(builder))
+    return generate(generation, MessagesEncoder(builder), context)
 
 
-def count_message_tokens(body: dict[str, Any]) -> Response:
+def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     """``POST /messages/count_tokens``: the prompt the back end would get, estimated as usage is
     (about four characters a token, tool block included)."""
-    check_messages_limits(body)
+    check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
-    config = parser_config(req, current_state().settings)
+    config = parser_config(req, context.settings)
     prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config))
     chars = sum(len(message["content"]) for message in prompt)
-    return current_app.json.response({"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)})
+    return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
 
 
 def unsupported_messages_path(subpath: str) -> Response:
@@ -58,6 +58,8 @@ def unsupported_messages_path(subpath: str) -> Response:
 
 
 def is_messages_request() -> bool:
-    """Whether the current request was routed to a Messages endpoint (its errors take Anthropic's envelope)."""
-    endpoint = request.endpoint or ""
-    return endpoint.rpartition(".")[2] in ENDPOINTS
+    """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
+    one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
+    if request.url_rule is None:
+        return request.path.endswith(("/messages", "/messages/count_tokens"))
+    return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

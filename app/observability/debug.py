@@ -1,57 +1,25 @@
-"""The debug view: recent requests' state-machine paths, readable from any gunicorn worker.
+"""The debug records: recent requests' state-machine paths, in a directory every gunicorn worker reads.
 
 With ``TOOLWIRE_DEBUG=true`` every API request leaves one small JSON file in a
 directory the workers share (``TOOLWIRE_DEBUG_DIR``); only the newest
 ``TOOLWIRE_DEBUG_KEEP`` of each client key are kept. The files hold model output (the text that
-triggered each transition), which is why this is off by default.
-
-Routes (404 while debug is off):
-
-- ``GET /debug/``: the debug page (``page/`` beside this module: plain HTML, CSS and
-  JS, no build step), drawn from the JSON routes below and polling them.
-- ``GET /debug/requests``: the recent requests' summaries, newest first.
-- ``GET /debug/machine``: the transition table, each edge with how often it fired
-  across the recent requests.
-- ``GET /debug/requests/<request_id>``: one request's summary and per-choice paths,
-  calls, notes and finish reasons.
-- ``GET /debug/requests/<request_id>/diagram?format=mermaid|dot|svg&choice=0``: the
-  state diagram with that choice's path highlighted.
-
-The list and the machine carry an ``ETag`` that changes only when a record is
-written or pruned, so a page polling them costs one directory scan per poll.
-Nothing runs for the debug view unless someone asks: the API path only writes
-its record.
+triggered each transition), which is why this is off by default. The debug page
+and its routes are :mod:`app.http.debug`.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import os
 import tempfile
 from collections import Counter
-from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
-from flask import Blueprint, Response, current_app, request
 
 from statemachine import INITIAL, TRANSITIONS, ChoiceState
-from statemachine.diagram import FORMATS, render_choice_fsm
 
-from ..errors import ApiError
-from ..state import client_owner, current_state
 from ..settings import Settings
-
-_MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
-#: The page's own files, by URL name: ``(file in page/, mimetype)``.
-_PAGE_FILES = {"": ("index.html", "text/html"), "page.css": ("page.css", "text/css"),
-               "page.js": ("page.js", "text/javascript"), "favicon.svg": ("favicon.svg", "image/svg+xml")}
-# Only the page's own files run: model text that slipped into markup could not execute (inline
-# scripts and styles are refused), and nothing is loaded from elsewhere.
-_PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
-                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 class Digest(NamedTuple):
@@ -165,53 +133,6 @@ def debug_store(settings: Settings) -> DebugStore:
     return DebugStore(directory, settings.debug_keep)
 
 
-def create_debug_blueprint(name: str = "toolwire_debug", guard: Callable[[], None] | None = None) -> Blueprint:
-    """The debug routes (register without a prefix).
-
-    Args:
-        name: the Blueprint name.
-        guard: called before every debug route; raise an ``ApiError`` to refuse
-            (e.g. an API-key check: the views show model output).
-    """
-    bp = Blueprint(name, __name__)
-    if guard is not None:
-        bp.before_request(guard)
-    bp.add_url_rule("/debug/", view_func=page_file, defaults={"name": ""}, methods=["GET"])
-    files = ", ".join(f'"{name}"' for name in _PAGE_FILES if name)
-    bp.add_url_rule(f"/debug/<any({files}):name>", view_func=page_file, methods=["GET"])
-    bp.add_url_rule("/debug/requests", view_func=recent_requests, methods=["GET"])
-    bp.add_url_rule("/debug/machine", view_func=machine, methods=["GET"])
-    bp.add_url_rule("/debug/requests/<request_id>", view_func=request_path, methods=["GET"])
-    bp.add_url_rule("/debug/requests/<request_id>/diagram", view_func=request_diagram, methods=["GET"])
-    return bp
-
-
-def page_file(name: str) -> Response:
-    """``GET /debug/`` and its stylesheet, script and icon: the debug page."""
-    _store()
-    filename, mimetype = _PAGE_FILES[name]
-    response = Response(_page_file(filename), mimetype=mimetype)
-    response.headers["Content-Security-Policy"] = _PAGE_POLICY
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Cache-Control"] = "no-cache"
-    return response
-
-
-@functools.cache
-def _page_file(filename: str) -> bytes:
-    return resources.files(__package__).joinpath("page", filename).read_bytes()
-
-
-def recent_requests() -> Response:
-    """``GET /debug/requests``: the kept requests' summaries (no paths or text), newest first."""
-    return _tagged(lambda digests: {"object": "list", "data": [digest.line for digest in digests]})
-
-
-def machine() -> Response:
-    """``GET /debug/machine``: the states and edges of the transition table, each edge with its recent count."""
-    return _tagged(machine_view)
-
-
 def summary(view: dict[str, Any]) -> dict[str, Any]:
     """One request's line in the list: the record without its per-choice details."""
     line = {key: value for key, value in view.items() if key != "choices"}
@@ -236,58 +157,3 @@ def machine_view(digests: list[Digest]) -> dict[str, Any]:
                    "count": fired[t.source.value, t.trigger, t.dest.value]} for t in TRANSITIONS],
         "requests": len(digests),
     }
-
-
-def _tagged(body: Callable[[list[Digest]], Any]) -> Response:
-    """``body(digests)`` as JSON, tagged with the kept records' names and times; 304 when the client has that tag."""
-    store = _store()
-    entries = store.entries_of(client_owner())
-    tag = hashlib.blake2b(digest_size=12)
-    for mtime, path in entries:
-        tag.update(f"{mtime} {os.path.basename(path)}\n".encode())
-    etag = tag.hexdigest()
-    if request.if_none_match.contains(etag):
-        response = Response(status=304)
-    else:
-        response = current_app.json.response(body(store.digests(entries)))
-    response.set_etag(etag)
-    response.headers["Cache-Control"] = "no-cache"
-    return response
-
-
-def request_path(request_id: str) -> Response:
-    """``GET /debug/requests/<id>``: the request's summary and per-choice paths, calls, notes and finish reasons."""
-    return current_app.json.response(_view(request_id))
-
-
-def request_diagram(request_id: str) -> Response:
-    """``GET /debug/requests/<id>/diagram``: one choice's path drawn on the state diagram."""
-    view = _view(request_id)
-    fmt = request.args.get("format", "mermaid")
-    if fmt not in FORMATS:
-        raise ApiError(400, f"Unknown diagram format {fmt!r}; use one of {', '.join(FORMATS)}.", param="format")
-    index = request.args.get("choice", "0")
-    choice = next((c for c in view["choices"] if str(c["index"]) == index), None)
-    if choice is None:
-        raise ApiError(404, f"Request {request_id!r} has no choice {index!r}.", param="choice", code="not_found")
-    path = [(step["source"], step["trigger"], step["dest"]) for step in choice["path"]]
-    try:
-        diagram = render_choice_fsm(fmt, current=choice["state"], path=path)
-    except RuntimeError as exc:  # svg without pygraphviz
-        raise ApiError(501, str(exc), type="server_error", param="format", code="not_implemented") from None
-    return Response(diagram, mimetype=_MIMETYPES[fmt])
-
-
-def _store() -> DebugStore:
-    """The debug store, or 404 while debug is off."""
-    settings = current_state().settings
-    if not settings.debug:
-        raise ApiError(404, "The debug view is off (TOOLWIRE_DEBUG).", code="not_found")
-    return debug_store(settings)
-
-
-def _view(request_id: str) -> dict[str, Any]:
-    view = _store().load(request_id, owner=client_owner())
-    if view is None:
-        raise ApiError(404, f"No debug record for request {request_id!r}.", code="not_found")
-    return view

@@ -1,12 +1,12 @@
 """One request's observability record: request id, timings, tool calls, its access line and metrics.
 
-The API Blueprint's hooks open a :class:`RequestRecord` per request
-(:func:`begin`) and register its :meth:`~RequestRecord.finish` to run when
-the response body is closed (:func:`respond`), so a stream is accounted for at
-its real end. The record is kept in a context variable: log lines read the
-request id from it, and :class:`~app.pipeline.driver.ChoiceDriver` and
-:class:`~app.pipeline.streaming.SSEBody` attach themselves to it when they are built
-in a view. A stream is relayed by the request's own greenlet, so its log lines carry the
+The API Blueprint's hooks (:mod:`app.http.recording`) open a :class:`RequestRecord` per request
+(:func:`start`) and register its :meth:`~RequestRecord.finish` to run when
+the response body is closed, so a stream is accounted for at its real end. The
+record is kept in a context variable, which log lines read the request id from;
+the pipeline gets it handed (:class:`~app.pipeline.context.RequestContext`), and
+:class:`~app.pipeline.driver.ChoiceDriver` and :class:`~app.pipeline.streaming.SSEBody`
+report to it. A stream is relayed by the request's own greenlet, so its log lines carry the
 request id too.
 """
 
@@ -16,21 +16,14 @@ import contextvars
 import logging
 import re
 import time
-import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
-from flask import Response, request
-
-from statemachine import ChoiceFinished, ToolCallEnded, ToolCallNote
+from statemachine import ChoiceFinished, ChoiceStream, Event, ToolCallEnded, ToolCallNote
 
 from . import metrics
-from .debug import DebugStore, debug_store
-from ..state import client_owner, current_state
-
-if TYPE_CHECKING:
-    from ..pipeline.driver import ChoiceDriver
+from .debug import DebugStore
 
 access_log = logging.getLogger("toolwire.access")
 
@@ -38,6 +31,20 @@ access_log = logging.getLogger("toolwire.access")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 _current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
+
+
+class TracedChoices(Protocol):
+    """What a record reads of a choice driver (:class:`~app.pipeline.driver.ChoiceDriver`) once its response
+    ended: outcome counts, the choices' machines, and what the debug view keeps."""
+
+    outcomes: Counter[str]
+    first_output_at: float | None
+    texts: dict[int, list[str]] | None
+    outcome_events: dict[int, list[Event]] | None
+    step_times: dict[int, list[float]] | None
+
+    @property
+    def choices(self) -> Mapping[int, ChoiceStream]: ...
 
 
 @dataclass(eq=False, slots=True)
@@ -76,7 +83,7 @@ class RequestRecord:
     tool_mode: str | None = None
     first_byte: float | None = None
     disconnected: bool = False
-    drivers: list[ChoiceDriver] = field(default_factory=list)
+    drivers: list[TracedChoices] = field(default_factory=list)
     debug: DebugStore | None = None
     owner: str | None = None
     outcome: str | None = None
@@ -216,28 +223,19 @@ def current_request_id() -> str | None:
     return record.request_id if record is not None else None
 
 
-def begin() -> RequestRecord:
-    """Open the record of the current Flask request (a ``before_request`` hook calls this).
-
-    Its id is the request's ``X-Request-Id`` when that is sane, else a new ``uuid4`` hex.
-    """
-    settings = current_state().settings
-    incoming = request.headers.get("X-Request-Id", "")
-    request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-    rule = request.url_rule
-    record = RequestRecord(request_id, request.method, rule.rule if rule is not None else request.path,
-                           debug=debug_store(settings) if settings.debug else None)
+def start(record: RequestRecord) -> RequestRecord:
+    """Make ``record`` the current request's (the HTTP layer opens one per API request)."""
     _current.set(record)
     return record
 
 
-def note_model(model: Any) -> None:
-    """The request asked for ``model``; label metrics with it when it is a configured model."""
+def note_model(model: Any, configured: frozenset[str]) -> None:
+    """The request asked for ``model``; label metrics with it when it is one of the ``configured`` models."""
     record = _current.get()
     if record is None or not isinstance(model, str):
         return
     record.model = model
-    record.model_label = model if model in current_state().metric_models else "other"
+    record.model_label = model if model in configured else "other"
 
 
 def note_failure(code: str, message: str) -> None:
@@ -252,17 +250,3 @@ def note_stream(stream: Any) -> None:
     record = _current.get()
     if record is not None:
         record.stream_requested = stream is True
-
-
-def respond(response: Response) -> Response:
-    """Stamp the response and finish the record when its body closes (an ``after_request`` hook)."""
-    record = _current.get()
-    if record is None:
-        return response
-    response.headers["X-Request-Id"] = record.request_id
-    record.status = response.status_code
-    record.owner = client_owner()
-    if not record.stream:
-        record.first_frame_sent()
-    response.call_on_close(record.finish)
-    return response

@@ -4,20 +4,23 @@ Before the first byte of an answer (and all through a non-streamed one) the work
 back end's status line, for a Codex turn's first output, for the rest of an answer it accumulates.
 Nothing is written to the client, so nothing notices that it left, and the back end keeps working (a
 Codex turn keeps its slot) for nobody. :func:`abandon_if_client_leaves` watches the client's socket
-meanwhile: at its end of file it raises :class:`ClientLeft` in the waiting greenlet, exactly as a
-``gevent.Timeout`` would, so whatever it waited in unwinds and releases what it holds.
+meanwhile: at its end of file it raises :class:`ClientLeft` in the waiting greenlet, from the hub, as
+a ``gevent.Timeout`` does, so whatever it waited in unwinds and releases what it holds. The watch is
+one event-loop watcher (a few microseconds), no greenlet. A client that shuts down its sending side
+after the request and still waits for the answer would be taken for gone; HTTP clients do not do that.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
-from typing import Iterator
+from typing import Any, Iterator
 
 import gevent
-from gevent.socket import wait_read
 
 from ..errors import ApiError
+
+_READ = 1  # libev's and libuv's "readable" event mask
 
 
 class ClientLeft(ApiError):
@@ -28,30 +31,28 @@ class ClientLeft(ApiError):
 
 
 class _Watch:
-    """One wait's watcher: fires into ``waiting`` only while :attr:`active`."""
+    """The readable-socket callback of one wait: throws into ``waiting`` at the client's end of file."""
 
-    __slots__ = ("waiting", "active")
+    __slots__ = ("waiting", "client", "io")
 
-    def __init__(self, waiting: gevent.Greenlet) -> None:
+    def __init__(self, waiting: Any, client: socket.socket, io: Any) -> None:
         self.waiting = waiting
-        self.active = True
+        self.client = client
+        self.io = io
 
-    def run(self, client: socket.socket) -> None:
+    def readable(self) -> None:
+        """Runs in the hub: peek without blocking (a duplicate of the descriptor is a plain socket)."""
         try:
-            wait_read(client.fileno())
-            if client.recv(1, socket.MSG_PEEK):
-                return  # a pipelined next request: the client is still there
-        except ValueError:  # a TLS socket takes no flags: it cannot be peeked at
-            return
-        except OSError:  # reset by the peer: gone too
-            pass
-        if self.active:
-            gevent.get_hub().loop.run_callback(self._fire)
-
-    def _fire(self) -> None:
-        if self.active:  # still inside the wait (checked again: the callback runs on the next loop turn)
-            self.active = False
-            self.waiting.throw(ClientLeft())
+            with socket.fromfd(self.client.fileno(), socket.AF_INET, socket.SOCK_STREAM) as peer:
+                if peer.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                    self.io.stop()  # a pipelined next request: the client is still there
+                    return
+        except BlockingIOError:
+            return  # a spurious wake-up: keep watching
+        except OSError:
+            pass  # reset by the peer: gone too
+        self.io.stop()
+        self.waiting.throw(ClientLeft())
 
 
 @contextlib.contextmanager
@@ -61,10 +62,10 @@ def abandon_if_client_leaves(client: socket.socket | None) -> Iterator[None]:
     if client is None:
         yield
         return
-    watch = _Watch(gevent.getcurrent())
-    watcher = gevent.spawn(watch.run, client)
+    io = gevent.get_hub().loop.io(client.fileno(), _READ)
+    io.start(_Watch(gevent.getcurrent(), client, io).readable)
     try:
         yield
     finally:
-        watch.active = False
-        watcher.kill()  # waits for it: its wait on the socket ends before the socket may be closed
+        io.stop()
+        io.close()

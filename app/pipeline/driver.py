@@ -28,13 +28,17 @@ from statemachine import (
     new_call_id,
 )
 
-from ..observability import record as observe
+from ..observability.record import RequestRecord
 from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
 _OUTPUT = (TextDelta, ReasoningDelta, ToolCallStarted)
 _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
+#: Notes of a call whose header went out and whose arguments never became valid JSON.
+_BROKEN_CALL = frozenset({"invalid_json", "incomplete"})
+_CUT = ("length", "content_filter")
+_BROKEN_CODE = "invalid_tool_call"
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
 _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
@@ -77,9 +81,8 @@ class ChoiceDriver:
     ``hide`` drops it, ``inline`` turns each span into content between :data:`INLINE_OPEN` and
     :data:`INLINE_CLOSE`. The default costs nothing per delta.
 
-    Built inside a request, it attaches itself to the request's
-    :class:`~app.observability.record.RequestRecord`, which reads the counts below (and the
-    choices' paths) once the response has ended.
+    Given the request's :class:`~app.observability.record.RequestRecord` (``record``), it attaches
+    itself to it, which reads the counts below (and the choices' paths) once the response has ended.
 
     Attributes:
         usage: the upstream's last usage object, if it sent one.
@@ -95,7 +98,8 @@ class ChoiceDriver:
     """
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
-                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show"):
+                 id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
+                 record: RequestRecord | None = None):
         self._stream = stream
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
@@ -108,11 +112,11 @@ class ChoiceDriver:
         self._natives: dict[int, NativeCalls] = {}  # per choice, made at its first native fragment
         self._finished: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._cut = False  # a choice stopped reading (its policy cut the output)
+        self._broken: tuple[int, ...] = ()  # choices that sent a call whose arguments never became JSON
         self.usage: dict[str, Any] | None = None
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
-        record = observe.current()
         debugging = record is not None and record.keeps_text
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
@@ -129,7 +133,7 @@ class ChoiceDriver:
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         try:
             for chunk in self._stream:
-                if chunk.__class__ is Pause:  # the stream's pauses pass through (as ``(None, pause)``)
+                if isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     yield None, chunk
                     continue
                 if chunk.usage:
@@ -149,8 +153,9 @@ class ChoiceDriver:
                                                     "without a finish reason.")
                 for event in self._output(index, self._finish(index, None)):
                     yield index, event
-        except ModelOutputError:
-            self.outcomes["failed"] += 1  # a fail policy ends the response
+        except ModelOutputError as exc:
+            if exc.code != _BROKEN_CODE:  # (a broken call was counted by its note)
+                self.outcomes["failed"] += 1  # a fail policy ends the response
             raise
         finally:
             self._stream.close()
@@ -247,24 +252,30 @@ class ChoiceDriver:
             times += [time.perf_counter()] * (len(self._choices[index].path) - len(times))
         if self.first_output_at is None and any(isinstance(event, _OUTPUT) for event in events):
             self.first_output_at = time.perf_counter()
-        for event in events:
-            cls = event.__class__
-            if cls is TextDelta or cls is ReasoningDelta:
+        for event in events:  # isinstance: as fast as a class check for these final classes, and typed
+            if isinstance(event, (TextDelta, ReasoningDelta)):
                 self.output_chars += len(event.text)
-            elif cls is ToolCallArgumentsDelta:
+            elif isinstance(event, ToolCallArgumentsDelta):
                 self.output_chars += len(event.fragment)
             else:
-                if self.outcome_events is not None and cls in _OUTCOMES:
+                if self.outcome_events is not None and event.__class__ in _OUTCOMES:
                     self.outcome_events.setdefault(index, []).append(event)
-                if cls is ToolCallStarted:
+                if isinstance(event, ToolCallStarted):
                     self.output_chars += len(event.name)
-                elif cls is ToolCallEnded:
+                elif isinstance(event, ToolCallEnded):
                     self.outcomes["emitted" if event.valid else "failed"] += 1
-                elif cls is ToolCallNote:
+                elif isinstance(event, ToolCallNote):
                     self._note(index, event)
+                elif isinstance(event, ChoiceFinished) and index in self._broken and event.finish_reason not in _CUT:
+                    # A call went out that can be neither run nor taken back: the answer fails (as when the
+                    # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
+                    raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
+                                           code=_BROKEN_CODE)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
         """Count a note's outcome and log it (its message may quote arguments: debug level only)."""
+        if note.kind in _BROKEN_CALL and note.index is not None and index not in self._broken:
+            self._broken += (index,)
         if note.kind in _REPAIRS:
             self.outcomes["repaired"] += 1
         elif note.index is None:  # the block never became a call: it went back to text or was dropped

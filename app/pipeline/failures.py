@@ -1,40 +1,43 @@
 """Any failure of a generation as the :class:`~app.errors.ApiError` the client is told.
 
-Before the first byte it becomes an HTTP error response (``app.http.errors``);
-after it, the endpoint's encoder sends it as its mid-stream error frame. Unknown
-exceptions are logged here and hidden behind a generic 500.
+Before the first byte it becomes an HTTP error response (``app.http.errors``, which also turns the web
+framework's own errors into ``ApiError``); after it, the endpoint's encoder sends it as its mid-stream
+error frame. Unknown exceptions are logged here and hidden behind a generic 500.
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import has_request_context, request
-from werkzeug.exceptions import HTTPException
+from gevent import GreenletExit
 
 from statemachine import ModelOutputError
 
-from ..errors import ApiError, body_too_large
+from ..errors import ApiError
 from ..upstreams.base import UpstreamError
 
 log = logging.getLogger("toolwire.pipeline.failures")
+
+
+class ServerStopping(GreenletExit):
+    """Thrown into a stream's greenlet when the worker stops (:func:`~app.pipeline.streaming.end_open_streams`).
+
+    A ``GreenletExit``: no ``except Exception`` on its way out of the upstream's reads takes it for another
+    failure.
+    """
 
 
 def as_api_error(exc: BaseException) -> ApiError:
     """Any exception as an :class:`ApiError`; unknown ones are logged and hidden."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, ServerStopping):
+        return ApiError(503, "The server is restarting; retry the request.", type="server_error",
+                        code="server_shutting_down")
     if isinstance(exc, UpstreamError):
         return from_upstream(exc)
     if isinstance(exc, ModelOutputError):
         return from_model_output(exc)
-    if isinstance(exc, HTTPException):
-        code = exc.code or 500
-        if code == 413:
-            return body_too_large(request.max_content_length if has_request_context() else None)
-        type_ = "invalid_request_error" if code < 500 else "server_error"
-        return ApiError(code, exc.description or exc.name, type=type_,
-                        code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
     log.error("unhandled error", exc_info=exc)
     return ApiError(500, "The server had an error while processing your request.", type="server_error",
                     code="server_error")

@@ -6,7 +6,9 @@ back end gets) and calls :func:`generate` with its :class:`~app.pipeline.encoder
 The upstream is opened in the model's tool mode (:func:`open_in_tool_mode`) before the first byte, so a refusal
 is an ordinary HTTP error; then the same :class:`~app.pipeline.driver.ChoiceDriver`
 events are either streamed (:func:`~app.pipeline.streaming.sse_body`) or folded
-into one body, so the two cannot disagree.
+into one body, so the two cannot disagree. What the pipeline knows of the HTTP
+request comes in a :class:`~app.pipeline.context.RequestContext`; it answers
+with a :data:`Reply` the HTTP layer sends.
 """
 
 from __future__ import annotations
@@ -15,31 +17,33 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeAlias
 
 import gevent
 import orjson
-from flask import Response, current_app, request
 
 from statemachine import ParserConfig
 
 from ..observability import metrics
-from ..observability import record as observe
-from ..state import current_state
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
+from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import prompt_format, with_auto_marker
+from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
-from .streaming import Events, cooperative, sse_body, tick_seconds
+from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
 #: The Chat request's output limits, clamped to the model's ``max_output_tokens``.
 OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")
+#: The headers of a streamed answer (sent as ``text/event-stream``).
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+#: A generation's answer: one JSON body, or the body of an SSE stream (sent with :data:`SSE_HEADERS`).
+Reply: TypeAlias = "dict[str, Any] | SSEBody"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,20 +67,20 @@ class Generation:
     n: int = 1
 
 
-def generate(generation: Generation, encoder: Encoder) -> Response:
-    """Run ``generation`` and answer with ``encoder``'s stream or body.
+def generate(generation: Generation, encoder: Encoder, context: RequestContext) -> Reply:
+    """Run ``generation`` for the request ``context`` describes and answer with ``encoder``'s stream or body.
 
     Raises:
         UpstreamError: the upstream refused (the client got nothing yet).
     """
-    limit = current_state().settings.stream_max_seconds
+    limit = context.settings.stream_max_seconds
     deadline = time.monotonic() + limit if limit else None
-    client = request.environ.get("gunicorn.socket")
+    client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
-        stream, config, messages = open_in_tool_mode(generation)
+        stream, config, messages = open_in_tool_mode(generation, context)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n,
-                          reasoning=current_state().settings.reasoning_for(generation.model))
+    driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
+                          record=context.record)
 
     def usage() -> Usage:
         return usage_of(driver.usage, prompt_chars, driver.output_chars)
@@ -86,9 +90,9 @@ def generate(generation: Generation, encoder: Encoder) -> Response:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
             for index, event in cooperative(driver):
                 encoder.add(index, event)
-        return current_app.json.response(encoder.body(usage()))
+        return encoder.body(usage())
 
-    return sse_response(driver, encoder, usage, stream, max_seconds=left)
+    return stream_body(driver, encoder, usage, stream, context, max_seconds=left)
 
 
 def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Timeout:
@@ -99,7 +103,8 @@ def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Tim
     return gevent.Timeout(seconds or None, expired)
 
 
-def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
+def open_in_tool_mode(generation: Generation,
+                      context: RequestContext) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
     """Open the upstream in the model's tool mode (docs/tool-modes.md; :mod:`app.pipeline.native`).
 
     Returns:
@@ -107,36 +112,57 @@ def open_in_tool_mode(generation: Generation) -> tuple[UpstreamStream, ParserCon
         saw one), and the messages sent.
     Raises:
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
-            prompt-mode retry's refusal).
+            prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
     """
-    state = current_state()
-    settings = state.settings
+    settings = context.settings
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
-    record = observe.current()
+    record = context.record
+    refusal: UpstreamError | None = None
     if mode != "prompt":
-        key = (upstream_name(state.upstream), settings.upstream_model(model))
+        key = (upstream_name(context.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
-                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)})
+                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)}, context)
+                if mode == "auto" and hasattr(stream, "confirm"):
+                    stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):
                     raise
-                FALLBACKS.remember(key)
-                metrics.child(metrics.TOOL_MODE_FALLBACKS, record.model_label if record else "other").inc()
-                log.warning("the back end refused tools: prompt mode for %s", key[1],
-                            extra={"fields": {"upstream_model": key[1], "status": exc.status}})
+                refusal = exc
             else:
                 if record is not None:
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config))
-    stream = open_upstream(model, messages, generation.fields)
+    fields, answer_format = prompt_mode_fields(generation.fields, config)
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    stream = open_upstream(model, messages, fields, context)
+    if refusal is not None:
+        # Remembered (for every client of this worker) only now: the same request without tools was taken,
+        # so the tools were what the back end refused, not some other field of this one client's request.
+        FALLBACKS.remember(key)
+        metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
+        log.warning("the back end refused tools: prompt mode for %s", key[1],
+                    extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
     if record is not None:
         record.tool_mode = "prompt"
     return stream, config, messages
+
+
+def prompt_mode_fields(fields: dict[str, Any], config: ParserConfig) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The back end's fields in prompt mode, and the JSON ``response_format`` the prompt teaches instead of them.
+
+    A back end that enforces ``response_format`` (vLLM's guided decoding, llama.cpp's grammars, Ollama's
+    ``format``) makes the answer JSON from its first token, so a call block could never be written. While a
+    call may come (tools offered, ``tool_choice`` not ``none``) the format is taught in the prompt and not
+    sent; when none can, the back end gets it as the client sent it (``strict`` included).
+    """
+    response_format = fields.get("response_format")
+    if not config.parsing_enabled or not is_json_format(response_format):
+        return fields, None
+    return {key: value for key, value in fields.items() if key != "response_format"}, response_format
 
 
 def _content_chars(content: Any) -> int:
@@ -145,7 +171,8 @@ def _content_chars(content: Any) -> int:
     return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
-def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any]) -> UpstreamStream:
+def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any],
+                  context: RequestContext) -> UpstreamStream:
     """Open the upstream's answer to ``messages`` for the client's ``model``.
 
     ``fields`` are the other request parameters the back end gets (an output limit above the model's
@@ -155,34 +182,27 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     Raises:
         UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
     """
-    state = current_state()
-    body = {**fields, "model": state.settings.upstream_model(model), "messages": messages, "stream": True,
+    body = {**fields, "model": context.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
-    limit = state.settings.max_output_tokens_for(model)
+    limit = context.settings.max_output_tokens_for(model)
     if limit:
         for key in OUTPUT_LIMITS:
             if isinstance(body.get(key), int) and body[key] > limit:
                 body[key] = limit
-    return state.upstream.open(body, request_id=observe.current_request_id())
+    return context.upstream.open(body, request_id=context.request_id)
 
 
-def wants_keepalive() -> bool:
-    """``False`` when the client opted out of keep-alive comments (``X-No-Keepalive: 1``)."""
-    return request.headers.get("X-No-Keepalive", "").strip().lower() not in ("1", "true", "yes")
-
-
-def sse_response(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream, *,
-                 max_seconds: float | None) -> Response:
-    """The ``text/event-stream`` response streaming ``events`` (made from ``stream``) as ``encoder``'s frames
-    for at most ``max_seconds`` more, with keep-alives unless the client opted out.
+def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream,
+                context: RequestContext, *, max_seconds: float | None) -> SSEBody:
+    """The SSE body streaming ``events`` (made from ``stream``) as ``encoder``'s frames for at most
+    ``max_seconds`` more, with keep-alives unless the client opted out.
 
     ``stream`` is asked for pauses, which ``events`` passes on; the rest is
     :func:`~app.pipeline.streaming.sse_body`'s.
     """
-    settings = current_state().settings
-    heartbeat = settings.heartbeat_seconds if wants_keepalive() else None
+    settings = context.settings
+    heartbeat = settings.heartbeat_seconds if context.keepalive else None
     stream.pause_every(tick_seconds(heartbeat, max_seconds))
-    body = sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=max_seconds, client=request.environ.get("gunicorn.socket"),
-                    write_timeout=settings.stream_write_timeout_seconds)
-    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)
+    return sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
+                    max_seconds=max_seconds, client=context.client_socket,
+                    write_timeout=settings.stream_write_timeout_seconds, record=context.record)

@@ -11,8 +11,9 @@
   call blocks.
 - ``auto``: native; when the back end refuses tools (llama.cpp without
   ``--jinja``, an Ollama model without tool support, vLLM without a tool parser)
-  the same request is sent once more in prompt mode, and that (upstream, model)
-  stays in prompt mode for ``tool_mode_fallback_seconds`` in this worker.
+  the same request is sent once more in prompt mode, and once that is taken, that
+  (upstream, model) stays in prompt mode for ``tool_mode_fallback_seconds`` in this
+  worker.
 
 :func:`~app.pipeline.generate.generate` opens the back end in the model's mode;
 this module holds what that needs: the native request's tools and transcript,
@@ -40,6 +41,14 @@ REFUSES_TOOLS = re.compile(
     r"|unsupported (?:param(?:eter)?|field|argument)s?:? ['\"]?(?:tools|functions|tool_choice)"
     r"|--jinja|--enable-auto-tool-choice|--tool-call-parser",
     re.IGNORECASE)
+#: Text a back end quotes, often from the request (pydantic's ``input_value='…'``, a JSON ``"…"``): a quote
+#: mark that opens after a non-word character and closes before one (an apostrophe inside a word is none).
+QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`)(?!\w)""")
+#: The upstream statuses a back end refuses tools with as a client error (Ollama and vLLM: 400; FastAPI
+#: validation: 422); a 404 (no such model) or 413 is something else.
+REFUSAL_STATUSES = frozenset({400, 422})
+#: The ``param`` a tools refusal may name; an error naming another parameter is about that one.
+TOOL_PARAMS = frozenset({None, "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"})
 #: (upstream, model) pairs remembered at most; past it the oldest is forgotten.
 FALLBACK_MEMORY_SIZE = 1024
 
@@ -81,9 +90,24 @@ FALLBACKS = FallbackMemory()
 
 
 def refuses_tools(error: UpstreamError) -> bool:
-    """Whether an upstream error is the back end saying it cannot take tools (a 4xx or 5xx answer;
-    never an auth, rate-limit, connection or timeout failure)."""
-    return error.kind in ("client_error", "server_error") and REFUSES_TOOLS.search(error.message) is not None
+    """Whether an upstream error is the back end saying it cannot take tools.
+
+    Decided from the error's structure first: a client error of status 400 or 422 whose ``param`` is unset or
+    a tools parameter, or a server error (llama.cpp answers 500); never an auth, rate-limit, connection or
+    timeout failure. Then from the back end's own words only: quoted text is left out before
+    :data:`REFUSES_TOOLS` is looked for, since a back end quotes the request's values there (a client could
+    otherwise send "tools not supported" in a field the back end echoes, and put its model in prompt mode for
+    every client of the worker). A 200 stream that ended empty is one too (llama-cpp-python fails after its
+    headers when it cannot stream a tool choice).
+    """
+    if error.code == "upstream_empty_stream":
+        return True
+    if error.kind == "client_error":
+        if error.status not in REFUSAL_STATUSES or error.param not in TOOL_PARAMS:
+            return False
+    elif error.kind != "server_error":
+        return False
+    return REFUSES_TOOLS.search(QUOTED.sub(" ", error.message)) is not None
 
 
 def native_tools(config: ParserConfig) -> dict[str, Any]:

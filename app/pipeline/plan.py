@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, TypeVar
 
 import orjson
 
-from flask import has_request_context, request
-
 from statemachine import (
     ParserConfig,
     Policy,
@@ -38,7 +36,6 @@ from statemachine import (
 )
 
 from ..errors import InputError
-from ..observability import record as observe
 from .lru import BoundedLRU
 
 if TYPE_CHECKING:
@@ -86,7 +83,8 @@ class FunctionLike(Protocol):
 
 
 def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | ToolChoice, *, parallel_tool_calls: bool,
-                        legacy_functions: bool, settings: "Settings", json_output: bool = False) -> ParserConfig:
+                        legacy_functions: bool, settings: "Settings", model: str = "", marker_requested: bool = False,
+                        json_output: bool = False) -> ParserConfig:
     """The parser configuration for one request.
 
     Args:
@@ -98,6 +96,8 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         settings: the operator's parser policy, preferred text format and
             marker mode (a marker is drawn per call when it is on, see
             :func:`request_marker`).
+        model: the client's model name (its format, accepted formats and template come from the settings).
+        marker_requested: the client asked for marker mode (``X-Toolwire-Marker: 1``).
         json_output: the client asked for JSON output, so a bare JSON
             answer is content, not a call (parsing.md case 31).
     Raises:
@@ -113,11 +113,11 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
-        formats=_one_copy(parser_formats(settings)),
+        formats=_one_copy(parser_formats(settings, model)),
         policy=_one_copy(policy_from_settings(settings)),
-        marker=request_marker(settings) if tools else None,
+        marker=request_marker(settings, marker_requested) if tools else None,
         bare_json=not json_output,
-        starts_in_reasoning=template_opens_reasoning(settings),
+        starts_in_reasoning=settings.opens_reasoning(model),
     )
 
 
@@ -152,11 +152,9 @@ def shared_tool_set(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
     return shared
 
 
-def parser_formats(settings: "Settings") -> tuple[str, ...]:
-    """The formats recognised for this request's model: the one taught first (the prompt teaches
+def parser_formats(settings: "Settings", model: str) -> tuple[str, ...]:
+    """The formats recognised for a client's ``model``: the one taught first (the prompt teaches
     ``formats[0]``), then ``accept_formats``: the defaults, every registered format, or a list."""
-    record = observe.current()
-    model = record.model if record is not None and record.model else ""
     taught = settings.tool_format_for(model)
     accept = settings.accept_formats_for(model)
     if accept == "default":
@@ -166,13 +164,6 @@ def parser_formats(settings: "Settings") -> tuple[str, ...]:
     else:
         others = tuple(accept.split(","))
     return (taught, *(f for f in others if f != taught))
-
-
-def template_opens_reasoning(settings: "Settings") -> bool:
-    """Whether this request's model has a chat template that opens ``<think>`` itself (its ``model_map``
-    object's ``opens_reasoning``): its output starts inside reasoning, so a call drafted there is no call."""
-    record = observe.current()
-    return bool(record is not None and record.model and settings.opens_reasoning(record.model))
 
 
 def check_tool_choice(request: ChoiceRequest, offered: set[str]) -> None:
@@ -192,14 +183,13 @@ def check_tool_choice(request: ChoiceRequest, offered: set[str]) -> None:
                          f"'{request.tools_param}'.", request.param, "invalid_value")
 
 
-def request_marker(settings: "Settings") -> str | None:
+def request_marker(settings: "Settings", requested: bool = False) -> str | None:
     """A fresh marker when marker mode is on for this request, else ``None``.
 
-    On with ``marker_mode`` or the request header ``X-Toolwire-Marker: 1``; a
-    header cannot turn off what the operator turned on.
+    On with ``marker_mode`` or when the client ``requested`` it (``X-Toolwire-Marker: 1``); a
+    request cannot turn off what the operator turned on.
     """
-    header = request.headers.get("X-Toolwire-Marker", "") if has_request_context() else ""
-    if settings.marker_mode or header.strip().lower() in ("1", "true", "yes", "on"):
+    if settings.marker_mode or requested:
         return secrets.token_urlsafe(12)
     return None
 

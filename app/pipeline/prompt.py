@@ -62,6 +62,8 @@ __all__ = [
     "tool_result_label",
 ]
 
+#: The heading of the section that teaches a JSON answer format (see :func:`answer_format_block`).
+ANSWER_FORMAT_HEADING = "## Answer format"
 #: The core's format of custom (freeform) tool calls.
 CUSTOM_FORMAT = "custom_tool_call"
 _NO_CALLS_LINE = (
@@ -78,7 +80,8 @@ _PART_PLACEHOLDERS = {
 }
 
 
-def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat) -> list[dict]:
+def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat, *,
+                            answer_format: Mapping[str, Any] | None = None) -> list[dict]:
     """Flatten a Chat Completions transcript for a text-only upstream.
 
     Args:
@@ -89,6 +92,8 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             ``parallel_tool_calls``, legacy functions mode).
         fmt: the text format the model is asked to write calls in; earlier
             calls are rendered in it too.
+        answer_format: a JSON ``response_format`` (Chat shape) the prompt teaches for an answer
+            without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
     Returns:
         New message dicts with roles ``system``/``user``/``assistant`` only and
         string content only; at most one system message, always first.
@@ -98,6 +103,8 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         system_texts.append(_cached_tool_block(config, fmt))
     elif config.tools:
         system_texts.append(_NO_CALLS_LINE)
+    if answer_format is not None:
+        system_texts.append(answer_format_block(answer_format))
 
     call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
     turns: list[tuple[str, str]] = []
@@ -131,6 +138,18 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         else:
             out.append({"role": role, "content": text})
     return out
+
+
+def answer_format_block(response_format: Mapping[str, Any]) -> str:
+    """The system-prompt section asking for a JSON answer (``json_object``, or ``json_schema`` with its schema)
+    whenever the reply makes no call."""
+    lines = [f"{ANSWER_FORMAT_HEADING}\nWhen you reply without calling a tool, the reply must be one JSON "
+             "object and nothing else: no prose and no code fence around it."]
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if isinstance(schema, dict):
+        lines.append(f"It must conform to this JSON Schema: {_compact(schema)}")
+    return "\n".join(lines)
 
 
 def custom_format(config: ParserConfig) -> TextFormat:

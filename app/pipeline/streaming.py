@@ -8,9 +8,9 @@ when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
-a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out when nothing was written for the
-heartbeat interval. Closing the body (the client left) closes the events, which
-close the upstream. The body reports to the request's
+a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out
+when nothing was written for the heartbeat interval. Closing the body (the client
+left) closes the events, which close the upstream. The body reports to the request's
 :class:`~app.observability.record.RequestRecord`: stream opened, first frame sent, client left.
 
 Two limits end a stream that would otherwise never end: a total time (checked at the upstream's
@@ -18,23 +18,27 @@ pauses, never per frame: past it the upstream is closed and the stream ends with
 frame; a silent upstream is checked once a tick), and a write timeout on the client socket (a client
 that stopped reading makes gunicorn's write fail after it, which closes the body and so the upstream
 and the stream slot).
+
+A stopping worker ends its open streams itself (:func:`end_open_streams`, called by gunicorn's settings
+shortly before the graceful timeout, after which gunicorn would cut them mid-body): each ends with the
+endpoint's error frame and terminator, like any failure after the first byte.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import gevent
 import orjson
 
 from statemachine import Event
 
-from ..observability import record as observe
+from ..observability.record import RequestRecord
 from ..upstreams.base import PAUSE, Pause, UpstreamError
 from .encoder import Encoder, Usage
-from .failures import as_api_error
+from .failures import ServerStopping, as_api_error
 
 #: What a body pulls: a choice's core event by index, or the upstream's pause as ``(None, pause)``.
 Events = Iterable[tuple[int, Event] | tuple[None, Pause]]
@@ -65,15 +69,32 @@ def tick_seconds(heartbeat_seconds: float | None, max_seconds: float | None) -> 
     return min(ticks) if ticks else None
 
 
+#: This worker's streams that started and have not closed (for :func:`end_open_streams`).
+_open: set["SSEBody"] = set()
+
+
+def end_open_streams() -> int:
+    """End every open stream of this worker with the endpoint's error frame (the worker is stopping); how many.
+
+    A stream waiting inside its body (on the upstream, mostly) gets :class:`ServerStopping` thrown into its
+    greenlet; one whose frames gunicorn is writing ends when that write returns.
+    """
+    bodies = list(_open)
+    for body in bodies:
+        body.stop()
+    return len(bodies)
+
+
 class SSEBody:
     """The WSGI iterable of one SSE response (see :func:`sse_body`)."""
 
     __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
-                 "_max_seconds", "_deadline", "_client", "_client_timeout")
+                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping")
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
-                 client: socket.socket | None = None, write_timeout: float | None = None):
+                 client: socket.socket | None = None, write_timeout: float | None = None,
+                 record: RequestRecord | None = None):
         self._events = iter(events)
         self._encoder = encoder
         self._usage = usage
@@ -89,15 +110,34 @@ class SSEBody:
         self._on_abandon = on_abandon
         self._started = False
         self._ended = False  # the body reached its end
-        self._record = observe.current()
+        self._relaying: Iterator[bytes] | None = None
+        self._greenlet: Any = None  # the request's greenlet, which iterates the body
+        self._stopping = False
+        self._record = record
         if self._record is not None:
             self._record.stream_opened()
 
     def __iter__(self) -> Iterator[bytes]:
-        return self._relay()
+        self._relaying = self._relay()
+        self._greenlet = gevent.getcurrent()
+        _open.add(self)
+        return self._relaying
+
+    def stop(self) -> None:
+        """End the stream with the endpoint's error frame: the worker is stopping."""
+        self._stopping = True
+        gevent.get_hub().loop.run_callback(self._wake)
+
+    def _wake(self) -> None:
+        """Run by the hub, while no stream runs: a body that is inside its loop is waiting there (on the
+        upstream, mostly), so ``ServerStopping`` is thrown in; one at a ``yield`` (gunicorn writing its frames)
+        or ended is left to its flag (an exception thrown there would land in gunicorn's code)."""
+        if self._relaying is not None and self._relaying.gi_running and not self._ended:
+            self._greenlet.throw(ServerStopping)
 
     def close(self) -> None:
         """Close the events (and so the upstream); the client's socket gets its own timeout back."""
+        _open.discard(self)
         if self._client is not None:
             try:  # the connection may serve the next request: its idle wait is gunicorn's keepalive again
                 self._client.settimeout(self._client_timeout)
@@ -126,7 +166,8 @@ class SSEBody:
                 batch += encoder.opening(self._usage())
                 for index, item in self._events:
                     if index is not None:
-                        batch += encoder.frames(index, item)
+                        # Events pairs an index with an event only; mypy cannot tell without a check per event
+                        batch += encoder.frames(index, item)  # type: ignore[arg-type]
                         if len(batch) < COOPERATE_EVERY:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
@@ -139,14 +180,17 @@ class SSEBody:
                         written = now
                         if index is not None:  # a long run of ready frames went out: now the other streams run
                             gevent.sleep(0)
-                    elif item.idle and heartbeat is not None and now - written >= heartbeat:
+                    elif cast(Pause, item).idle and heartbeat is not None and now - written >= heartbeat:
                         yield encoder.keepalive
                         written = now
+                    if self._stopping:  # stopped while its frames were being written
+                        raise ServerStopping
                     if deadline is not None and now >= deadline:
                         raise UpstreamError("timeout", f"The stream went past its {self._max_seconds:g}-second "
                                                        "limit.", status=504, code="stream_time_limit")
                 batch += encoder.closing(self._usage())
-            except Exception as exc:  # the endpoint's error frame ends the stream, after what was ready
+            except (Exception, ServerStopping) as exc:  # the endpoint's error frame ends the stream, after
+                # what was ready
                 error = as_api_error(exc)
                 batch.append(encoder.error_frames(error, self._usage()))
                 if self._record is not None:
@@ -162,7 +206,7 @@ class SSEBody:
 
 def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, heartbeat_seconds: float | None,
              on_abandon: Callable[[], None], max_seconds: float | None = None, client: socket.socket | None = None,
-             write_timeout: float | None = None) -> SSEBody:
+             write_timeout: float | None = None, record: RequestRecord | None = None) -> SSEBody:
     """The WSGI iterable that streams ``events`` as ``encoder``'s frames.
 
     Args:
@@ -174,6 +218,7 @@ def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, he
         on_abandon: closes the upstream if the body is closed before it was ever iterated.
         max_seconds: the stream's total time; past it, the stream ends with a ``timeout`` error.
         client: the client's socket (gunicorn's), to bound each write by ``write_timeout`` seconds.
+        record: the request's record, told when the stream opens, sends its first frame and is left.
     """
     return SSEBody(events, encoder, usage, heartbeat_seconds=heartbeat_seconds, on_abandon=on_abandon,
-                   max_seconds=max_seconds, client=client, write_timeout=write_timeout)
+                   max_seconds=max_seconds, client=client, write_timeout=write_timeout, record=record)

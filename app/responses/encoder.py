@@ -257,15 +257,15 @@ class ResponsesEncoder:
             return [*out, self._event("response.output_item.added", output_index=call.index,
                                       item=_call_item(call, "in_progress", None))]
         if isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
-            call = self._open
-            if not isinstance(call, _Call):
+            open_call = self._open
+            if not isinstance(open_call, _Call):
                 raise RuntimeError("arguments delta outside a call")
-            call.fragments.append(event.fragment)
-            if call.origin.type == "function":
-                return [self._arguments_delta(call, event.fragment)]
-            if call.origin.type == "custom":
-                return [self._event("response.custom_tool_call_input.delta", item_id=call.id,
-                                    output_index=call.index, delta=event.fragment)]
+            open_call.fragments.append(event.fragment)
+            if open_call.origin.type == "function":
+                return [self._arguments_delta(open_call, event.fragment)]
+            if open_call.origin.type == "custom":
+                return [self._event("response.custom_tool_call_input.delta", item_id=open_call.id,
+                                    output_index=open_call.index, delta=event.fragment)]
             return []  # tool_search / local_shell: JSON made whole at the end
         if isinstance(event, ToolCallEnded):
             return self._close_open("completed" if event.valid else "incomplete")

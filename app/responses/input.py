@@ -99,8 +99,8 @@ def to_chat_messages(
     if request.instructions:
         builder.messages.append({"role": "system", "content": request.instructions})
     if request.previous_response_id is not None:
-        for item in _history(request.previous_response_id, lookup, max_history_items, max_history_bytes):
-            builder.add(parse_input_item(item, "previous_response_id"), "previous_response_id")
+        for earlier in _history(request.previous_response_id, lookup, max_history_items, max_history_bytes):
+            builder.add(parse_input_item(earlier, "previous_response_id"), "previous_response_id")
     # The request's own items are parsed already; only a referenced (stored) one needs parsing,
     # and every reference is resolved before any item is added, as resolve_input_items does.
     stored = {i: input_items[i] if input_items is not None else _stored_item(item, i, lookup)
@@ -149,11 +149,11 @@ def _history(response_id: str, lookup: Lookup | None, max_items: int, max_bytes:
                 "later response, or send a shorter history in 'input'.",
                 "previous_response_id", "history_too_long")
         next_id = stored.response.get("previous_response_id")
-    items: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
     for input_items, response in reversed(chain):
-        items.extend(input_items)
-        items.extend(response.get("output") or [])
-    return items
+        history.extend(input_items)
+        history.extend(response.get("output") or [])
+    return history
 
 
 class _ChatBuilder:

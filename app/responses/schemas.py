@@ -9,7 +9,8 @@ value. :func:`parse_responses_request` is the entry point: it raises
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Mapping, Union
+import typing
+from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
 
@@ -179,22 +180,7 @@ class ReasoningItem(RequestModel):
     type: Literal["reasoning"]
 
 
-_ITEM_MODELS: dict[str, type[BaseModel]] = {
-    "message": MessageItem,
-    "function_call": FunctionCallItem,
-    "function_call_output": FunctionCallOutputItem,
-    "custom_tool_call": CustomToolCallItem,
-    "custom_tool_call_output": CustomToolCallOutputItem,
-    "tool_search_call": ToolSearchCallItem,
-    "tool_search_output": ToolSearchOutputItem,
-    "local_shell_call": LocalShellCallItem,
-    "local_shell_call_output": LocalShellCallOutputItem,
-    "item_reference": ItemReference,
-    "reasoning": ReasoningItem,
-}
-
-
-def _type_tag(value: Any, known: Any, other: str, default: str | None = None) -> str | None:
+def _type_tag(value: Any, known: Collection[str], other: str, default: str | None = None) -> str | None:
     """The union tag of a ``{"type": …}`` object: its type when ``known``, ``other`` for any other string;
     ``None`` (an ``invalid_value`` error) for a non-string type. A missing type is ``default``."""
     kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
@@ -205,18 +191,40 @@ def _type_tag(value: Any, known: Any, other: str, default: str | None = None) ->
 
 
 def _item_tag(value: Any) -> str | None:
-    return _type_tag(value, _ITEM_MODELS, "other", default="message")
+    return _type_tag(value, _ITEM_TAGS, "other", default="message")
 
 
 InputItem = Annotated[
-    Union[tuple(Annotated[model, Tag(tag)] for tag, model in _ITEM_MODELS.items())  # type: ignore[misc]
-          + (Annotated[OtherItem, Tag("other")],)],
+    Union[
+        Annotated[MessageItem, Tag("message")],
+        Annotated[FunctionCallItem, Tag("function_call")],
+        Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+        Annotated[CustomToolCallItem, Tag("custom_tool_call")],
+        Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")],
+        Annotated[ToolSearchCallItem, Tag("tool_search_call")],
+        Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
+        Annotated[LocalShellCallItem, Tag("local_shell_call")],
+        Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
+        Annotated[ItemReference, Tag("item_reference")],
+        Annotated[ReasoningItem, Tag("reasoning")],
+        Annotated[OtherItem, Tag("other")],
+    ],
     Discriminator(
         _item_tag,
         custom_error_type="invalid_value",
         custom_error_message="invalid input item type",
     ),
 ]
+
+
+def _union_tags(annotated: Any) -> frozenset[str]:
+    """The tags of a tagged union ``Annotated[Union[Annotated[Model, Tag(tag)], …], Discriminator]``."""
+    members = typing.get_args(typing.get_args(annotated)[0])
+    return frozenset(meta.tag for member in members for meta in typing.get_args(member)[1:] if isinstance(meta, Tag))
+
+
+#: The item types read as their own models (any other type is an ``OtherItem``).
+_ITEM_TAGS = _union_tags(InputItem) - {"other"}
 
 
 def _string_input(value: Any) -> Any:
@@ -275,24 +283,23 @@ class HostedTool(RequestModel):
     type: str
 
 
-_TOOL_MODELS: dict[str, type[BaseModel]] = {
-    "function": FunctionTool,
-    "custom": CustomTool,
-    "namespace": NamespaceTool,
-    "tool_search": ToolSearchTool,
-    "local_shell": LocalShellTool,
-}
-
-
 def _tool_tag(value: Any) -> str | None:
-    return _type_tag(value, _TOOL_MODELS, "hosted")
+    return _type_tag(value, _TOOL_TAGS, "hosted")
 
 
 Tool = Annotated[
-    Union[tuple(Annotated[model, Tag(tag)] for tag, model in _TOOL_MODELS.items())  # type: ignore[misc]
-          + (Annotated[HostedTool, Tag("hosted")],)],
+    Union[
+        Annotated[FunctionTool, Tag("function")],
+        Annotated[CustomTool, Tag("custom")],
+        Annotated[NamespaceTool, Tag("namespace")],
+        Annotated[ToolSearchTool, Tag("tool_search")],
+        Annotated[LocalShellTool, Tag("local_shell")],
+        Annotated[HostedTool, Tag("hosted")],
+    ],
     Discriminator(_tool_tag, custom_error_type="invalid_value", custom_error_message="invalid tool type"),
 ]
+#: The tool types read as their own models (any other type is a ``HostedTool``).
+_TOOL_TAGS = _union_tags(Tool) - {"hosted"}
 
 
 class FunctionToolChoice(RequestModel):

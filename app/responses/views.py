@@ -17,14 +17,14 @@ import functools
 import logging
 from typing import Any
 
-from flask import Response, current_app, request
+from flask import Response, jsonify, request
 
 from statemachine import ParserConfig
 
 from ..errors import ApiError
-from ..pipeline.generate import Generation, generate
+from ..pipeline.context import RequestContext
+from ..pipeline.generate import Generation, Reply, generate
 from ..pipeline.plan import build_parser_config, is_json_format
-from ..state import client_owner, current_state
 from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
@@ -42,39 +42,39 @@ _PASSTHROUGH = ("temperature", "top_p", "user")
 _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
-def create_response(body: dict[str, Any]) -> Response:
-    """``POST /responses`` on the request's JSON ``body``, streaming or not."""
-    check_responses_limits(body)
+def create_response(body: dict[str, Any], context: RequestContext, store: OwnedStore | None) -> Reply:
+    """``POST /responses`` on the request's JSON ``body``, streaming or not, with the client's view of the
+    response ``store`` (``None`` when storing is off)."""
+    settings = context.settings
+    check_responses_limits(body, settings)
     req = parse_responses_request(body)
-    store = _owned_store()
     # the items to store, when storing: their references are then looked up once, here
     input_items = resolve_input_items(req, store) if req.store and store is not None else None
-    settings = current_state().settings
     tools = offered_tools(req, settings)
     # a stored history counts as if the client had sent it: the same item and size limits
     messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
                                 max_history_bytes=settings.max_body_bytes)
-    generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools),
+    generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools, context),
                             fields=_chat_fields(req), stream=req.stream)
 
-    keep = functools.partial(_keep, store, input_items) if input_items is not None else None
+    keep = functools.partial(_keep, store, input_items) if store is not None and input_items is not None else None
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
-    return generate(generation, ResponsesWireEncoder(encoder, keep))
+    return generate(generation, ResponsesWireEncoder(encoder, keep), context)
 
 
-def get_response(response_id: str) -> Response:
+def get_response(response_id: str, store: OwnedStore | None) -> Response:
     """``GET /responses/{id}``: a stored Response object."""
-    response = _store().get(response_id)
+    response = _enabled(store).get(response_id)
     if response is None:
         raise _not_found(response_id)
-    return current_app.json.response(response)
+    return jsonify(response)
 
 
-def delete_response(response_id: str) -> Response:
+def delete_response(response_id: str, store: OwnedStore | None) -> Response:
     """``DELETE /responses/{id}``: forget a stored response."""
-    if not _store().delete(response_id):
+    if not _enabled(store).delete(response_id):
         raise _not_found(response_id)
-    return current_app.json.response({"id": response_id, "object": "response.deleted", "deleted": True})
+    return jsonify({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
 def unsupported_subpath(subpath: str) -> Response:
@@ -85,11 +85,12 @@ def unsupported_subpath(subpath: str) -> Response:
                    "POST /v1/responses and GET/DELETE /v1/responses/{id}." + hint, code="not_supported")
 
 
-def _parser_config(req: ResponsesRequest, tools: OfferedTools) -> ParserConfig:
+def _parser_config(req: ResponsesRequest, tools: OfferedTools, context: RequestContext) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
     config = build_parser_config(tools.specs, tools.choice,
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
-                                 settings=current_state().settings,
+                                 settings=context.settings, model=req.model,
+                                 marker_requested=context.marker_requested,
                                  json_output=is_json_format((req.text or {}).get("format")))
     if req.max_tool_calls is None:
         return config
@@ -143,14 +144,7 @@ def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[s
     return False
 
 
-def _owned_store() -> OwnedStore | None:
-    """The response store as the current request's client key sees it (``None`` when storing is off)."""
-    store = current_state().store
-    return None if store is None else store.for_owner(client_owner())
-
-
-def _store() -> OwnedStore:
-    store = _owned_store()
+def _enabled(store: OwnedStore | None) -> OwnedStore:
     if store is None:
         raise ApiError(404, "Responses are not stored on this server (the response store is disabled).",
                        code="not_found")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
 
@@ -9,6 +11,8 @@ from pydantic import SecretStr
 
 #: What stands in for a secret found in a message.
 MASK = "**********"
+#: A shorter secret is not looked for in base64 (its few characters would mask unrelated text).
+_MIN_ENCODED_SECRET = 8
 
 
 @dataclass(slots=True)
@@ -79,9 +83,32 @@ class UpstreamError(Exception):
 
 
 def redact(text: str, secret: str | SecretStr | None) -> str:
-    """``text`` with every occurrence of ``secret`` (an upstream API key) replaced by :data:`MASK`."""
+    """``text`` with every occurrence of ``secret`` (an upstream API key), or of it in base64 (an echoed
+    ``Authorization`` header), replaced by :data:`MASK`."""
     value = _secret_value(secret)
-    return text.replace(value, MASK) if value else text
+    if not value:
+        return text
+    for form in _secret_forms(value):
+        text = text.replace(form, MASK)
+    return text
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_forms(value: str) -> tuple[str, ...]:
+    """``value`` itself, and the base64 characters that stand for it wherever it sits in an encoded text.
+
+    Base64 codes 3 bytes as 4 characters, so what ``value`` becomes depends on its offset (mod 3) in
+    the encoded bytes. For each offset, only the characters made of ``value``'s bits alone are kept:
+    they appear whatever surrounds it.
+    """
+    raw = value.encode()
+    forms = [value]
+    if len(raw) >= _MIN_ENCODED_SECRET:
+        for offset in range(3):
+            coded = base64.b64encode(bytes(offset) + raw + bytes(2)).decode()
+            core = coded[-(-8 * offset // 6):(8 * (offset + len(raw))) // 6]
+            forms += [core, core.replace("+", "-").replace("/", "_")]
+    return tuple(dict.fromkeys(forms))
 
 
 def _secret_value(secret: str | SecretStr | None) -> str:

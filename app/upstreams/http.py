@@ -166,6 +166,24 @@ class HttpStream:
     def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
         return self._whole() if self._json else self._events()
 
+    def confirm(self) -> None:
+        """Wait for the first bytes of a streamed body (``auto`` tool mode: a back end that fails after its
+        200 headers must fail before the client's first byte, so the prompt-mode retry can still answer).
+
+        Raises:
+            UpstreamError: the body ended empty (``upstream_empty_stream``), timed out or broke.
+        """
+        response = self._response
+        if self._json:
+            return
+        with _mapped_errors():
+            while not response.unread and not response.message_complete:
+                if not response.receive(response.read_timeout):
+                    response.release()
+                    raise TimeoutError("the upstream went silent")
+            if not response.unread:
+                raise _empty_stream()
+
     def _whole(self) -> Iterator[UpstreamChunk]:
         """A JSON answer: some servers ignore ``stream: true``; their whole completion is one chunk."""
         with _mapped_errors():
@@ -190,6 +208,8 @@ class HttpStream:
         silent_since: float | None = None  # no bytes since
         idle_since: float | None = None  # bytes, but no data event, since
         fresh = True  # something may have been produced since the last pause
+        data: bytes | None
+        delivered = False  # a data event came
         with _mapped_errors():
             while True:
                 if response.unread:
@@ -199,10 +219,14 @@ class HttpStream:
                     for start in range(0, len(data), DECODE_BYTES):
                         for payload in _decode(decoder, data[start:start + DECODE_BYTES]):
                             if payload == "[DONE]":
-                                response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
+                                if response.should_keep_alive():
+                                    response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
+                                else:
+                                    response.release()  # not kept (its body ends at the close): no wait for that
                                 return
                             yield parse_chunk(_loads(payload), secret)
                     if payload is not None:
+                        delivered = True
                         idle_since = None
                     elif idle_limit:
                         now = time.monotonic()
@@ -216,7 +240,10 @@ class HttpStream:
                     for payload in _decode(decoder, None):  # a last event that lacked its blank line
                         if payload == "[DONE]":
                             return
+                        delivered = True
                         yield parse_chunk(_loads(payload), secret)
+                    if not delivered:
+                        raise _empty_stream()
                     return
                 if pauses and fresh:
                     yield PAUSE
@@ -252,6 +279,13 @@ def upstream_request_id(request_id: str) -> str:
         log.debug("request %s goes upstream as X-Request-Id %s", request_id, mapped,
                   extra={"fields": {"upstream_request_id": mapped}})
         return mapped
+
+
+def _empty_stream() -> UpstreamError:
+    """A 200 stream that ended with no event and no ``[DONE]``: the back end failed after its headers
+    (llama-cpp-python does for tools it cannot stream), never an empty answer."""
+    return UpstreamError("server_error", "The upstream ended its stream without sending an event.",
+                         code="upstream_empty_stream")
 
 
 def _header(response: HTTPSocketPoolResponse, name: str) -> str | None:

@@ -234,12 +234,12 @@ class UpstreamConnection:
 
     def _new_pool(self) -> ConnectionPool:
         proxy = urlsplit(self.proxy) if self.proxy else None
-        options = dict(size=MAX_CONNECTIONS, connection_timeout=self.timeouts.connect,
-                       network_timeout=self.timeouts.read)
+        options: dict[str, Any] = dict(size=MAX_CONNECTIONS, connection_timeout=self.timeouts.connect,
+                                       network_timeout=self.timeouts.read)
         if proxy is not None:
             options.update(use_proxy=True, proxy_user=unquote(proxy.username) if proxy.username else None,
                            proxy_password=unquote(proxy.password) if proxy.password else None)
-        address = (proxy.hostname, proxy.port or 80) if proxy is not None else (self.host, self.port)
+        address = (proxy.hostname or "", proxy.port or 80) if proxy is not None else (self.host, self.port)
         if not self.tls:
             return ConnectionPool(*address, self.host, self.port, **options)
         return SSLConnectionPool(*address, self.host, self.port, ssl_options={"ca_certs": ca_bundle()},
@@ -255,7 +255,8 @@ def proxy_for(scheme: str, host: str) -> str | None:
     """
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):
+    # proxy_bypass_environment: CPython's own NO_PROXY check, not in typeshed's stubs
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
         return None
     if "://" not in proxy:
         proxy = "http://" + proxy

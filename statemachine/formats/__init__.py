@@ -17,6 +17,8 @@ JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
 
 from __future__ import annotations
 
+import re
+
 from .._jsonblock import JsonCallsBody as JsonCallsReader
 from .._reader import BodyReader, CallSink, Outcome
 from ._base import TextFormat
@@ -39,8 +41,8 @@ from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
 
-__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "TextFormat", "get_format", "register_format",
-           "registered_formats"]
+__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "TextFormat", "format_for_model", "get_format",
+           "register_format", "registered_formats"]
 
 _REGISTRY: dict[str, TextFormat] = {}
 
@@ -80,6 +82,27 @@ def registered_formats() -> tuple[str, ...]:
     """Names of every registered format, in registration order."""
     return tuple(_REGISTRY)
 
+
+def format_for_model(model: str) -> str | None:
+    """The registered format that is the family's own for ``model`` (an upstream model name), if any.
+
+    A format claims names through :attr:`TextFormat.model_names`. Names are compared in lower case on their
+    letters and digits only, so ``gemma-3`` is found in ``google/gemma-3-27b-it``, ``gemma3:270m`` and
+    ``gemma3-270m`` alike; of several fragments found, the longest wins (``deepseek-v3.2`` over ``deepseek``),
+    then the format registered first.
+    """
+    name = _letters_and_digits(model)
+    found = ((len(key), fmt.name) for fmt in _REGISTRY.values()
+             for key in map(_letters_and_digits, fmt.model_names) if key and key in name)
+    best = max(found, key=lambda hit: hit[0], default=None)
+    return None if best is None else best[1]
+
+
+def _letters_and_digits(name: str) -> str:
+    return _NOT_ALNUM.sub("", name.lower())
+
+
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 for _fmt in (ToolCallFormat(), UseToolFormat(), FunctionFormat(), CustomToolFormat(), TagAliasFormat(),
              DeepSeekFormat(), MistralFormat(), KimiFormat(), Llama3Format(),

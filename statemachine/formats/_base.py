@@ -46,6 +46,10 @@ class TextFormat(abc.ABC):
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).
     closer: str = ""
+    #: Fragments of the model names this format is the family's own for (``"gemma-3"``): ``tool_format = auto``
+    #: picks the format whose fragment a model's name holds, compared in lower case on letters and digits only
+    #: (``gemma-3`` is found in ``gemma3:270m``); the longest fragment found wins (see :func:`format_for_model`).
+    model_names: tuple[str, ...] = ()
     #: Formats whose bodies this format's reader reads too: an opener it shares with one of them is read by
     #: this format's reader whichever is listed first (GLM's reader takes ``<tool_call>`` from format A).
     reads_also: frozenset[str] = frozenset()

@@ -52,6 +52,7 @@ class DeepSeekFormat(TokenFormat):
     """DeepSeek V3 / V3.1 / R1 tool calls (see the module docstring); renders the V3.1 form."""
 
     name = "deepseek"
+    model_names = ("deepseek",)
     openers = (CALLS_BEGIN, CALL_BEGIN)
     closer = CALLS_END
     end_tokens = ("<｜end▁of▁sentence｜>",)

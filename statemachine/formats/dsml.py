@@ -317,6 +317,7 @@ class DsmlFormat(TextFormat):
     """DeepSeek V3.2 DSML tool calls (see the module docstring); renders ``<｜DSML｜function_calls>``."""
 
     name = "deepseek_v32"
+    model_names = ("deepseek-v3.2",)
     section = V32_SECTION
     openers: tuple[str, ...] = (V32_SECTION, V4_SECTION, INVOKE)
     end_tokens = ("<｜end▁of▁sentence｜>",)
@@ -348,4 +349,5 @@ class DsmlV4Format(DsmlFormat):
     """DeepSeek V4 DSML tool calls: V3.2's, rendered in ``<｜DSML｜tool_calls>``."""
 
     name = "deepseek_v4"
+    model_names = ("deepseek-v4",)
     section = V4_SECTION

@@ -32,6 +32,7 @@ class FunctionFormat(TextFormat):
     """
 
     name = "function"
+    model_names: tuple[str, ...] = ("qwen3-coder",)
     openers: tuple[str, ...] = OPENERS
     closer = "</function>"
 

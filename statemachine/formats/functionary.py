@@ -128,6 +128,7 @@ class FunctionaryFormat(FunctionFormat):
     """Functionary v3.1: format C's ``<function=NAME>{…}</function>``, and ``<|python_tag|>`` code."""
 
     name = "functionary"
+    model_names = ("functionary-small-v3.1", "functionary-medium-v3.1")
     openers = (*FunctionFormat.openers, PYTHON_TAG)
     end_tokens = ("<|eot_id|>", "<|eom_id|>")  # Llama 3.1's, which Functionary is built on
 
@@ -147,6 +148,7 @@ class FunctionaryV32Format(TextFormat):
     """Functionary v3.2: ``>>>NAME`` then JSON arguments, ``>>>all`` then text (see the module docstring)."""
 
     name = "functionary_v3_2"
+    model_names = ("functionary",)
     openers = (RECIPIENT,)
     end_tokens = ("<|eot_id|>",)
     closer = ""

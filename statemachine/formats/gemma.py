@@ -50,6 +50,7 @@ class Gemma3Format(TextFormat):
     """Gemma 3: pythonic calls in a ```` ```tool_code ```` fence (read by :class:`~.pythonic.PythonicBody`)."""
 
     name = "gemma"
+    model_names = ("gemma-3",)
     openers = ("```tool_code",)
     end_tokens = ("<end_of_turn>",)
     closer = ""  # the fence's closing ``` is read by the body: as a sentinel it would be every fence's
@@ -382,6 +383,7 @@ class FunctionGemmaFormat(TextFormat):
     """FunctionGemma: ``<start_function_call>call:NAME{key:<escape>value<escape>}<end_function_call>``."""
 
     name = "functiongemma"
+    model_names = ("functiongemma",)
     openers: tuple[str, ...] = ("<start_function_call>",)
     end_tokens: tuple[str, ...] = ("<end_of_turn>",)
     closer = "<end_function_call>"

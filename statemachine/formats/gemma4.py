@@ -25,6 +25,7 @@ class Gemma4Format(FunctionGemmaFormat):
     """Gemma 4 tool calls (see the module docstring)."""
 
     name = "gemma4"
+    model_names = ("gemma-4",)
     openers = ("<|tool_call>",)
     closer = "<tool_call|>"
     delim = DELIM

@@ -170,6 +170,7 @@ class GlmFormat(TextFormat):
     """GLM 4.5–4.7 key/value tool calls in ``<tool_call>`` (see the module docstring)."""
 
     name = "glm"
+    model_names = ("glm-4",)
     openers = (OPENER,)
     closer = CLOSER
     reads_also = frozenset({"tool_call"})

@@ -193,6 +193,7 @@ class HarmonyFormat(TextFormat):
     """gpt-oss Harmony messages (see the module docstring)."""
 
     name = "harmony"
+    model_names = ("gpt-oss",)
     openers = (START, CHANNEL)
     closer = ""
     reasoning_delimiters = ("", END)  # the analysis header (the reader) opens reasoning

@@ -39,6 +39,7 @@ class KimiFormat(TokenFormat):
     """Kimi K2 tool-call tokens (see the module docstring)."""
 
     name = "kimi_k2"
+    model_names = ("kimi",)
     openers = (SECTION_BEGIN, CALL_BEGIN)
     closer = SECTION_END
     end_tokens = ("<|im_end|>",)

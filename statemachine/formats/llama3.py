@@ -25,6 +25,7 @@ class Llama3Format(TextFormat):
     """Llama 3.x JSON tool calls after ``<|python_tag|>`` (see the module docstring)."""
 
     name = "llama3"
+    model_names = ("llama-3",)
     openers = (OPENER,)
     end_tokens = ("<|eom_id|>", "<|eot_id|>")
 

@@ -37,6 +37,7 @@ class MiniMaxFormat(TextFormat):
     """MiniMax tool calls (see the module docstring)."""
 
     name = "minimax"
+    model_names = ("minimax",)
     openers = (OPENER,)
     closer = CLOSER
 

@@ -65,6 +65,7 @@ class MistralFormat(TokenFormat):
     """Mistral's ``[TOOL_CALLS]`` calls (see the module docstring); renders the v11 ``NAME[ARGS]{…}`` form."""
 
     name = "mistral"
+    model_names = ("mistral", "magistral", "devstral", "ministral")
     openers = (OPENER,)
     closer = ""
     reasoning_delimiters = ("[THINK]", "[/THINK]")

@@ -255,6 +255,7 @@ class PythonicFormat(TextFormat):
     """Pythonic calls: a bare ``[…]`` list at a message's start, or inside ``<|python_start|>`` (Llama 4)."""
 
     name = "pythonic"
+    model_names = ("llama-4", "granite-3.3", "granite-4.0-h-small")
     openers = ("<|python_start|>",)
     closer = "<|python_end|>"
     #: Llama 4's turn ends (Llama 3.2 writes Llama 3's, Granite its own).
@@ -282,6 +283,7 @@ class Olmo3Format(TextFormat):
     """Olmo 3: pythonic calls, one per line, in ``<function_calls>…</function_calls>``."""
 
     name = "olmo3"
+    model_names = ("olmo-3",)
     openers = ("<function_calls>",)
     closer = "</function_calls>"
     end_tokens = ("<|im_end|>", "<|endoftext|>")

@@ -28,6 +28,7 @@ class SeedOssFormat(TextFormat):
     """Seed-OSS tool calls (see the module docstring)."""
 
     name = "seed_oss"
+    model_names = ("seed-oss",)
     openers = (OPENER,)
     closer = CLOSER
     end_tokens = ("<seed:eos>",)

@@ -477,4 +477,5 @@ def test_json_output_requests_keep_a_bare_json_answer_as_content(make_app, respo
     message = body["choices"][0]["message"]
     assert len(message.get("tool_calls") or []) == calls
     assert (message["content"] == answer) == (calls == 0)
-    assert upstream.bodies[0]["response_format"] == response_format  # still asked of the back end
+    # A JSON format is taught in the prompt while a call may come (tests/app/test_answer_format.py)
+    assert upstream.bodies[0].get("response_format") == (None if calls == 0 else response_format)

@@ -7,6 +7,7 @@ that quotes the provider key in its errors and stderr.
 
 from __future__ import annotations
 
+import base64
 import logging
 import sys
 import textwrap
@@ -16,14 +17,14 @@ import gevent
 import pytest
 
 from app.upstreams.base import UpstreamError
-from app.upstreams.codex.appserver import GONE, AppServer, AppServerError, AppServerGone
+from app.upstreams.codex.appserver import GONE, LINE_TOO_LONG, AppServer, AppServerError, AppServerGone
 from app.upstreams.codex.backoff import StartBackoff
 
 FAKE = textwrap.dedent('''
     import json, sys
 
-    def send(obj):
-        sys.stdout.write(json.dumps(obj) + "\\n")
+    def send(obj):  # compact, as Codex writes
+        sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\\n")
         sys.stdout.flush()
 
     for line in sys.stdin:
@@ -40,18 +41,30 @@ FAKE = textwrap.dedent('''
             send({"id": rid, "result": {}})
         elif method == "fail":
             send({"id": rid, "error": {"code": -32600, "message": "thread not found: x"}})
+        elif method == "long":  # lines over the bound: a delta, a user message echoed whole, a response
+            big = "x" * msg["params"]["size"]
+            send({"method": "item/agentMessage/delta", "params": {"threadId": "t1", "delta": big}})
+            send({"method": "item/started", "params": {"item": {"type": "userMessage", "text": big},
+                                                       "threadId": "t2"}})
+            send({"method": "note", "params": {"threadId": "t2", "n": 2}})
+            send({"id": rid, "result": {"echo": big}})
         elif method == "exit":
             sys.exit(3)
         # "hang" and the "initialized" notification: no answer
 ''')
 
 
-@pytest.fixture
-def server(tmp_path: Path):
+def start_fake(tmp_path: Path, **options) -> AppServer:
     script = tmp_path / "fake_app_server.py"
     script.write_text(FAKE)
-    server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake")
+    server = AppServer([sys.executable, str(script)], env={}, cwd=str(tmp_path), name="fake", **options)
     server.initialize(timeout=10)
+    return server
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    server = start_fake(tmp_path)
     yield server
     server.stop(timeout=5)
 
@@ -90,6 +103,25 @@ def test_a_hung_server_is_killed_and_everyone_waiting_is_told(server: AppServer)
     assert not server.alive
 
 
+def test_lines_over_the_bound_are_read_past_and_fail_only_whom_they_were_for(tmp_path: Path):
+    """A 64 MiB provider delta grew the worker by 285 MB: no line is held past ``max_line_bytes``."""
+    server = start_fake(tmp_path, max_line_bytes=64 * 1024)
+    try:
+        first, second = server.subscribe("t1"), server.subscribe("t2")
+        with pytest.raises(AppServerError, match="over the 65536 allowed"):
+            server.call("long", {"size": 3 * 1024 * 1024}, timeout=10)
+        [too_long] = drain(first)
+        assert too_long["method"] == LINE_TOO_LONG and too_long["params"]["limit"] == 64 * 1024
+        assert too_long["params"]["bytes"] > 3 * 1024 * 1024
+        # t2's echoed user message is cut to what toolwire reads of it (the item's type); what follows still comes
+        assert drain(second) == [{"method": "item/started", "params": {"item": {"type": "userMessage"}}},
+                                 {"method": "note", "params": {"threadId": "t2", "n": 2}}]
+        with pytest.raises(AppServerError, match="thread not found"):  # the connection still works after all three
+            server.call("fail", {}, timeout=10)
+    finally:
+        server.stop(timeout=5)
+
+
 def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):
     with pytest.raises(AppServerGone):
         server.call("exit", {}, timeout=10)
@@ -103,7 +135,7 @@ def test_an_exited_server_fails_calls_and_new_subscriptions(server: AppServer):
 # --- the provider key never reaches a client through a Codex error ---------------------------------------
 
 LEAKY = textwrap.dedent('''
-    import json, os, sys
+    import base64, json, os, sys
 
     KEY = os.environ["TOOLWIRE_CODEX_PROVIDER_KEY"]
     MODE = os.environ["LEAKY_MODE"]
@@ -129,9 +161,11 @@ LEAKY = textwrap.dedent('''
             if MODE == "400":  # the provider's raw 400 body, echoing the key in message, param and code
                 body = {"error": {"message": f"Incorrect API key provided: {KEY}", "param": KEY, "code": KEY}}
                 error = {"message": json.dumps(body), "codexErrorInfo": "other"}
-            else:
-                error = {"message": f"stream error: upstream said key {KEY} is over quota",
-                         "codexErrorInfo": "internalServerError"}
+            else:  # an HTML error page naming an internal host and echoing the Authorization header
+                auth = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+                error = {"message": f"unexpected status 502 Bad Gateway: <html>gw-7.internal.corp refused "
+                                    f"{auth}</html>, url: http://10.1.2.3:8443/v1/responses",
+                         "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 502}}}
             send({"method": "turn/completed", "params": {"threadId": "t1",
                   "turn": {"id": "u1", "status": "failed", "error": error}}})
 ''')
@@ -152,23 +186,31 @@ def leaky_upstream(tmp_path: Path, monkeypatch, mode: str):
     return CodexUpstream(str(script), home, provider_key=KEY, rpc_timeout=10)
 
 
-@pytest.mark.parametrize("mode", ["400", "500"])
-def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkeypatch, mode: str):
-    """Issue 17 item 10: the HTTP upstream masked its key in quoted errors, the Codex back end did not."""
+@pytest.mark.parametrize("mode", ["400", "502"])
+def test_a_failed_turn_quoting_the_provider_key_is_masked(tmp_path: Path, monkeypatch, caplog, mode: str):
+    """Issue 17 item 10: the HTTP upstream masked its key in quoted errors, the Codex back end did not. Issue 25
+    item 9: nor did it keep the provider's error page (internal hosts, its URL, the key in base64) to itself."""
     upstream = leaky_upstream(tmp_path, monkeypatch, mode)
     try:
-        with pytest.raises(UpstreamError) as caught:
-            upstream.open(CHAT)
+        with caplog.at_level(logging.WARNING), pytest.raises(UpstreamError) as caught:
+            upstream.open(CHAT, request_id="req-25")
         with pytest.raises(UpstreamError) as listed:
             upstream.models()
     finally:
         upstream.close()
     error = caught.value
-    assert "**********" in error.message  # quoted, masked
-    for text in (error.message, str(error), error.param, error.code, listed.value.message):
-        assert KEY not in (text or "")
-    if mode == "400":
+    encoded = base64.b64encode(f"Bearer {KEY}".encode()).decode()
+    for text in (error.message, str(error), error.param, error.code, listed.value.message, caplog.text):
+        assert KEY not in (text or "") and encoded[8:-4] not in (text or "")
+    if mode == "400":  # a JSON error object is quoted, as the HTTP upstream quotes one
         assert error.status == 400 and error.param == "**********"
+        assert error.message == "Incorrect API key provided: **********"
+    else:
+        assert (error.kind, error.status) == ("server_error", 502)
+        assert error.message == "Codex's model provider failed (HTTP 502); request req-25: the details are in " \
+                                "toolwire's log."
+        assert "gw-7.internal.corp refused" in caplog.text and "**********" in caplog.text
+        assert all(record.request_id == "req-25" for record in caplog.records if "turn failed" in record.message)
 
 
 def test_an_app_server_that_prints_the_key_and_dies_is_logged_masked_and_backs_off(tmp_path: Path, monkeypatch,

@@ -27,7 +27,7 @@ def debug_app(make_app, tmp_path):
 
 def send(app, request_id: str, text: str, **body):
     """One chat completion whose model output is ``text``."""
-    app.extensions["toolwire"].state(app).upstream.script = text_chunks(text, size=6)
+    app.extensions["toolwire"]["toolwire"].state(app).upstream.script = text_chunks(text, size=6)
     body = {"model": "m", "messages": USER, "tools": [WEATHER_TOOL], **body}
     response = app.test_client().post("/v1/chat/completions", json=body, headers={"X-Request-Id": request_id},
                                       buffered=True)
@@ -193,7 +193,7 @@ def test_debug_records_are_the_key_s_own_and_never_overwritten_by_another(debug_
     client = app.test_client()
 
     def as_key(key, text):
-        app.extensions["toolwire"].state(app).upstream.script = text_chunks(text, size=6)
+        app.extensions["toolwire"]["toolwire"].state(app).upstream.script = text_chunks(text, size=6)
         response = client.post("/v1/chat/completions", buffered=True,
                                json={"model": "m", "messages": USER, "tools": [WEATHER_TOOL]},
                                headers={"X-Request-Id": "same-id", "Authorization": f"Bearer {key}"})
@@ -216,7 +216,7 @@ def test_one_key_s_requests_never_prune_another_key_s_records(debug_app):
     client = app.test_client()
 
     def as_key(key, request_id):
-        app.extensions["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
+        app.extensions["toolwire"]["toolwire"].state(app).upstream.script = text_chunks("hi", size=6)
         response = client.post("/v1/chat/completions", buffered=True, json={"model": "m", "messages": USER},
                                headers={"X-Request-Id": request_id, "Authorization": f"Bearer {key}"})
         assert response.status_code == 200

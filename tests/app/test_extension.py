@@ -9,7 +9,7 @@ from flask import Flask
 
 from app import Toolwire, create_app
 from app.http.extension import UnpatchedSocketWarning
-from app.state import current_state
+from app.http.state import current_state
 from app.settings import Settings
 from support.fakes import FakeUpstream, text_chunks
 
@@ -47,7 +47,7 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
         {"llm.chat_completions", "llm.create_response", "llm.get_response", "llm.delete_response",
          "llm.unsupported_subpath", "llm.create_message", "llm.count_message_tokens",
          "llm.unsupported_messages_path", "llm.list_models"}
-    assert host.extensions["toolwire"] is ext
+    assert host.extensions["toolwire"] == {"llm": ext}
     assert ext.state(host).upstream is upstream
 
 
@@ -64,6 +64,38 @@ def test_registering_twice_raises():
     Toolwire(host, settings=Settings(), upstream=FakeUpstream())
     with pytest.raises(RuntimeError, match="already registered"):
         Toolwire(host, settings=Settings(), upstream=FakeUpstream())
+
+
+def test_two_mounts_on_one_app_each_with_its_prefix_name_and_settings():
+    host = host_app()
+    local = Toolwire(host, url_prefix="/local/v1", name="local", settings=Settings(max_messages=1),
+                     upstream=FakeUpstream(text_chunks("From the local model.")))
+    remote = Toolwire(host, url_prefix="/remote/v1", name="remote", settings=Settings(),
+                      upstream=FakeUpstream(text_chunks("From the remote model.")))
+    client = host.test_client()
+    one = [{"role": "user", "content": "hi"}]
+    for prefix, text in (("/local/v1", "From the local model."), ("/remote/v1", "From the remote model.")):
+        response = client.post(f"{prefix}/chat/completions", json={"model": "m", "messages": one})
+        assert response.get_json()["choices"][0]["message"]["content"] == text
+    two = client.post("/local/v1/chat/completions", json={"model": "m", "messages": one * 2})
+    assert two.status_code == 400 and two.get_json()["error"]["param"] == "messages"  # local's own limit
+    assert client.post("/remote/v1/chat/completions", json={"model": "m", "messages": one * 2}).status_code == 200
+    assert host.extensions["toolwire"] == {"local": local, "remote": remote}
+    assert {r.endpoint.split(".")[0] for r in host.url_map.iter_rules() if r.endpoint != "static"} >= \
+        {"local", "remote"}
+    with host.test_request_context("/healthz"):
+        assert current_state() is local.state(host)  # outside a mount's routes: the first mount
+    with host.test_request_context("/remote/v1/models"):
+        assert current_state() is remote.state(host)
+
+
+def test_a_second_mount_of_the_same_name_raises():
+    host = host_app()
+    ext = Toolwire(host, url_prefix="/a/v1", name="a", settings=Settings(), upstream=FakeUpstream())
+    with pytest.raises(RuntimeError, match="already registered"):
+        Toolwire(host, url_prefix="/b/v1", name="a", settings=Settings(), upstream=FakeUpstream())
+    with pytest.raises(RuntimeError, match="already registered"):
+        ext.init_app(host, url_prefix="/c/v1", name="c")
 
 
 def test_one_extension_serves_several_apps():

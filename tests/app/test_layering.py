@@ -2,7 +2,8 @@
 
 No import circle anywhere inside ``app/`` (``acyclic_siblings``), each layer imports only
 the ones below it (``layers``: HTTP, the endpoints, the pipeline, back ends,
-observability, the leaves), and only the extension imports the Blueprint.
+observability, the leaves), the generation path imports no Flask (``forbidden``), and only
+the extension imports the Blueprint. Imports made for type checking count.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ def lint(root: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_are_kept():
     done = lint(ROOT)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "Contracts: 3 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
 @pytest.mark.parametrize(("module", "line", "broken"), [
-    # a circle: the leaf state module importing the extension, which imports it
-    ("app/state.py", "from .http import extension", "No import circle inside app/"),
+    # a circle: the leaf settings module importing the extension, which imports it (for type checking only)
+    ("app/settings.py", "if TYPE_CHECKING:\n    from .http import extension", "No import circle inside app/"),
     # against the layering: a back end reaching up into an endpoint package
     ("app/upstreams/base.py", "from ..chat import encoder", "app/ is layered"),
+    # the pipeline reading a Flask global, even indirectly (through observability)
+    ("app/observability/metrics.py", "from flask import g", "import no web"),
     # the Blueprint imported by anything but the extension
     ("app/http/ops.py", "from . import blueprint", "Only the extension mounts the Blueprint"),
 ])

@@ -12,9 +12,11 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from app.http.limits import StreamSlots, check_nesting, nests_deeper
+from app.http.limits import check_nesting, nests_deeper
+from app.http.state import StreamSlots
 from app.validation import check_responses_limits
 from app.errors import ApiError
+from app.settings import Settings
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
 USER = [{"role": "user", "content": "hi"}]
@@ -36,7 +38,7 @@ def assert_error(response, status: int, param: str | None, code: str) -> dict:
 
 
 def slots(app) -> StreamSlots:
-    return app.extensions["toolwire"].state(app).streams
+    return app.extensions["toolwire"]["toolwire"].state(app).streams
 
 
 # -- body size -----------------------------------------------------------------------------------
@@ -118,12 +120,11 @@ def test_zero_means_no_limit(make_app, upstream):
                                {"type": "function", "name": "b", "parameters": {"description": "w" * 200}}]},
      "tools[1].parameters"),
 ])
-def test_responses_limits(make_app, upstream, body, param):
-    app = make_app(upstream, max_messages=2, max_tools=2, max_tool_schema_bytes=100)
-    with app.test_request_context():
-        with pytest.raises(ApiError) as info:
-            check_responses_limits(body)
-        check_responses_limits({"input": "a long string is one item " * 10})
+def test_responses_limits(body, param):
+    settings = Settings(max_messages=2, max_tools=2, max_tool_schema_bytes=100)
+    with pytest.raises(ApiError) as info:
+        check_responses_limits(body, settings)
+    check_responses_limits({"input": "a long string is one item " * 10}, settings)
     assert (info.value.status, info.value.param) == (400, param)
 
 

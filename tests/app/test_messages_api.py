@@ -60,6 +60,7 @@ def test_malformed_json_and_unknown_paths_use_the_anthropic_envelope(client):
     response = client.post("/v1/messages", data=b'{"model": ', content_type="application/json")
     anthropic_error(response, 400, "invalid_request_error")
     anthropic_error(client.post("/v1/messages/batches", json={}), 404, "not_found_error")
+    anthropic_error(client.get("/v1/messages"), 405, "invalid_request_error")
     # the OpenAI endpoints keep theirs
     assert "type" not in client.post("/v1/chat/completions", json={}).get_json()
 
@@ -265,6 +266,19 @@ def test_a_failure_mid_stream_is_an_error_event(client, upstream):
                        UpstreamError("server_error", "the back end broke", status=502)]
     events = check_messages_stream(post(client, stream=True).get_data())
     assert events[-1] == {"type": "error", "error": {"type": "api_error", "message": "the back end broke"}}
+
+
+def test_models_carry_anthropics_fields_for_anthropic_clients(make_app, upstream):
+    client = make_app(upstream, model_map={"claude-opus-5-5": "qwen3"}).test_client()
+    plain = client.get("/v1/models").get_json()
+    assert set(plain) == {"object", "data"}
+    listed = client.get("/v1/models", headers={"anthropic-version": "2023-06-01"}).get_json()
+    assert [m["id"] for m in listed["data"]] == [m["id"] for m in plain["data"]]
+    assert (listed["has_more"], listed["first_id"], listed["last_id"]) == \
+        (False, plain["data"][0]["id"], "claude-opus-5-5")
+    claude = listed["data"][-1]
+    assert (claude["type"], claude["display_name"], claude["created_at"]) == \
+        ("model", "claude-opus-5-5", "1970-01-01T00:00:00Z")
 
 
 def test_count_tokens_estimates_the_prompt_the_back_end_would_get(client, upstream):

@@ -128,6 +128,23 @@ def test_tools_refusals_are_recognised(kind: str, message: str, refused: bool) -
     assert refuses_tools(UpstreamError(kind, message, status=400)) is refused
 
 
+@pytest.mark.parametrize("message, status, param", [
+    # pydantic (vLLM, FastAPI servers) quoting the value a client sent in another field
+    ("1 validation error for ChatCompletionRequest\nseed\n  Input should be a valid integer, unable to parse "
+     "string as an integer [type=int_parsing, input_value='tools not supported', input_type=str]", 400, None),
+    ("[{'type': 'int_parsing', 'loc': ('body', 'seed'), 'msg': 'Input should be a valid integer', "
+     "'input': 'the model does not support tools'}]", 422, None),
+    ('Invalid value for "user": "x\\" --jinja \\"" is too long', 400, None),
+    ("Invalid value: tools are not supported here", 400, "seed"),  # the error is about another parameter
+    ("registry.ollama.ai/library/gemma3:4b does not support tools", 404, None),  # not a refusal status
+])
+def test_a_refusal_is_not_read_in_what_the_back_end_quotes_or_in_another_parameter_s_error(
+        message: str, status: int, param: str | None) -> None:
+    assert not refuses_tools(UpstreamError("client_error", message, status=status, param=param))
+    assert refuses_tools(UpstreamError("client_error", "stablelm2 does not support tools", status=status,
+                                       param="tools")) is (status != 404)
+
+
 def test_the_fallback_memory_forgets_after_its_window_and_stays_bounded() -> None:
     memory = FallbackMemory(size=2)
     memory.remember(("u", "a"), now=100.0)
@@ -156,3 +173,46 @@ def test_a_back_end_that_answers_whole_with_tool_calls_yields_the_calls(serve) -
     ended = [(e.name, e.arguments, e.valid) for _, e in events if isinstance(e, ToolCallEnded)]
     assert ended == [("get_weather", '{"city":"Oslo"}', True), ("shell", '{"cmd": "ls"}', True)]
     assert events[0][1] == TextDelta("Checking.") and events[-1][1] == ChoiceFinished("tool_calls")
+
+
+def _native_call(arguments: str) -> list:
+    from app.upstreams.base import ChoiceDelta, UpstreamChunk
+    return [UpstreamChunk([ChoiceDelta(tool_calls=[{"index": 0, "id": "a", "type": "function", "function": {
+        "name": "get_weather", "arguments": arguments}}])]), UpstreamChunk([ChoiceDelta(finish_reason="stop")])]
+
+
+@pytest.mark.parametrize("mode, script", [
+    ("native", '{"city": "Par'),  # never closes (issue 25 item 13)
+    ("native", '{ "city": "time.get_local_timezone(12, 3),\n" }'),  # llama-cpp-python's grammar: a raw newline
+    ("prompt", '<tool_call>{"name": "get_weather", "arguments": {"city": "Par'),
+])
+def test_a_sent_call_whose_arguments_never_parse_fails_the_answer(make_app, mode: str, script: str) -> None:
+    """Issue 31, fault 5: such a call went out with ``finish_reason: "stop"`` (Responses: ``completed``);
+    it can be neither run nor taken back, so the answer fails (502 ``invalid_tool_call``, or the stream's
+    error frame / ``response.failed``), in either tool mode."""
+    from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+
+    def client():
+        chunks = _native_call(script) if mode == "native" else text_chunks(script)
+        return make_app(FakeUpstream(chunks), tool_mode=mode).test_client()
+
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL]}
+    answer = client().post("/v1/chat/completions", json=chat)
+    assert answer.status_code == 502 and answer.get_json()["error"]["code"] == "invalid_tool_call"
+    streamed = client().post("/v1/chat/completions", json={**chat, "stream": True}).get_data(as_text=True)
+    assert '"invalid_tool_call"' in streamed and '"finish_reason":"stop"' not in streamed.replace(" ", "")
+    responses = {"model": "m", "input": "hi", "tools": [{"type": "function", **WEATHER_TOOL["function"]}],
+                 "stream": True}
+    events = client().post("/v1/responses", json=responses).get_data(as_text=True)
+    assert "response.failed" in events and "response.completed" not in events
+
+
+def test_a_call_cut_by_length_still_finishes_length(make_app) -> None:
+    from app.upstreams.base import ChoiceDelta, UpstreamChunk
+    from support.fakes import WEATHER_TOOL, FakeUpstream
+
+    chunks = [*_native_call('{"city": "Par')[:1], UpstreamChunk([ChoiceDelta(finish_reason="length")])]
+    client = make_app(FakeUpstream(chunks), tool_mode="native").test_client()
+    answer = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                                       "tools": [WEATHER_TOOL]})
+    assert answer.status_code == 200 and answer.get_json()["choices"][0]["finish_reason"] == "length"

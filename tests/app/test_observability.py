@@ -391,7 +391,7 @@ def test_debug_view_is_404_when_debug_is_off(make_app, tmp_path):
 def test_debug_store_keeps_only_the_newest(debug_client, tmp_path):
     client = debug_client(text_chunks("hi"), debug_keep=2)
     for i in range(4):
-        client.application.extensions["toolwire"].state(client.application).upstream.script = text_chunks("hi")
+        client.application.extensions["toolwire"]["toolwire"].state(client.application).upstream.script = text_chunks("hi")
         post(client, f"keep-{i}")
     assert sorted(p.name for p in (tmp_path / "debug").iterdir()) == ["open.keep-2.json", "open.keep-3.json"]
     assert client.get("/debug/requests/keep-0").status_code == 404
@@ -435,3 +435,11 @@ def test_log_timestamps_match_datetime_isoformat_to_the_millisecond():
     values = edges + [rng.uniform(0, 4e9) for _ in range(20000)] + [1763792205 + i / 7919 for i in range(20000)]
     for value in values:
         assert utc_timestamp(value) == datetime.fromtimestamp(value, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def test_an_outcome_label_is_a_short_snake_case_code_or_other_error():
+    from app.observability.metrics import outcome_label
+
+    assert [outcome_label(o) for o in ("completed", "client_gone", "upstream_protocol", "http_404")] == [
+        "completed", "client_gone", "upstream_protocol", "http_404"]
+    assert [outcome_label(o) for o in ("Upstream-Code", "x" * 49, "", "bad code")] == ["other_error"] * 4

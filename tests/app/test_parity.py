@@ -4,7 +4,8 @@ Each case is written once in endpoint-neutral terms; :class:`Chat` and :class:`R
 their request shape and read their answer back. The decisions (docs/api.md, "Chat and Responses agree"):
 media parts become placeholders, a missing upstream ``usage`` is estimated, ``tool_choice`` is checked
 once with the same message and a ``param`` naming the offending value, and validation errors name
-their ``param`` the same way.
+their ``param`` the same way. :class:`Messages` (Anthropic's API) runs the cases it shares with them:
+placeholders, usage, the named-tool check and the mid-stream error.
 """
 
 from __future__ import annotations
@@ -85,7 +86,40 @@ class Responses:
         return events[-1]["response"]["error"]
 
 
+class Messages:
+    """Anthropic's Messages API: no ``allowed_tools``, ``required`` is ``any``, errors in its own envelope."""
+
+    path = "/v1/messages"
+
+    def body(self, text: str = "hi", *, tools: list[dict] | None = None, tool_choice: Any = None,
+             image: bool = False, **extra: Any) -> dict[str, Any]:
+        content: Any = [{"type": "text", "text": text},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}] \
+            if image else text
+        body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": content}], **extra}
+        if tools is not None:
+            body["tools"] = [{"name": t["name"], "description": t.get("description"), "input_schema": t["parameters"]}
+                             for t in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+        return body
+
+    def named(self, name: str) -> tuple[dict, str]:
+        return {"type": "tool", "name": name}, "tool_choice.name"
+
+    def usage(self, body: dict) -> tuple[int, int, int]:
+        u = body["usage"]
+        return u["input_tokens"], u["output_tokens"], u["input_tokens"] + u["output_tokens"]
+
+    def stream_error(self, raw: bytes) -> dict:
+        events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
+        assert events[-1]["type"] == "error"
+        return events[-1]["error"]
+
+
 ENDPOINTS = [pytest.param(Chat(), id="chat"), pytest.param(Responses(), id="responses")]
+#: The cases Anthropic's Messages API shares with the two OpenAI APIs.
+ALL_APIS = [*ENDPOINTS, pytest.param(Messages(), id="messages")]
 
 
 def post(make_app, endpoint, upstream: FakeUpstream, body: dict, **settings: Any):
@@ -100,16 +134,16 @@ def prompt_text(upstream: FakeUpstream) -> str:
 # -- decided divergences ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("endpoint", ALL_APIS)
 def test_an_image_becomes_a_placeholder_the_model_reads(make_app, endpoint):
     upstream = FakeUpstream(text_chunks("I cannot see images."))
     response = post(make_app, endpoint, upstream, endpoint.body("What is this?", image=True))
     assert response.status_code == 200
     assert "What is this?\n[image]" in prompt_text(upstream)
-    assert "data:x" not in prompt_text(upstream)
+    assert "data:" not in prompt_text(upstream)
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("endpoint", ALL_APIS)
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 def test_usage_is_the_upstreams_when_sent(make_app, endpoint, stream):
     upstream = FakeUpstream(text_chunks("Sunny.", usage=USAGE))
@@ -120,7 +154,7 @@ def test_usage_is_the_upstreams_when_sent(make_app, endpoint, stream):
     assert endpoint.usage(body) == (31, 7, 38)
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("endpoint", ALL_APIS)
 def test_missing_usage_is_estimated_at_four_characters_a_token(make_app, endpoint):
     upstream = FakeUpstream(text_chunks("x" * 41))  # no usage chunk
     body = post(make_app, endpoint, upstream, endpoint.body("Say x.")).get_json()
@@ -131,18 +165,19 @@ def test_missing_usage_is_estimated_at_four_characters_a_token(make_app, endpoin
 
 
 def _final_body(endpoint, raw: bytes) -> dict:
-    """The streamed answer's usage carrier: Chat's usage chunk, Responses' terminal Response."""
+    """The streamed answer's usage carrier: Chat's usage chunk, Responses' terminal Response, Messages'
+    ``message_delta``."""
     if isinstance(endpoint, Chat):
         frames = [b[len("data: "):] for b in raw.decode().split("\n\n") if b.startswith("data: ")]
         return json.loads(frames[-2])
     events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
-    return events[-1]["response"]
+    return events[-2] if isinstance(endpoint, Messages) else events[-1]["response"]
 
 
 # -- one tool_choice check ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("endpoint", ALL_APIS)
 def test_tool_choice_naming_a_tool_not_offered(make_app, endpoint):
     choice, param = endpoint.named("nope")
     _assert_400(make_app, endpoint, endpoint.body(tools=[WEATHER], tool_choice=choice), param,
@@ -193,7 +228,7 @@ def _assert_400(make_app, endpoint, body: dict, param: str, message: str | None 
     upstream = FakeUpstream(text_chunks("never"))
     response = post(make_app, endpoint, upstream, body, **settings)
     assert response.status_code == 400, response.get_data()
-    error = response.get_json()["error"]
+    error = response.get_json()["error"]  # both envelopes keep it under "error"
     assert (error["type"], error["param"]) == ("invalid_request_error", param)
     assert param in error["message"]
     if message is not None:
@@ -205,7 +240,7 @@ def _assert_400(make_app, endpoint, body: dict, param: str, message: str | None 
 # -- failures ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("endpoint", ALL_APIS)
 def test_a_mid_stream_upstream_failure_ends_the_stream_with_the_same_error(make_app, endpoint):
     failure = UpstreamError("server_error", "the back end fell over", status=502)
     upstream = FakeUpstream([*text_chunks("Partial", finish=None), failure])

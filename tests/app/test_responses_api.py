@@ -241,11 +241,11 @@ def test_a_failing_store_does_not_break_the_answer(make_app, caplog, tmp_path):
             raise StoreUnavailable("disk full")
 
     app = make_app(FakeUpstream([UpstreamChunk([])] + text_chunks("Hello.")))
-    from app.state import current_state
+    from app.http.state import current_state
 
     with app.app_context():
         state = current_state()
-        app.extensions["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
+        app.extensions["toolwire"]["toolwire"]._states[app] = dataclasses.replace(state, store=BrokenStore(tmp_path / "b.db"))
     before = STORE_WRITE_FAILURES._value.get()
     summary = stream(app.test_client())
     assert summary.response["status"] == "completed"
@@ -300,9 +300,11 @@ def test_json_text_format_keeps_a_bare_json_answer_as_content(make_app):
     assert [item["type"] for item in body["output"]] == ["message"]
     assert body["output"][0]["content"][0]["text"] == answer
     assert body["text"] == {"format": fmt}
-    assert upstream.bodies[0]["response_format"] == {
+    assert "response_format" not in upstream.bodies[0]  # taught in the prompt while a call may come
+    post(client, text={"format": fmt})
+    assert upstream.bodies[1]["response_format"] == {
         "type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True}}
     post(client, text={"format": {"type": "json_object"}})
     post(client, text={"format": {"type": "text"}})
-    assert upstream.bodies[1]["response_format"] == {"type": "json_object"}
-    assert "response_format" not in upstream.bodies[2]
+    assert upstream.bodies[2]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in upstream.bodies[3]

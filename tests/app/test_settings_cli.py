@@ -185,3 +185,11 @@ def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys
     out = capsys.readouterr().out
     assert "hunter2" not in out and "redis://:**********@cache:6379/0" in out
     assert any(line.startswith("response_store_shared") and "True" in line for line in out.splitlines())
+
+
+@pytest.mark.parametrize(("upstream_model", "fmt"), [
+    ("gemma3:270m", "gemma"), ("gemma3-270m", "gemma"), ("granite3.3:8b", "pythonic"), ("phi-4", "tool_call")])
+def test_auto_tool_format_reads_ollama_and_llama_cpp_names(upstream_model, fmt):
+    """Issue 31, fault 8: these names fell back to tool_call."""
+    settings = Settings(tool_format="auto", model_map={"m": upstream_model})
+    assert settings.tool_format_for("m") == fmt

@@ -17,6 +17,7 @@ from app.responses.store import (
     StoreUnavailable,
     open_store,
 )
+from app.responses.store.redis import ITEM_OVERHEAD, RESPONSE_OVERHEAD
 from support.server import free_port
 from support.store_items import ALICE, BOB, USER, message, response
 
@@ -34,6 +35,7 @@ def make_store(request, tmp_path):
         return open_store(url, retention_seconds, shared=shared, timeout=2.0, max_bytes=max_bytes,
                           max_bytes_per_owner=max_bytes_per_owner)
 
+    make.kind = request.param
     return make
 
 
@@ -156,10 +158,14 @@ def test_retention_expires_responses_and_items(make_store):
     assert store.delete("resp_old") is False
 
 
-def size_of(stored, input_items):
-    """What a quota counts for one response: the JSON bytes of it, its input items and its item copies."""
+def size_of(kind, stored, input_items):
+    """What a quota counts for one response: the JSON bytes of it, its input items and its item copies; in
+    Redis also what the server holds beside them (tests/app/test_store_redis.py checks that against Redis)."""
     items = [item for item in (*input_items, *stored["output"]) if item.get("id")]
-    return sum(len(orjson.dumps(part)) for part in (stored, input_items, *items))
+    size = sum(len(orjson.dumps(part)) for part in (stored, input_items, *items))
+    if kind == "redis":
+        size += ITEM_OVERHEAD * len({item["id"] for item in items}) + RESPONSE_OVERHEAD
+    return size
 
 
 def test_usage_totals_follow_put_replace_delete_and_expiry(make_store):
@@ -168,23 +174,23 @@ def test_usage_totals_follow_put_replace_delete_and_expiry(make_store):
     store.put(first, [USER], owner=ALICE)
     store.put(second, [USER, message("msg_in", "c" * 300)], owner=BOB)
     store.put(response("resp_3"), [])
-    sizes = size_of(first, [USER]), size_of(second, [USER, message("msg_in", "c" * 300)]), \
-        size_of(response("resp_3"), [])
+    sizes = size_of(make_store.kind, first, [USER]), \
+        size_of(make_store.kind, second, [USER, message("msg_in", "c" * 300)]), size_of(make_store.kind, response("resp_3"), [])
     assert (store.usage(ALICE), store.usage(BOB), store.usage(None)) == sizes
     assert store.total_usage() == sum(sizes)
     replacement = response("resp_1", message("msg_9", "short"))
     store.put(replacement, [], owner=ALICE)  # the same id again: counted once, at its new size
-    assert store.usage(ALICE) == size_of(replacement, [])
+    assert store.usage(ALICE) == size_of(make_store.kind, replacement, [])
     assert store.delete("resp_2", owner=ALICE) is False and store.usage(BOB) == sizes[1]  # not hers
     assert store.delete("resp_2", owner=BOB) is True and store.usage(BOB) == 0
     time.sleep(1.3)  # everything expires; the next write corrects the totals
     store.put(response("resp_4"), [], owner=BOB)
     assert (store.usage(ALICE), store.usage(None)) == (0, 0)
-    assert store.total_usage() == store.usage(BOB) == size_of(response("resp_4"), [])
+    assert store.total_usage() == store.usage(BOB) == size_of(make_store.kind, response("resp_4"), [])
 
 
 def test_a_key_over_its_quota_loses_its_own_oldest_responses(make_store):
-    one = size_of(response("resp_a0", message("msg_a0", "x" * 1000)), [USER])
+    one = size_of(make_store.kind, response("resp_a0", message("msg_a0", "x" * 1000)), [USER])
     store = make_store(max_bytes_per_owner=3 * one)
     store.put(response("resp_b0", message("msg_b0", "x" * 1000)), [USER], owner=BOB)
     for i in range(5):
@@ -199,7 +205,7 @@ def test_a_key_over_its_quota_loses_its_own_oldest_responses(make_store):
 
 
 def test_the_store_quota_evicts_the_oldest_of_anyone(make_store):
-    one = size_of(response("resp_0", message("msg_0", "x" * 1000)), [USER])
+    one = size_of(make_store.kind, response("resp_0", message("msg_0", "x" * 1000)), [USER])
     store = make_store(max_bytes=3 * one)
     for i, owner in enumerate([ALICE, BOB, None, ALICE, BOB]):
         store.put(response(f"resp_{i}", message(f"msg_{i}", "x" * 1000)), [USER], owner=owner)

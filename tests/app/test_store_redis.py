@@ -137,3 +137,24 @@ def test_totals_follow_records_redis_expired_by_itself(store, admin, redis_serve
     short.put(response("resp_2"), [USER], owner=BOB)  # the next write takes the expired bytes off
     assert short.usage(ALICE) == 0 and short.total_usage() == short.usage(BOB)
     assert admin.hget("toolwire:meta", "resp_1") is None and admin.zcard("toolwire:index:" + ALICE) == 0
+
+
+def _output(response_id, i):
+    return {"id": f"fco_{response_id}_{i}", "type": "function_call_output", "call_id": f"call_{i}", "output": "1"}
+
+
+@pytest.mark.parametrize("items", [
+    pytest.param(lambda rid: [_output(rid, i) for i in range(50)], id="many-small-items"),
+    pytest.param(lambda rid: [message(f"msg_{rid}_{i}", "x" * 500) for i in range(10)], id="messages"),
+    pytest.param(lambda rid: [message(f"msg_{rid}", "x" * 20000)], id="one-large-item"),
+])
+def test_the_quota_counts_what_redis_holds(store, admin, items):
+    """The bytes counted against the quotas follow the server's own ``used_memory`` (JSON alone missed 2-5x
+    for responses of many small items: their keys, hashes and expiries cost more than their JSON)."""
+    store.put(response("resp_warm", message("msg_warm", "a")), [USER])  # the script and connection are loaded
+    before, counted_before = admin.info("memory")["used_memory"], store.total_usage()
+    for n in range(50):
+        store.put(response(f"resp_{n}", *items(n)), [USER], owner=ALICE)
+    held = admin.info("memory")["used_memory"] - before
+    counted = store.total_usage() - counted_before
+    assert 0.75 < held / counted < 1.3, f"Redis holds {held} bytes, {counted} counted"

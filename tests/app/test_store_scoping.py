@@ -57,7 +57,7 @@ def test_a_shared_store_lets_every_key_continue(make_app):
 def test_the_owner_is_a_digest_of_the_key(make_app):
     app = make_app(answering(), api_keys=KEYS)
     mine = create(app.test_client(), ALICE).get_json()
-    from app.state import current_state
+    from app.http.state import current_state
 
     with app.app_context():
         store = current_state().store

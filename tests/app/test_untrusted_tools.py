@@ -77,6 +77,7 @@ def test_a_remote_or_file_ref_is_refused_before_anything_is_fetched(make_app, in
 @pytest.mark.parametrize("schema", [
     {"$ref": "#"},
     {"type": "object", "properties": {"city": {"type": "strnig"}}},
+    {"type": "object", "properties": {"city": {"type": "string", "minLength": "3"}}},
     {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
     {"type": "object", "properties": {"city": {"$ref": "#/$defs/missing"}}},
     {"type": "object", "properties": {"city": {"$id": "http://elsewhere/", "type": "string"}}},

@@ -4,8 +4,10 @@ home, binary lookup and the settings. The app-server itself is exercised on the 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from app.http.extension import configured_models, make_upstream
 from app.settings import Settings
+from app.upstreams.base import MASK, redact
 from app.upstreams.codex.emulation import StopRules
 from app.upstreams.codex.home import (
     CONTEXT_WINDOW,
@@ -126,6 +129,39 @@ def test_a_400_body_quoted_by_codex_keeps_its_message_and_param():
     mapped = codex_error({"message": json.dumps(body), "codexErrorInfo": "other"})
     assert (mapped.kind, mapped.status, mapped.message, mapped.param, mapped.code) == (
         "client_error", 400, "bad temperature", "temperature", "invalid_value")
+
+
+def leaks_in_base64(text: str, secret: str) -> bool:
+    """Whether any base64 run in ``text``, read at any alignment, decodes to 8 bytes of ``secret`` in a row."""
+    pieces = [secret.encode()[i:i + 8] for i in range(len(secret) - 7)]
+    for run in re.findall(r"[A-Za-z0-9+/_-]{8,}", text):
+        run = run.replace("-", "+").replace("_", "/")
+        for shift in range(4):
+            data = base64.b64decode(run[shift:][:(len(run) - shift) // 4 * 4])
+            if any(piece in data for piece in pieces):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("around", [("", ""), ("a", "b"), ("Bearer ", ""), ("user:", "!?"), ("xyz", "12")])
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_a_key_is_masked_in_base64_too_wherever_it_sits(around, encode):
+    key = "sk-proj-A1b2C3d4E5f6G7h8"
+    before, after = around
+    page = f"<html>Authorization: Basic {encode(f'{before}{key}{after}'.encode()).decode()}</html>"
+    assert leaks_in_base64(page, key)
+    masked = redact(page, key)
+    assert MASK in masked and not leaks_in_base64(masked, key)
+
+
+def test_provider_error_pages_are_not_quoted_to_the_client():
+    page = ("unexpected status 404 Not Found: <html>nginx at gw-3.corp.internal</html>, "
+            "url: http://10.0.0.8:8443/v1/responses")
+    mapped = codex_error({"message": page, "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 404}}},
+                         "req-1")
+    assert (mapped.kind, mapped.status) == ("client_error", 404)
+    assert "corp.internal" not in mapped.message and "10.0.0.8" not in mapped.message
+    assert "req-1" in mapped.message
 
 
 def test_auth_errors_never_quote_the_provider():

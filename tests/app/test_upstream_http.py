@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from app.upstreams.base import IDLE, PAUSE, Pause, UpstreamError
-from app.upstreams.http import Bounds, HttpUpstream
+from app.upstreams.http import Bounds, HttpUpstream, upstream_request_id
 from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, chunk, sse
 from support.loopback import Answer, json_answer, sse_answer
@@ -28,7 +28,7 @@ def test_streams_chunks_and_sends_the_request(serve):
     stream.close()
     [seen] = upstream.server.seen
     assert (seen.method, seen.path, seen.headers["authorization"], seen.headers["x-request-id"]) == (
-        "POST", "/v1/chat/completions", "Bearer sk-up", "rid-1")
+        "POST", "/v1/chat/completions", "Bearer sk-up", upstream_request_id("rid-1"))
     assert (seen.headers["accept"], seen.headers["content-type"]) == ("text/event-stream", "application/json")
     assert json.loads(seen.body) == {"model": "m", "messages": []}
     assert [c.choices[0].content for c in chunks[:2]] == ["Hel", "lo"]

@@ -1,11 +1,16 @@
-"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging."""
+"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging, and a work
+directory for agent runs."""
 
 from __future__ import annotations
 
 import signal
+import tempfile
+from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from support.agents import CACHE_ROOT
 
 TEST_TIME_LIMIT = 20.0
 
@@ -16,10 +21,11 @@ class E2ETimeout(Exception):
 
 @pytest.fixture(autouse=True)
 def e2e_time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Raise ``E2ETimeout`` in the test if it runs longer than ``TEST_TIME_LIMIT`` seconds (or its
-    ``time_limit(seconds)`` mark's: a long but bounded batch of requests)."""
+    """Raise ``E2ETimeout`` in the test if it runs longer than ``TEST_TIME_LIMIT`` seconds, its
+    ``time_limit(seconds)`` mark's (a long but bounded batch of requests, an agent run) or its module's own
+    ``TEST_TIME_LIMIT`` (the real-model tests)."""
     mark = request.node.get_closest_marker("time_limit")
-    limit = float(mark.args[0]) if mark else TEST_TIME_LIMIT
+    limit = float(mark.args[0]) if mark else getattr(request.module, "TEST_TIME_LIMIT", TEST_TIME_LIMIT)
 
     def expire(signum: int, frame: object) -> None:
         raise E2ETimeout(f"e2e test exceeded {limit:.0f} s (a stream that never ended?)")
@@ -31,3 +37,13 @@ def e2e_time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """A fresh directory for an agent run. Not under /tmp: Codex refuses to create its helper binaries
+    (apply_patch) under a temporary directory."""
+    root = CACHE_ROOT.parent / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as path:
+        yield Path(path)

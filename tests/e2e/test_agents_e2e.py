@@ -14,15 +14,12 @@ with one that ends every body by closing the connection (HTTP/1.0).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, OPENCODE, codex_cli, codex_config, npm_tool, opencode_config, run_agent
+from support.agents import AGENT_TIME_LIMIT, agent_env, codex_cli, codex_home, opencode_run, run_agent
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
 FINAL_TEXT = "All done: shell.txt and notes.txt are in place."
@@ -31,40 +28,10 @@ PATCH = """*** Begin Patch
 +written by apply_patch
 +second line
 *** End Patch"""
+pytestmark = pytest.mark.time_limit(AGENT_TIME_LIMIT)  # each agent run has its own subprocess timeout too
+
 #: The back end's body framing: chunked, and ended by the close as Python's http.server sends it (issue 24).
 BACK_END_FRAMINGS = ["chunked", "HTTP/1.0"]
-
-
-@pytest.fixture(autouse=True)
-def e2e_time_limit() -> Iterator[None]:
-    """Agents take longer than the e2e suite's 20 s limit; each has its own subprocess timeout instead."""
-    yield
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    # Not under /tmp: Codex refuses to create its helper binaries (apply_patch) under a temporary directory.
-    root = CACHE_ROOT.parent / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as path:
-        yield Path(path)
-
-
-def agent_env(home: Path, **extra: str) -> dict[str, str]:
-    """A clean environment: no provider keys or proxies of the test runner leak into the agent."""
-    keep = ("PATH", "LANG", "LC_ALL", "TERM")
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(HOME=str(home), **extra)
-    return env
-
-
-def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
-    """``home`` (with ``.codex/config.toml``) and an empty ``project`` directory to run Codex in."""
-    home, project = workdir / "home", workdir / "project"
-    (home / ".codex").mkdir(parents=True)
-    project.mkdir()
-    (home / ".codex" / "config.toml").write_text(codex_config(base_url))
-    return home, project
 
 
 def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedProcess[str]:
@@ -72,20 +39,6 @@ def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedPr
                # Codex's own sandbox, writable in the project only (exec's default is read-only)
                "--sandbox", "workspace-write", "Create the two files, then check notes.txt."]
     return run_agent(command, project, agent_env(home, CODEX_HOME=str(home / ".codex")))
-
-
-def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """``opencode run --format json`` in ``workdir/project`` (made here, with a home beside it), offline, with
-    toolwire at ``base_url`` as its one provider."""
-    home, project = workdir / "home", workdir / "project"
-    home.mkdir(exist_ok=True)
-    project.mkdir(exist_ok=True)
-    config = workdir / "opencode.json"
-    config.write_text(opencode_config(base_url, "scripted-model"))
-    command = [str(npm_tool(*OPENCODE)), "run", "--format", "json", *options, "--title", "e2e", prompt]
-    return run_agent(command, project, agent_env(
-        home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_LSP_DOWNLOAD="1", OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))
 
 
 def manifest_names(request: dict) -> set[str]:

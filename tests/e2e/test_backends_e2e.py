@@ -5,13 +5,16 @@ Every stack serves the same model behaviour (``support.backend_model``: a senten
 relays it to the openai SDK over Chat and Responses, streamed and not, and the wire contract is
 checked on every exchange. Each stack's toolwire then makes several requests in a row: a stack that
 frames its bodies keeps one connection for all of them, a close-delimited one leaves none open.
-The stacks start once per module; one toolwire runs at a time.
+A stream that ends inside a call's arguments with no finish reason fails on every stack. The stacks,
+and a toolwire in front of each, start once per module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import openai
@@ -35,11 +38,19 @@ def backends() -> Iterator[Backends]:
         yield running
 
 
-@pytest.fixture(scope="module", params=[stack.name for stack in STACKS])
-def stack_toolwire(request, backends) -> Iterator[tuple[str, ToolwireServer]]:
-    """A toolwire in front of one stack (stopped before the next stack's starts)."""
-    with run_toolwire({**SETTINGS, "TOOLWIRE_UPSTREAM_URL": backends.v1_url(request.param)}) as server:
-        yield request.param, server
+@pytest.fixture(scope="module")
+def toolwires(backends) -> Iterator[dict[str, ToolwireServer]]:
+    """A toolwire in front of each stack, all started at once (a boot is mostly waiting)."""
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(STACKS)) as pool:
+        starts = {name: pool.submit(stack.enter_context, run_toolwire({
+            **SETTINGS, "TOOLWIRE_UPSTREAM_URL": backends.v1_url(name)})) for name in (s.name for s in STACKS)}
+        yield {name: start.result() for name, start in starts.items()}
+
+
+@pytest.fixture(params=[stack.name for stack in STACKS])
+def stack_toolwire(request, toolwires) -> tuple[str, ToolwireServer]:
+    """One stack's name and the toolwire in front of it."""
+    return request.param, toolwires[request.param]
 
 
 def _chat(client, dialect: str, stream: bool) -> tuple[str, list, str | None]:
@@ -99,11 +110,12 @@ def test_several_requests_reuse_one_connection_or_leave_none_open(stack_toolwire
     assert held == expected, f"{name}: toolwire holds {held} connections to it"
 
 
-def test_a_close_delimited_stream_cut_inside_a_call_still_fails(backends, make_openai_client):
-    """No length, no finish reason, no ``[DONE]``: the close ends the body inside a call's arguments."""
-    with run_toolwire({**SETTINGS, "TOOLWIRE_UPSTREAM_URL": backends.v1_url("http.server-1.0")}) as server:
-        client = make_openai_client(server)
-        for stream in (True, False):
-            with pytest.raises(openai.APIError) as failed:
-                _chat(client, "cut-in-call", stream)
-            assert failed.value.code == "upstream_protocol", stream
+def test_a_stream_cut_inside_a_call_fails_on_every_stack(stack_toolwire, make_openai_client):
+    """No finish reason, no ``[DONE]``: the body ends inside a call's arguments (for the close-delimited
+    stacks the close is that end). A cut stream, whatever the framing said."""
+    _, server = stack_toolwire
+    client = make_openai_client(server)
+    for stream in (True, False):
+        with pytest.raises(openai.APIError) as failed:
+            _chat(client, "cut-in-call", stream)
+        assert failed.value.code == "upstream_protocol", stream

@@ -47,10 +47,11 @@ def project() -> Iterator[Path]:
 
 
 def claude_turns(project: Path) -> list[str]:
-    """The model's four replies: Bash, Write, Read (each a call in toolwire's taught format), then the answer."""
+    """The model's four replies: Bash (after some reasoning: a thinking block, as Claude Code runs with
+    ``--verbose``), Write, Read (each a call in toolwire's taught format), then the answer."""
     notes = str(project / "notes.txt")
     return [
-        "I'll start with the shell.\n" + tool_call_text(
+        "<think>The shell first, then the file.</think>I'll start with the shell.\n" + tool_call_text(
             "Bash", {"command": "echo toolwire-ok | tee shell.txt", "description": "Print and save a marker"}),
         tool_call_text("Write", {"file_path": notes, "content": "written by Write\n"}),
         tool_call_text("Read", {"file_path": notes}),
@@ -59,8 +60,10 @@ def claude_turns(project: Path) -> list[str]:
 
 
 def run_claude(project: Path, server: ToolwireServer) -> None:
-    """``claude -p`` in ``project``; then the work on disk and the answer it reports are checked."""
+    """``claude -p`` in ``project``; then the work on disk, the answer it reports and its four requests
+    (each a stream: it falls back to plain requests when a stream is not what it expects) are checked."""
     claude = npm_tool(*CLAUDE_CODE)
+    offset = len(server.log())
     command = [str(claude), "-p", PROMPT, "--output-format", "stream-json", "--verbose",
                "--dangerously-skip-permissions"]
     result = run_agent(command, project, claude_code_env(project.parent / "home", server.url, KEY))
@@ -70,9 +73,11 @@ def run_claude(project: Path, server: ToolwireServer) -> None:
     assert (project / "notes.txt").read_text() == "written by Write\n"
     [outcome] = [e for e in events if e.get("type") == "result"]
     assert outcome["is_error"] is False and outcome["result"] == FINAL
-    used = [block["name"] for e in events if e.get("type") == "assistant"
-            for block in e["message"]["content"] if block["type"] == "tool_use"]
-    assert used == ["Bash", "Write", "Read"]
+    blocks = [block for e in events if e.get("type") == "assistant" for block in e["message"]["content"]]
+    assert [block["name"] for block in blocks if block["type"] == "tool_use"] == ["Bash", "Write", "Read"]
+    assert [block["thinking"] for block in blocks if block["type"] == "thinking"] == ["The shell first, then the file."]
+    access = [json.loads(line) for line in server.log()[offset:].splitlines() if '"toolwire.access"' in line]
+    assert [(a["route"], a["stream"], a["status"]) for a in access] == [("/v1/messages", True, 200)] * 4
 
 
 def test_claude_code_runs_a_command_writes_and_reads_a_file_and_answers(
@@ -91,6 +96,7 @@ def test_claude_code_runs_a_command_writes_and_reads_a_file_and_answers(
     for tool in ("Bash", "Read", "Write", "Edit"):
         assert f"\n{tool} {{" in system  # Claude Code's tools, in the manifest
     assert "Primary working directory" in system  # its mid-conversation system turn, moved to the front
+    assert "The shell first" not in json.dumps(requests[1:])  # its thinking block came back: not shown again
     last = "\n".join(m["content"] for m in requests[3]["messages"][1:])
     assert "toolwire-ok" in last.split("Tool result for Bash")[1]
     assert "written by Write" in last.split("Tool result for Read")[1]

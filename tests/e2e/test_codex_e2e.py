@@ -9,6 +9,7 @@ sections play a hostile provider (issue 25): one that keeps calling tools, think
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -575,3 +576,53 @@ exit 1
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("status", [404, 502])
+def test_a_provider_error_page_goes_to_the_log_not_to_the_client(codex_server: ToolwireServer,
+                                                                 model: ResponsesModelServer, status: int) -> None:
+    """The provider's error text (an HTML page naming internal hosts and echoing the key in base64, Codex adding
+    the provider URL) reached the client; now the client gets what kind of failure it was and the request id."""
+    echoed = base64.b64encode(f"Bearer {PROVIDER_KEY}".encode()).decode()
+    model.default = ModelScript(status=status, error_body=f"<html>gw-9.corp.internal:8443 said no to {echoed}</html>")
+    request_id = f"leak-check-{status}"
+    response = httpx.post(codex_server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True},
+                          headers={"X-Request-Id": request_id}, timeout=10)
+    assert response.status_code == (404 if status == 404 else 502)
+    message = check_error_envelope(response.status_code, response.content)["message"]
+    assert request_id in message
+    for secret in ("corp.internal", model.v1_url.split("//")[1], echoed, PROVIDER_KEY):
+        assert secret not in response.text
+    deadline = time.monotonic() + 5
+    while not (logged := [line for line in codex_server.log().splitlines() if request_id in line and "gw-9" in line]):
+        assert time.monotonic() < deadline, "the provider's error was not logged"
+        time.sleep(0.1)
+    assert echoed[:20] not in logged[0] and PROVIDER_KEY not in logged[0] and "**********" in logged[0]
+
+
+def peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set (``VmHWM``), KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+
+def test_a_delta_over_the_event_bound_fails_its_request_and_the_worker_never_holds_it(
+        codex_factory: Callable[..., ToolwireServer], model: ResponsesModelServer) -> None:
+    """A 64 MiB provider delta grew the worker by 285 MB; the app-server's lines are bounded like SSE events."""
+    server = codex_factory(TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES=str(512 * 1024))
+    big_question = {"model": MODEL, "messages": [{"role": "user", "content": "q" * (900 * 1024)}]}
+    answer = httpx.post(server.v1_url + "/chat/completions", json=big_question, timeout=10)
+    assert answer.status_code == 200  # Codex echoes a user message whole (up to 1 MiB): toolwire reads its type
+    [worker], [app_server] = server.worker_pids(), app_server_pids(server)
+    before = peak_rss_kib(worker)
+    delta = 5 * 512 * 1024  # Codex takes seconds for a few MiB in one SSE event (4 MiB: 5 s, 16 MiB: minutes)
+    model.default = ModelScript(text="x" * delta, chunk_chars=delta)
+    response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True}, timeout=15)
+    error = check_chat_stream(response.text).error  # the message item started: the stream had begun
+    assert error is not None and error["code"] == "upstream_too_large"
+    assert "TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES" in error["message"]
+    assert (peak_rss_kib(worker) - before) * 1024 < delta  # never a copy of the delta in the worker
+    model.default = ModelScript(text="small again")
+    again = httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)
+    assert again.json()["choices"][0]["message"]["content"] == "small again"
+    assert app_server_pids(server) == [app_server]  # the same app-server: only that request failed

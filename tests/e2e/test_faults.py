@@ -298,3 +298,32 @@ def test_graceful_reload_lets_running_streams_finish(endpoint: Endpoint, upstrea
     assert server.process.poll() is None, "the gunicorn master died"
     assert_serves(server, endpoint, upstream)
     assert "Traceback" not in server.log()
+
+
+def test_shutdown_ends_the_streams_still_open_at_the_graceful_timeout(endpoint: Endpoint,
+                                                                     upstream: ScriptedUpstream) -> None:
+    """SIGTERM under real gunicorn: a stream that would outlive ``TOOLWIRE_GRACEFUL_TIMEOUT`` (its upstream
+    hangs) ends before it with the endpoint's error frame and terminator, never cut mid-body."""
+    graceful = 3
+    settings = {"TOOLWIRE_UPSTREAM_URL": upstream.v1_url, "TOOLWIRE_HEARTBEAT_SECONDS": "0.2",
+                "TOOLWIRE_GRACEFUL_TIMEOUT": str(graceful)}
+    upstream.default_script = Script(text=SF_CALL + " and then", chunks=[SF_CALL, " and", " then"],
+                                     hang_after_chunks=2)
+    with run_toolwire(settings) as server:
+        outcomes, threads = open_streams(server.v1_url, endpoint, LOAD_STREAMS)
+        wait_all_streaming(server, upstream)
+        stopped = time.monotonic()
+        os.kill(server.process.pid, signal.SIGTERM)
+        results = join_all(threads, outcomes)
+        ended = time.monotonic() - stopped
+        assert server.process.wait(timeout=graceful + 2) == 0
+        log = server.log()
+    # each checked by the wire contract (Responses names its code in the message: its codes are an enum)
+    assert [(o.kind, o.status) for o in results] == [("stream_error", 200)] * LOAD_STREAMS
+    assert all("server_shutting_down" in o.error["code"] + o.error["message"] for o in results), results[0].error
+    assert all(o.calls == [SF] for o in results), "a call sent before the stop was lost"
+    if endpoint is CHAT:
+        assert all(o.body.endswith(b"data: [DONE]\n\n") for o in results)
+    assert ended < graceful, f"the streams ended {ended:.1f} s after SIGTERM, not before the graceful timeout"
+    assert "Worker graceful timeout" not in log and "Traceback" not in log, log
+    assert upstream.wait_connections_closed() == 0, "an upstream connection was left open"

@@ -126,12 +126,13 @@ def test_disable_parallel_tool_use_keeps_one_call(client: anthropic.Anthropic, u
     assert "Call at most one tool in this reply." in system_prompt(upstream)
 
 
-def test_beta_client_and_count_tokens(client: anthropic.Anthropic, upstream: ScriptedUpstream) -> None:
+def test_beta_client_models_and_count_tokens(client: anthropic.Anthropic, upstream: ScriptedUpstream) -> None:
     upstream.enqueue(Script(text="Beta is fine."))
     message = client.beta.messages.create(model=MODEL, max_tokens=64, messages=ASK,
                                           betas=["claude-code-20250219", "interleaved-thinking-2025-05-14"])
     assert message.content[0].text == "Beta is fine."
     assert upstream.chat_requests[0].path.endswith("/chat/completions")
+    assert "scripted-model" in [model.id for model in client.models.list()]
     counted = client.messages.count_tokens(model=MODEL, messages=ASK, tools=[WEATHER])
     assert counted.input_tokens > client.messages.count_tokens(model=MODEL, messages=ASK).input_tokens > 0
 

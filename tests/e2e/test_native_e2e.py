@@ -51,7 +51,11 @@ VLLM_REFUSAL = Script(status=400, error_body={
     "object": "error", "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
                                   "to be set", "type": "BadRequestError", "param": None, "code": 400})
 
-AUTO_MODELS = {f"auto-{n}": {"tool_mode": "auto"} for n in ("ollama", "llama", "llama-old", "vllm", "other", "ok")}
+# llama-cpp-python 0.3.36 (issue 31 fault 4): a tool choice it cannot stream raises after the 200 headers.
+LLAMA_CPP_PYTHON_EMPTY = Script(empty=True)
+
+AUTO_MODELS = {f"auto-{n}": {"tool_mode": "auto"}
+               for n in ("ollama", "llama", "llama-old", "vllm", "llama-python", "other", "ok")}
 
 
 @pytest.fixture(scope="module")
@@ -278,7 +282,7 @@ def fallbacks(server: ToolwireServer, model: str) -> float:
 
 @pytest.mark.parametrize("model, refusal", [
     ("auto-ollama", OLLAMA_REFUSAL), ("auto-llama", LLAMA_CPP_REFUSAL), ("auto-llama-old", LLAMA_CPP_OLD_REFUSAL),
-    ("auto-vllm", VLLM_REFUSAL)])
+    ("auto-vllm", VLLM_REFUSAL), ("auto-llama-python", LLAMA_CPP_PYTHON_EMPTY)])
 def test_auto_falls_back_to_prompt_mode_once_and_remembers(native: ToolwireServer, upstream: ScriptedUpstream,
                                                            model: str, refusal: Script) -> None:
     before = fallbacks(native, model)
@@ -310,6 +314,45 @@ def test_auto_passes_other_errors_through_and_native_mode_never_retries(native: 
     refused = send(native.v1_url, RESPONSES, body(RESPONSES, stream=True, model="native-refused"))
     assert refused.kind == "envelope" and "does not support tools" in refused.error["message"]
     assert len(upstream.chat_requests) == 2, "no retry in either case"
+
+
+@pytest.mark.parametrize("stream", (True, False), ids=("stream", "whole"))
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: e.name)
+def test_an_empty_200_stream_is_a_failure_never_an_empty_answer(native: ToolwireServer, upstream: ScriptedUpstream,
+                                                                endpoint: Endpoint, stream: bool) -> None:
+    """Issue 31, fault 4: no event and no ``[DONE]`` after the 200 headers is the back end failing."""
+    upstream.enqueue(LLAMA_CPP_PYTHON_EMPTY)
+    outcome = send(native.v1_url, endpoint, body(endpoint, stream=stream))
+    assert outcome.kind in ("stream_error", "envelope"), outcome.body[-500:]
+    assert "without sending an event" in outcome.error["message"]
+
+
+def test_a_client_cannot_put_a_model_in_prompt_mode_for_everyone(native: ToolwireServer,
+                                                                  upstream: ScriptedUpstream) -> None:
+    """A back end's 400 that quotes the client's own text ("tools not supported" sent in a field it validates)
+    is no refusal; and a real refusal is remembered only once the prompt-mode retry was taken (a retry that
+    fails for another field of the request leaves the model native for the other clients)."""
+    model = "auto-other"
+    quoting = Script(status=400, error_body={"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                                             "message": "1 validation error: seed: Input should be a valid integer "
+                                                        "[type=int_parsing, input_value='tools not supported']"})
+    upstream.enqueue(quoting)
+    refused = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert refused.kind == "envelope" and refused.status == 400
+    assert len(upstream.chat_requests) == 1, "no prompt-mode retry for an error about another field"
+
+    other_field = Script(status=400, error_body={"error": {"message": "max_tokens is too large", "param": "max_tokens",
+                                                           "type": "invalid_request_error", "code": None}})
+    upstream.enqueue(OLLAMA_REFUSAL, other_field)
+    refused = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert refused.kind == "envelope" and refused.error["param"] == "max_tokens"
+    assert "tools" not in upstream.chat_requests[-1].body, "the refusal was retried in prompt mode"
+
+    upstream.enqueue(Script(tool_calls=native_frames(CALLS[:1], chunk=4)))
+    outcome = send(native.v1_url, CHAT, body(CHAT, stream=True, model=model))
+    assert outcome.calls == CALLS[:1]
+    assert "tools" in upstream.chat_requests[-1].body, "the next client is still served natively"
+    assert fallbacks(native, model) == 0
 
 
 def test_auto_stays_native_on_a_back_end_with_tools(native: ToolwireServer, upstream: ScriptedUpstream) -> None:

@@ -13,19 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from support.agents import AI_SDK, codex_cli, npm_library, run_agent
+from support.agents import (
+    AGENT_TIME_LIMIT,
+    AI_SDK,
+    agent_env,
+    codex_cli,
+    codex_home,
+    npm_library,
+    opencode_run,
+    run_agent,
+)
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
-from .test_agents_e2e import (  # noqa: F401 (fixtures)
-    FINAL_TEXT,
-    agent_env,
-    codex_home,
-    e2e_time_limit,
-    opencode_run,
-    workdir,
-)
-
 pytestmark = pytest.mark.e2e
+FINAL_TEXT = "All done: shell.txt and notes.txt are in place."
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -75,7 +76,8 @@ def test_openai_responses_stream_helper_gets_a_reasoning_item(upstream, toolwire
     assert followup.output_text == "It is sunny in Paris."
 
 
-def test_opencode_shows_the_reasoning_and_runs_the_tool(workdir: Path, upstream: ScriptedUpstream,  # noqa: F811
+@pytest.mark.time_limit(AGENT_TIME_LIMIT)
+def test_opencode_shows_the_reasoning_and_runs_the_tool(workdir: Path, upstream: ScriptedUpstream,
                                                         toolwire_factory) -> None:
     server = toolwire_factory()
     upstream.enqueue(
@@ -94,7 +96,8 @@ def test_opencode_shows_the_reasoning_and_runs_the_tool(workdir: Path, upstream:
     assert texts[-1] == FINAL_TEXT and not any("<think>" in text or FIRST_THOUGHT in text for text in texts)
 
 
-def test_codex_cli_shows_the_reasoning_and_completes_the_task(workdir: Path, upstream: ScriptedUpstream,  # noqa: F811
+@pytest.mark.time_limit(AGENT_TIME_LIMIT)
+def test_codex_cli_shows_the_reasoning_and_completes_the_task(workdir: Path, upstream: ScriptedUpstream,
                                                               toolwire_factory) -> None:
     """Codex shows raw reasoning (``reasoning_text``) in its transcript with ``show_raw_agent_reasoning``."""
     codex = codex_cli()
@@ -139,10 +142,12 @@ console.log(JSON.stringify({ stream: { ...(await summary(streamed)), kinds }, bo
 """
 
 
-def test_the_ai_sdk_reads_reasoning_as_reasoning(tmp_path, upstream, toolwire_server) -> None:
+@pytest.mark.parametrize("framing", ["chunked", "HTTP/1.0"])  # HTTP/1.0: a back end whose bodies end at the close
+def test_the_ai_sdk_reads_reasoning_as_reasoning(tmp_path, upstream, toolwire_server, framing: str) -> None:
     library = npm_library(*AI_SDK)
     script = library / "reasoning_probe.mjs"
     script.write_text(AI_SDK_SCRIPT)
+    upstream.framing = framing
     for _ in range(2):  # streamed, then not
         upstream.enqueue(Script(text=f"<think>{FIRST_THOUGHT}</think>Let me check.{CALL}", chunks=3))
     result = subprocess.run(["node", str(script), toolwire_server.v1_url], capture_output=True, text=True, timeout=60)

@@ -30,6 +30,8 @@ from support.server import run_to_end
 
 #: Longest one agent run may take (its whole process group is killed after it).
 AGENT_TIMEOUT = 120.0
+#: The ``time_limit`` mark of an agent test (tests/e2e/conftest.py): two agent runs and their installs.
+AGENT_TIME_LIMIT = 2 * AGENT_TIMEOUT + 60
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
 #: The Vercel AI SDK and its OpenAI-compatible provider (what OpenCode builds on), for scripts run with node.
 AI_SDK = (("ai", "7.0.173"), ("@ai-sdk/openai-compatible", "3.0.92"))
@@ -146,3 +148,34 @@ def opencode_config(base_url: str, model: str) -> str:
             },
         },
     }, indent=2)
+
+
+def agent_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: no provider keys or proxies of the test runner leak into the agent."""
+    keep = ("PATH", "LANG", "LC_ALL", "TERM")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(HOME=str(home), **extra)
+    return env
+
+
+def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
+    """``home`` (with ``.codex/config.toml``) and an empty ``project`` directory to run Codex in."""
+    home, project = workdir / "home", workdir / "project"
+    (home / ".codex").mkdir(parents=True)
+    project.mkdir()
+    (home / ".codex" / "config.toml").write_text(codex_config(base_url))
+    return home, project
+
+
+def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``opencode run --format json`` in ``workdir/project`` (made here, with a home beside it), offline, with
+    toolwire at ``base_url`` as its one provider."""
+    home, project = workdir / "home", workdir / "project"
+    home.mkdir(exist_ok=True)
+    project.mkdir(exist_ok=True)
+    config = workdir / "opencode.json"
+    config.write_text(opencode_config(base_url, "scripted-model"))
+    command = [str(npm_tool(*OPENCODE)), "run", "--format", "json", *options, "--title", "e2e", prompt]
+    return run_agent(command, project, agent_env(
+        home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1", OPENCODE_DISABLE_DEFAULT_PLUGINS="1"))

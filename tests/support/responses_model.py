@@ -41,6 +41,7 @@ class ModelScript:
             closes it (or the server stops).
         close_after_chunks: drop the connection after this many deltas (no ``response.completed``).
         status: anything but 200 answers with an OpenAI error envelope of that status.
+        error_body: with ``status``, this body (``text/html``) instead of the envelope: a gateway's error page.
         usage: ``input_tokens`` / ``output_tokens`` reported in ``response.completed``.
         echo: answer ``text`` followed by the last user message (so concurrent requests get distinct answers).
         hang_before_output: send ``response.created`` and ``response.in_progress``, then nothing (as
@@ -56,6 +57,7 @@ class ModelScript:
     hang_after_chunks: int | None = None
     close_after_chunks: int | None = None
     status: int = 200
+    error_body: str | None = None
     usage: tuple[int, int] = (21, 7)
     echo: bool = False
     hang_before_output: bool = False
@@ -185,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route {self.path}")
             return
         if script.status != 200:
-            self._send_error(script.status, f"scripted {script.status} error")
+            self._send_error(script.status, f"scripted {script.status} error", page=script.error_body)
             return
         try:
             if route.endswith("/chat/completions"):
@@ -200,11 +202,11 @@ class _Handler(BaseHTTPRequestHandler):
             exchange.peer_closed.set()
         self.close_connection = True
 
-    def _send_error(self, status: int, message: str) -> None:
-        body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                     "code": None}}).encode()
+    def _send_error(self, status: int, message: str, page: str | None = None) -> None:
+        body = page.encode() if page is not None else json.dumps({"error": {
+            "message": message, "type": "invalid_request_error", "param": None, "code": None}}).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/html" if page is not None else "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -72,6 +72,8 @@ class Script:
             ``[DONE]``).
         malformed_line: inject a non-JSON ``data:`` line after this many pieces.
         drip: send the body one byte per HTTP chunk, waiting this many seconds between bytes.
+        empty: a 200 stream whose body ends at once, no event and no ``[DONE]`` (llama-cpp-python raising
+            inside its SSE task after the headers).
     """
 
     text: str | Sequence[str] = ""
@@ -90,6 +92,7 @@ class Script:
     close_after_chunks: int | None = None
     malformed_line: int | None = None
     drip: float | None = None
+    empty: bool = False
 
     def texts_for(self, request_body: dict[str, Any] | None) -> list[str]:
         """The per-choice texts this script produces for ``request_body``."""
@@ -277,7 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
         if script.delay_after_headers:
             self._wait(exchange, script.delay_after_headers)
 
-        frames = _build_frames(script, request_body)
+        frames = [] if script.empty else _build_frames(script, request_body)
         for position, (kind, frame) in enumerate(frames):
             if script.delay_between_chunks and position:
                 self._wait(exchange, script.delay_between_chunks)

@@ -144,7 +144,8 @@ class SQLiteResponseStore(ResponseStore):
         return 0 if row is None else row[0]
 
     def total_usage(self) -> int:
-        return self._query_one("SELECT coalesce(sum(bytes), 0) FROM usage", {})[0]
+        row = self._query_one("SELECT coalesce(sum(bytes), 0) FROM usage", {})
+        return 0 if row is None else row[0]
 
     def check(self) -> None:
         """Write one row of the ``probe`` table: an unwritable file or a full disk fails here. A released
@@ -328,7 +329,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in message or "busy" in message
 
 
-def _is_full(exc: BaseException) -> bool:
+def _is_full(exc: BaseException | None) -> bool:
     """The disk (or the file's size limit) is full: ``SQLITE_FULL``."""
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and code & 0xFF == sqlite3.SQLITE_FULL

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,17 @@ _QUIET = ["account/rateLimits/updated", "thread/status/changed", "item/completed
 _STDERR_LINES = 20
 #: The reader yields to the other greenlets every this many lines: a pipe that always has data never blocks.
 _COOPERATE_EVERY = 64
+#: What a thread's queue receives instead of a notification longer than the bound (``params``: bytes, limit).
+LINE_TOO_LONG = "toolwire/lineTooLong"
+#: Of an over-long line: the start kept (its method, the id of a response, an item's type), the rest read
+#: this many bytes at a time, and the window its thread id is looked for in across two reads.
+_HEAD_BYTES = 4096
+_SKIP_BYTES = 256 * 1024
+_WINDOW_BYTES = 128
+_THREAD_ID = re.compile(rb'"threadId":"([^"\\]{1,100})"')
+_METHOD = re.compile(rb'\{"method":"([^"\\]+)"')
+_RESPONSE_ID = re.compile(rb'\{"id":(\d{1,18})[,}]')
+_ITEM_TYPE = re.compile(rb'"item":\{"type":"([A-Za-z]{1,64})"')
 
 
 class AppServerError(Exception):
@@ -61,6 +73,7 @@ class AppServer:
         name: how it is named in logs.
         state_dir: a directory of its own that :meth:`stop` deletes (Codex's state and TRACE log).
         secret: the provider key, masked out of the stderr lines kept (which are logged and quoted in errors).
+        max_line_bytes: the longest line of stdout held (a longer one is read past, see :meth:`_route_overlong`).
 
     Attributes:
         served: requests (threads) started on it so far.
@@ -69,8 +82,9 @@ class AppServer:
     """
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str, name: str,
-                 state_dir: Path | None = None, secret: str | None = None):
+                 state_dir: Path | None = None, secret: str | None = None, max_line_bytes: int = 8 * 1024 * 1024):
         self.name = name
+        self.max_line_bytes = max_line_bytes
         self._secret = secret
         self.state_dir = state_dir
         self.served = 0
@@ -186,10 +200,17 @@ class AppServer:
             raise AppServerGone("The Codex app-server is gone.") from None
 
     def _read_stdout(self) -> None:
+        stdout = self._process.stdout
         try:
-            for count, line in enumerate(self._process.stdout, 1):
+            for count in itertools.count(1):
+                line = stdout.readline(self.max_line_bytes + 1)  # never more held, however long the line
+                if not line:
+                    break
                 if count % _COOPERATE_EVERY == 0:
                     gevent.sleep(0)
+                if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
+                    self._route_overlong(line, stdout)
+                    continue
                 try:
                     message = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -232,6 +253,44 @@ class AppServer:
         queue = self._threads.get(thread_id) if isinstance(thread_id, str) else None
         if queue is not None:
             queue.put(message)
+
+    def _route_overlong(self, line: bytes, stdout: Any) -> None:
+        """Read past a line longer than :attr:`max_line_bytes` (``line`` is its start), a chunk at a time, and
+        tell whom it was for.
+
+        A line is one JSON object, so a raw ``"threadId":"`` (inside a string its quotes are escaped) names
+        its thread wherever it comes. ``item/started`` echoes a user message whole, but toolwire reads only
+        the item's type, which the line's start holds: that line goes on as just that. Any other notification
+        (a delta, an error) fails its thread's turn; a response fails its call.
+        """
+        start, size = line[:_HEAD_BYTES], len(line)
+        found, window = _THREAD_ID.search(line), line[-_WINDOW_BYTES:]
+        while not line.endswith(b"\n"):
+            line = stdout.readline(_SKIP_BYTES)
+            if not line:
+                break
+            size += len(line)
+            if found is None:
+                window = window[-_WINDOW_BYTES:] + line
+                found = _THREAD_ID.search(window)
+            gevent.sleep(0)
+        log.warning("codex app-server %s wrote a line of %d bytes, over the %d allowed (%.120r)",
+                    self.name, size, self.max_line_bytes, start)
+        method, kind = _METHOD.match(start), _ITEM_TYPE.search(start)
+        if method is None:  # a response: {"id":N,…}
+            answered = _RESPONSE_ID.match(start)
+            waiter = self._pending.get(int(answered.group(1))) if answered else None
+            if waiter is not None:
+                waiter.set_exception(AppServerError({"message": f"Codex answered with {size} bytes, over the "
+                                                                f"{self.max_line_bytes} allowed"}))
+            return
+        queue = self._threads.get(found.group(1).decode()) if found else None
+        if queue is None:
+            return
+        if method.group(1) == b"item/started" and kind is not None:
+            queue.put({"method": "item/started", "params": {"item": {"type": kind.group(1).decode()}}})
+        else:
+            queue.put({"method": LINE_TOO_LONG, "params": {"bytes": size, "limit": self.max_line_bytes}})
 
     def _refuse(self, request_id: Any, method: str) -> None:
         try:

@@ -2,7 +2,10 @@
 
 A failed turn carries ``{message, codexErrorInfo, …}``: the provider's HTTP status when Codex kept it
 (401/403, 429, other 4xx, 5xx), a refused connection, an idle stream, or, for a 400, the provider's raw
-error body as the message.
+error body as the message. Codex's message quotes the provider verbatim (an HTML error page naming
+internal hosts, the provider URL, an echoed key): the client is told what kind of failure it was and the
+request id; the message goes to toolwire's log. Only a provider's JSON error object (a 400) is quoted,
+as the HTTP upstream quotes one.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ import orjson
 from ..base import UpstreamError
 
 
-def codex_error(error: Any) -> UpstreamError:
-    """The :class:`UpstreamError` for a Codex turn error (``{message, codexErrorInfo, …}``)."""
+def codex_error(error: Any, request_id: str | None = None) -> UpstreamError:
+    """The :class:`UpstreamError` for a Codex turn error (``{message, codexErrorInfo, …}``) of ``request_id``."""
     error = error if isinstance(error, dict) else {}
-    message = str(error.get("message") or "The Codex turn failed.")
+    message = str(error.get("message") or "")
     info = error.get("codexErrorInfo")
     status = None
     if isinstance(info, dict):
@@ -30,16 +33,20 @@ def codex_error(error: Any) -> UpstreamError:
                              code="upstream_auth_failed")
     if status == 429:
         return UpstreamError("rate_limited", "Codex's model provider is rate limited.", status=429)
-    if isinstance(status, int) and 400 <= status < 500:
-        return UpstreamError("client_error", message, status=status)
     if "idle timeout" in message:
         return UpstreamError("timeout", "Codex's model provider went silent.", status=504)
     body = _json_error(message)
     if body is not None:  # a 400 arrives as the provider's raw error body
-        return UpstreamError("client_error", str(body.get("message") or message), status=400,
-                             param=body.get("param") if isinstance(body.get("param"), str) else None,
+        return UpstreamError("client_error", str(body.get("message") or "The model provider refused the request."),
+                             status=400, param=body.get("param") if isinstance(body.get("param"), str) else None,
                              code=str(body["code"]) if body.get("code") is not None else None)
-    return UpstreamError("server_error", f"Codex's model provider failed: {message}")
+    where = f"request {request_id}: " if request_id else ""
+    if isinstance(status, int) and 400 <= status < 500:
+        return UpstreamError("client_error", f"Codex's model provider rejected the request (HTTP {status}); "
+                                             f"{where}the details are in toolwire's log.", status=status)
+    http = f" (HTTP {status})" if isinstance(status, int) else ""
+    return UpstreamError("server_error", f"Codex's model provider failed{http}; {where}the details are in "
+                                         "toolwire's log.")
 
 
 def _json_error(message: str) -> dict[str, Any] | None:

@@ -49,7 +49,8 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
                     "differ.", version, CODEX_VERSION)
     upstream = CodexUpstream(executable, home, provider_key=key, read_timeout=settings.upstream_read_timeout,
                              rpc_timeout=settings.upstream_connect_timeout,
-                             recycle_after=settings.codex_recycle_requests, max_turns=settings.codex_max_turns)
+                             recycle_after=settings.codex_recycle_requests, max_turns=settings.codex_max_turns,
+                             max_line_bytes=settings.upstream_max_event_bytes)
     atexit.register(upstream.close)
     return upstream
 

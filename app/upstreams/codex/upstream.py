@@ -21,15 +21,16 @@ import logging
 import math
 import os
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, overload
 
 import gevent
+import orjson
 from gevent.lock import Semaphore
 from gevent.queue import Empty, Queue
 
 from ...observability.metrics import UPSTREAM_ERRORS
-from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
-from .appserver import GONE, AppServer, AppServerError, AppServerGone
+from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError, redact
+from .appserver import GONE, LINE_TOO_LONG, AppServer, AppServerError, AppServerGone
 from .backoff import StartBackoff
 from .emulation import StopRules
 from .errors import codex_error
@@ -40,6 +41,8 @@ log = logging.getLogger("toolwire.upstreams.codex")
 
 #: Longest wait for the app-server to start and answer ``initialize``.
 START_TIMEOUT = 30.0
+#: How much of a failed turn's message (the provider's error page, say) the log keeps.
+_LOGGED_ERROR_CHARS = 2000
 #: Items a plain text turn may start; anything else (``contextCompaction``, tool calls) is a protocol error.
 _EXPECTED_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning"})
 _REASONING_DELTAS = frozenset({"item/reasoning/summaryTextDelta", "item/reasoning/textDelta"})
@@ -59,11 +62,12 @@ class CodexUpstream:
             an app-server that takes longer is hung: it is killed and every request on it gets a 502.
         recycle_after: requests per app-server before it is replaced (0 = never).
         max_turns: threads open at once per worker (0 = no limit); more are refused with 429.
+        max_line_bytes: the longest line read from an app-server (a longer delta or error fails its request).
     """
 
     def __init__(self, executable: str, home: CodexHome, *, provider_key: str | None = None,
                  read_timeout: float = 300.0, rpc_timeout: float = 10.0, recycle_after: int = 1000,
-                 max_turns: int = 0):
+                 max_turns: int = 0, max_line_bytes: int = 8 * 1024 * 1024):
         self.executable = executable
         self.home = home
         self._provider_key = provider_key
@@ -71,6 +75,7 @@ class CodexUpstream:
         self.rpc_timeout = rpc_timeout
         self.recycle_after = recycle_after
         self.max_turns = max_turns
+        self.max_line_bytes = max_line_bytes
         self._server: AppServer | None = None
         self._pid: int | None = None
         self._generation = 0
@@ -105,7 +110,7 @@ class CodexUpstream:
             if self.max_turns and self._open_turns >= self.max_turns:
                 raise UpstreamError("rate_limited", "All Codex turns of this worker are busy; retry shortly.",
                                     status=429, retry_after="1")
-            stream = CodexStream(self, self._acquire(), StopRules.from_body(body))
+            stream = CodexStream(self, self._acquire(), StopRules.from_body(body), request_id)
             try:
                 stream.start(model, body)
             except BaseException:
@@ -196,7 +201,8 @@ class CodexUpstream:
         argv = [self.executable, "app-server", "--strict-config", "-c", f"sqlite_home={toml_string(str(sqlite_home))}"]
         try:
             server = AppServer(argv, env=app_server_env(self.home.path, self._provider_key), cwd=str(self.home.path),
-                               name=name, state_dir=sqlite_home, secret=self._provider_key)
+                               name=name, state_dir=sqlite_home, secret=self._provider_key,
+                               max_line_bytes=self.max_line_bytes)
         except OSError as exc:
             log.error("could not start the codex app-server %s: %s", name, exc)
             raise UpstreamError("connect", "The Codex app-server did not start; the reason is in toolwire's log.",
@@ -236,8 +242,9 @@ class CodexUpstream:
 class CodexStream:
     """One request's thread and turn: iterate :class:`UpstreamChunk` objects, then (or on abandon) close."""
 
-    def __init__(self, upstream: CodexUpstream, server: AppServer, rules: StopRules):
+    def __init__(self, upstream: CodexUpstream, server: AppServer, rules: StopRules, request_id: str | None):
         self._upstream = upstream
+        self._request_id = request_id
         self._server = server
         self._rules = rules
         self._queue: Queue | None = None
@@ -380,17 +387,32 @@ class CodexStream:
         """Raise the mapped error of a failed turn (or of an ``error`` notification that ends one)."""
         params = message.get("params") or {}
         if message.get("method") == "error":
-            raise codex_error(params.get("error"))
+            raise self._failed(params.get("error"))
         self._turn_open = False
         turn = params.get("turn") or {}
         if turn.get("status") == "failed":
-            raise codex_error(turn.get("error"))
+            raise self._failed(turn.get("error"))
         if turn.get("status") == "interrupted":
             raise UpstreamError("server_error", "The Codex turn was interrupted.")
 
+    def _failed(self, error: Any) -> UpstreamError:
+        """The client's error for a failed turn; Codex's own words, which quote the provider, are logged."""
+        detail = error.get("message") if isinstance(error, dict) else error
+        info = error.get("codexErrorInfo") if isinstance(error, dict) else None
+        log.warning("codex turn failed (%s): %s", orjson.dumps(info).decode(),
+                    redact(str(detail)[:_LOGGED_ERROR_CHARS], self._upstream._provider_key),
+                    extra={"request_id": self._request_id})
+        return codex_error(error, self._request_id)
+
+    @overload
+    def _next(self) -> dict[str, Any]: ...
+
+    @overload
+    def _next(self, tick: float | None) -> dict[str, Any] | None: ...
+
     def _next(self, tick: float | None = None) -> dict[str, Any] | None:
         """The turn's next notification; ``None`` when ``tick`` seconds passed without one (within the
-        read timeout, which counts the whole silence)."""
+        read timeout, which counts the whole silence). Without a tick it waits the whole read timeout."""
         assert self._queue is not None
         limit = self._upstream.read_timeout
         wait = min(tick, limit) if tick else limit
@@ -411,6 +433,11 @@ class CodexStream:
         if message is GONE:
             self._turn_open = False
             raise UpstreamError("server_error", "The Codex app-server exited during the turn.")
+        if message.get("method") == LINE_TOO_LONG:
+            size, limit = message["params"]["bytes"], message["params"]["limit"]
+            raise UpstreamError("protocol", f"Codex sent a message of {size} bytes, over the {limit} allowed "
+                                            "(TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES); toolwire stopped reading it.",
+                                code="upstream_too_large")
         if message.get("method") == "turn/completed":
             self._turn_open = False
         return message

@@ -1,0 +1,47 @@
+"""The request record's HTTP side: the API Blueprint's hooks open each request's record and stamp its response.
+
+The record itself (:mod:`app.observability.record`) knows nothing of Flask; here it gets the request's id,
+method and route, and learns the response's status and when its body closes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from flask import Response, request
+
+from ..observability import record as observe
+from ..observability.debug import debug_store
+from .state import client_owner, current_state
+
+#: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def open_record() -> observe.RequestRecord:
+    """Open the record of the current request (from a ``before_request`` hook).
+
+    Its id is the request's ``X-Request-Id`` when that is sane, else a new ``uuid4`` hex.
+    """
+    settings = current_state().settings
+    incoming = request.headers.get("X-Request-Id", "")
+    request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    rule = request.url_rule
+    return observe.start(observe.RequestRecord(
+        request_id, request.method, rule.rule if rule is not None else request.path,
+        debug=debug_store(settings) if settings.debug else None))
+
+
+def stamp_response(response: Response) -> Response:
+    """Stamp the response and finish the record when its body closes (an ``after_request`` hook)."""
+    record = observe.current()
+    if record is None:
+        return response
+    response.headers["X-Request-Id"] = record.request_id
+    record.status = response.status_code
+    record.owner = client_owner()
+    if not record.stream:
+        record.first_frame_sent()
+    response.call_on_close(record.finish)
+    return response

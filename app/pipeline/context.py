@@ -1,0 +1,46 @@
+"""What the pipeline knows of the HTTP request: handed to it by the endpoint, never read from Flask."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from ..observability.record import RequestRecord
+from ..settings import Settings
+from ..upstreams.base import Upstream
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """One request's service and the request headers that steer its generation.
+
+    The HTTP layer builds it (:func:`app.http.request.request_context`); tests and benchmarks build
+    their own.
+
+    Fields:
+        settings: the app's settings.
+        upstream: the back end to call.
+        record: the request's observability record (its id goes to the back end; the generation
+            reports to it); ``None`` outside a served request.
+        keepalive: send keep-alive comments while the back end is silent (unless ``X-No-Keepalive: 1``).
+        marker_requested: marker mode for this request (``X-Toolwire-Marker: 1``).
+        client_socket: the client's connection (gunicorn's socket), so that a stream's writes can be
+            bounded in time; ``None`` when the server does not expose it.
+    """
+
+    settings: Settings
+    upstream: Upstream
+    record: RequestRecord | None = None
+    keepalive: bool = True
+    marker_requested: bool = False
+    client_socket: socket.socket | None = None
+
+    @property
+    def request_id(self) -> str | None:
+        """The request's id (sent to the back end as ``X-Request-Id``), if it is recorded."""
+        return self.record.request_id if self.record is not None else None
+
+    @property
+    def model_label(self) -> str:
+        """The metrics label of the request's model (``other`` when not configured or not recorded)."""
+        return self.record.model_label if self.record is not None else "other"
