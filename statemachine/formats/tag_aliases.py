@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 
-from .. import _jsoncall
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .. import _jsonblock
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, compact_object
 
 TAGS = ("function_call", "tool", "tools", "json", "JSON", "response", "xml", "function", "tool_calls")
 
@@ -31,4 +32,4 @@ class TagAliasFormat(TextFormat):
                 f'"arguments": {compact_object(arguments)}}}</function_call>')
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
-        return _jsoncall.JsonCallsBody(sink, "</" + opener[1:], bare=True)
+        return _jsonblock.JsonCallsBody(sink, "</" + opener[1:], bare=True)
