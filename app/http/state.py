@@ -1,5 +1,5 @@
-"""What toolwire keeps per Flask app (:class:`ToolwireState`), and :func:`current_state` to read it: the
-settings, the back end, the store, the client keys and the stream slots. Only the HTTP layer reads it;
+"""What a toolwire mount keeps per Flask app (:class:`ToolwireState`), and :func:`current_state` to read it:
+the settings, the back end, the store, the client keys and the stream slots. Only the HTTP layer reads it;
 it hands the endpoints and the pipeline what they need."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ EXTENSION_KEY = "toolwire"
 
 @dataclass(frozen=True, slots=True)
 class ToolwireState:
-    """What toolwire keeps per Flask app.
+    """What a toolwire mount keeps per Flask app.
 
     Fields:
         settings: the validated settings.
