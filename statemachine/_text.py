@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
-from ._reader import BodyReader, CallSink
+from ._reader import BodyReader
 from ._scanning import opener_at
 from ._sentinels import SentinelFinder
 from .formats import TextFormat
