@@ -6,8 +6,7 @@ toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model 
 
 - the success rate: the expected tool called with the expected argument, or text when no tool fits;
 - prompt tokens per tool: the prompt tokens of the body toolwire sent with the three tools minus those of
-  the same request without tools, over three (counted by the model server itself, ``max_tokens: 1``), and
-  for SmolLM2 the same count for llama-cpp-python's own tool template (``chatml-function-calling``).
+  the same request without tools, over three (counted by the model server itself, ``max_tokens: 1``).
 
 Variants: ``plain`` (the question alone), ``example`` (one example exchange in the transcript first),
 ``example+first`` (the same with the model's ``stop_after_tools: first``), ``plain+constrain`` (the model's
@@ -115,12 +114,6 @@ def run_model(model: str, tool_format: str) -> list[str]:
                     lines.append(f"{model:8} prompt tokens per tool: toolwire {per_tool:.0f}")
             rate = sum(not h.startswith("-") for h in hits)
             lines.append(f"{model:8} {variant:14} {rate:2}/{len(CASES)}  {' '.join(hits)}")
-    if model == "smollm2":
-        with LlamaServer(model, chat_format="chatml-function-calling") as native:
-            body = {"model": model, "messages": [{"role": "user", "content": CASES[0][1]}]}
-            own = (prompt_tokens(native, {**body, "tools": chat_tools(), "tool_choice": "auto"})
-                   - prompt_tokens(native, body)) / len(BENCH_TOOLS)
-            lines.append(f"{model:8} prompt tokens per tool: llama-cpp-python's chatml-function-calling {own:.0f}")
     return lines
 
 
