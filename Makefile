@@ -44,7 +44,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/run.py
 
 # Small real models (SmolLM2 135M, Gemma 3 270M on llama.cpp) against the real-model prompt set: success
-# rate and prompt tokens per tool per teaching variant (bench/model_bench.py); ~5 minutes once built.
+# rate and prompt tokens per tool per teaching variant (bench/model_bench.py); ~8 minutes once built.
 bench-model: $(VENV)/.installed-dev
 	PYTHONPATH=tests $(BIN)/python -m support.llama_server --install
 	$(BIN)/python bench/model_bench.py

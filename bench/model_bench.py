@@ -11,7 +11,7 @@ toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model 
 Variants: ``plain`` (the question alone), ``example`` (one example exchange in the transcript first),
 ``example+first`` (the same with the model's ``stop_after_tools: first``), ``plain+constrain`` (the model's
 ``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
-test: it never fails on a rate. About five minutes on 2 cores once the build is cached.
+test: it never fails on a rate. About eight minutes on 2 cores once the build is cached.
 """
 
 from __future__ import annotations
