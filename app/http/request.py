@@ -42,13 +42,20 @@ def json_body() -> dict[str, Any]:
     return body
 
 
-def request_context() -> RequestContext:
-    """What the pipeline needs of the current request: the app's settings and back end, the request's
-    record, and the headers that steer a generation (``X-No-Keepalive``, ``X-Toolwire-Marker``)."""
-    state = current_state()
+def request_context(body: dict[str, Any]) -> RequestContext:
+    """What the pipeline needs of the current request: the back end its ``model`` is routed to (with the
+    settings that back end sees, and one of its slots), the request's record, and the headers that steer a
+    generation (``X-No-Keepalive``, ``X-Toolwire-Marker``).
+
+    Raises:
+        ApiError: 429 when the back end has no slot free (``upstream_max_concurrent``).
+    """
+    backend = current_state().backend_for(body.get("model"))
+    observe.note_upstream(backend.name)
+    limits.take_backend_slot(backend)
     headers = request.headers
     return RequestContext(
-        settings=state.settings, upstream=state.upstream, record=observe.current(),
+        settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=observe.current(),
         keepalive=headers.get("X-No-Keepalive", "").strip().lower() not in _YES,
         marker_requested=headers.get("X-Toolwire-Marker", "").strip().lower() in _YES,
         client_socket=request.environ.get("gunicorn.socket"))
