@@ -1,6 +1,7 @@
 """Several back ends behind one toolwire under gunicorn: each model served by its own back end (two
-OpenAI-compatible HTTP servers and the demo; Chat and Responses, streamed and not), and one back end that
-hangs, one that refuses connections and one that answers 500 never slowing the others down.
+OpenAI-compatible HTTP servers and the demo; Chat and Responses, streamed and not), one back end that
+hangs, one that refuses connections and one that answers 500 never slowing the others down, and OpenCode
+switching between two models on two back ends through the one base URL.
 
 The default back end is the session's scripted upstream, ``second`` another scripted upstream (its own
 server and port), ``lab`` the embedded demo; ``hung`` accepts connections and never answers (a listening
@@ -14,13 +15,15 @@ import socket
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx
 import openai
 import pytest
 
-from support.scripted_upstream import MODEL_ID, Script, ScriptedUpstream
+from support.agents import AGENT_TIME_LIMIT, opencode_run
+from support.scripted_upstream import MODEL_ID, Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.time_limit(60)]
@@ -154,3 +157,28 @@ def test_a_hung_a_refusing_and_a_failing_back_end_never_slow_the_others(toolwire
     for name in ("hung", "refused", "broken", "second", "lab", "default"):
         assert f'toolwire_upstream_requests_total{{outcome=' in metrics
         assert f'upstream="{name}"' in metrics, name
+
+
+@pytest.mark.time_limit(AGENT_TIME_LIMIT)
+def test_opencode_switches_between_two_models_on_two_back_ends_through_one_base_url(
+        workdir: Path, toolwire, upstream, second) -> None:
+    project = workdir / "project"
+    upstream.enqueue(Script(text=tool_call_text("bash", {"command": "echo from-default > default.txt",
+                                                          "description": "Write it"})),
+                     Script(text="Default wrote default.txt.", chunks=4))
+    second.enqueue(Script(text=tool_call_text("write", {"filePath": str(project / "second.txt"),
+                                                         "content": "from second\n"}), chunks=5),
+                   Script(text="Second wrote second.txt.", chunks=4))
+    before = len(second.chat_requests)
+    models = (MODEL_ID, "second-model")
+    runs = [opencode_run(workdir, toolwire.v1_url, "Write your file.", "-m", f"toolwire/{model}", models=models)
+            for model in models]
+    for result in runs:
+        assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{toolwire.log()[-3000:]}"
+    assert (project / "default.txt").read_text() == "from-default\n"
+    assert (project / "second.txt").read_text() == "from second\n"
+    finals = [[json.loads(line)["part"]["text"] for line in r.stdout.splitlines()
+               if line.startswith("{") and json.loads(line).get("type") == "text"][-1] for r in runs]
+    assert finals == ["Default wrote default.txt.", "Second wrote second.txt."]
+    assert [e.body["model"] for e in upstream.chat_requests] == [MODEL_ID] * 2
+    assert [e.body["model"] for e in second.chat_requests[before:]] == ["second-model"] * 2
