@@ -40,7 +40,7 @@ _MASK = "**********"
 #: The name of the back end ``upstream_url`` & co. describe, which serves every model not routed elsewhere.
 DEFAULT_UPSTREAM = "default"
 #: What a back end's name in ``upstreams`` may hold (it labels metrics and log lines).
-UPSTREAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 #: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
 STORE_SCHEMES = ("sqlite", "redis", "rediss")
 
@@ -446,7 +446,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         for name, named in self.upstreams.items():
             if name == DEFAULT_UPSTREAM or not UPSTREAM_NAME.fullmatch(name):
                 raise ValueError(f"upstreams: {name!r} cannot name a back end ('{DEFAULT_UPSTREAM}' is the "
-                                 "one upstream_url describes; names are letters, digits, '_', '.', '-')")
+                                 "one upstream_url describes; names start with a letter, then letters, digits, '_', '.', '-')")
             try:
                 _AllSettings.model_validate({**self._section_values(), **named.overrides()})
             except ValidationError as exc:
@@ -504,7 +504,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             if name != DEFAULT_UPSTREAM and named is None:
                 raise KeyError(name)
             update = named.overrides() if named else {}
-            own = {model: model for model in (named.models if named else ()) if model not in self.model_map}
+            own = {model: model for model in (self._listed(named) if named else ()) if model not in self.model_map}
             update["model_map"] = {**{client: route for client, route in self.model_map.items()
                                       if self.route(client) == name}, **own}
             if named:

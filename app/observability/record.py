@@ -207,8 +207,8 @@ class RequestRecord:
                     "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
                     "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})
         return {"request_id": self.request_id, "method": self.method, "route": self.route,
-                "status": self.status, "model": self.model, "stream": self.stream, "tool_mode": self.tool_mode,
-                "started_at": self.started_at, "duration_ms": _ms(duration),
+                "status": self.status, "model": self.model, "upstream": self.upstream, "stream": self.stream,
+                "tool_mode": self.tool_mode, "started_at": self.started_at, "duration_ms": _ms(duration),
                 "ttfb_ms": self.ttfb_ms,
                 "tool_calls": dict(outcomes), "choices": choices}
 

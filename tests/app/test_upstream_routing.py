@@ -125,3 +125,22 @@ def test_a_back_end_at_its_concurrency_limit_refuses_only_its_own_models(tmp_pat
     held.release()
     assert client.post("/v1/chat/completions", json={"model": "lab-demo", **body}).status_code == 200
     assert state.upstreams["lab"].slots.in_use == 0
+
+
+def test_the_debug_page_shows_the_back_ends_and_each_requests_back_end(tmp_path):
+    app = create_app(load_settings(
+        upstreams={"lab": {"kind": "demo", "demo_model": "lab-demo"},
+                   "vllm": {"kind": "openai", "url": "http://u:pw@127.0.0.1:9/v1", "models": ["gpt-oss"]}},
+        model_map={"coder": {"model": "q", "upstream": "vllm"}}, debug=True, debug_dir=str(tmp_path / "debug"),
+        response_store_path=str(tmp_path / "r.sqlite3")))
+    client = app.test_client()
+    assert client.get("/debug/upstreams").get_json()["data"] == [
+        {"name": "default", "kind": "demo", "url": "", "models": []},
+        {"name": "lab", "kind": "demo", "url": "", "models": ["lab-demo"]},
+        {"name": "vllm", "kind": "openai", "url": "http://u:**********@127.0.0.1:9/v1", "models": ["coder", "gpt-oss"]}]
+    reply = client.post("/v1/chat/completions", json={"model": "lab-demo", "messages": [{"role": "user", "content": "hi"}]},
+                        buffered=True)
+    view = client.get(f"/debug/requests/{reply.headers['X-Request-Id']}").get_json()
+    assert view["upstream"] == "lab"
+    page = client.get("/debug/").get_data(as_text=True)
+    assert 'id="upstreams"' in page
