@@ -14,7 +14,9 @@ from app.upstreams.base import PAUSE
 class LineEncoder:
     """Each event a line; the error frame names the error's code."""
 
-    def opening(self):
+    keepalive = b": keep-alive\n\n"
+
+    def opening(self, usage):
         return [b"open\n"]
 
     def frames(self, index, event):

@@ -142,10 +142,12 @@ console.log(JSON.stringify({ stream: { ...(await summary(streamed)), kinds }, bo
 """
 
 
-def test_the_ai_sdk_reads_reasoning_as_reasoning(tmp_path, upstream, toolwire_server) -> None:
+@pytest.mark.parametrize("framing", ["chunked", "HTTP/1.0"])  # HTTP/1.0: a back end whose bodies end at the close
+def test_the_ai_sdk_reads_reasoning_as_reasoning(tmp_path, upstream, toolwire_server, framing: str) -> None:
     library = npm_library(*AI_SDK)
     script = library / "reasoning_probe.mjs"
     script.write_text(AI_SDK_SCRIPT)
+    upstream.framing = framing
     for _ in range(2):  # streamed, then not
         upstream.enqueue(Script(text=f"<think>{FIRST_THOUGHT}</think>Let me check.{CALL}", chunks=3))
     result = subprocess.run(["node", str(script), toolwire_server.v1_url], capture_output=True, text=True, timeout=60)
