@@ -98,6 +98,10 @@ class ModelRoute(BaseModel):
         None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
+    fallback: list[str] = Field(
+        default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
+                                          "one before refuses the connection or answers 5xx before its first "
+                                          "byte; each gets this entry's settings")
 
     @field_validator("tool_format")
     @classmethod
@@ -455,8 +459,13 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             if named.kind == "openai" and not named.url:
                 raise ValueError(f"upstreams.{name}: kind openai needs a url")
         for client, route in self.model_map.items():
-            if isinstance(route, ModelRoute) and route.upstream not in (None, DEFAULT_UPSTREAM, *self.upstreams):
-                raise ValueError(f"model_map.{client}: upstream {route.upstream!r} is not in upstreams")
+            if not isinstance(route, ModelRoute):
+                continue
+            for target in (route.upstream, *route.fallback):
+                if target not in (None, DEFAULT_UPSTREAM, *self.upstreams):
+                    raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
+            if self.route(client) in route.fallback or len(set(route.fallback)) < len(route.fallback):
+                raise ValueError(f"model_map.{client}: a fallback repeats a back end")
         listed: dict[str, str] = {}
         for name, named in self.upstreams.items():
             for model in self._listed(named):
@@ -484,13 +493,19 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         return next((name for name, named in self.upstreams.items() if client_model in self._listed(named)),
                     DEFAULT_UPSTREAM)
 
+    def fallbacks(self, client_model: Any) -> list[str]:
+        """The back ends tried in turn after :meth:`route`'s for a client's ``model`` (its ``model_map``
+        object's ``fallback``)."""
+        route = self.model_map.get(client_model) if isinstance(client_model, str) else None
+        return list(route.fallback) if isinstance(route, ModelRoute) else []
+
     def _listed(self, named: NamedUpstream) -> list[str]:
         """The model names a back end of ``upstreams`` serves unmapped: its ``models``, a demo's own model."""
         return [*named.models, named.demo_model or self.demo_model] if named.kind == "demo" else named.models
 
     def for_upstream(self, name: str) -> Settings:
         """The settings as the back end ``name`` sees them: its own keys over the top-level settings, and only
-        the ``model_map`` entries routed to it, its ``models`` as entries of their own
+        the ``model_map`` entries routed to it (or falling back to it), its ``models`` as entries of their own
         (``default_upstream_model`` stays the default back end's).
 
         Raises:
@@ -506,7 +521,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             update = named.overrides() if named else {}
             own = {model: model for model in (self._listed(named) if named else ()) if model not in self.model_map}
             update["model_map"] = {**{client: route for client, route in self.model_map.items()
-                                      if self.route(client) == name}, **own}
+                                      if name in (self.route(client), *self.fallbacks(client))}, **own}
             if named:
                 update.update(upstreams={}, default_upstream_model=None,
                               codex_work_dir=str(Path(self.codex_work_dir) / name))
@@ -729,7 +744,7 @@ def _display(name: str, value: Any) -> str:
     if name == "upstreams":
         return json.dumps({key: _upstream_display(named) for key, named in value.items()})
     if name == "model_map":
-        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_none=True) for k, v in value.items()})
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True) for k, v in value.items()})
     return str(value)
 
 

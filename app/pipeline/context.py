@@ -27,6 +27,8 @@ class RequestContext:
         marker_requested: marker mode for this request (``X-Toolwire-Marker: 1``).
         client_socket: the client's connection (gunicorn's socket), so that a stream's writes can be
             bounded in time; ``None`` when the server does not expose it.
+        fallbacks: the same request on the back ends tried in turn when this one refuses the connection or
+            answers 5xx before its first byte (the model's ``fallback``).
     """
 
     settings: Settings
@@ -36,6 +38,7 @@ class RequestContext:
     keepalive: bool = True
     marker_requested: bool = False
     client_socket: socket.socket | None = None
+    fallbacks: tuple[RequestContext, ...] = ()
 
     @property
     def request_id(self) -> str | None:

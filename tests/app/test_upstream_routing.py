@@ -51,6 +51,13 @@ def test_a_back_end_sees_its_own_keys_over_the_top_level_settings():
     assert settings().for_upstream("lab").backend == "demo"
 
 
+def test_a_fallback_back_end_sees_the_models_that_fall_back_to_it():
+    s = load_settings(upstreams={"a": {"kind": "demo"}, "b": {"kind": "openai", "url": "http://127.0.0.1:9/v1"}},
+                      model_map={"m": {"model": "big", "upstream": "a", "fallback": ["b", "default"]}})
+    assert s.route("m") == "a" and s.fallbacks("m") == ["b", "default"] and s.fallbacks("other") == []
+    assert s.for_upstream("b").upstream_model("m") == "big" == s.for_upstream("default").upstream_model("m")
+
+
 def test_a_single_back_end_is_the_settings_themselves():
     s = load_settings(upstream_url="http://127.0.0.1:8/v1")
     assert s.for_upstream("default") is s and s.upstream_names() == ["default"]
@@ -64,6 +71,10 @@ def test_a_single_back_end_is_the_settings_themselves():
     ({"x": {"kind": "demo", "tool_format": "nope"}}, {}, "upstreams.x: tool_format"),
     ({"x": {"kind": "demo", "colour": "red"}}, {}, "colour"),
     ({}, {"m": {"upstream": "nowhere"}}, "model_map.m"),
+    ({}, {"m": {"fallback": ["nowhere"]}}, "model_map.m"),
+    ({"x": {"kind": "demo"}}, {"m": {"upstream": "x", "fallback": ["x"]}}, "repeats"),
+    ({"x": {"kind": "demo"}}, {"m": {"fallback": ["x", "x"]}}, "repeats"),
+    ({"9": {"kind": "demo"}}, {}, "start with a letter"),
     ({"x": {"kind": "demo", "models": ["m"]}, "y": {"kind": "demo", "models": ["m"]}}, {}, "both x and y"),
 ])
 def test_unusable_back_ends_are_refused_at_start_in_one_line(upstreams, model_map, named):

@@ -67,6 +67,8 @@ def toolwire(toolwire_factory: Callable[..., ToolwireServer], second: ScriptedUp
     }
     model_map = {name: {"model": f"{name}-upstream-model", "upstream": name} for name in ("hung", "refused", "broken")}
     model_map["mapped-second"] = {"model": "second-model", "upstream": "second"}
+    model_map["resilient"] = {"model": "second-model", "upstream": "refused", "fallback": ["broken", "second"]}
+    model_map["cut-midway"] = {"model": MODEL_ID, "fallback": ["second"]}
     return toolwire_factory(TOOLWIRE_UPSTREAMS=json.dumps(upstreams), TOOLWIRE_MODEL_MAP=json.dumps(model_map))
 
 
@@ -157,6 +159,25 @@ def test_a_hung_a_refusing_and_a_failing_back_end_never_slow_the_others(toolwire
     for name in ("hung", "refused", "broken", "second", "lab", "default"):
         assert f'toolwire_upstream_requests_total{{outcome=' in metrics
         assert f'upstream="{name}"' in metrics, name
+
+
+def test_a_model_falls_back_before_its_first_byte_and_never_after(toolwire, upstream, second, broken,
+                                                                  make_openai_client):
+    client = make_openai_client(toolwire)
+    before, broken_before = len(second.chat_requests), len(broken.chat_requests)
+    for stream in (False, True):
+        # refused (connection refused), then broken (500), then second answers
+        assert chat_text(client, "resilient", stream) == ("Second back end here.", "resilient")
+    assert len(broken.chat_requests) - broken_before == 2
+    assert [e.body["model"] for e in second.chat_requests[before:]] == ["second-model"] * 2
+    # the default back end's stream breaks after its first piece went to the client: no fallback
+    upstream.enqueue(Script(text="Half an answer that breaks.", chunks=6, close_after_chunks=1))
+    with pytest.raises(openai.APIError):
+        chat_text(client, "cut-midway", True)
+    assert len(second.chat_requests) - before == 2
+    log = toolwire.log()
+    assert "back end refused failed before its first byte (connect)" in log
+    assert "back end broken failed before its first byte (server_error)" in log
 
 
 @pytest.mark.time_limit(AGENT_TIME_LIMIT)
