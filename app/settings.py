@@ -96,6 +96,11 @@ class ModelRoute(BaseModel):
                                                                 "unset = reasoning")
     max_output_tokens: int | None = Field(
         None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
+    stop_after_tools: Literal["off", "first"] | None = Field(
+        None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
+    constrain_calls: bool | None = Field(
+        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
+                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
@@ -580,6 +585,19 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         if fmt != "auto":
             return fmt
         return format_for_model(self.upstream_model(client_model)) or "tool_call"
+
+    def stop_after_tools_for(self, client_model: str) -> str:
+        """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
+        model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.stop_after_tools:
+            return route.stop_after_tools
+        return self.stop_after_tools
+
+    def constrain_calls_for(self, client_model: str) -> bool:
+        """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
+        route = self.model_map.get(client_model)
+        return isinstance(route, ModelRoute) and bool(route.constrain_calls)
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

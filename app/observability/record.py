@@ -33,6 +33,23 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
 
 
+@dataclass(slots=True)
+class ReasoningSpan:
+    """A stretch of one choice's reasoning, for the debug view.
+
+    Fields:
+        step: the number of transitions its machine had taken when the span began.
+        began: ``time.perf_counter()`` at its first piece.
+        pieces: its text.
+        open: no text, call or finish has followed it yet.
+    """
+
+    step: int
+    began: float
+    pieces: list[str]
+    open: bool = True
+
+
 class TracedChoices(Protocol):
     """What a record reads of a choice driver (:class:`~app.pipeline.driver.ChoiceDriver`) once its response
     ended: outcome counts, the choices' machines, and what the debug view keeps."""
@@ -42,6 +59,7 @@ class TracedChoices(Protocol):
     texts: dict[int, list[str]] | None
     outcome_events: dict[int, list[Event]] | None
     step_times: dict[int, list[float]] | None
+    reasoning: dict[int, list[ReasoningSpan]] | None
 
     @property
     def choices(self) -> Mapping[int, ChoiceStream]: ...

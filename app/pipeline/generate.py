@@ -31,7 +31,7 @@ from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import is_json_format, prompt_format, with_auto_marker
+from .plan import forced_call_format, is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
@@ -172,6 +172,9 @@ def open_in_tool_mode(generation: Generation,
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    if settings.constrain_calls_for(model) and "response_format" not in fields:
+        constraint = forced_call_format(config)
+        fields = {**fields, "response_format": constraint} if constraint else fields
     stream = open_upstream(model, messages, fields, context)
     if refusal is not None:
         # Remembered (for every client of this worker) only now: the same request without tools was taken,
