@@ -454,8 +454,8 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     def _check_upstreams(self) -> Settings:
         for name, named in self.upstreams.items():
             if name == DEFAULT_UPSTREAM or not UPSTREAM_NAME.fullmatch(name):
-                raise ValueError(f"upstreams: {name!r} cannot name a back end ('{DEFAULT_UPSTREAM}' is the "
-                                 "one upstream_url describes; names start with a letter, then letters, digits, '_', '.', '-')")
+                raise ValueError(f"upstreams: {name!r} cannot name a back end ('{DEFAULT_UPSTREAM}' is the one "
+                                 "upstream_url describes; a name is a letter, then letters, digits, '_', '.', '-')")
             try:
                 _AllSettings.model_validate({**self._section_values(), **named.overrides()})
             except ValidationError as exc:
@@ -762,7 +762,8 @@ def _display(name: str, value: Any) -> str:
     if name == "upstreams":
         return json.dumps({key: _upstream_display(named) for key, named in value.items()})
     if name == "model_map":
-        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True) for k, v in value.items()})
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True)
+                           for k, v in value.items()})
     return str(value)
 
 

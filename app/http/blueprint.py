@@ -84,9 +84,9 @@ def _count_message_tokens() -> Response:
 
 def list_models() -> Response:
     """``GET /models``: every back end's models, each listed by the back end its name is routed to, plus the
-    client names of ``model_map`` and the ``models`` of ``upstreams`` (with Anthropic's fields when an Anthropic client asks: an
-    ``anthropic-version`` header). A single back end's failure is the answer (502…); several are asked at
-    once, and one that fails or does not answer within :data:`MODELS_TIMEOUT` seconds is left out (the map's
+    client names of ``model_map`` and the ``models`` of ``upstreams`` (with Anthropic's fields when an
+    Anthropic client asks: an ``anthropic-version`` header). A single back end's failure is the answer
+    (502…); several are asked at once, and one that fails or does not answer within :data:`MODELS_TIMEOUT` seconds is left out (the map's
     names routed to it stay listed)."""
     state = current_state()
     data, known = [], set()
@@ -96,7 +96,7 @@ def list_models() -> Response:
                     and state.settings.route(str(model["id"])) == name:
                 known.add(str(model["id"]))
                 data.append(_model_entry(model))
-    configured = [*state.settings.model_map, *(m for named in state.settings.upstreams.values() for m in named.models)]
+    configured = [*state.settings.model_map, *(m for up in state.settings.upstreams.values() for m in up.models)]
     data += [_model_entry({"id": name}) for name in dict.fromkeys(configured) if name not in known]
     if request.headers.get("anthropic-version"):
         return jsonify(anthropic_model_list(data))

@@ -142,15 +142,12 @@ def make_backends(settings: Settings, default: Upstream | None = None) -> dict[s
         settings: the mount's settings.
         default: a ready upstream for the default back end; default built from the settings.
     Raises:
-        SettingsError, CodexSetupError: as :func:`make_upstream`, naming the back end.
+        SettingsError, CodexSetupError: as :func:`make_upstream`.
     """
     backends = {}
     for name in settings.upstream_names():
         routed = settings.for_upstream(name)
-        try:
-            upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
-        except SettingsError as exc:
-            raise SettingsError(f"{exc} (back end {name})" if name != DEFAULT_UPSTREAM else str(exc)) from None
+        upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
         backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
     return backends
 

@@ -74,7 +74,7 @@ def test_a_single_back_end_is_the_settings_themselves():
     ({}, {"m": {"fallback": ["nowhere"]}}, "model_map.m"),
     ({"x": {"kind": "demo"}}, {"m": {"upstream": "x", "fallback": ["x"]}}, "repeats"),
     ({"x": {"kind": "demo"}}, {"m": {"fallback": ["x", "x"]}}, "repeats"),
-    ({"9": {"kind": "demo"}}, {}, "start with a letter"),
+    ({"9": {"kind": "demo"}}, {}, "a name is a letter"),
     ({"x": {"kind": "demo", "models": ["m"]}, "y": {"kind": "demo", "models": ["m"]}}, {}, "both x and y"),
 ])
 def test_unusable_back_ends_are_refused_at_start_in_one_line(upstreams, model_map, named):

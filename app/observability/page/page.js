@@ -289,7 +289,7 @@ function renderRequests() {
   $("requests-caption").textContent = `${shown.length} of ${page.requests.length}, newest first`;
 }
 
-/** The back ends and the models routed to each (the settings' routing table: it does not change while the page is open). */
+/** The back ends and the models routed to each (the settings' routing table: fixed while the page is open). */
 function renderUpstreams(upstreams) {
   $("upstreams").tBodies[0].replaceChildren(...upstreams.map((u) => h("tr", {},
     h("td", {}, u.name), h("td", {}, u.kind), h("td", {className: "sub"}, u.url || "—"),
@@ -323,7 +323,8 @@ function renderDetail() {
   const view = page.view;
   $("detail").hidden = false;
   $("detail-caption").textContent = view.request_id;
-  const facts = [["route", `${view.method} ${view.route}`], ["model", view.model ?? "—"], ["back end", view.upstream ?? "—"], ["status", String(view.status)],
+  const facts = [["route", `${view.method} ${view.route}`], ["model", view.model ?? "—"], ["back end", view.upstream ?? "—"],
+                 ["status", String(view.status)],
                  ["stream", view.stream ? "yes" : "no"], ["started", new Date(view.started_at * 1000).toLocaleString()],
                  ["duration", `${(view.duration_ms ?? 0).toFixed(1)} ms`
                               + (view.ttfb_ms == null ? "" : ` (first byte after ${view.ttfb_ms.toFixed(1)} ms)`)],
