@@ -87,6 +87,10 @@ def _config(args: argparse.Namespace) -> int:
     for name, value, source in rows:
         env = f"{ENV_PREFIX}{name.upper()}"
         print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
+    print("\nrouting (client model -> back end; unlisted models go to default):")
+    for backend in settings.routing_table():
+        print(f"  {backend['name']} ({backend['kind']}{' ' + backend['url'] if backend['url'] else ''}): "
+              f"{', '.join(backend['models']) or '-'}")
     return 0
 
 
