@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: serve test test-fast bench diagram clean-venv
+.PHONY: serve test test-fast bench bench-model diagram clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,13 @@ serve: $(VENV)/.installed
 	$(BIN)/python -m gunicorn -c gunicorn.conf.py wsgi:app
 
 # The Redis store's tests need redis-server, the back-end conformance suite Go, nginx and Node: installed here
-# (Debian's packages, as root) when missing; the suite's Go server is built once into ~/.cache/toolwire.
+# (Debian's packages, as root) when missing; the suite's Go server is built once into ~/.cache/toolwire. The
+# real-model tests need llama-cpp-python and two small models: built and downloaded once into
+# ~/.cache/toolwire/llama (about 12 minutes on 2 cores the first time, nothing afterwards).
 test: $(VENV)/.installed-dev
 	PYTHONPATH=tests $(BIN)/python -m support.redis_server --install
 	PYTHONPATH=tests $(BIN)/python -m support.backends --install
+	PYTHONPATH=tests $(BIN)/python -m support.llama_server --install
 	$(BIN)/python -m pytest
 
 # Unit tests only: the core and the Flask side in process (no gunicorn, no fuzz corpus); well under a minute.
@@ -41,3 +44,9 @@ clean-venv:
 # End-to-end benchmark (toolwire vs minimal relays, see bench/run.py); prints one table, ~12 minutes.
 bench: $(VENV)/.installed
 	$(BIN)/python bench/run.py
+
+# Small real models (SmolLM2 135M, Gemma 3 270M on llama.cpp) against the real-model prompt set: success
+# rate and prompt tokens per tool per teaching variant (bench/model_bench.py); ~8 minutes once built.
+bench-model: $(VENV)/.installed-dev
+	PYTHONPATH=tests $(BIN)/python -m support.llama_server --install
+	$(BIN)/python bench/model_bench.py

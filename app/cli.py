@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     config = commands.add_parser("config", help="print the effective settings (secrets masked) and their sources")
     config.add_argument("--describe", action="store_true",
                         help="print the configuration reference (docs/configuration.md) instead")
+    commands.add_parser("check", help="check the settings and the client key file: exit 2 with one line naming "
+                                      "what to fix when toolwire could not start with them")
 
     diagram = commands.add_parser("diagram", help="render the per-choice state machine")
     diagram.add_argument("--format", choices=FORMATS, default="mermaid")
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        code = {"serve": _serve, "config": _config, "diagram": _diagram}[args.command](args)
+        code = {"serve": _serve, "config": _config, "check": _check, "diagram": _diagram}[args.command](args)
         sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
         return code
     except BrokenPipeError:
@@ -47,11 +49,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:  # before gunicorn binds and forks: its workers would each fail the same way
-        load_settings()
-    except SettingsError as exc:
-        print(f"toolwire cannot start: {exc}", file=sys.stderr)
-        return 2
     argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
     if args.bind:
         argv += ["--bind", args.bind]
@@ -60,6 +57,18 @@ def _serve(args: argparse.Namespace) -> int:
     argv.append("app.wsgi:app")
     os.execv(sys.executable, argv)
     return 0  # not reached
+
+
+def _check(args: argparse.Namespace) -> int:
+    """What gunicorn's master runs before it binds (app/gunicorn.conf.py): the master never imports the app."""
+    from .http.auth import load_keyring
+
+    try:
+        load_keyring(load_settings())
+    except SettingsError as exc:
+        print(f"toolwire cannot start: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -78,6 +87,10 @@ def _config(args: argparse.Namespace) -> int:
     for name, value, source in rows:
         env = f"{ENV_PREFIX}{name.upper()}"
         print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
+    print("\nrouting (client model -> back end; unlisted models go to default):")
+    for backend in settings.routing_table():
+        print(f"  {backend['name']} ({backend['kind']}{' ' + backend['url'] if backend['url'] else ''}): "
+              f"{', '.join(backend['models']) or '-'}")
     return 0
 
 

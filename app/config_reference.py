@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from statemachine import get_format, registered_formats
 
-from .settings import CONFIG_FILE_ENV, ENV_PREFIX, SECTIONS, ModelRoute
+from .settings import CONFIG_FILE_ENV, DEFAULT_UPSTREAM, ENV_PREFIX, SECTIONS, ModelRoute, NamedUpstream
 
 #: The environment variables gunicorn's settings (``app/gunicorn.conf.py``) read: ``(name, default, meaning)``.
 GUNICORN_ENV = (
@@ -50,6 +50,11 @@ heartbeat_seconds = 5
 [model_map]
 "gpt-4o" = "qwen2.5:7b"
 "qwen3" = {{ model = "qwen3:32b", tool_mode = "native" }}
+"coder" = {{ model = "qwen3-coder", upstream = "vllm" }}
+
+[upstreams.vllm]
+kind = "openai"
+url = "http://10.0.0.5:8000/v1"
 ```
 """
 
@@ -60,6 +65,7 @@ def render_reference() -> str:
     for section in SECTIONS:
         parts.append(_section(section))
     parts.append(_model_routes())
+    parts.append(_named_upstreams())
     parts.append(_formats_by_model_name())
     parts.append(_gunicorn())
     return "\n".join(parts)
@@ -82,6 +88,17 @@ def _model_routes() -> str:
              "A `model_map` value is the back-end model's name, or an object with any of these keys (unset keys "
              "take the setting of the same name):", ""]
     lines += [_setting(name, field) for name, field in ModelRoute.model_fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _named_upstreams() -> str:
+    lines = ["## Named back ends", "",
+             f"The back end the Back end section describes is named `{DEFAULT_UPSTREAM}` and serves every model "
+             "not routed elsewhere. Each entry of `upstreams` (`[upstreams.NAME]` in the file) is one more, "
+             "serving the `model_map` entries whose `upstream` names it and the names in its `models` (see "
+             "[backends.md](backends.md#several-back-ends)). Its keys (unset keys take the top-level setting "
+             "named, checked as that setting is):", ""]
+    lines += [_setting(name, field) for name, field in NamedUpstream.model_fields.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -122,12 +139,16 @@ def _type_name(annotation: Any) -> str:
         return " or ".join(_type_name(arg) for arg in args)
     if origin is dict:
         return "object"
+    if origin is list:
+        return "list of " + _type_name(args[0])
     names = {bool: "true/false", int: "integer", float: "number", str: "text", SecretStr: "secret", Path: "path",
-             ModelRoute: "object"}
+             ModelRoute: "object", NamedUpstream: "object"}
     return names[annotation]
 
 
 def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "none (required)"
     if field.default_factory is not None:
         return f"`{field.default_factory()}`"  # type: ignore[call-arg]  # factories here take no arguments
     value = field.default

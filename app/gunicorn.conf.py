@@ -14,6 +14,7 @@ import logging
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -143,16 +144,29 @@ if _OWN_METRICS_DIR:
 
 
 def on_starting(server):
-    """Refuse a command line that would serve nothing (no worker, or workers that take no connection, hang
-    every client), before the master binds; start from empty metrics: drop the files of a previous run."""
+    """Before the master binds: refuse a command line that would serve nothing (no worker, or workers that
+    take no connection, hang every client) and settings toolwire cannot start with; start from empty metrics:
+    drop the files of a previous run."""
     for option in ("workers", "worker_connections"):
         if getattr(server.cfg, option) < 1:
             sys.exit(f"toolwire cannot start: --{option.replace('_', '-')} must be at least 1, "
                      f"not {getattr(server.cfg, option)}")
+    _check_settings()
     directory = Path(os.environ[_METRICS_ENV])
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):
         stale.unlink()
+
+
+def _check_settings():
+    """``toolwire check`` in a child Python (the master must not import the app): its one line stops the start.
+    Left to the workers, each would fail on its own, and gunicorn's master, halting on the first, prints a
+    traceback of its own when a second one exits meanwhile."""
+    paths = os.pathsep.join(path for path in sys.path if path)  # the master's --chdir and --pythonpath too
+    done = subprocess.run([sys.executable, "-m", "app.cli", "check"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": paths}, stdin=subprocess.DEVNULL)
+    if done.returncode:
+        sys.exit(done.stderr.strip() or f"toolwire cannot start: its settings check exited {done.returncode}")
 
 
 def child_exit(server, worker):

@@ -7,19 +7,22 @@ a table in the file. A ``model_map`` value is the upstream model's name, or an
 object that may also set the model's tool mode and say that its chat template
 opens the reasoning block itself:
 ``{"gpt-4o": {"model": "qwen3", "tool_mode": "native", "opens_reasoning": true}}``;
-it may also set the model's ``tool_format`` and ``accept_formats``.
+it may also set the model's ``tool_format`` and ``accept_formats``, and name the back end that serves it
+(``"upstream": "ollama"``, one of ``upstreams``; unset = the default back end, ``upstream_url`` & co.).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
+                      model_validator)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -34,6 +37,10 @@ ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
 _NESTED = "__"
 _MASK = "**********"
+#: The name of the back end ``upstream_url`` & co. describe, which serves every model not routed elsewhere.
+DEFAULT_UPSTREAM = "default"
+#: What a back end's name in ``upstreams`` may hold (it labels metrics and log lines).
+UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 #: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
 STORE_SCHEMES = ("sqlite", "redis", "rediss")
 
@@ -89,7 +96,17 @@ class ModelRoute(BaseModel):
                                                                 "unset = reasoning")
     max_output_tokens: int | None = Field(
         None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
-
+    stop_after_tools: Literal["off", "first"] | None = Field(
+        None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
+    constrain_calls: bool | None = Field(
+        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
+                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    upstream: str | None = Field(
+        None, description="The back end serving this model: a name in upstreams; unset = the default back end")
+    fallback: list[str] = Field(
+        default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
+                                          "one before refuses the connection or answers 5xx before its first "
+                                          "byte; each gets this entry's settings")
 
     @field_validator("tool_format")
     @classmethod
@@ -100,6 +117,59 @@ class ModelRoute(BaseModel):
     @classmethod
     def _known_accept(cls, value: str | None) -> str | None:
         return None if value is None else _check_accept(value)
+
+
+class NamedUpstream(BaseModel):
+    """One back end of ``upstreams``: its kind, address and the settings that differ from the top-level ones.
+
+    Unset keys take the top-level setting they stand for (:data:`UPSTREAM_KEYS`); values are checked as that
+    setting is.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["openai", "codex", "demo"] = Field(
+        description="openai (an OpenAI-compatible HTTP API at url), codex (a Codex app-server) or demo")
+    url: str | None = Field(None, description="Base URL of its Chat Completions API, up to and including /v1")
+    api_key: SecretStr | None = Field(None, description="Bearer key sent to it (masked like upstream_api_key)")
+    models: list[str] = Field(
+        default_factory=list, description="Back-end model names routed to it as they are, without a model_map "
+                                          "entry (a name two back ends list is refused at start)")
+    connect_timeout: float | None = Field(None, description="upstream_connect_timeout for it")
+    read_timeout: float | None = Field(None, description="upstream_read_timeout for it")
+    write_timeout: float | None = Field(None, description="upstream_write_timeout for it")
+    idle_content_seconds: float | None = Field(None, description="upstream_idle_content_seconds for it")
+    max_event_bytes: int | None = Field(None, description="upstream_max_event_bytes for it")
+    max_body_bytes: int | None = Field(None, description="upstream_max_body_bytes for it")
+    max_concurrent: int | None = Field(None, description="upstream_max_concurrent for it")
+    opens_reasoning: bool | None = Field(None, description="upstream_opens_reasoning for it")
+    tool_mode: ToolMode | None = Field(None, description="tool_mode for its models")
+    tool_format: str | None = Field(None, description="tool_format for its models")
+    accept_formats: str | None = Field(None, description="accept_formats for its models")
+    reasoning: ReasoningOutput | None = Field(None, description="reasoning for its models")
+    max_output_tokens: int | None = Field(None, description="max_output_tokens for its models")
+    demo_model: str | None = Field(None, description="demo_model, for a demo back end")
+    codex_command: str | None = Field(None, description="codex_command, for a Codex back end")
+    codex_home: str | None = Field(None, description="codex_home, for a Codex back end")
+    codex_provider_url: str | None = Field(None, description="codex_provider_url, for a Codex back end")
+    codex_provider_api_key: SecretStr | None = Field(None, description="codex_provider_api_key, for a Codex "
+                                                                       "back end")
+    codex_recycle_requests: int | None = Field(None, description="codex_recycle_requests, for a Codex back end")
+    codex_max_turns: int | None = Field(None, description="codex_max_turns, for a Codex back end")
+
+    def overrides(self) -> dict[str, Any]:
+        """The top-level settings this back end sets, by their names (:data:`UPSTREAM_KEYS`)."""
+        return {UPSTREAM_KEYS.get(key, key): value for key, value in self if key != "models" and value is not None}
+
+
+#: The keys of a :class:`NamedUpstream` that stand for a top-level setting of another name.
+UPSTREAM_KEYS = {
+    "kind": "upstream_kind", "url": "upstream_url", "api_key": "upstream_api_key",
+    "connect_timeout": "upstream_connect_timeout", "read_timeout": "upstream_read_timeout",
+    "write_timeout": "upstream_write_timeout", "idle_content_seconds": "upstream_idle_content_seconds",
+    "max_event_bytes": "upstream_max_event_bytes", "max_body_bytes": "upstream_max_body_bytes",
+    "max_concurrent": "upstream_max_concurrent", "opens_reasoning": "upstream_opens_reasoning",
+}
 
 
 class UpstreamSettings(BaseModel):
@@ -130,6 +200,16 @@ class UpstreamSettings(BaseModel):
     upstream_max_body_bytes: int = Field(
         64 * 1024 * 1024, gt=0, description="Largest non-streamed back-end JSON answer "
                                              "(502 upstream_too_large past it)")
+    upstream_max_concurrent: int = Field(
+        0, ge=0, description="Generations in flight per worker to this back end (above it 429 with "
+                             "Retry-After: 1, the other back ends unaffected); 0 = only max_concurrent_streams")
+    upstream_opens_reasoning: bool = Field(
+        False, description="Every model of the back end has a chat template that opens <think> itself "
+                           "(a model_map object's opens_reasoning wins)")
+    upstreams: dict[str, NamedUpstream] = Field(
+        default_factory=dict, description="More back ends by name, each serving the models routed to it (see "
+                                          "Named back ends below); JSON in the environment, [upstreams.NAME] "
+                                          "tables in the file; the one above is named default")
 
 
 class ModelSettings(BaseModel):
@@ -330,6 +410,11 @@ class ObservabilitySettings(BaseModel):
         return value.upper()
 
 
+class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
+                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings):
+    """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
+
+
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
@@ -363,6 +448,101 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
+    _routed: dict[str, Settings] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_upstreams(self) -> Settings:
+        for name, named in self.upstreams.items():
+            if name == DEFAULT_UPSTREAM or not UPSTREAM_NAME.fullmatch(name):
+                raise ValueError(f"upstreams: {name!r} cannot name a back end ('{DEFAULT_UPSTREAM}' is the one "
+                                 "upstream_url describes; a name is a letter, then letters, digits, '_', '.', '-')")
+            try:
+                _AllSettings.model_validate({**self._section_values(), **named.overrides()})
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                raise ValueError(f"upstreams.{name}: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+            if named.kind == "openai" and not named.url:
+                raise ValueError(f"upstreams.{name}: kind openai needs a url")
+        for client, route in self.model_map.items():
+            if not isinstance(route, ModelRoute):
+                continue
+            for target in (route.upstream, *route.fallback):
+                if target not in (None, DEFAULT_UPSTREAM, *self.upstreams):
+                    raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
+            if self.route(client) in route.fallback or len(set(route.fallback)) < len(route.fallback):
+                raise ValueError(f"model_map.{client}: a fallback repeats a back end")
+        listed: dict[str, str] = {}
+        for name, named in self.upstreams.items():
+            for model in self._listed(named):
+                if listed.setdefault(model, name) != name:
+                    raise ValueError(f"upstreams: {model!r} is in the models of both {listed[model]} and {name}")
+        return self
+
+    def _section_values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _AllSettings.model_fields}
+
+    def upstream_names(self) -> list[str]:
+        """Every back end's name: ``default`` first, then ``upstreams`` in their order."""
+        return [DEFAULT_UPSTREAM, *self.upstreams]
+
+    def route(self, client_model: Any) -> str:
+        """The name of the back end serving a client's ``model``: its ``model_map`` object's ``upstream`` (a
+        ``model_map`` entry without one: ``default``), else the back end of ``upstreams`` whose ``models`` list
+        holds it (or whose demo serves it), else ``default``. Routing never asks a back end: it does not change
+        while one is down."""
+        if not isinstance(client_model, str):
+            return DEFAULT_UPSTREAM
+        route = self.model_map.get(client_model)
+        if route is not None:
+            return (route.upstream if isinstance(route, ModelRoute) else None) or DEFAULT_UPSTREAM
+        return next((name for name, named in self.upstreams.items() if client_model in self._listed(named)),
+                    DEFAULT_UPSTREAM)
+
+    def fallbacks(self, client_model: Any) -> list[str]:
+        """The back ends tried in turn after :meth:`route`'s for a client's ``model`` (its ``model_map``
+        object's ``fallback``)."""
+        route = self.model_map.get(client_model) if isinstance(client_model, str) else None
+        return list(route.fallback) if isinstance(route, ModelRoute) else []
+
+    def _listed(self, named: NamedUpstream) -> list[str]:
+        """The model names a back end of ``upstreams`` serves unmapped: its ``models``, a demo's own model."""
+        return [*named.models, named.demo_model or self.demo_model] if named.kind == "demo" else named.models
+
+    def for_upstream(self, name: str) -> Settings:
+        """The settings as the back end ``name`` sees them: its own keys over the top-level settings, and only
+        the ``model_map`` entries routed to it (or falling back to it), its ``models`` as entries of their own
+        (``default_upstream_model`` stays the default back end's).
+
+        Raises:
+            KeyError: no back end has that name.
+        """
+        if name == DEFAULT_UPSTREAM and not self.upstreams:
+            return self
+        routed = self._routed.get(name)
+        if routed is None:
+            named = self.upstreams.get(name) if name != DEFAULT_UPSTREAM else None
+            if name != DEFAULT_UPSTREAM and named is None:
+                raise KeyError(name)
+            update = named.overrides() if named else {}
+            own = {model: model for model in (self._listed(named) if named else ()) if model not in self.model_map}
+            update["model_map"] = {**{client: route for client, route in self.model_map.items()
+                                      if name in (self.route(client), *self.fallbacks(client))}, **own}
+            if named:
+                update.update(upstreams={}, default_upstream_model=None,
+                              codex_work_dir=str(Path(self.codex_work_dir) / name))
+            routed = self._routed[name] = self.model_copy(update=update)
+        return routed
+
+    def routing_table(self) -> list[dict[str, Any]]:
+        """Each back end as ``toolwire config`` and the debug page show it: ``name``, ``kind``, ``url``
+        (password masked), and the client model names routed to it (the default also gets every other name)."""
+        table = []
+        for name in self.upstream_names():
+            routed = self.for_upstream(name)
+            table.append({"name": name, "kind": routed.backend, "url": mask_url(routed.upstream_url or ""),
+                          "models": sorted(routed.model_map)})
+        return table
+
     @property
     def backend(self) -> str:
         """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
@@ -392,7 +572,9 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     def opens_reasoning(self, client_model: str) -> bool:
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
         route = self.model_map.get(client_model)
-        return isinstance(route, ModelRoute) and bool(route.opens_reasoning)
+        if isinstance(route, ModelRoute) and route.opens_reasoning is not None:
+            return route.opens_reasoning
+        return self.upstream_opens_reasoning
 
     def tool_format_for(self, client_model: str) -> str:
         """The format taught to a client's ``model``: its ``model_map`` object's ``tool_format``, else
@@ -403,6 +585,19 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         if fmt != "auto":
             return fmt
         return format_for_model(self.upstream_model(client_model)) or "tool_call"
+
+    def stop_after_tools_for(self, client_model: str) -> str:
+        """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
+        model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
+        route = self.model_map.get(client_model)
+        if isinstance(route, ModelRoute) and route.stop_after_tools:
+            return route.stop_after_tools
+        return self.stop_after_tools
+
+    def constrain_calls_for(self, client_model: str) -> bool:
+        """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
+        route = self.model_map.get(client_model)
+        return isinstance(route, ModelRoute) and bool(route.constrain_calls)
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""
@@ -564,6 +759,18 @@ def _display(name: str, value: Any) -> str:
         return mask_url(value)
     if value is None:
         return ""
+    if name == "upstreams":
+        return json.dumps({key: _upstream_display(named) for key, named in value.items()})
     if name == "model_map":
-        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_none=True) for k, v in value.items()})
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True)
+                           for k, v in value.items()})
     return str(value)
+
+
+def _upstream_display(named: NamedUpstream) -> dict[str, Any]:
+    """A back end of ``upstreams`` as ``toolwire config`` shows it: set keys only, keys and URL passwords masked."""
+    shown = named.model_dump(mode="json", exclude_defaults=True)
+    for key in ("url", "codex_provider_url"):
+        if key in shown:
+            shown[key] = mask_url(shown[key])
+    return shown

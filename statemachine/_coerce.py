@@ -96,7 +96,8 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "integer" if value.is_integer() else "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "null")
 
 
 def coerce_parameters(params: Mapping[str, str], schema: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -14,6 +14,8 @@ bug.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ToolwireError(Exception):
     """Base class of every exception the core raises."""
@@ -30,7 +32,7 @@ class ProtocolError(ToolwireError):
 
     status_hint = 500
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: Any, **kwargs: Any) -> ProtocolError:
         if cls is ProtocolError:
             raise TypeError("ProtocolError is abstract; raise UsageError or ModelOutputError")
         return super().__new__(cls)
@@ -43,7 +45,7 @@ class ProtocolError(ToolwireError):
             self.status_hint = status_hint
 
     @property
-    def event_hint(self) -> dict:
+    def event_hint(self) -> dict[str, Any]:
         """The OpenAI error object (``{"message","type","param","code"}``) for this failure."""
         return {"message": self.message, "type": "server_error", "param": None, "code": self.code}
 

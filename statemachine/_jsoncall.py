@@ -1,24 +1,24 @@
-"""The JSON call reader: call objects ``{"name": …, "arguments": {…}}`` and blocks of them.
+"""The JSON call object reader: one call object ``{"name": …, "arguments": {…}}``, streamed.
 
 Shared by the ``tool_call`` format, bare JSON at the start of a message and
 fenced JSON (parsing.md 2.1 A, 2.2), and by any registered format whose block
-holds JSON call objects (:class:`JsonCallsBody` is public as
-``statemachine.formats.JsonCallsReader``).
+holds JSON call objects (the block reader, :mod:`._jsonblock`).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._jsonlex import StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
-from ._scanning import DONE, MORE, WS as _WS, opener_at, skip_to
+from ._reader import DONE, MORE, Outcome
+from ._scanning import NON_WS, Stop, opener_at
 
 if TYPE_CHECKING:
-    from .formats._base import CallSink
-    from .formats.function import FunctionBody
+    from ._reader import CallSink
 
 NAME_KEYS = frozenset({"name", "tool_name"})
 NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is a string
@@ -26,6 +26,34 @@ ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", 
 WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
 _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
+
+
+class Reading(str, enum.Enum):
+    """What a :class:`JsonCallParser`'s current sub-reader reads (a ``str`` enum: table lookups hash it in C)."""
+
+    ARGS = "args"  #: the arguments' object (or array) value, streamed
+    SKIP = "skip"  #: another key's object or array value, passed over
+    LITERAL = "literal"  #: a number, ``true``, ``false`` or ``null``
+    KEY = "key"  #: a key
+    NAME = "name"  #: the function name's string
+    ARGS_STRING = "args_string"  #: arguments written as a string that holds an object
+    SKIP_STRING = "skip_string"  #: another key's string value
+    RELAXED = "relaxed"  #: the whole object, read again as relaxed JSON (case 25)
+
+
+class Expect(str, enum.Enum):
+    """What the call object's grammar expects next, outside any value."""
+
+    OPEN = "open"
+    KEY = "key"
+    COLON = "colon"
+    VALUE = "value"
+    COMMA = "comma"  #: a comma or the closing brace
+
+
+#: A step of the parser: ``(None, pos)`` reads on from ``pos``; ``(MORE, len(buf))``: the object is still
+#: open; ``(DONE, end)``: it closed; a :class:`~statemachine._scanning.Stop`: why it stopped at ``pos``.
+ParseStep = tuple[Outcome | Stop | None, int]
 
 
 class JsonCallParser:
@@ -43,10 +71,10 @@ class JsonCallParser:
     was reported, restarts the object as relaxed JSON: it is read to its end,
     parsed once, and its name and canonical arguments are reported then.
 
-    ``feed`` returns ``None`` while the object is open, else ``(status, pos)``
-    with status ``DONE`` (then :meth:`complete` reports it), ``"invalid"`` (a
-    grammar violation at ``pos``), ``"opener"`` (a call opener outside strings
-    interrupts the object at ``pos``) or ``"partial"`` (maybe an opener, cut
+    ``feed`` returns ``(MORE, len(buf))`` while the object is open, else ``(status, pos)``
+    with status ``DONE`` (then :meth:`complete` reports it), ``Stop.INVALID`` (a
+    grammar violation at ``pos``), ``Stop.OPENER`` (a call opener outside strings
+    interrupts the object at ``pos``) or ``Stop.PARTIAL`` (maybe an opener, cut
     by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
     """
 
@@ -55,8 +83,8 @@ class JsonCallParser:
         self.bare = bare
         self.stops = ctx.openers
         self.levels = 0
-        self.expect = "open"
-        self.reading: str | None = None  # what the current sub-reader is for
+        self.expect = Expect.OPEN
+        self.reading: Reading | None = None  # what the current sub-reader is for
         self.lexer: ValueLexer | None = None
         self.string: StringReader | None = None
         self.literal: list[str] = []
@@ -74,97 +102,125 @@ class JsonCallParser:
         self.relaxed_room = 0  # how much more of a relaxed call object may be held
         self._start = 0  # where the current feed began
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int] | None:
-        self._start = pos
-        result = self._feed(buf, pos)
-        if self.raw is not None:
-            self.raw.append(buf[pos:len(buf) if result is None else result[1]])
-        return result
-
-    def _feed(self, buf: str, pos: int) -> tuple[str, int] | None:
+    def feed(self, buf: str, pos: int) -> ParseStep:
+        self._start = start = pos
         n = len(buf)
+        status: Outcome | Stop | None = MORE
         while pos < n:
             reading = self.reading
-            if reading is not None:
-                if reading == "relaxed":
-                    return self._feed_relaxed(buf, pos)
-                if reading in ("args", "skip"):
-                    text, end = self.lexer.feed(buf, pos)
-                    if text:
-                        self._args(text)
-                    if end is None:
-                        return None
-                    if self.lexer.stopped:
-                        return self.lexer.stopped, end
-                    self.repaired |= self.lexer.repaired
-                    self.invalid |= self.lexer.failed
-                    pos = end
-                elif reading == "literal":
-                    m = _LITERAL_END.search(buf, pos)
-                    if m is None:
-                        self.literal.append(buf[pos:])
-                        return None
-                    self.literal.append(buf[pos:m.start()])
-                    pos = m.start()
-                    self._literal_done()
-                else:
-                    end = self.string.feed(buf, pos)
-                    if end is None:
-                        return None
-                    pos = end
-                    self._string_done(reading)
-                if self.reading == reading:
-                    self.reading = None
-                if self.expect == "key" and reading == "key":
-                    self.expect = "colon"
-                elif reading != "key":
-                    self.expect = "comma"
+            if reading is not None:  # a value, key or name is being read
+                status, pos = _SUB_READERS[reading](self, buf, pos)
+                if status is not None:
+                    break
+                self._read(reading)
                 continue
+            m = NON_WS.search(buf, pos)
+            if m is None:
+                status, pos = MORE, n
+                break
+            pos = m.start()
             ch = buf[pos]
-            if ch in _WS:
-                pos += 1
-                continue
             if ch == "<":  # never JSON here: a new call's opener, or a grammar violation
-                return opener_at(buf, pos, self.stops) or "invalid", pos
-            expect = self.expect
-            if expect == "open":
-                self.levels = 1  # a parser starts at its object's '{'
-                self.expect = "key"
-            elif expect == "key":
-                if ch == '"':
-                    self.string = StringReader()
-                    self.reading = "key"
-                elif ch == "}":
-                    if self._close_level():
-                        return DONE, pos + 1
-                else:
-                    return self._relax(buf, pos)
-            elif expect == "colon":
-                if ch != ":":
-                    return self._relax(buf, pos)
-                self.expect = "value"
-            elif expect == "value":
-                if ch not in _JSON_VALUE_START:
-                    return self._relax(buf, pos)
-                if not self._start_value(ch):
-                    continue  # the value's reader consumes this character itself
-            else:  # comma
-                if ch == ",":
-                    self.expect = "key"
-                elif ch == "}":
-                    if self._close_level():
-                        return DONE, pos + 1
-                else:
-                    return self._relax(buf, pos)
-            pos += 1
-        return None
+                status = opener_at(buf, pos, self.stops) or Stop.INVALID
+                break
+            status, pos = _GRAMMAR[self.expect](self, buf, pos, ch)
+            if status is not None:
+                break
+        else:
+            status = MORE
+        if self.raw is not None:
+            self.raw.append(buf[start:pos])
+        return status, pos
+
+    def _read(self, reading: Reading) -> None:
+        """The sub-reader for ``reading`` is done: what the grammar expects next."""
+        if self.reading is reading:
+            self.reading = None
+        if reading is not Reading.KEY:
+            self.expect = Expect.COMMA
+        elif self.expect is Expect.KEY:
+            self.expect = Expect.COLON
+
+    # sub-readers: one per kind of value ------------------------------------------
+
+    def _read_lexed(self, buf: str, pos: int) -> ParseStep:
+        """An object or array value: streamed (the arguments) or passed over."""
+        lexer = self.lexer
+        assert lexer is not None
+        text, end = lexer.feed(buf, pos)
+        if text:
+            self._args(text)
+        if end is None:
+            return MORE, len(buf)
+        if lexer.stopped:
+            return lexer.stopped, end
+        self.repaired |= lexer.repaired
+        self.invalid |= lexer.failed
+        return None, end
+
+    def _read_literal(self, buf: str, pos: int) -> ParseStep:
+        m = _LITERAL_END.search(buf, pos)
+        if m is None:
+            self.literal.append(buf[pos:])
+            return MORE, len(buf)
+        self.literal.append(buf[pos:m.start()])
+        self._literal_done()
+        return None, m.start()
+
+    def _read_string(self, buf: str, pos: int) -> ParseStep:
+        """A key, the name, or a string value."""
+        string = self.string
+        assert string is not None and self.reading is not None
+        end = string.feed(buf, pos)
+        if end is None:
+            return MORE, len(buf)
+        self._string_done(self.reading, string)
+        return None, end
+
+    # the call object's grammar: one method per expectation ----------------------
+
+    def _at_open(self, buf: str, pos: int, ch: str) -> ParseStep:
+        self.levels = 1  # a parser starts at its object's '{'
+        self.expect = Expect.KEY
+        return None, pos + 1
+
+    def _at_key(self, buf: str, pos: int, ch: str) -> ParseStep:
+        if ch == '"':
+            self.string = StringReader()
+            self.reading = Reading.KEY
+            return None, pos + 1
+        if ch == "}":
+            return self._closing_brace(pos)
+        return self._relax(buf, pos)
+
+    def _at_colon(self, buf: str, pos: int, ch: str) -> ParseStep:
+        if ch != ":":
+            return self._relax(buf, pos)
+        self.expect = Expect.VALUE
+        return None, pos + 1
+
+    def _at_value(self, buf: str, pos: int, ch: str) -> ParseStep:
+        if ch not in _JSON_VALUE_START:
+            return self._relax(buf, pos)
+        return None, pos + 1 if self._start_value(ch) else pos  # else the value's reader reads ``ch`` itself
+
+    def _at_comma(self, buf: str, pos: int, ch: str) -> ParseStep:
+        if ch == ",":
+            self.expect = Expect.KEY
+            return None, pos + 1
+        if ch == "}":
+            return self._closing_brace(pos)
+        return self._relax(buf, pos)
+
+    def _closing_brace(self, pos: int) -> ParseStep:
+        return (DONE if self._close_level() else None), pos + 1
 
     # relaxed JSON (case 25) ----------------------------------------------------
 
-    def _relax(self, buf: str, pos: int) -> tuple[str, int] | None:
+    def _relax(self, buf: str, pos: int) -> ParseStep:
         """The call object broke strict JSON at ``pos``: read it again from its start as relaxed JSON."""
         if self.raw is None:  # argument text went out already: too late
-            return "invalid", pos
+            return Stop.INVALID, pos
         text = "".join(self.raw) + buf[self._start:pos]
         self.raw = None
         self.held = []
@@ -172,36 +228,38 @@ class JsonCallParser:
         self.relaxed = RelaxedValue(stops=self.stops, halt=True)
         self.relaxed.feed(text, 0)  # strict JSON so far, so it neither ends nor fails here
         self.relaxed_room = self.ctx.config.policy.hold_limit - len(text)
-        self.reading = "relaxed"
-        return self._feed(buf, pos)
+        self.reading = Reading.RELAXED
+        return None, pos  # read on by the relaxed reader
 
-    def _feed_relaxed(self, buf: str, pos: int) -> tuple[str, int] | None:
+    def _read_relaxed(self, buf: str, pos: int) -> ParseStep:
         """Read on in the relaxed call object; nothing of it went out, so it is held, at most
         ``hold_limit`` characters (the size valve, 4.1): past that it is not a call."""
+        relaxed = self.relaxed
+        assert relaxed is not None
         room = self.relaxed_room
         cut = len(buf) - pos > room
-        end = self.relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
-        stopped = self.relaxed.stopped
-        if end is None or (cut and stopped == "partial"):
+        end = relaxed.feed(buf[:pos + max(room, 0)] if cut else buf, pos)
+        stopped = relaxed.stopped
+        if end is None or (cut and stopped is Stop.PARTIAL):
             if cut:
-                return "invalid", pos + max(room, 0) if end is None else end
+                return Stop.INVALID, pos + max(room, 0) if end is None else end
             self.relaxed_room -= len(buf) - pos
-            return None
+            return MORE, len(buf)
         if stopped:
             self.relaxed_room -= end - pos
             return stopped, end
-        return ("invalid", end) if self.relaxed.failed else self._relaxed_call(end)
+        return (Stop.INVALID, end) if relaxed.failed else self._relaxed_call(relaxed, end)
 
-    def _relaxed_call(self, end: int) -> tuple[str, int]:
+    def _relaxed_call(self, relaxed: RelaxedValue, end: int) -> ParseStep:
         """Report the name and canonical arguments of the relaxed call object that ended at ``end``."""
         self.reading = None
         self.repaired = True
         try:
-            name, arguments, has_args = call_parts(json.loads(self.relaxed.text()))
+            name, arguments, has_args = call_parts(json.loads(relaxed.text() or ""))
         except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
-            return "invalid", end
+            return Stop.INVALID, end
         if name is None:
-            return "invalid", end
+            return Stop.INVALID, end
         self.name = name
         self.saw_args = has_args
         if not self.bare or has_args:
@@ -229,50 +287,50 @@ class JsonCallParser:
             self.saw_args = True
             if ch == "[":
                 self.invalid = True  # arguments must be an object
-            consumed = self._read_value(ch, "args")
-            if self.reading == "args":
+            consumed = self._read_value(ch, Reading.ARGS)
+            if self.reading is Reading.ARGS:
                 self._name_ready()
-            elif self.reading == "literal":
+            elif self.reading is Reading.LITERAL:
                 self.key = "args_literal"  # only ``null`` is accepted (as {})
             return consumed
         if (key in NAME_KEYS or key in NAME_ALIASES) and ch == '"' and self.name is None:
             self.string = StringReader()
-            self.reading = "name"
+            self.reading = Reading.NAME
             return True
         if key in WRAPPER_KEYS and ch == "{":
             self.levels += 1
-            self.expect = "key"
+            self.expect = Expect.KEY
             return True
-        return self._read_value(ch, "skip")
+        return self._read_value(ch, Reading.SKIP)
 
-    def _read_value(self, ch: str, kind: str) -> bool:
-        """Start the reader for a value beginning with ``ch``: ``kind`` ``"args"`` streams an object or
-        array value, ``"skip"`` passes over it. Return whether ``ch`` was consumed here."""
+    def _read_value(self, ch: str, kind: Reading) -> bool:
+        """Start the reader for a value beginning with ``ch``: ``kind`` ``ARGS`` streams an object or
+        array value, ``SKIP`` passes over it. Return whether ``ch`` was consumed here."""
         if ch in "{[":
-            self.lexer = ValueLexer(emit=kind == "args", stops=self.stops)
+            self.lexer = ValueLexer(emit=kind is Reading.ARGS, stops=self.stops)
             self.reading = kind
             return False
         if ch == '"':
             self.string = StringReader()
-            self.reading = kind + "_string"
+            self.reading = Reading.ARGS_STRING if kind is Reading.ARGS else Reading.SKIP_STRING
             return True
-        self.reading = "literal"
+        self.reading = Reading.LITERAL
         self.literal = []
         return False
 
-    def _string_done(self, reading: str) -> None:
-        if reading == "key":
-            self.key = self.string.decoded() or ""
-        elif reading == "name":
-            self.name = self.string.decoded() or ""
+    def _string_done(self, reading: Reading, string: StringReader) -> None:
+        if reading is Reading.KEY:
+            self.key = string.decoded() or ""
+        elif reading is Reading.NAME:
+            self.name = string.decoded() or ""
             if not self.bare or self.saw_args:
                 self.ctx.call_name(self.name)
                 if not self.holding_alias:
                     self._release_held()
-        elif reading == "args_string":
-            decoded = self.string.decoded()
+        elif reading is Reading.ARGS_STRING:
+            decoded = string.decoded()
             arguments = None if decoded is None else object_text(decoded)
-            if arguments is not None:
+            if arguments is not None and decoded is not None:
                 self.repaired |= arguments != decoded.strip()  # relaxed JSON, made canonical
                 self._name_ready()
                 self._args(arguments)
@@ -287,7 +345,7 @@ class JsonCallParser:
             else:
                 self.invalid = True
         self.reading = None
-        self.expect = "comma"
+        self.expect = Expect.COMMA
 
     def _name_ready(self) -> None:
         """In bare mode the name is reported only once an arguments value begins."""
@@ -298,8 +356,9 @@ class JsonCallParser:
         """Argument text: held while it is an alias key's, or in bare mode until the name is known."""
         if self.holding_alias or (self.bare and self.name is None):
             self.held.append(text)
-        else:
-            self._send(text)
+        else:  # _send, inlined: this is the arguments' path per chunk
+            self.raw = None
+            self.ctx.call_args(text)
 
     def _send(self, text: str) -> None:
         self.raw = None  # reported: the object can no longer be read again as relaxed JSON
@@ -314,7 +373,7 @@ class JsonCallParser:
     def _close_level(self) -> bool:
         self.levels -= 1
         if self.levels > 0:
-            self.expect = "comma"
+            self.expect = Expect.COMMA
             return False
         return True
 
@@ -331,6 +390,29 @@ class JsonCallParser:
         if not self.saw_args:
             self._send("{}")
         return True
+
+
+
+#: The sub-reader of each kind of value.
+_SUB_READERS: dict[Reading, Callable[[JsonCallParser, str, int], ParseStep]] = {
+    Reading.ARGS: JsonCallParser._read_lexed,
+    Reading.SKIP: JsonCallParser._read_lexed,
+    Reading.LITERAL: JsonCallParser._read_literal,
+    Reading.KEY: JsonCallParser._read_string,
+    Reading.NAME: JsonCallParser._read_string,
+    Reading.ARGS_STRING: JsonCallParser._read_string,
+    Reading.SKIP_STRING: JsonCallParser._read_string,
+    Reading.RELAXED: JsonCallParser._read_relaxed,
+}
+
+#: The grammar's reader of a significant character for each expectation.
+_GRAMMAR: dict[Expect, Callable[[JsonCallParser, str, int, str], ParseStep]] = {
+    Expect.OPEN: JsonCallParser._at_open,
+    Expect.KEY: JsonCallParser._at_key,
+    Expect.COLON: JsonCallParser._at_colon,
+    Expect.VALUE: JsonCallParser._at_value,
+    Expect.COMMA: JsonCallParser._at_comma,
+}
 
 
 def object_text(text: str) -> str | None:
@@ -356,7 +438,7 @@ def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
     name = None
     args: dict[str, Any] = {}
 
-    def walk(level: dict) -> None:
+    def walk(level: dict[str, Any]) -> None:
         nonlocal name
         for key, value in level.items():
             if key in WRAPPER_KEYS and isinstance(value, dict):
@@ -378,165 +460,3 @@ def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
     if isinstance(value, str):
         return name, object_text(value), True
     return name, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None, True
-
-
-class JsonCallsBody:
-    """Body of ``<tool_call>`` (and of a bare JSON call at message start).
-
-    Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
-    call objects, or a ``<function=…>`` block (Qwen3-Coder). After the calls, the
-    closer (or a mismatched ``</…>`` closer) ends the block; a stray ``}``,
-    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly. A new
-    opener inside an unfinished object interrupts it (case 14).
-
-    A call object that closed is ended only once what follows shows the block
-    went on (the closer, a separator, the next call, prose): at the end of the
-    stream it is an unclosed block, which an upstream ``length`` makes
-    unusable (4.11). Bare JSON has no closer, so its calls end at once.
-
-    ``closer`` ``None`` reads a block that ends by syntax alone (a registered
-    format such as Mistral's ``[TOOL_CALLS][…]``): it ends at the first text
-    that is no call, separator or array end.
-    """
-
-    def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
-        self.ctx = ctx
-        self.closer = closer
-        self.bare = bare
-        self.state = "start"
-        self.parser: JsonCallParser | None = None
-        self.inner: FunctionBody | None = None
-        self.in_array = False
-        self.calls = 0
-        self.stray_dropped = False
-        self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
-
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
-        n = len(buf)
-        while pos < n:
-            if self.parser is not None:
-                result = self.parser.feed(buf, pos)
-                if result is None:
-                    return MORE, n
-                status, pos = result
-                if status == "partial":
-                    return MORE, pos
-                parser, self.parser = self.parser, None
-                self.calls += 1
-                if status == "opener":
-                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-                    return DONE, pos
-                if status == "invalid":
-                    if self.bare or self.calls > 1 or not self.closer:
-                        self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-                        return DONE, pos
-                    self.state = "skip_to_closer"
-                    self.ctx.call_invalid()
-                    continue
-                self.state = "after"
-                if parser.complete():
-                    self.ending = (parser.repaired, parser.invalid)
-                    if self.bare:
-                        self._end_call()
-                continue
-            if self.inner is not None:
-                status, pos = self.inner.feed(buf, pos)
-                if status == MORE:
-                    return MORE, pos
-                self.inner = None
-                self.calls += 1
-                self.state = "after"
-                continue
-            state = self.state
-            if state == "skip_to_closer":
-                hit, end = skip_to(buf, pos, self.closer, self.ctx.openers)
-                if hit is None:
-                    return MORE, end
-                self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-                return DONE, end
-            ch = buf[pos]
-            if ch in _WS:
-                pos += 1
-                continue
-            if ch == "{":
-                if self.calls:  # the opener began the first call; later ones begin here
-                    self._end_call()
-                    self.ctx.call_begin()
-                self.parser = JsonCallParser(self.ctx, bare=self.bare)
-                continue
-            if state == "start":
-                if ch == "[":
-                    self.in_array = True
-                    self.state = "array"
-                    pos += 1
-                    continue
-                if ch == "<" and not self.bare:  # a format C block inside the tags (Qwen3-Coder)
-                    from .formats.function import OPENERS, FunctionBody  # the formats package imports this module
-
-                    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
-                    if opener is not None:
-                        self.inner = FunctionBody(self.ctx, self.closer)
-                        pos += len(opener)
-                        continue
-                    if any(op.startswith(buf[pos:]) for op in OPENERS):
-                        return MORE, pos
-                self.ctx.call_abort("not_a_call", "the block does not start a call")
-                return DONE, pos
-            # after a call, or between array elements
-            # one stray '}', ']' (or, in a tag, '>') after the calls is dropped: a model's miscounted brackets
-            if ch in ("}]" if self.bare else "}]>") and not self.stray_dropped and not (ch == "]" and self.in_array):
-                self.stray_dropped = True
-                self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
-                pos += 1
-                continue
-            if ch == "<" and self.closer:
-                end = buf.find(">", pos)
-                if end == -1 and n - pos <= 32:
-                    return MORE, pos  # a tag still arriving: the closer, or what comes next
-            self._end_call()  # anything else shows the call object was the whole call
-            if ch in ",;":
-                pos += 1
-                continue
-            if ch == "]" and self.in_array:
-                self.in_array = False
-                pos += 1
-                continue
-            if ch == "<" and self.closer and end != -1:
-                tag = buf[pos:end + 1]
-                if tag.startswith("</"):
-                    if not self.calls:  # ``[`` or ``[]``, then a closer: the block held no call
-                        return self._ended(end + 1)
-                    if tag != self.closer:
-                        self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
-                    return DONE, end + 1
-            return self._ended(pos)  # a new opener, any other tag or prose: the block ended without its closer
-        return MORE, n
-
-    def _end_call(self) -> None:
-        """End the call whose object closed, now that the block is known to go on or end."""
-        if self.ending is not None:
-            repaired, invalid = self.ending
-            self.ending = None
-            self.ctx.call_end(repaired=repaired, invalid=invalid)
-
-    def _ended(self, pos: int) -> tuple[str, int]:
-        """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
-        if not self.calls:
-            self.ctx.call_abort("not_a_call", "the block holds no call")
-        return DONE, pos
-
-    def at_eof(self) -> None:
-        if self.parser is not None:
-            self.ctx.call_incomplete()
-        elif self.inner is not None:
-            self.inner.at_eof()
-        elif self.state == "skip_to_closer":
-            self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-        elif self.state == "start" or not self.calls:
-            self.ctx.call_abort("invalid_json", "the block ended before a call started")
-        elif self.ending is not None:
-            repaired, invalid = self.ending
-            self.ending = None
-            self.ctx.call_unclosed(repaired=repaired, invalid=invalid)
-        elif self.closer:
-            self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from ._scanning import opener_at
+from ._scanning import Stop, opener_at
 from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
                        escape_text, unicode_escape_step)
 
@@ -47,8 +47,8 @@ class ValueLexer:
 
     With ``stops`` (call openers), an opener outside strings interrupts the
     value: ``end`` is then the opener's position and ``stopped`` is
-    ``"opener"``; a possible opener cut by the chunk's end gives
-    ``stopped == "partial"`` and must be fed again with the next chunk.
+    ``Stop.OPENER``; a possible opener cut by the chunk's end gives
+    ``stopped is Stop.PARTIAL`` and must be fed again with the next chunk.
     """
 
     __slots__ = ("stack", "expect", "in_string", "escape", "hexits", "held", "opening", "literal", "emit", "repaired",
@@ -67,7 +67,7 @@ class ValueLexer:
         self.repaired = False
         self.failed = False
         self.stops = stops
-        self.stopped: str | None = None
+        self.stopped: Stop | None = None
         self.relaxed: RelaxedValue | None = None
 
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
@@ -125,6 +125,7 @@ class ValueLexer:
                 continue
             if self.literal is not None:
                 m = _LITERAL.match(buf, pos)
+                assert m is not None  # the pattern matches the empty string
                 self.literal.append(m.group())
                 pos = m.end()
                 if pos == n:
@@ -229,6 +230,7 @@ class ValueLexer:
 
     def _relaxed(self, buf: str, pos: int, out: list[str]) -> tuple[str, int | None]:
         relaxed = self.relaxed
+        assert relaxed is not None
         end = relaxed.feed(buf, pos)
         if relaxed.stopped:
             self.stopped = relaxed.stopped
@@ -248,7 +250,7 @@ class StringReader:
 
     __slots__ = ("parts", "escape")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parts: list[str] = []
         self.escape = False
 
@@ -284,7 +286,7 @@ class StringReader:
         for ch, esc in CONTROL.items():
             raw = raw.replace(ch, esc)
         try:
-            return json.loads('"' + raw + '"')
+            return str(json.loads('"' + raw + '"'))
         except ValueError:
             return None
 

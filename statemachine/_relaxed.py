@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from ._scanning import opener_at
+from ._scanning import Stop, opener_at
 
 # What comes next outside strings (shared with the strict lexer).
 KEY = "key"  # a key, or the object's closer
@@ -108,7 +108,7 @@ class RelaxedValue:
         self.failed = False
         self.stops = stops
         self.halt = halt
-        self.stopped: str | None = None
+        self.stopped: Stop | None = None
         self.quote = ""  # the open string's quote character
         self.escape = False
         self.hexits: str | None = None  # the hex digits read so far after a '\\u'
@@ -135,6 +135,7 @@ class RelaxedValue:
                 continue
             if self.word is not None:
                 m = _WORD.match(buf, pos)
+                assert m is not None  # the pattern matches the empty string
                 self.word.append(m.group())
                 pos = m.end()
                 if pos < n:
@@ -213,6 +214,7 @@ class RelaxedValue:
             self.out.append(", ")
 
     def _word_done(self) -> None:
+        assert self.word is not None
         word = "".join(self.word)
         self.word = None
         if self.key:
@@ -319,9 +321,10 @@ def relaxed_loads(text: str) -> Any:
     """``text`` (a whole relaxed JSON object or array) as a Python value, or ``None`` if it is not one."""
     text = text.strip(WS)
     reader = RelaxedValue()
-    if reader.feed(text, 0) != len(text) or reader.text() is None:
+    canonical = reader.text() if reader.feed(text, 0) == len(text) else None
+    if canonical is None:
         return None
     try:
-        return json.loads(reader.text())
+        return json.loads(canonical)
     except ValueError:
         return None

@@ -7,12 +7,25 @@ where that tail starts without re-reading earlier text.
 
 from __future__ import annotations
 
-#: ``feed`` status: the block goes on; the reader consumed up to the returned position.
-MORE = "more"
-#: ``feed`` status: the block ended at the returned position; the rest is text again.
-DONE = "done"
+import enum
+import re
+
+
+class Stop(enum.Enum):
+    """Why a reader stopped before its value or block ended."""
+
+    #: A call opener starts here: a new call interrupts this one (case 14).
+    OPENER = "opener"
+    #: The chunk ends inside what may be an opener or a closer: read it again with the next chunk.
+    PARTIAL = "partial"
+    #: The block's closer.
+    CLOSER = "closer"
+    #: A grammar violation.
+    INVALID = "invalid"
 
 WS = " \t\r\n"
+#: The first character that is not whitespace (``WS``).
+NON_WS = re.compile(r"[^ \t\r\n]")
 
 
 def skip_ws(buf: str, pos: int) -> int:
@@ -38,31 +51,31 @@ def partial_at_end(buf: str, pos: int, needles: tuple[str, ...]) -> int:
             i = buf.find(first, i + 1)
     return found
 
-def opener_at(buf: str, i: int, openers: tuple[str, ...]) -> str | None:
-    """``"opener"`` if one of ``openers`` starts at ``buf[i]``, ``"partial"`` if ``buf[i:]``
+def opener_at(buf: str, i: int, openers: tuple[str, ...]) -> Stop | None:
+    """``Stop.OPENER`` if one of ``openers`` starts at ``buf[i]``, ``Stop.PARTIAL`` if ``buf[i:]``
     is a proper prefix of one (the chunk ended inside it), else ``None``."""
     for opener in openers:
         if buf.startswith(opener, i):
-            return "opener"
+            return Stop.OPENER
     if len(buf) - i < max(map(len, openers), default=0):
         tail = buf[i:]
         if any(opener.startswith(tail) for opener in openers):
-            return "partial"
+            return Stop.PARTIAL
     return None
 
 
-def skip_to(buf: str, pos: int, closer: str, openers: tuple[str, ...]) -> tuple[str | None, int]:
-    """Where a malformed block being skipped ends: ``("closer", after it)``, ``("opener", at it)``
+def skip_to(buf: str, pos: int, closer: str, openers: tuple[str, ...]) -> tuple[Stop | None, int]:
+    """Where a malformed block being skipped ends: ``(Stop.CLOSER, after it)``, ``(Stop.OPENER, at it)``
     when a new call begins first (case 14), or ``(None, keep)``: not yet, ``buf[keep:]`` may be a
     tag cut by the chunk's end."""
     i = buf.find("<", pos)
     while i != -1:
         if buf.startswith(closer, i):
-            return "closer", i + len(closer)
+            return Stop.CLOSER, i + len(closer)
         hit = opener_at(buf, i, openers)
-        if hit == "opener":
-            return "opener", i
-        if hit == "partial" or (len(buf) - i < len(closer) and closer.startswith(buf[i:])):
+        if hit is Stop.OPENER:
+            return Stop.OPENER, i
+        if hit is Stop.PARTIAL or (len(buf) - i < len(closer) and closer.startswith(buf[i:])):
             return None, i
         i = buf.find("<", i + 1)
     return None, len(buf)

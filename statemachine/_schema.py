@@ -78,6 +78,11 @@ def _check_text(text: str) -> tuple[str | None, Any]:
     return _check(json.loads(text))
 
 
+#: A subschema (an object), and where one is in its schema (the keys and indexes leading to it).
+Node = dict[str, Any]
+Path = tuple[str | int, ...]
+
+
 def _check(schema: Any) -> tuple[str | None, Any]:
     try:
         nodes, refs = _walk(schema)
@@ -89,13 +94,13 @@ def _check(schema: Any) -> tuple[str | None, Any]:
     return None, _validator_class()(schema, registry=Registry())  # an empty registry retrieves nothing
 
 
-def _walk(schema: Any) -> tuple[dict[int, dict], list[tuple[tuple, str, dict]]]:
+def _walk(schema: Any) -> tuple[dict[int, Node], list[tuple[Path, str, Node]]]:
     """The subschemas of ``schema`` by id, and every ``(path, $ref, subschema holding it)``, after checking
     nesting, keywords and patterns (set operations on each subschema's keys: a schema of thousands of
     subschemas takes milliseconds)."""
-    nodes: dict[int, dict] = {}
-    refs = []
-    todo: list[tuple[Any, tuple, int]] = [(schema, (), 0)]
+    nodes: dict[int, Node] = {}
+    refs: list[tuple[Path, str, Node]] = []
+    todo: list[tuple[Any, Path, int]] = [(schema, (), 0)]
     while todo:
         node, path, depth = todo.pop()
         if isinstance(node, bool):
@@ -120,7 +125,7 @@ def _walk(schema: Any) -> tuple[dict[int, dict], list[tuple[tuple, str, dict]]]:
     return nodes, refs
 
 
-def _children(node: dict, keys: Iterable[str]) -> Iterator[tuple[tuple, Any]]:
+def _children(node: Node, keys: Iterable[str]) -> Iterator[tuple[Path, Any]]:
     """``(steps, subschema)`` for the subschemas right inside ``node`` under ``keys``; ``node`` passed the
     keyword checks, so each value has its keyword's shape."""
     for key in keys:
@@ -133,10 +138,10 @@ def _children(node: dict, keys: Iterable[str]) -> Iterator[tuple[tuple, Any]]:
             yield (key,), value
 
 
-def _check_refs(schema: Any, nodes: dict[int, dict], refs: list[tuple[str, str, dict]]) -> None:
+def _check_refs(schema: Any, nodes: dict[int, Node], refs: list[tuple[Path, str, Node]]) -> None:
     """Every ``$ref`` names a subschema (one :func:`_walk` checked), and no chain of refs and in-place
     keywords loops."""
-    targets = {}
+    targets: dict[int, Any] = {}
     for path, ref, node in refs:
         target = _resolve(schema, ref, path)
         if not isinstance(target, bool) and id(target) not in nodes:
@@ -147,29 +152,29 @@ def _check_refs(schema: Any, nodes: dict[int, dict], refs: list[tuple[str, str, 
     for start in nodes.values():
         if id(start) in state:
             continue
-        path = [(start, iter(_in_place(start, targets)))]
+        stack = [(start, iter(_in_place(start, targets)))]
         state[id(start)] = True
-        while path:
-            node, edges = path[-1]
+        while stack:
+            node, edges = stack[-1]
             step = next(edges, None)
             if step is None:
                 state[id(node)] = False
-                path.pop()
+                stack.pop()
             elif state.get(id(step)) is True:
                 raise _Problem("the schema's refs loop without moving into the value (a $ref cycle)")
             elif id(step) not in state:
                 state[id(step)] = True
-                path.append((step, iter(_in_place(step, targets))))
+                stack.append((step, iter(_in_place(step, targets))))
 
 
-def _in_place(node: dict, targets: dict[int, Any]) -> Iterator[dict]:
+def _in_place(node: Node, targets: dict[int, Any]) -> Iterator[Node]:
     target = targets.get(id(node))
     if isinstance(target, dict):
         yield target
     yield from (child for _, child in _children(node, node.keys() & _IN_PLACE) if isinstance(child, dict))
 
 
-def _resolve(schema: Any, ref: str, path: tuple) -> Any:
+def _resolve(schema: Any, ref: str, path: Path) -> Any:
     """The subschema a local ``#`` / ``#/a/b`` ref names."""
     if ref != "#" and not ref.startswith("#/"):
         raise _Problem(f"$ref {ref!r} is not a local '#/…' ref: only refs inside the schema are supported "
@@ -232,7 +237,7 @@ _KEYWORDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _at(path: tuple) -> str:
+def _at(path: Path) -> str:
     """Where ``path`` is in the schema, as a JSON pointer."""
     if not path:
         return "at the schema's root"

@@ -64,6 +64,16 @@ class ChoiceState(str, enum.Enum):
     DONE = "done"
 
 
+class Verdict(enum.Enum):
+    """How a call ended, naming the edge the machine leaves the call states by once the call's block ends
+    (or the block's next call begins)."""
+
+    #: The call went out (valid or not): its end is sent and counted.
+    CLOSED = "tool_close_seen"
+    #: It was no call: its block goes back to text, or is dropped.
+    DISPROVED = "tool_open_disproved"
+
+
 class Transition(NamedTuple):
     """One edge of the machine.
 

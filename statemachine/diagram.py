@@ -54,12 +54,14 @@ def render_choice_fsm(fmt: str = "mermaid", current: str | ChoiceState | None = 
 
 
 def state_notes() -> list[tuple[str, str]]:
-    """Per state, in words: the reader that reads its input and the callback run on entering it."""
+    """Per state, in words: the reader that reads its input, the callback run on entering it and the
+    callback each edge out of it runs."""
     notes = []
     for state in ChoiceState:
         parts = [f"read by {READERS[state]}" if state in READERS else "reads nothing"]
         if state in ON_ENTER:
             parts.append(f"on enter {ON_ENTER[state]}")
+        parts.extend(f"{t.trigger} runs {t.after}" for t in TRANSITIONS if t.source is state and t.after)
         notes.append((state.value, ", ".join(parts)))
     return notes
 
@@ -73,7 +75,7 @@ def callback_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _mermaid(current: str | None, taken: set) -> str:
+def _mermaid(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {INITIAL.value}"]
     for source, trigger, dest in edges():
         lines.append(f"    {source} --> {dest} : {trigger}")
@@ -90,7 +92,7 @@ def _mermaid(current: str | None, taken: set) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dot(current: str | None, taken: set) -> str:
+def _dot(current: str | None, taken: set[tuple[str, str, str]]) -> str:
     lines = ["digraph choice {", "    rankdir=LR;", '    node [shape=box, style="rounded,filled", fillcolor=white];',
              '    start [shape=point];', f"    start -> {INITIAL.value};"]
     for state in ChoiceState:

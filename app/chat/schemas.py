@@ -251,7 +251,8 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     known = _validated_tools.get(key)
     if known is None:
         request = validate(ChatRequest, body)
-        _validated_tools.put(key, request.tools)
+        if request.tools is not None:
+            _validated_tools.put(key, request.tools)
         return request
     request = validate(ChatRequest, {**body, "tools": None})
     request.tools = known

@@ -3,20 +3,27 @@ limits, errors) and its routes."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Mapping
 
+import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from ..chat.views import chat_completions
 from ..messages.models import anthropic_model_list
 from ..messages.views import count_message_tokens, create_message, unsupported_messages_path
 from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
-from .state import current_state
+from ..upstreams.base import UpstreamError
+from .state import Backend, current_state
 from . import limits
 from .auth import api_before_request
 from .errors import register_error_handlers
 from .recording import open_record, stamp_response
 from .request import json_body, owned_store, request_context, send
+
+log = logging.getLogger("toolwire.http")
+#: How long ``GET /models`` waits for the back ends' model lists, seconds.
+MODELS_TIMEOUT = 3.0
 
 
 def create_blueprint(name: str = "toolwire") -> Blueprint:
@@ -48,11 +55,13 @@ def _before_request() -> None:
 
 
 def _chat_completions() -> Response:
-    return send(chat_completions(json_body(), request_context()))
+    body = json_body()
+    return send(chat_completions(body, request_context(body)))
 
 
 def _create_response() -> Response:
-    return send(create_response(json_body(), request_context(), owned_store()))
+    body = json_body()
+    return send(create_response(body, request_context(body), owned_store()))
 
 
 def _get_response(response_id: str) -> Response:
@@ -64,23 +73,52 @@ def _delete_response(response_id: str) -> Response:
 
 
 def _create_message() -> Response:
-    return send(create_message(json_body(), request_context()))
+    body = json_body()
+    return send(create_message(body, request_context(body)))
 
 
 def _count_message_tokens() -> Response:
-    return send(count_message_tokens(json_body(), request_context()))
+    body = json_body()
+    return send(count_message_tokens(body, request_context(body)))
 
 
 def list_models() -> Response:
-    """``GET /models``: the upstream's models plus the client names of ``model_map`` (with Anthropic's fields
-    when an Anthropic client asks: an ``anthropic-version`` header)."""
-    settings = current_state().settings
-    data = [_model_entry(m) for m in current_state().upstream.models() if isinstance(m, dict) and m.get("id")]
-    known = {m["id"] for m in data}
-    data += [_model_entry({"id": name}) for name in settings.model_map if name not in known]
+    """``GET /models``: every back end's models, each listed by the back end its name is routed to, plus the
+    client names of ``model_map`` and the ``models`` of ``upstreams`` (with Anthropic's fields when an
+    Anthropic client asks: an ``anthropic-version`` header). A single back end's failure is the answer
+    (502…); several are asked at once, and one that fails or does not answer within :data:`MODELS_TIMEOUT` seconds is left out (the map's
+    names routed to it stay listed)."""
+    state = current_state()
+    data, known = [], set()
+    for name, models in _model_lists(state.upstreams).items():
+        for model in models:
+            if isinstance(model, dict) and model.get("id") and str(model["id"]) not in known \
+                    and state.settings.route(str(model["id"])) == name:
+                known.add(str(model["id"]))
+                data.append(_model_entry(model))
+    configured = [*state.settings.model_map, *(m for up in state.settings.upstreams.values() for m in up.models)]
+    data += [_model_entry({"id": name}) for name in dict.fromkeys(configured) if name not in known]
     if request.headers.get("anthropic-version"):
         return jsonify(anthropic_model_list(data))
     return jsonify({"object": "list", "data": data})
+
+
+def _model_lists(backends: Mapping[str, Backend]) -> dict[str, list[Any]]:
+    """Each back end's model list, by name; with several, those that failed or were too slow are left out."""
+    if len(backends) == 1:
+        return {name: backend.upstream.models() for name, backend in backends.items()}
+    asked = {name: gevent.spawn(backend.upstream.models) for name, backend in backends.items()}
+    gevent.joinall(list(asked.values()), timeout=MODELS_TIMEOUT)
+    lists = {}
+    for name, reply in asked.items():
+        if reply.successful():
+            lists[name] = reply.value
+        else:
+            reply.kill(block=False)  # still waiting: it gives up
+            log.warning("the model list of back end %s is left out of /models: %s", name,
+                        reply.exception.message if isinstance(reply.exception, UpstreamError) else "no answer "
+                        f"within {MODELS_TIMEOUT} s")
+    return lists
 
 
 def _model_entry(model: dict[str, Any]) -> dict[str, Any]:

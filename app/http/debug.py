@@ -7,6 +7,7 @@ Routes (404 while debug is off):
 - ``GET /debug/requests``: the recent requests' summaries, newest first.
 - ``GET /debug/machine``: the transition table, each edge with how often it fired
   across the recent requests.
+- ``GET /debug/upstreams``: the back ends and the client models routed to each.
 - ``GET /debug/requests/<request_id>``: one request's summary and per-choice paths,
   calls, notes and finish reasons.
 - ``GET /debug/requests/<request_id>/diagram?format=mermaid|dot|svg&choice=0``: the
@@ -62,6 +63,7 @@ def create_debug_blueprint(name: str = "toolwire_debug",
     bp.add_url_rule(f"/debug/<any({files}):name>", view_func=page_file, methods=["GET"])
     bp.add_url_rule("/debug/requests", view_func=recent_requests, methods=["GET"])
     bp.add_url_rule("/debug/machine", view_func=machine, methods=["GET"])
+    bp.add_url_rule("/debug/upstreams", view_func=upstreams, methods=["GET"])
     bp.add_url_rule("/debug/requests/<request_id>", view_func=request_path, methods=["GET"])
     bp.add_url_rule("/debug/requests/<request_id>/diagram", view_func=request_diagram, methods=["GET"])
     return bp
@@ -91,6 +93,13 @@ def recent_requests() -> Response:
 def machine() -> Response:
     """``GET /debug/machine``: the states and edges of the transition table, each edge with its recent count."""
     return _tagged(machine_view)
+
+
+def upstreams() -> Response:
+    """``GET /debug/upstreams``: the back ends (name, kind, URL with its password masked) and the client model
+    names routed to each (:meth:`~app.settings.Settings.routing_table`)."""
+    _store()  # 404 while debug is off, like every debug route
+    return jsonify({"object": "list", "data": current_state().settings.routing_table()})
 
 
 def _tagged(body: Callable[[list[Digest]], Any]) -> Response:

@@ -24,8 +24,8 @@ from flask import Flask, current_app
 from gevent import monkey
 
 from ..responses.store import ResponseStore, StoreError, open_store
-from ..settings import Settings, SettingsError, load_settings, settings_from_config
-from .state import EXTENSION_KEY, StreamSlots, ToolwireState
+from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
+from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream
 from ..upstreams.http import Bounds, HttpUpstream
@@ -50,8 +50,9 @@ class Toolwire:
             on one app need two names.
         settings: settings to use; default the app's ``TOOLWIRE_*`` config keys over ``Settings()``
             (environment and config file).
-        upstream: a ready :class:`~app.upstreams.base.Upstream`; default built
-            from the settings (HTTP when ``upstream_url`` is set, else the demo).
+        upstream: a ready :class:`~app.upstreams.base.Upstream` as the default back end; default built
+            from the settings (HTTP when ``upstream_url`` is set, else the demo). The ``upstreams`` are
+            built from the settings.
         store: a :class:`~app.responses.store.ResponseStore`; default the store
             ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
     """
@@ -92,11 +93,11 @@ class Toolwire:
                           stacklevel=2)
         settings = self._settings or load_settings(**settings_from_config(app.config))
         api_keys = load_keyring(settings)
-        upstream = self._upstream or make_upstream(settings)
+        backends = make_backends(settings, default=self._upstream)
         store = self._store or make_store(settings)
         if store is not None:
             check_store_at_start(store)
-        self._states[app] = ToolwireState(settings, upstream, store, api_keys,
+        self._states[app] = ToolwireState(settings, backends, store, api_keys,
                                           StreamSlots(settings.max_concurrent_streams), configured_models(settings))
         mounts[name] = self
 
@@ -120,14 +121,35 @@ class Toolwire:
 
 
 def configured_models(settings: Settings) -> frozenset[str]:
-    """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, and
-    ``demo_model`` while the demo answers."""
-    names = {*settings.model_map, *settings.upstream_models()}
-    if settings.default_upstream_model is not None:
-        names.add(settings.default_upstream_model)
-    if settings.backend == "demo":
-        names.add(settings.demo_model)
+    """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, the
+    ``models`` of ``upstreams``, and ``demo_model`` of each demo back end."""
+    names = set(settings.model_map)
+    for name in settings.upstream_names():
+        routed = settings.for_upstream(name)
+        names |= routed.upstream_models()
+        if routed.default_upstream_model is not None:
+            names.add(routed.default_upstream_model)
+        if routed.backend == "demo":
+            names.add(routed.demo_model)
     return frozenset(names)
+
+
+def make_backends(settings: Settings, default: Upstream | None = None) -> dict[str, Backend]:
+    """Every back end the settings name, ``default`` first, each with its own upstream (connections, Codex
+    app-server) and stream slots.
+
+    Args:
+        settings: the mount's settings.
+        default: a ready upstream for the default back end; default built from the settings.
+    Raises:
+        SettingsError, CodexSetupError: as :func:`make_upstream`.
+    """
+    backends = {}
+    for name in settings.upstream_names():
+        routed = settings.for_upstream(name)
+        upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
+        backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
+    return backends
 
 
 def make_upstream(settings: Settings) -> Upstream:

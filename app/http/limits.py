@@ -36,7 +36,7 @@ import gevent
 from flask import Blueprint, Response, g, request
 
 from ..errors import ApiError, body_too_large
-from .state import current_state
+from .state import Backend, current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
 RETRY_AFTER_SECONDS = 1
@@ -111,18 +111,35 @@ def _then_finish_body(answer: Iterable[Any], client: socket.socket, body: Any, b
     raise ConnectionResetError(errno.ECONNRESET, "the rest of the request body was refused")
 
 
+def take_backend_slot(backend: Backend) -> None:
+    """A slot among the generations in flight to ``backend`` (its ``upstream_max_concurrent``), or 429: a slow
+    back end holds its own slots, never the others'."""
+    slot = backend.slots.try_acquire()
+    if slot is None:
+        raise ApiError(429, f"Too many concurrent requests to this model's back end ({backend.name}); retry "
+                            "shortly.", type="rate_limit_error", code="concurrency_limit_exceeded",
+                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    g.toolwire_backend_slot = slot
+
+
+#: Where a request keeps its slots: the worker's stream slot and its back end's.
+_SLOT_KEYS = ("toolwire_slot", "toolwire_backend_slot")
+
+
 def _hand_slot_to_response(response: Response) -> Response:
     if response.is_streamed:  # the work happens while the body is sent; a whole body leaves it to teardown
-        slot = g.pop("toolwire_slot", None)
-        if slot is not None:
-            response.call_on_close(slot.release)
+        for key in _SLOT_KEYS:
+            slot = g.pop(key, None)
+            if slot is not None:
+                response.call_on_close(slot.release)
     return response
 
 
 def _release_unhanded_slot(exc: BaseException | None) -> None:
-    slot = g.pop("toolwire_slot", None)
-    if slot is not None:
-        slot.release()
+    for key in _SLOT_KEYS:
+        slot = g.pop(key, None)
+        if slot is not None:
+            slot.release()
 
 
 def read_body() -> bytes:

@@ -7,15 +7,17 @@ import time
 import weakref
 from typing import Any, Callable
 
+import gevent
 from flask import Blueprint, Response, jsonify
 
 from ..observability.metrics import exposition
 from ..responses.store import StoreError
 from .auth import metrics_guard as key_if_required
+from ..settings import DEFAULT_UPSTREAM
 from .state import current_state
 
 #: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.
-_ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, str]]]" = weakref.WeakKeyDictionary()
+_ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, Any]]]" = weakref.WeakKeyDictionary()
 
 
 def create_ops_blueprint(name: str = "toolwire_ops",
@@ -40,25 +42,31 @@ def healthz() -> Response:
 
 
 def readyz() -> Response:
-    """Readiness: 200 when the upstream answers and the response store (if any) can be used, else 503.
+    """Readiness: 200 when the default back end answers and the response store (if any) can be used, else 503.
 
-    The body names each check: ``{"status", "upstream": "ok"|"unavailable", "store": "ok"|"unavailable"|"off"}``.
-    Each worker reuses its checks for ``ready_cache_seconds``: a flood of probes costs the upstream one call
-    a second.
+    The body names each check: ``{"status", "upstream": "ok"|"unavailable", "store": "ok"|"unavailable"|"off",
+    "upstreams": {name: "ok"|"unavailable"}}``: ``upstream`` is the default back end's state; the others'
+    are reported and do not make the instance unready (their models fail on their own). The back ends are
+    checked at once, each within its own bound. Each worker reuses its checks for ``ready_cache_seconds``: a
+    flood of probes costs each back end one call a second.
     """
     checks = _checks(current_state())
-    ready = all(value != "unavailable" for value in checks.values())
+    ready = checks["upstream"] != "unavailable" and checks["store"] != "unavailable"
     response = jsonify({"status": "ready" if ready else "unavailable", **checks})
     response.status_code = 200 if ready else 503
     return response
 
 
-def _checks(state: Any) -> dict[str, str]:
+def _checks(state: Any) -> dict[str, Any]:
     started = time.monotonic()
     cached = _ready_cache.get(state.upstream)
     if cached is not None and started < cached[0] + state.settings.ready_cache_seconds:
         return cached[1]
-    checks = {"upstream": "ok" if state.upstream.ready() else "unavailable", "store": _store_status(state.store)}
+    probes = {name: gevent.spawn(backend.upstream.ready) for name, backend in state.upstreams.items()}
+    store = _store_status(state.store)
+    gevent.joinall(list(probes.values()))
+    upstreams = {name: "ok" if probe.value else "unavailable" for name, probe in probes.items()}
+    checks: dict[str, Any] = {"upstream": upstreams[DEFAULT_UPSTREAM], "store": store, "upstreams": upstreams}
     # Checks run concurrently (one per probe greenlet while none is cached); a slow one that started earlier
     # (a store timing out while it was down) must not replace a newer answer, nor be reused longer than the
     # cache time counted from when it looked.

@@ -3,6 +3,7 @@ client's view of the response store; and how a generation's reply goes back."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -42,16 +43,29 @@ def json_body() -> dict[str, Any]:
     return body
 
 
-def request_context() -> RequestContext:
-    """What the pipeline needs of the current request: the app's settings and back end, the request's
-    record, and the headers that steer a generation (``X-No-Keepalive``, ``X-Toolwire-Marker``)."""
+def request_context(body: dict[str, Any]) -> RequestContext:
+    """What the pipeline needs of the current request: the back end its ``model`` is routed to (with the
+    settings that back end sees, and one of its slots), the request's record, and the headers that steer a
+    generation (``X-No-Keepalive``, ``X-Toolwire-Marker``).
+
+    Raises:
+        ApiError: 429 when the back end has no slot free (``upstream_max_concurrent``).
+    """
     state = current_state()
+    model = body.get("model")
+    backend = state.backend_for(model)
+    observe.note_upstream(backend.name)
+    limits.take_backend_slot(backend)
     headers = request.headers
-    return RequestContext(
-        settings=state.settings, upstream=state.upstream, record=observe.current(),
+    context = RequestContext(
+        settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=observe.current(),
         keepalive=headers.get("X-No-Keepalive", "").strip().lower() not in _YES,
         marker_requested=headers.get("X-Toolwire-Marker", "").strip().lower() in _YES,
         client_socket=request.environ.get("gunicorn.socket"))
+    fallbacks = (state.upstreams[name] for name in state.settings.fallbacks(model))
+    return dataclasses.replace(context, fallbacks=tuple(
+        dataclasses.replace(context, settings=b.settings, upstream=b.upstream, upstream_name=b.name)
+        for b in fallbacks))
 
 
 def owned_store() -> OwnedStore | None:

@@ -1,5 +1,5 @@
-"""What toolwire keeps per Flask app (:class:`ToolwireState`), and :func:`current_state` to read it: the
-settings, the back end, the store, the client keys and the stream slots. Only the HTTP layer reads it;
+"""What a toolwire mount keeps per Flask app (:class:`ToolwireState`), and :func:`current_state` to read it:
+the settings, the back end, the store, the client keys and the stream slots. Only the HTTP layer reads it;
 it hands the endpoints and the pipeline what they need."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ import hashlib
 import hmac
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from flask import current_app, g, has_request_context, request
+
+from ..settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
     from ..responses.store import ResponseStore
@@ -23,11 +25,12 @@ EXTENSION_KEY = "toolwire"
 
 @dataclass(frozen=True, slots=True)
 class ToolwireState:
-    """What toolwire keeps per Flask app.
+    """What a toolwire mount keeps per Flask app.
 
     Fields:
         settings: the validated settings.
-        upstream: the back end the endpoints call.
+        upstreams: every back end by name (``default`` first), each with the settings it sees
+            (:meth:`~app.settings.Settings.for_upstream`).
         store: where Responses are kept, or ``None`` when storing is off.
         api_keys: the accepted client keys (empty = open).
         streams: this worker's generations in flight, capped.
@@ -35,11 +38,37 @@ class ToolwireState:
     """
 
     settings: Settings
-    upstream: Upstream
+    upstreams: Mapping[str, Backend]
     store: ResponseStore | None
     api_keys: KeyRing
     streams: StreamSlots
     metric_models: frozenset[str]
+
+    @property
+    def upstream(self) -> Upstream:
+        """The default back end (the one ``upstream_url`` & co. describe)."""
+        return self.upstreams[DEFAULT_UPSTREAM].upstream
+
+    def backend_for(self, client_model: object) -> Backend:
+        """The back end routed to serve a client's ``model`` (:meth:`~app.settings.Settings.route`)."""
+        return self.upstreams[self.settings.route(client_model)]
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One named back end of a mount.
+
+    Fields:
+        name: its name (``default``, or its key in ``upstreams``): labels its metrics and access lines.
+        upstream: the back end itself, with its own connections (or app-server).
+        settings: the settings as it sees them (its keys over the top-level ones).
+        slots: its generations in flight in this worker, capped by its ``upstream_max_concurrent``.
+    """
+
+    name: str
+    upstream: Upstream
+    settings: Settings
+    slots: StreamSlots
 
 
 class KeyRing:

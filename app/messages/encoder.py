@@ -89,26 +89,25 @@ class MessageBuilder:
 
     def feed(self, event: Event) -> list[dict[str, Any]]:
         """The stream events of one core event (none for what the wire does not show)."""
-        cls = event.__class__
-        if cls is TextDelta:
+        if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
             out = self._open_block("text", {"type": "text", "text": ""})
             out.append(self._piece("text_delta", "text", event.text))
             return out
-        if cls is ToolCallArgumentsDelta:  # the call's tool_use block is the open one
+        if isinstance(event, ToolCallArgumentsDelta):  # the call's tool_use block is the open one
             return [self._piece("input_json_delta", "partial_json", event.fragment)]
-        if cls is ReasoningDelta:
+        if isinstance(event, ReasoningDelta):
             if not self._show_thinking:
                 return []
             out = self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out.append(self._piece("thinking_delta", "thinking", event.text))
             return out
-        if cls is ToolCallStarted:
+        if isinstance(event, ToolCallStarted):
             head = {"type": "tool_use", "id": "toolu_" + event.call_id.removeprefix("call_"), "name": event.name}
             out = self._close()
             self._open = _Block("tool_use", head)
             out.append(self._start({**head, "input": {}}))
             return out
-        if cls is ChoiceFinished:
+        if isinstance(event, ChoiceFinished):
             self._message["stop_reason"] = STOP_REASONS.get(event.finish_reason, "end_turn")
             return self._close()
         return []  # a call's end shows in the next block or the finish; notes are not on the wire

@@ -52,6 +52,9 @@ DROPPED_TOOLS = Counter("toolwire_dropped_tools_total",
                         "Request tools not offered to the model (hosted tools it cannot run), by type", ["type"])
 STORE_WRITE_FAILURES = Counter("toolwire_store_write_failures_total",
                                "Responses answered with store: true that the response store failed to keep")
+UPSTREAM_REQUESTS = Counter("toolwire_upstream_requests_total",
+                            "Generations by the back end they were routed to and how their response ended "
+                            "(as toolwire_request_outcomes_total)", ["upstream", "outcome"])
 UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures by kind", ["kind"])
 TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",

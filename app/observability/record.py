@@ -33,6 +33,23 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
 
 
+@dataclass(slots=True)
+class ReasoningSpan:
+    """A stretch of one choice's reasoning, for the debug view.
+
+    Fields:
+        step: the number of transitions its machine had taken when the span began.
+        began: ``time.perf_counter()`` at its first piece.
+        pieces: its text.
+        open: no text, call or finish has followed it yet.
+    """
+
+    step: int
+    began: float
+    pieces: list[str]
+    open: bool = True
+
+
 class TracedChoices(Protocol):
     """What a record reads of a choice driver (:class:`~app.pipeline.driver.ChoiceDriver`) once its response
     ended: outcome counts, the choices' machines, and what the debug view keeps."""
@@ -42,6 +59,7 @@ class TracedChoices(Protocol):
     texts: dict[int, list[str]] | None
     outcome_events: dict[int, list[Event]] | None
     step_times: dict[int, list[float]] | None
+    reasoning: dict[int, list[ReasoningSpan]] | None
 
     @property
     def choices(self) -> Mapping[int, ChoiceStream]: ...
@@ -57,6 +75,7 @@ class RequestRecord:
         started: ``time.perf_counter()`` at arrival; ``started_at`` the same moment on the wall clock.
         status: the response status, once known.
         model: the client's ``model``; ``model_label`` is it when configured, else ``other``.
+        upstream: the name of the back end the request was routed to, once routed.
         stream: the body is an SSE stream.
         stream_requested: the body's ``stream`` value, once read (the access log's ``stream``, so a
             rejected streaming request still shows ``true``).
@@ -78,6 +97,7 @@ class RequestRecord:
     status: int = 0
     model: str | None = None
     model_label: str = "other"
+    upstream: str | None = None
     stream: bool = False
     stream_requested: bool | None = None
     tool_mode: str | None = None
@@ -144,6 +164,8 @@ class RequestRecord:
         ended = self.ended
         metrics.child(metrics.REQUEST_OUTCOMES, self.route, metrics.outcome_label(ended)).inc()
         metrics.child(metrics.REQUEST_DURATION, self.route).observe(duration)
+        if self.upstream is not None:
+            metrics.child(metrics.UPSTREAM_REQUESTS, self.upstream, metrics.outcome_label(ended)).inc()
         outcomes: Counter[str] = Counter()
         moves: Counter[tuple[str, str]] = Counter()
         first_output = None
@@ -167,7 +189,8 @@ class RequestRecord:
                 None, "finish", {"request_id": self.request_id, "fields": {
                     "method": self.method, "route": self.route, "status": self.status, "model": self.model,
                     "stream": self.stream if self.stream_requested is None else self.stream_requested,
-                    "tool_mode": self.tool_mode, "tool_calls": outcomes["emitted"], "disconnected": self.disconnected,
+                    "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
+                    "disconnected": self.disconnected,
                     "outcome": ended, "ttfb_ms": self.ttfb_ms,
                     "duration_ms": _ms(duration)}}))
         if self.debug is not None:
@@ -202,8 +225,8 @@ class RequestRecord:
                     "notes": [asdict(e) for e in events if isinstance(e, ToolCallNote)],
                     "finish_reason": next((e.finish_reason for e in events if isinstance(e, ChoiceFinished)), None)})
         return {"request_id": self.request_id, "method": self.method, "route": self.route,
-                "status": self.status, "model": self.model, "stream": self.stream, "tool_mode": self.tool_mode,
-                "started_at": self.started_at, "duration_ms": _ms(duration),
+                "status": self.status, "model": self.model, "upstream": self.upstream, "stream": self.stream,
+                "tool_mode": self.tool_mode, "started_at": self.started_at, "duration_ms": _ms(duration),
                 "ttfb_ms": self.ttfb_ms,
                 "tool_calls": dict(outcomes), "choices": choices}
 
@@ -236,6 +259,13 @@ def note_model(model: Any, configured: frozenset[str]) -> None:
         return
     record.model = model
     record.model_label = model if model in configured else "other"
+
+
+def note_upstream(name: str) -> None:
+    """The request was routed to the back end ``name``."""
+    record = _current.get()
+    if record is not None:
+        record.upstream = name
 
 
 def note_failure(code: str, message: str) -> None:

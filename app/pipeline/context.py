@@ -6,7 +6,7 @@ import socket
 from dataclasses import dataclass
 
 from ..observability.record import RequestRecord
-from ..settings import Settings
+from ..settings import DEFAULT_UPSTREAM, Settings
 from ..upstreams.base import Upstream
 
 
@@ -18,22 +18,27 @@ class RequestContext:
     their own.
 
     Fields:
-        settings: the app's settings.
-        upstream: the back end to call.
+        settings: the settings as the back end sees them (:meth:`~app.settings.Settings.for_upstream`).
+        upstream: the back end to call (the one the request's model is routed to).
+        upstream_name: that back end's name (``default``, or its key in ``upstreams``).
         record: the request's observability record (its id goes to the back end; the generation
             reports to it); ``None`` outside a served request.
         keepalive: send keep-alive comments while the back end is silent (unless ``X-No-Keepalive: 1``).
         marker_requested: marker mode for this request (``X-Toolwire-Marker: 1``).
         client_socket: the client's connection (gunicorn's socket), so that a stream's writes can be
             bounded in time; ``None`` when the server does not expose it.
+        fallbacks: the same request on the back ends tried in turn when this one refuses the connection or
+            answers 5xx before its first byte (the model's ``fallback``).
     """
 
     settings: Settings
     upstream: Upstream
+    upstream_name: str = DEFAULT_UPSTREAM
     record: RequestRecord | None = None
     keepalive: bool = True
     marker_requested: bool = False
     client_socket: socket.socket | None = None
+    fallbacks: tuple[RequestContext, ...] = ()
 
     @property
     def request_id(self) -> str | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from statemachine import (
@@ -28,7 +27,7 @@ from statemachine import (
     new_call_id,
 )
 
-from ..observability.record import RequestRecord
+from ..observability.record import ReasoningSpan, RequestRecord
 from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
@@ -44,23 +43,6 @@ _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
 #: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
 INLINE_OPEN, INLINE_CLOSE = "<think>", "</think>"
-
-
-@dataclass(slots=True)
-class ReasoningSpan:
-    """A stretch of one choice's reasoning, for the debug view.
-
-    Fields:
-        step: the number of transitions its machine had taken when the span began.
-        began: ``time.perf_counter()`` at its first piece.
-        pieces: its text.
-        open: no text, call or finish has followed it yet.
-    """
-
-    step: int
-    began: float
-    pieces: list[str]
-    open: bool = True
 
 
 class ChoiceDriver:

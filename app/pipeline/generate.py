@@ -31,7 +31,7 @@ from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import is_json_format, prompt_format, with_auto_marker
+from .plan import forced_call_format, is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
@@ -77,7 +77,7 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     deadline = time.monotonic() + limit if limit else None
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
-        stream, config, messages = open_in_tool_mode(generation, context)
+        stream, config, messages, context = open_with_fallbacks(generation, context)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
                           record=context.record)
@@ -95,12 +95,46 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     return stream_body(driver, encoder, usage, stream, context, max_seconds=left)
 
 
+#: The failures after which a model's next fallback back end is tried: nothing was read (a refused
+#: connection), or the back end said it failed (5xx) before its first byte.
+FALLS_BACK = ("connect", "server_error")
+
+
 def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Timeout:
     """The timer that ends a generation after ``seconds`` (of its ``limit``, which the error names)."""
     limit = limit or seconds
     expired = UpstreamError("timeout", f"The generation went past its {limit:g}-second limit.", status=504,
                             code="stream_time_limit")
     return gevent.Timeout(seconds or None, expired)
+
+
+def open_with_fallbacks(generation: Generation, context: RequestContext
+                        ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext]:
+    """:func:`open_in_tool_mode` on the request's back end, then on each of its ``fallbacks`` in turn while the
+    one before refused the connection or answered 5xx; nothing has gone to the client yet.
+
+    Returns:
+        What :func:`open_in_tool_mode` returns, and the context of the back end that answered.
+    Raises:
+        UpstreamError: the last back end tried refused (or one refused in another way).
+    """
+    *earlier, last = (context, *context.fallbacks)
+    for attempt in earlier:
+        try:
+            return _open_on(generation, attempt)
+        except UpstreamError as exc:
+            if exc.kind not in FALLS_BACK:
+                raise
+            log.warning("back end %s failed before its first byte (%s); trying the next", attempt.upstream_name,
+                        exc.kind, extra={"fields": {"upstream": attempt.upstream_name, "status": exc.status}})
+    return _open_on(generation, last)
+
+
+def _open_on(generation: Generation, context: RequestContext
+             ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext]:
+    if context.record is not None:
+        context.record.upstream = context.upstream_name
+    return (*open_in_tool_mode(generation, context), context)
 
 
 def open_in_tool_mode(generation: Generation,
@@ -138,6 +172,9 @@ def open_in_tool_mode(generation: Generation,
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    if settings.constrain_calls_for(model) and "response_format" not in fields:
+        constraint = forced_call_format(config)
+        fields = {**fields, "response_format": constraint} if constraint else fields
     stream = open_upstream(model, messages, fields, context)
     if refusal is not None:
         # Remembered (for every client of this worker) only now: the same request without tools was taken,

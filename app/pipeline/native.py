@@ -202,5 +202,6 @@ def _chat_tool_choice(config: ParserConfig) -> Any:
 
 
 def upstream_name(upstream: Any) -> str:
-    """What tells back ends apart in the fallback memory: the base URL (or the class of an in-process one)."""
-    return getattr(upstream, "base_url", None) or type(upstream).__name__
+    """What tells back ends apart in the fallback memory: the base URL (two names for one server share what it
+    refused), or the identity of an in-process one (two Codex back ends may use two providers)."""
+    return getattr(upstream, "base_url", None) or f"{type(upstream).__name__}@{id(upstream):x}"

@@ -115,7 +115,7 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
         formats=_one_copy(parser_formats(settings, model)),
-        policy=_one_copy(policy_from_settings(settings)),
+        policy=_one_copy(policy_from_settings(settings, model)),
         marker=request_marker(settings, marker_requested) if tools else None,
         bare_json=not json_output,
         starts_in_reasoning=settings.opens_reasoning(model),
@@ -233,6 +233,23 @@ def _openers_of(formats: tuple[str, ...]) -> frozenset[str]:
     return frozenset(opener for name in formats for opener in get_format(name).openers)
 
 
+def forced_call_format(config: ParserConfig) -> dict[str, Any] | None:
+    """The ``response_format`` that makes a back end with a JSON-schema constraint (llama.cpp's grammar) write
+    the call a ``required`` or named ``tool_choice`` demands, as a bare ``{"name", "arguments"}`` object (read
+    as a call at the message's start); ``None`` when no call is forced or a custom tool could be the one."""
+    choice = config.tool_choice
+    if choice.mode != "required" or not config.tools:
+        return None
+    names = sorted(choice.allowed) if choice.allowed is not None else sorted(config.tools)
+    specs = [config.tools[name] for name in names if name in config.tools]
+    if not specs or any(spec.kind != "function" for spec in specs):
+        return None
+    calls = [{"type": "object", "properties": {"name": {"const": spec.name},
+                                               "arguments": spec.parameters or {"type": "object"}},
+              "required": ["name", "arguments"]} for spec in specs]
+    return {"type": "json_object", "schema": calls[0] if len(calls) == 1 else {"anyOf": calls}}
+
+
 def prompt_format(config: ParserConfig) -> TextFormat:
     """The format the prompt asks the model to write calls in (the preferred one, marked if ``config`` is)."""
     return get_format(config.formats[0]).with_marker(config.marker)
@@ -243,15 +260,15 @@ def is_json_format(value: object) -> bool:
     return isinstance(value, dict) and value.get("type") in ("json_object", "json_schema")
 
 
-def policy_from_settings(settings: "Settings") -> Policy:
-    """The parser :class:`~statemachine.Policy` the operator configured."""
+def policy_from_settings(settings: "Settings", model: str = "") -> Policy:
+    """The parser :class:`~statemachine.Policy` the operator configured for the client's ``model``."""
     return Policy(
         unknown_tool=settings.unknown_tool,
         invalid_json=settings.invalid_json,
         schema_mismatch=settings.schema_mismatch,
         strict_mismatch=settings.strict_mismatch,
         text_after_calls="suppress" if settings.suppress_tail_after_tools else "keep",
-        stop_after_first_call=settings.stop_after_tools == "first",
+        stop_after_first_call=settings.stop_after_tools_for(model) == "first",
         max_tool_calls=settings.max_tool_calls,
     )
 

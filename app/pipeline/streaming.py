@@ -26,9 +26,11 @@ endpoint's error frame and terminator, like any failure after the first byte.
 
 from __future__ import annotations
 
+import inspect
 import socket
 import time
-from typing import Any, Callable, Iterable, Iterator, cast
+import weakref
+from typing import Any, Callable, Generator, Iterable, Iterator, cast
 
 import gevent
 import orjson
@@ -36,7 +38,7 @@ import orjson
 from statemachine import Event
 
 from ..observability.record import RequestRecord
-from ..upstreams.base import PAUSE, Pause, UpstreamError
+from ..upstreams.base import Pause, UpstreamError
 from .encoder import Encoder, Usage
 from .failures import ServerStopping, as_api_error
 
@@ -69,8 +71,9 @@ def tick_seconds(heartbeat_seconds: float | None, max_seconds: float | None) -> 
     return min(ticks) if ticks else None
 
 
-#: This worker's streams that started and have not closed (for :func:`end_open_streams`).
-_open: set["SSEBody"] = set()
+#: This worker's streams that started and have not closed (for :func:`end_open_streams`); weak, so a body a
+#: server dropped without closing it is not kept alive here.
+_open: "weakref.WeakSet[SSEBody]" = weakref.WeakSet()
 
 
 def end_open_streams() -> int:
@@ -89,7 +92,8 @@ class SSEBody:
     """The WSGI iterable of one SSE response (see :func:`sse_body`)."""
 
     __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
-                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping")
+                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping",
+                 "__weakref__")
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
@@ -110,7 +114,7 @@ class SSEBody:
         self._on_abandon = on_abandon
         self._started = False
         self._ended = False  # the body reached its end
-        self._relaying: Iterator[bytes] | None = None
+        self._relaying: Generator[bytes, None, None] | None = None
         self._greenlet: Any = None  # the request's greenlet, which iterates the body
         self._stopping = False
         self._record = record
@@ -132,7 +136,9 @@ class SSEBody:
         """Run by the hub, while no stream runs: a body that is inside its loop is waiting there (on the
         upstream, mostly), so ``ServerStopping`` is thrown in; one at a ``yield`` (gunicorn writing its frames)
         or ended is left to its flag (an exception thrown there would land in gunicorn's code)."""
-        if self._relaying is not None and self._relaying.gi_running and not self._ended:
+        relaying = self._relaying
+        if (relaying is not None and inspect.getgeneratorstate(relaying) == inspect.GEN_RUNNING and not self._ended
+                and not self._greenlet.dead):
             self._greenlet.throw(ServerStopping)
 
     def close(self) -> None:
@@ -155,7 +161,7 @@ class SSEBody:
             self._record.client_left()
             self._record = None
 
-    def _relay(self) -> Iterator[bytes]:
+    def _relay(self) -> Generator[bytes, None, None]:
         self._started = True
         record = self._record
         heartbeat, deadline, encoder = self._heartbeat, self._deadline, self._encoder

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 
-from .._jsoncall import JsonCallsBody as JsonCallsReader
-from ._base import BodyReader, CallSink, TextFormat
+from .._jsonblock import JsonCallsBody as JsonCallsReader
+from .._reader import BodyReader, CallSink, Outcome
+from ._base import TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .dsml import DsmlFormat, DsmlV4Format
@@ -40,7 +41,7 @@ from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
 
-__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "TextFormat", "format_for_model", "get_format",
+__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "TextFormat", "format_for_model", "get_format",
            "register_format", "registered_formats"]
 
 _REGISTRY: dict[str, TextFormat] = {}

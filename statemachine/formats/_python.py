@@ -129,7 +129,8 @@ def literal(text: str) -> Any:
 
 
 def _skip(text: str, pos: int) -> int:
-    return _WS.match(text, pos).end()
+    m = _WS.match(text, pos)
+    return pos if m is None else m.end()
 
 
 class _Reader:

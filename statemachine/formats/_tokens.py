@@ -16,12 +16,14 @@ then stream verbatim through the JSON value lexer.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Callable
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, end_calls_at_eof
+from .._scanning import NON_WS, Stop, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from ._base import TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
 
@@ -53,24 +55,43 @@ class ObjectArguments:
     repaired: bool
     invalid: bool
 
-    def read_object(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def read_object(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """Stream the object from ``buf[pos:]``: ``(MORE, end)`` to go on with the next chunk, ``(DONE,
         end)`` when a call opener cut it (the call is aborted there), or ``(None, end)``: it closed just
         before ``end`` (``repaired`` and ``invalid`` say how it went; the lexer is let go)."""
         lexer = self.lexer
+        assert lexer is not None
         text, end = lexer.feed(buf, pos)
         if text:
             self.sink.call_args(text)
-        if lexer.stopped == "partial":
-            return MORE, end
-        if lexer.stopped == "opener":
-            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
         if end is None:
             return MORE, len(buf)
+        if lexer.stopped is Stop.PARTIAL:
+            return MORE, end
+        if lexer.stopped is Stop.OPENER:
+            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
+            return DONE, end
         self.repaired, self.invalid = lexer.repaired, lexer.failed
         self.lexer = None
         return None, end
+
+
+class TokenState(str, enum.Enum):
+    """Where a :class:`TokenCallsBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: A section's start: a call's begin token follows.
+    SECTION = "section"
+    #: A call's header, up to its object.
+    HEADER = "header"
+    #: The call's JSON object.
+    ARGS = "args"
+    #: After a call: its end token, the next call, or the section's end.
+    AFTER = "after"
+    #: A malformed call, skipped to its end token.
+    SKIP = "skip"
+
+
+SECTION, HEADER, ARGS, AFTER, SKIP = TokenState
 
 
 class TokenCallsBody(ObjectArguments):
@@ -88,7 +109,7 @@ class TokenCallsBody(ObjectArguments):
     def __init__(self, sink: CallSink, tokens: Tokens, *, in_call: bool):
         self.sink = sink
         self.tokens = tokens
-        self.state = "header" if in_call else "section"
+        self.state = HEADER if in_call else SECTION
         self.lexer: ValueLexer | None = None
         self.calls = 0  # calls whose header went out
         self.used = False  # the call the opener began has been named or dropped: the next needs call_begin
@@ -97,79 +118,89 @@ class TokenCallsBody(ObjectArguments):
         self.invalid = False
         self.after = tuple(t for t in (*tokens.skip, tokens.call_end, tokens.call_begin, tokens.section_end) if t)
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            state = self.state
-            if state == "args":
-                status, end = self.read_object(buf, pos)
-                if status is not None:
-                    return status, end
-                self.pending = True
-                pos = end
-                if not self.after:  # the object was the call and the block
-                    self._end()
-                    return DONE, pos
-                self.state = "after"
-                continue
-            if state == "header":
-                brace = buf.find("{", pos, pos + HEADER_LIMIT + 1)
-                if brace == -1 and n - pos <= HEADER_LIMIT:
-                    return MORE, pos
-                name = self.tokens.header(buf[pos:brace]) if brace != -1 else None
-                if not name:
-                    if not self.tokens.call_end:
-                        return self._not_a_call(pos)
-                    self._begin()
-                    self.sink.call_abort("invalid_json", "a call's header is malformed; the call is dropped")
-                    self.state = "skip"
-                    continue
-                self._begin()
-                self.calls += 1
-                self.sink.call_name(name)
-                self.lexer = ValueLexer(stops=self.sink.openers)
-                self.state = "args"
-                pos = brace
-                continue
-            if state == "skip":
-                pos, status = self._skip(buf, pos)
-                if status == MORE:
-                    return MORE, pos
-                continue
-            if buf[pos] in WS:
-                pos += 1
-                continue
-            token, status = self._token_at(buf, pos)
-            if status == "partial":
-                return MORE, pos
-            if token is None:
-                if state == "section":  # a call without its begin token: its header is read as one
-                    self.state = "header"
-                    continue
-                self._end()
-                return DONE, pos  # prose after the calls: the block ended without its end token
-            pos += len(token)
-            if token == self.tokens.call_begin:
-                self._end()
-                self.state = "header"
-            elif token == self.tokens.section_end:
-                if not self.calls:
-                    return self._not_a_call(pos)
-                self._end()
-                return DONE, pos
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
 
-    def _token_at(self, buf: str, pos: int) -> tuple[str | None, str | None]:
-        tokens = self.after if self.state == "after" else (self.tokens.call_begin, self.tokens.section_end)
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_args(self, buf: str, pos: int) -> Step:
+        """The call's JSON object, streamed."""
+        status, end = self.read_object(buf, pos)
+        if status is not None:
+            return status, end
+        self.pending = True
+        if not self.after:  # the object was the call and the block
+            self._end()
+            return DONE, end
+        self.state = AFTER
+        return None, end
+
+    def _read_header(self, buf: str, pos: int) -> Step:
+        """A call's header, up to its object's ``{``: the name, or a malformed call skipped to its end."""
+        brace = buf.find("{", pos, pos + HEADER_LIMIT + 1)
+        if brace == -1 and len(buf) - pos <= HEADER_LIMIT:
+            return MORE, pos
+        name = self.tokens.header(buf[pos:brace]) if brace != -1 else None
+        if not name:
+            if not self.tokens.call_end:
+                return self._not_a_call(pos)
+            self._begin()
+            self.sink.call_abort("invalid_json", "a call's header is malformed; the call is dropped")
+            self.state = SKIP
+            return None, pos
+        self._begin()
+        self.calls += 1
+        self.sink.call_name(name)
+        self.lexer = ValueLexer(stops=self.sink.openers)
+        self.state = ARGS
+        return None, brace
+
+    def _read_skip(self, buf: str, pos: int) -> Step:
+        pos, skipped = self._skip(buf, pos)
+        return skipped, pos
+
+    def _read_tokens(self, buf: str, pos: int) -> Step:
+        """In a section, or after a call: the next call, the section's end, or anything else ends the block."""
+        m = NON_WS.search(buf, pos)
+        if m is None:
+            return MORE, len(buf)
+        pos = m.start()
+        token, cut = self._token_at(buf, pos)
+        if cut is Stop.PARTIAL:
+            return MORE, pos
+        if token is None:
+            if self.state is SECTION:  # a call without its begin token: its header is read as one
+                self.state = HEADER
+                return None, pos
+            self._end()
+            return DONE, pos  # prose after the calls: the block ended without its end token
+        pos += len(token)
+        if token == self.tokens.call_begin:
+            self._end()
+            self.state = HEADER
+        elif token == self.tokens.section_end:
+            if not self.calls:
+                return self._not_a_call(pos)
+            self._end()
+            return DONE, pos
+        return None, pos
+
+    def _token_at(self, buf: str, pos: int) -> tuple[str | None, Stop | None]:
+        tokens = self.after if self.state is AFTER else (self.tokens.call_begin, self.tokens.section_end)
         tail = buf[pos:pos + max(map(len, tokens))]
         for token in tokens:
             if token and tail.startswith(token):
                 return token, None
         if any(token.startswith(tail) for token in tokens if token) and pos + len(tail) == len(buf):
-            return None, "partial"
+            return None, Stop.PARTIAL
         return None, None
 
-    def _skip(self, buf: str, pos: int) -> tuple[int, str | None]:
+    def _skip(self, buf: str, pos: int) -> tuple[int, Outcome | None]:
         """Skip a dropped call's text up to its end token (or the next call's, or the section's end)."""
         tokens = self.tokens
         found = [(i, t) for t in (tokens.call_end, tokens.call_begin, tokens.section_end)
@@ -177,8 +208,8 @@ class TokenCallsBody(ObjectArguments):
         if not found:
             return partial_at_end(buf, pos, self.after), MORE
         i, token = min(found)
-        self.state = "header" if token == tokens.call_begin else "after"
-        if token == tokens.section_end:  # the token is read again in "after": it ends the block
+        self.state = HEADER if token == tokens.call_begin else AFTER
+        if token == tokens.section_end:  # the token is read again in AFTER: it ends the block
             return i, None
         return i + len(token), None
 
@@ -193,7 +224,7 @@ class TokenCallsBody(ObjectArguments):
             self.pending = False
             self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later call's header is malformed: the calls before it stand
             self._end()
             return DONE, pos
@@ -229,3 +260,13 @@ class TokenFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return TokenCallsBody(sink, self.tokens, in_call=opener != self.openers[0] or not self.tokens.call_begin)
+
+
+#: Each state's reader.
+_READERS: dict[TokenState, Callable[[TokenCallsBody, str, int], Step]] = {
+    SECTION: TokenCallsBody._read_tokens,
+    HEADER: TokenCallsBody._read_header,
+    ARGS: TokenCallsBody._read_args,
+    AFTER: TokenCallsBody._read_tokens,
+    SKIP: TokenCallsBody._read_skip,
+}

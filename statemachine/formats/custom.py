@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import re
 from .._events import CUSTOM
-from .._scanning import DONE, MORE, NewlineTrim, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat
+from .._scanning import NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat
 
 CLOSER = "</custom_tool_call>"
 _TAG_END = re.compile(r"[<>]")
@@ -47,7 +48,7 @@ class CustomToolBody:
         self.named = False
         self.trim = NewlineTrim()
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.named:
             m = _TAG_END.search(buf, pos, pos + self._TAG_LIMIT)
             if m is None:
@@ -72,7 +73,7 @@ class CustomToolBody:
         self.ctx.call_end()  # a held trailing newline was the input's last: trimmed
         return DONE, end + len(CLOSER)
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.ctx.call_abort("not_a_call", "the custom_tool_call tag has no name")
         return DONE, pos
 

@@ -34,8 +34,9 @@ from typing import Any, Mapping
 
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end, skip_to
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._scanning import WS, partial_at_end, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
 DSML = "｜DSML｜"
@@ -72,11 +73,11 @@ class DsmlBody(ObjectArguments):
         self.string: str | None = None  # the current parameter's ``string`` attribute
         self.streaming = False  # the current value goes out as a JSON string as it arrives
         self.text: list[str] = []  # a buffered value's text so far
-        self.held: tuple[str, Any, dict] | None = None  # a wrapper parameter (key, value, the object it wraps)
+        self.held: tuple[str, Any, dict[str, Any]] | None = None  # a wrapper parameter (key, value, the object it wraps)
         self.lexer: ValueLexer | None = None
         self.repaired = self.invalid = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -128,7 +129,7 @@ class DsmlBody(ObjectArguments):
 
     # the invoke's header ---------------------------------------------------------------------------
 
-    def _header(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _header(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """``NAME">`` (or ``NAME"/>``): the call begins; ``(None, after it)``, or the block's outcome."""
         quote = buf.find('"', pos, pos + _LIMIT)
         m = _HEADER_END.match(buf, quote) if quote != -1 else None
@@ -154,7 +155,7 @@ class DsmlBody(ObjectArguments):
 
     # parameters ------------------------------------------------------------------------------------
 
-    def _param(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _param(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """``K" string="…">``: a value begins; ``(None, after it)``, or the block's outcome."""
         close = buf.find(">", pos, pos + _LIMIT)
         if close == -1:
@@ -241,19 +242,19 @@ class DsmlBody(ObjectArguments):
             self.sink.call_args("}" if self.pairs else "{}")
         self.sink.call_end()
 
-    def _section_end(self, buf: str, pos: int) -> tuple[str, int]:
+    def _section_end(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.calls:
             return self._not_a_call(buf, pos)
         return DONE, pos
 
-    def _stray(self, buf: str, pos: int) -> tuple[str, int]:
+    def _stray(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Text the syntax has no place for: between invokes the block ends there; inside one it is malformed."""
         if self.state == "section":  # prose after complete invokes: the section ended without its closer
             return (DONE, pos) if self.calls else self._not_a_call(buf, pos)
         self.sink.call_abort("invalid_json", "the DSML block holds text outside its tags")
         return DONE, pos
 
-    def _not_a_call(self, buf: str, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later invoke's header is malformed: the calls before it stand, the rest is dropped
             self.sink.note("invalid_json", "a malformed DSML invoke was dropped up to the section's end")
             self.state = "skip"
@@ -261,7 +262,7 @@ class DsmlBody(ObjectArguments):
         self.sink.call_abort("not_a_call", "the DSML block does not start a call")
         return DONE, pos
 
-    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Drop text up to the section's end (a bare invoke's: the invoke's), or to the next call's opener."""
         hit, end = skip_to(buf, pos, self.closer or INVOKE_END, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)
@@ -292,7 +293,7 @@ def typed_value(raw: str, string: str | None, prop: Mapping[str, Any] | None) ->
     return coerce_value(raw, prop)
 
 
-def _object_in(value: Any) -> dict | None:
+def _object_in(value: Any) -> dict[str, Any] | None:
     """A wrapper's value as the object it holds (an object, or a string holding one), else ``None``."""
     if isinstance(value, str):
         try:
@@ -318,7 +319,7 @@ class DsmlFormat(TextFormat):
     name = "deepseek_v32"
     model_names = ("deepseek-v3.2",)
     section = V32_SECTION
-    openers = (V32_SECTION, V4_SECTION, INVOKE)
+    openers: tuple[str, ...] = (V32_SECTION, V4_SECTION, INVOKE)
     end_tokens = ("<｜end▁of▁sentence｜>",)
 
     def __init__(self) -> None:

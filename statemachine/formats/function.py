@@ -7,18 +7,19 @@ Seed-OSS write parameter children, usually inside ``<tool_call>`` (the
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS as _WS, NewlineTrim, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .._scanning import NON_WS, NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from ._base import TextFormat, compact_object
+from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
-_NON_WS = re.compile(r"[^ \t\r\n]")
-
 
 #: Both spellings of the opener: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both).
 OPENERS = ("<function=", "<function name=")
@@ -31,8 +32,8 @@ class FunctionFormat(TextFormat):
     """
 
     name = "function"
-    model_names = ("qwen3-coder",)
-    openers = OPENERS
+    model_names: tuple[str, ...] = ("qwen3-coder",)
+    openers: tuple[str, ...] = OPENERS
     closer = "</function>"
 
     def render_call(self, name: str, arguments: str) -> str:
@@ -46,7 +47,30 @@ class FunctionFormat(TextFormat):
         return FunctionBody(sink)
 
 
-class FunctionBody:
+class FunctionState(str, enum.Enum):
+    """Where a :class:`FunctionBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The function's name, up to the opener's ``>``.
+    NAME = "name"
+    #: Between parameters: a parameter, a JSON object, or the end.
+    BODY = "body"
+    #: A JSON object body, streamed by the value lexer.
+    JSON = "json"
+    #: A parameter's name, up to its tag's ``>``.
+    PARAM_NAME = "param_name"
+    #: A parameter's value.
+    VALUE = "value"
+    #: After a ``</parameter>`` (or a ``</function>`` in an open value): did it close the parameter?
+    CLOSING = "closing"
+    #: A ``</function>`` in an open value ended the call.
+    ENDED = "ended"
+
+
+NAME, BODY, JSON, PARAM_NAME, VALUE, CLOSING, ENDED = FunctionState
+
+
+
+class FunctionBody(ObjectArguments):
     """Body of ``<function=NAME>``: a JSON object, or ``<parameter=K>V</parameter>`` children.
 
     Parameters stream as they arrive (parsing.md 2.1 C): ``{`` when the first
@@ -79,16 +103,16 @@ class FunctionBody:
     _TAG_LIMIT = 128  # a name with no '>' after this many characters is not a tag
     _CLOSE_HOLD = 1024  # whitespace after a '</parameter>' held at most this long; past it, the value goes on
 
-    def __init__(self, ctx: CallSink, outer_closer: str | None = None):
-        self.ctx = ctx
+    def __init__(self, sink: CallSink, outer_closer: str | None = None):
+        self.sink = sink
         self.outer_closer = outer_closer  # the enclosing block's closer (``</tool_call>``): implies ``</function>``
         self.tags = (self._PARAM_OPEN, self.CLOSER) + ((outer_closer,) if outer_closer else ())
-        self.state = "name"
+        self.state = NAME
         self.closing: list[str] | None = None  # a '</parameter>' and the whitespace after it, held
         self.closing_len = 0
         self.partial = False  # the last feed stopped at a tag cut by the chunk's end
         self.lexer: ValueLexer | None = None
-        self.repaired = False
+        self.repaired = self.invalid = False  # how the JSON body (read_object) or the parameters went
         self.streamed_json = False
         self.props: Mapping[str, Any] = {}  # the tool's schema properties
         self.params = 0  # parameters opened so far
@@ -98,109 +122,122 @@ class FunctionBody:
         self.sent_keys: set[str] = set()  # parameters sent so far: a key is never sent twice
         self.nested = 0  # '<function=' blocks open inside the current value (an example call)
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         self.partial = False
         while pos < n:
-            state = self.state
-            if self.lexer is not None:
-                text, end = self.lexer.feed(buf, pos)
-                if text:
-                    self.ctx.call_args(text)
-                if end is None:
-                    return MORE, n
-                if self.lexer.stopped == "partial":
-                    return MORE, end
-                if self.lexer.stopped:
-                    self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-                    return DONE, end
-                self.repaired |= self.lexer.repaired
-                self.lexer = None
-                self.streamed_json = True
-                pos = end
-                continue
-            if state in ("name", "param_name"):
-                end = buf.find(">", pos, pos + self._TAG_LIMIT)
-                if end == -1:
-                    if n - pos >= self._TAG_LIMIT:
-                        return self._invalid(pos, "no '>' after the name")
-                    return MORE, pos
-                name = _param_key(buf[pos:end])
-                if state == "param_name":
-                    self._param_open(name)
-                elif not name or any(c in name for c in " \n<"):
-                    return self._invalid(pos, "bad function name")
-                else:
-                    self._named(name)
-                pos = end + 1
-                continue
-            if state == "value":
-                m = self._VALUE_TAGS_RE.search(buf, pos)
-                if m is None:
-                    # every tag starts with '<': without one the whole rest is value text
-                    keep = n if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._VALUE_TAGS)
-                    self._value(buf[pos:keep])
-                    return MORE, keep
-                i, hit = m.start(), m.group()
-                self._value(buf[pos:i])
-                boundary = self._value_tag(hit, buf, i)
-                if boundary is None:  # a parameter's name cut by the chunk's end: decided with the next chunk
-                    return MORE, i
-                if not boundary:
-                    self._value(hit)
-                    pos = i + len(hit)
-                elif hit in (self._PARAM_CLOSE, self.CLOSER):
-                    self.closing = [hit]
-                    self.closing_len = len(hit)
-                    self.state = "closing"
-                    pos = i + len(hit)
-                else:  # an unclosed parameter ends at the next one or at </function>
-                    self._param_close()
-                    self.state = "body"
-                    pos = i
-                continue
-            if state == "closing":
-                pos = self._closing(buf, pos)
-                if self.partial:
-                    return MORE, pos
-                if self.state == "done":  # an unclosed value's '</function>': the call is complete
-                    return DONE, pos
-                continue
-            ch = buf[pos]
-            if ch in _WS:
-                pos += 1
-                continue
-            if ch == "{" and not self.params and not self.streamed_json:
-                self.lexer = ValueLexer(emit=True, stops=self.ctx.openers)
-                continue
-            for tag in self.tags:
-                if buf.startswith(tag, pos):
-                    break
-                if tag.startswith(buf[pos:]):
-                    return MORE, pos
-            else:
-                self.ctx.call_invalid()
-                return self._invalid(pos, "unexpected text in the function body")
-            if tag == self._PARAM_OPEN:
-                if not self.params and not self.streamed_json:
-                    self.ctx.call_args("{")
-                self.state = "param_name"
-                pos += len(tag)
-                continue
-            if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
-                self.repaired = True
-                self._finish()
-                return DONE, pos
-            self._finish()
-            return DONE, pos + len(tag)
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_name(self, buf: str, pos: int) -> Step:
+        """The function's name, up to the opener's ``>``."""
+        end = buf.find(">", pos, pos + self._TAG_LIMIT)
+        if end == -1:
+            return self._no_tag_end(buf, pos)
+        name = _param_key(buf[pos:end])
+        if not name or any(c in name for c in " \n<"):
+            return self._invalid(pos, "bad function name")
+        self._named(name)
+        return None, end + 1
+
+    def _read_param_name(self, buf: str, pos: int) -> Step:
+        """A parameter's name, up to its tag's ``>``: its value begins."""
+        end = buf.find(">", pos, pos + self._TAG_LIMIT)
+        if end == -1:
+            return self._no_tag_end(buf, pos)
+        self._param_open(_param_key(buf[pos:end]))
+        return None, end + 1
+
+    def _no_tag_end(self, buf: str, pos: int) -> Step:
+        """No ``>`` after a name yet: it may come with the next chunk, unless the name is already too long."""
+        if len(buf) - pos >= self._TAG_LIMIT:
+            return self._invalid(pos, "no '>' after the name")
+        return MORE, pos
+
+    def _read_json(self, buf: str, pos: int) -> Step:
+        """A JSON object body, streamed verbatim by the value lexer."""
+        outcome, end = self.read_object(buf, pos)
+        if outcome is None:
+            self.streamed_json = True
+            self.state = BODY
+        return outcome, end
+
+    def _read_value(self, buf: str, pos: int) -> Step:
+        """A parameter's value, up to a tag that may end it."""
+        m = self._VALUE_TAGS_RE.search(buf, pos)
+        if m is None:
+            # every tag starts with '<': without one the whole rest is value text
+            keep = len(buf) if buf.find("<", pos) == -1 else partial_at_end(buf, pos, self._VALUE_TAGS)
+            self._value(buf[pos:keep])
+            return MORE, keep
+        i, hit = m.start(), m.group()
+        self._value(buf[pos:i])
+        boundary = self._value_tag(hit, buf, i)
+        if boundary is None:  # a parameter's name cut by the chunk's end: decided with the next chunk
+            return MORE, i
+        if not boundary:
+            self._value(hit)
+            return None, i + len(hit)
+        if hit in (self._PARAM_CLOSE, self.CLOSER):
+            self.closing = [hit]
+            self.closing_len = len(hit)
+            self.state = CLOSING
+            return None, i + len(hit)
+        self._param_close()  # an unclosed parameter ends at the next one or at </function>
+        self.state = BODY
+        return None, i
+
+    def _read_closing(self, buf: str, pos: int) -> Step:
+        """After a ``</parameter>`` (or a ``</function>`` in an open value): what follows decides whether it
+        closed the parameter (or the call)."""
+        pos = self._closing(buf, pos)
+        if self.partial:
+            return MORE, pos
+        return (DONE if self.state is ENDED else None), pos
+
+    def _read_ended(self, buf: str, pos: int) -> Step:
+        """The call ended inside a value (``_function_closing``): the block ends here."""
+        return DONE, pos
+
+    def _read_body(self, buf: str, pos: int) -> Step:
+        """Between parameters: a parameter, a JSON object (first), or the end of the function."""
+        m = NON_WS.search(buf, pos)
+        if m is None:
+            return MORE, len(buf)
+        pos = m.start()
+        if buf[pos] == "{" and not self.params and not self.streamed_json:
+            self.lexer = ValueLexer(emit=True, stops=self.sink.openers)
+            self.state = JSON
+            return None, pos
+        tag = next((t for t in self.tags if buf.startswith(t, pos)), None)
+        if tag is None:
+            if any(t.startswith(buf[pos:]) for t in self.tags):
+                return MORE, pos
+            self.sink.call_invalid()
+            return self._invalid(pos, "unexpected text in the function body")
+        if tag == self._PARAM_OPEN:
+            if not self.params and not self.streamed_json:
+                self.sink.call_args("{")
+            self.state = PARAM_NAME
+            return None, pos + len(tag)
+        if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
+            self.repaired = True
+            self._finish()
+            return DONE, pos
+        self._finish()
+        return DONE, pos + len(tag)
 
     def _closing(self, buf: str, pos: int) -> int:
         """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
         n = len(buf)
-        m = _NON_WS.search(buf, pos)
+        m = NON_WS.search(buf, pos)
         j = n if m is None else m.start()
         room = self._CLOSE_HOLD - self.closing_len
+        assert self.closing is not None
         if j - pos > room:  # too much whitespace to hold: the '</parameter>' was value text
             self._not_closed(buf[pos:pos + room])
             return pos + room
@@ -219,7 +256,7 @@ class FunctionBody:
         if closed:
             self.closing = None
             self._param_close()
-            self.state = "body"
+            self.state = BODY
         elif closed is None:
             self.partial = True  # a tag cut by the chunk's end: decided with the next chunk
         else:
@@ -229,12 +266,12 @@ class FunctionBody:
     def _function_closing(self, buf: str, j: int) -> int:
         """After a ``</function>`` in an open value: it ended the call if the enclosing closer or a new call's
         opener follows."""
-        ends = ((self.outer_closer,) if self.outer_closer else ()) + tuple(self.ctx.openers)
+        ends = ((self.outer_closer,) if self.outer_closer else ()) + tuple(self.sink.openers)
         if any(buf.startswith(tag, j) for tag in ends):
             self.closing = None
             self._param_close()
             self._finish()
-            self.state = "done"
+            self.state = ENDED
         elif any(tag.startswith(buf[j:]) for tag in ends):
             self.partial = True
         else:
@@ -266,21 +303,21 @@ class FunctionBody:
 
     def _not_closed(self, more: str) -> None:
         """The held ``</parameter>`` (and whitespace) belongs to the value."""
-        text = "".join(self.closing) + more
+        text = "".join(self.closing or ()) + more
         self.closing = None
-        self.state = "value"
+        self.state = VALUE
         self._value(text)
 
-    def _invalid(self, pos: int, message: str) -> tuple[str, int]:
-        self.ctx.call_abort("invalid_json", message)
+    def _invalid(self, pos: int, message: str) -> tuple[Outcome, int]:
+        self.sink.call_abort("invalid_json", message)
         return DONE, pos
 
     def _named(self, name: str) -> None:
-        self.ctx.call_name(name)
-        schema = self.ctx.schema_for(self.ctx.current_name())
+        self.sink.call_name(name)
+        schema = self.sink.schema_for(self.sink.current_name())
         props = schema.get("properties") if isinstance(schema, Mapping) else None
         self.props = props if isinstance(props, Mapping) else {}
-        self.state = "body"
+        self.state = BODY
 
     def _param_open(self, key: str) -> None:
         self.sent_keys.add(key)
@@ -291,8 +328,8 @@ class FunctionBody:
         self.trim = NewlineTrim()
         sep = ", " if self.params else ""
         self.params += 1
-        self.ctx.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
-        self.state = "value"
+        self.sink.call_args(sep + json.dumps(key, ensure_ascii=False) + (': "' if string else ": "))
+        self.state = VALUE
 
     def _value(self, text: str) -> None:
         trim = self.trim
@@ -304,35 +341,47 @@ class FunctionBody:
         text = trim.stream(text)
         if text:
             # json.dumps (non-ASCII kept) changes only quotes, backslashes and control characters
-            self.ctx.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
+            self.sink.call_args(json.dumps(text, ensure_ascii=False)[1:-1] if _NEEDS_ESCAPE.search(text) else text)
 
     def _param_close(self) -> None:
         if self.held is None:
-            self.ctx.call_args('"')  # a held trailing newline was the value's last: trimmed
+            self.sink.call_args('"')  # a held trailing newline was the value's last: trimmed
             return
         text = "".join(self.held)
         if text.endswith("\n"):
             text = text[:-1]
-        self.ctx.call_args(json.dumps(coerce_value(text, self.schema), ensure_ascii=False))
+        self.sink.call_args(json.dumps(coerce_value(text, self.schema), ensure_ascii=False))
 
     def _finish(self) -> None:
         if not self.streamed_json:
-            self.ctx.call_args("}" if self.params else "{}")
-        self.ctx.call_end(repaired=self.repaired)
+            self.sink.call_args("}" if self.params else "{}")
+        self.sink.call_end(repaired=self.repaired)
 
     def at_eof(self) -> None:
-        if self.state == "closing" and not self.partial:  # '</parameter>' then only whitespace: it closed
+        if self.state is CLOSING and not self.partial:  # '</parameter>' then only whitespace: it closed
             self._param_close()
-            self.state = "body"
-            if self.closing[0] == self.CLOSER:  # '</function>' too
+            self.state = BODY
+            if self.closing and self.closing[0] == self.CLOSER:  # '</function>' too
                 self._finish()
                 return
-        if self.state == "body" and self.lexer is None and (self.streamed_json or self.params):
-            self.ctx.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
+        if self.state is BODY and (self.streamed_json or self.params):
+            self.sink.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
-            self.ctx.call_incomplete()
+            self.sink.call_incomplete()
 
 
 def _param_key(text: str) -> str:
     """A tag's name: ``<parameter=path>`` and ``<function name="get_weather">`` alike."""
     return text.strip().strip("\"'")
+
+
+#: Each state's reader.
+_READERS: dict[FunctionState, Callable[[FunctionBody, str, int], Step]] = {
+    NAME: FunctionBody._read_name,
+    BODY: FunctionBody._read_body,
+    JSON: FunctionBody._read_json,
+    PARAM_NAME: FunctionBody._read_param_name,
+    VALUE: FunctionBody._read_value,
+    CLOSING: FunctionBody._read_closing,
+    ENDED: FunctionBody._read_ended,
+}

@@ -20,8 +20,10 @@ import json
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._scanning import WS, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, call_instructions, compact_object
+from ._tokens import ObjectArguments
 from .function import FunctionBody, FunctionFormat
 
 PYTHON_TAG = "<|python_tag|>"
@@ -39,7 +41,7 @@ class CodeBody:
         self.sink = sink
         self.started = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.started:
             self.started = True
             self.sink.call_name("python")
@@ -62,16 +64,17 @@ class CodeBody:
             self.sink.call_unclosed(tail='"}')
 
 
-class RecipientBody:
+class RecipientBody(ObjectArguments):
     """One v3.2 part after ``>>>`` (or at a message's start): its recipient line, then JSON arguments or code."""
 
     def __init__(self, sink: CallSink):
         self.sink = sink
         self.inner: BodyReader | None = None
         self.lexer: ValueLexer | None = None
+        self.repaired = self.invalid = False
         self.named = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.inner is not None:
             return self.inner.feed(buf, pos)
         if self.lexer is not None:
@@ -102,21 +105,14 @@ class RecipientBody:
         self.lexer = ValueLexer(stops=self.sink.openers)
         return self._arguments(buf, pos)
 
-    def _arguments(self, buf: str, pos: int) -> tuple[str, int]:
-        text, end = self.lexer.feed(buf, pos)
-        if text:
-            self.sink.call_args(text)
-        if self.lexer.stopped == "partial":
-            return MORE, end
-        if self.lexer.stopped:
-            self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
-        if end is None:
-            return MORE, len(buf)
-        self.sink.call_end(repaired=self.lexer.repaired, invalid=self.lexer.failed)
+    def _arguments(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        outcome, end = self.read_object(buf, pos)
+        if outcome is not None:
+            return outcome, end
+        self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
         return DONE, end
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the recipient line names no tool")
         return DONE, pos
 

@@ -31,8 +31,9 @@ import re
 from typing import Any
 
 from .._coerce import coerce_value
-from .._scanning import DONE, MORE, WS, partial_at_end, skip_to
-from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from .._scanning import WS, partial_at_end, skip_to
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
 _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
@@ -89,7 +90,7 @@ class GemmaCallBody:
         self.stops = {delim: re.compile(f"{re.escape(delim)}|{re.escape(closer)}"),
                       '"': re.compile(f"{_JSON_STOP.pattern}|{re.escape(closer)}")}
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -193,15 +194,17 @@ class GemmaCallBody:
         """Read the open string on from ``pos``: ``(position, True)`` after its end quote, ``(keep, None)`` if it
         is still open, ``(position, False)`` at the call's closer (the string was left open)."""
         n = len(buf)
+        quote = self.quote
+        assert quote is not None
         while pos < n:
             if self.escaped:
                 self.value.append(buf[pos])
                 self.escaped = False
                 pos += 1
                 continue
-            m = self.stops[self.quote].search(buf, pos)
+            m = self.stops[quote].search(buf, pos)
             if m is None:
-                keep = partial_at_end(buf, pos, (self.quote, self.closer))
+                keep = partial_at_end(buf, pos, (quote, self.closer))
                 self.value.append(buf[pos:keep])
                 return keep, None
             if m.group() == self.closer:
@@ -216,7 +219,7 @@ class GemmaCallBody:
             return pos, True
         return pos, None
 
-    def _cut(self, pos: int) -> tuple[str, int]:
+    def _cut(self, pos: int) -> tuple[Outcome, int]:
         """The closer at ``pos`` cut a string left open. The closer is a special token, never string text: a
         top-level string ends before it (a ``}`` there is the object's) and the call is repaired; a nested one
         leaves the call invalid, as where the string ends inside its brackets is not known."""
@@ -225,7 +228,7 @@ class GemmaCallBody:
             return DONE, pos + len(self.closer)
         text = "".join(self.value)
         body = text.rstrip()
-        self.value = [body[:-1] if body.endswith("}") else text, self.quote]
+        self.value = [body[:-1] if body.endswith("}") else text, self.quote or ""]
         self.sink.note("repaired", "a string left open before the call's closer was closed there")
         self._pair()
         self.sink.call_args("}")
@@ -247,17 +250,17 @@ class GemmaCallBody:
                             + json.dumps(value, ensure_ascii=False))
         self.pairs += 1
 
-    def _broken(self, buf: str, pos: int) -> tuple[str, int]:
+    def _broken(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """The arguments are malformed: the call is dropped, and so is its text up to the closer."""
         self.sink.call_abort("invalid_json", "the call's arguments are not key:value pairs")
         self.state = "skip"
         return self._skip(buf, pos)
 
-    def _skip(self, buf: str, pos: int) -> tuple[str, int]:
+    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         hit, end = skip_to(buf, pos, self.closer, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos
 
@@ -340,6 +343,7 @@ def _key(text: str, pos: int, delim: str) -> tuple[str, int] | None:
         key, pos = found[0], _skip(text, found[1])
     else:
         m = _BARE_KEY.match(text, pos)
+        assert m is not None  # the pattern matches the empty string
         key, pos = m.group().strip().strip("'"), m.end()
         if not key and pos < len(text):
             raise ValueError("a key is missing")
@@ -380,8 +384,8 @@ class FunctionGemmaFormat(TextFormat):
 
     name = "functiongemma"
     model_names = ("functiongemma",)
-    openers = ("<start_function_call>",)
-    end_tokens = ("<end_of_turn>",)
+    openers: tuple[str, ...] = ("<start_function_call>",)
+    end_tokens: tuple[str, ...] = ("<end_of_turn>",)
     closer = "<end_function_call>"
     delim = "<escape>"
 

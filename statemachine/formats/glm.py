@@ -24,9 +24,10 @@ import json
 import re
 
 from .._coerce import coerce_value
-from .._jsoncall import JsonCallsBody
-from .._scanning import DONE, MORE, WS, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._jsonblock import JsonCallsBody
+from .._scanning import WS, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<tool_call>"
 CLOSER = "</tool_call>"
@@ -60,7 +61,7 @@ class GlmBody:
         self.pairs = 0  # pairs of the current call
         self.calls = 0  # calls named in this block
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             if self.inner is not None:
@@ -139,7 +140,7 @@ class GlmBody:
                             + json.dumps(value, ensure_ascii=False))
         self.pairs += 1
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later call's header is malformed: the calls before it stand
             return DONE, pos
         self.sink.call_abort("not_a_call", "the tool_call block does not start a call")

@@ -33,8 +33,9 @@ from __future__ import annotations
 import re
 
 from .._jsonlex import ValueLexer
-from .._scanning import DONE, MORE, WS, opener_at, partial_at_end
-from ._base import BodyReader, CallSink, TextFormat, _MarkedFormat, call_instructions, compact_object
+from .._scanning import WS, Stop, opener_at, partial_at_end
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
 START, CHANNEL, MESSAGE, CONSTRAIN = "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"
@@ -74,7 +75,7 @@ class HarmonyBody(ObjectArguments):
         self.repaired = False
         self.invalid = False
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
@@ -100,6 +101,7 @@ class HarmonyBody(ObjectArguments):
                     self.sink.drop_block()
                 else:
                     self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
+                assert isinstance(hit, tuple)  # found anywhere: never cut
                 return DONE, hit[1]
             if state == "args":
                 status, end = self.read_object(buf, pos)
@@ -116,7 +118,7 @@ class HarmonyBody(ObjectArguments):
                 self.state = "args"
                 continue
             hit = self._token(buf, pos, _AFTER)
-            if hit == "partial":
+            if hit is Stop.PARTIAL:
                 return MORE, pos
             if state == "body":
                 if hit is None:  # neither an object nor an end: the arguments are not JSON
@@ -125,6 +127,7 @@ class HarmonyBody(ObjectArguments):
                 self.sink.call_args("{}")  # a call without arguments takes none: {} by rule
                 self.repaired = True
             self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
+            assert not isinstance(hit, Stop)
             return DONE, pos if hit is None else hit[1]  # text after the call is read as text
         return MORE, n
 
@@ -150,9 +153,10 @@ class HarmonyBody(ObjectArguments):
         return True
 
     @staticmethod
-    def _token(buf: str, pos: int, tokens: tuple[str, ...], *, anywhere: bool = False):
+    def _token(buf: str, pos: int, tokens: tuple[str, ...], *,
+               anywhere: bool = False) -> tuple[str, int] | Stop | None:
         """The first of ``tokens`` at ``pos`` as ``(token, where the block ends)``: after an end token, at a
-        header; ``"partial"`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
+        header; ``Stop.PARTIAL`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
         first from ``pos`` on (never partial)."""
         if anywhere:
             found = [(i, t) for t in tokens if (i := buf.find(t, pos)) != -1]
@@ -164,9 +168,9 @@ class HarmonyBody(ObjectArguments):
             if buf.startswith(token, pos):
                 return token, pos + len(token) if token in _ENDS else pos
         tail = buf[pos:]
-        return "partial" if any(t.startswith(tail) for t in tokens) else None
+        return Stop.PARTIAL if any(t.startswith(tail) for t in tokens) else None
 
-    def _not_a_call(self, pos: int) -> tuple[str, int]:
+    def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "no <|message|> ended the Harmony header")
         return DONE, pos
 
@@ -222,7 +226,11 @@ class HarmonyFormat(TextFormat):
     def with_marker(self, marker: str | None) -> TextFormat:
         """In marker mode only a marked header opens a call; the model's own unmarked headers still split
         reasoning and text (a call in one is text)."""
-        return self if marker is None else _MarkedHarmony(super().with_marker(marker))
+        if marker is None:
+            return self
+        marked = super().with_marker(marker)
+        assert isinstance(marked, _MarkedFormat)
+        return _MarkedHarmony(marked)
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
@@ -231,7 +239,7 @@ class HarmonyFormat(TextFormat):
         """The reply's first message with its recipient in the role header the prompt began
         (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
         hit = opener_at(buf, pos, (TO_FUNCTIONS,))
-        return HarmonyBody(sink, "") if hit == "opener" else hit
+        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else "partial"
 
 
 class _MarkedHarmony(_MarkedFormat):

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 
-from .._jsoncall import JsonCallsBody
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object
+from .._jsonblock import JsonCallsBody
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<|python_tag|>"
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, call_instructions
 from .glm import GlmBody, render_pairs
 
 OPENER = "<minimax:tool_call>"

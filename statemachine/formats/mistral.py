@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-from .._jsoncall import JsonCallsBody
-from .._scanning import MORE, WS
-from ._base import BodyReader, CallSink, compact_object
+from .._jsonblock import JsonCallsBody
+from .._scanning import WS
+from .._reader import BodyReader, CallSink, MORE, Outcome
+from ._base import compact_object
 from ._tokens import TokenCallsBody, TokenFormat, Tokens
 
 OPENER = "[TOOL_CALLS]"
@@ -41,7 +42,7 @@ class MistralBody:
         self.sink = sink
         self.inner: BodyReader | None = None
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.inner is None:
             while pos < len(buf) and buf[pos] in WS:
                 pos += 1

@@ -26,8 +26,9 @@ import json
 import re
 from typing import Any
 
-from .._scanning import DONE, MORE, WS
-from ._base import BodyReader, CallSink, TextFormat, call_instructions, compact_object, end_calls_at_eof
+from .._scanning import WS
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
@@ -59,18 +60,20 @@ class PythonicBody:
         self.broken = False  # the current call has an argument that is no literal
         self.pending = False  # a call whose ')' arrived, not ended yet
 
-    def feed(self, buf: str, pos: int) -> tuple[str, int]:
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
             state = self.state
             if state == "args":
-                end, keep = self.scanner.feed(buf, pos)
+                scanner = self.scanner
+                assert scanner is not None
+                end, keep = scanner.feed(buf, pos)
                 if end is None:
                     return MORE, keep
-                if self.scanner.broken:  # no ')' will come: the call and its block end here
+                if scanner.broken:  # no ')' will come: the call and its block end here
                     self.sink.call_abort("invalid_json", "a call's argument is not a Python literal")
                     return DONE, end
-                self._argument(self.scanner.text(), last=buf[end] == ")")
+                self._argument(scanner.text(), last=buf[end] == ")")
                 pos = end + 1
                 if buf[end] == ")":
                     self._call_closed()
@@ -115,7 +118,7 @@ class PythonicBody:
             return self._ended(pos)  # prose, a new opener, anything else: the block ended here
         return MORE, n
 
-    def _name(self, buf: str, pos: int) -> tuple[str | None, int]:
+    def _name(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
         """At the next call's name: its header once the ``(`` arrives; the block ends if it is no call."""
         while pos < len(buf) and buf[pos] in WS:
             pos += 1
@@ -178,7 +181,7 @@ class PythonicBody:
         if self.args >= len(names) or self.keys & set(names[self.args:]):
             return None
         self.sink.note("repaired", "a positional argument was given its parameter's name")
-        return names[self.args]
+        return str(names[self.args])
 
     def _call_closed(self) -> None:
         self.scanner = None
@@ -197,7 +200,7 @@ class PythonicBody:
             self.pending = False
             self.sink.call_end()
 
-    def _ended(self, pos: int) -> tuple[str, int]:
+    def _ended(self, pos: int) -> tuple[Outcome, int]:
         if not self.calls:
             self.sink.call_abort("not_a_call", "the block does not start a pythonic call")
         return DONE, pos

@@ -15,8 +15,9 @@ the tags is read too. ``<seed:think>`` … ``</seed:think>`` is reasoning, and
 
 from __future__ import annotations
 
-from .._jsoncall import JsonCallsBody
-from ._base import BodyReader, CallSink, TextFormat, call_instructions
+from .._jsonblock import JsonCallsBody
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, call_instructions
 from .function import FunctionFormat
 
 OPENER = "<seed:tool_call>"

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 
-from .. import _jsoncall
+from .. import _jsonblock
+from .._reader import BodyReader, CallSink
 from .._scanning import skip_ws
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from ._base import TextFormat, compact_object
 
 TAGS = ("function_call", "tool", "tools", "json", "JSON", "response", "xml", "function", "tool_calls")
 
@@ -32,7 +33,7 @@ class TagAliasFormat(TextFormat):
                 f'"arguments": {compact_object(arguments)}}}</function_call>')
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
-        return _jsoncall.JsonCallsBody(sink, "</" + opener[1:], bare=True)
+        return _jsonblock.JsonCallsBody(sink, "</" + opener[1:], bare=True)
 
     def refutes(self, buf: str, pos: int) -> bool | None:
         """The body's first character but whitespace is no ``{`` or ``[``: the bare-JSON rule's text."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from .. import _jsoncall
-from ._base import BodyReader, CallSink, TextFormat, compact_object
+from .. import _jsonblock
+from .._reader import BodyReader, CallSink
+from ._base import TextFormat, compact_object
 
 
 class ToolCallFormat(TextFormat):
@@ -19,4 +20,4 @@ class ToolCallFormat(TextFormat):
         return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}</tool_call>'
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
-        return _jsoncall.JsonCallsBody(sink, self.closer)
+        return _jsonblock.JsonCallsBody(sink, self.closer)

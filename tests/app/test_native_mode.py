@@ -216,3 +216,38 @@ def test_a_call_cut_by_length_still_finishes_length(make_app) -> None:
     answer = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}],
                                                        "tools": [WEATHER_TOOL]})
     assert answer.status_code == 200 and answer.get_json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_stop_after_tools_can_be_set_per_model(make_app) -> None:
+    """Issue 31: ``stop_after_tools: first`` per model (a small model repeats its call until max_tokens)."""
+    from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    app = make_app(FakeUpstream(text_chunks(call * 3)), model_map={"small": {"stop_after_tools": "first"}})
+    counts = {}
+    for model in ("small", "other"):
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL]}
+        counts[model] = len(app.test_client().post("/v1/chat/completions", json=body).get_json()["choices"][0]
+                            ["message"]["tool_calls"])
+    assert counts == {"small": 1, "other": 3}
+
+
+def test_a_forced_call_is_constrained_by_the_back_ends_json_schema_when_the_model_says_so(make_app) -> None:
+    """Issue 31: forced tool_choice (``required`` or named) never met on the small models; with
+    ``constrain_calls`` the back end's JSON-schema constraint (llama.cpp's grammar) writes the call, which
+    toolwire reads as a bare call object."""
+    from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+
+    answer = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    upstream = FakeUpstream(text_chunks(answer))
+    app = make_app(upstream, model_map={"small": {"constrain_calls": True}})
+    body = {"model": "small", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    message = app.test_client().post("/v1/chat/completions", json=body).get_json()["choices"][0]["message"]
+    assert [json.loads(call["function"]["arguments"]) for call in message["tool_calls"]] == [{"city": "Oslo"}]
+    schema = upstream.bodies[-1]["response_format"]["schema"]
+    assert upstream.bodies[-1]["response_format"]["type"] == "json_object"
+    assert schema["properties"] == {"name": {"const": "get_weather"}, "arguments": WEATHER_TOOL["function"]["parameters"]}
+    for model, choice in (("small", "auto"), ("other", "required")):
+        app.test_client().post("/v1/chat/completions", json={**body, "model": model, "tool_choice": choice})
+        assert "response_format" not in upstream.bodies[-1], "only a forced call, only where the model says so"

@@ -19,7 +19,7 @@ def test_readyz_follows_the_upstream(make_app):
     upstream.is_ready = False
     response = client.get("/readyz")
     assert response.status_code == 503 and response.get_json() == {"status": "unavailable", "upstream": "unavailable",
-                                                               "store": "ok"}
+                                                               "store": "ok", "upstreams": {"default": "unavailable"}}
 
 
 def test_readyz_asks_the_upstream_at_most_once_a_second(make_app):

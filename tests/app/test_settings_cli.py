@@ -193,3 +193,11 @@ def test_auto_tool_format_reads_ollama_and_llama_cpp_names(upstream_model, fmt):
     """Issue 31, fault 8: these names fell back to tool_call."""
     settings = Settings(tool_format="auto", model_map={"m": upstream_model})
     assert settings.tool_format_for("m") == fmt
+
+
+def test_cli_check_says_in_one_line_what_stops_the_start(monkeypatch, tmp_path, capsys):
+    assert main(["check"]) == 0
+    monkeypatch.setenv("TOOLWIRE_API_KEYS_FILE", str(tmp_path / "keys"))
+    assert main(["check"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"toolwire cannot start: TOOLWIRE_API_KEYS_FILE '{tmp_path / 'keys'}': No such file or directory\n"

@@ -93,9 +93,9 @@ def test_a_store_that_is_down_is_a_503_for_lookups_and_a_warning_for_writes(make
 
 def test_readyz_names_the_store(make_app):
     assert make_app(answering()).test_client().get("/readyz").get_json() == \
-        {"status": "ready", "upstream": "ok", "store": "ok"}
+        {"status": "ready", "upstream": "ok", "store": "ok", "upstreams": {"default": "ok"}}
     assert make_app(answering(), response_store_url="").test_client().get("/readyz").get_json() == \
-        {"status": "ready", "upstream": "ok", "store": "off"}
+        {"status": "ready", "upstream": "ok", "store": "off", "upstreams": {"default": "ok"}}
 
 
 def test_ids_carry_128_random_bits():

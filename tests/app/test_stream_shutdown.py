@@ -4,11 +4,21 @@ error frame once that write returns, and nothing is thrown into the code that wr
 
 from __future__ import annotations
 
+import weakref
+
 import gevent
+import pytest
 from gevent.event import Event
 
+from app.pipeline import streaming
 from app.pipeline.streaming import end_open_streams, sse_body
 from app.upstreams.base import PAUSE
+
+
+@pytest.fixture(autouse=True)
+def no_other_streams(monkeypatch):
+    """Only this test's streams are open (other tests' clients may leave theirs unclosed)."""
+    monkeypatch.setattr(streaming, "_open", weakref.WeakSet())
 
 
 class LineEncoder:

@@ -626,3 +626,44 @@ def test_a_delta_over_the_event_bound_fails_its_request_and_the_worker_never_hol
     again = httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)
     assert again.json()["choices"][0]["message"]["content"] == "small again"
     assert app_server_pids(server) == [app_server]  # the same app-server: only that request failed
+
+
+# --- the Codex app-server as one back end of several ----------------------------------------------------
+
+
+def test_codex_is_one_back_end_beside_an_http_one_and_the_demo(
+        toolwire_factory: Callable[..., ToolwireServer], codex_launcher: Path, model: ResponsesModelServer,
+        upstream: Any, make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from support.scripted_upstream import MODEL_ID, Script
+
+    codex = {"kind": "codex", "codex_command": str(codex_launcher),
+             "codex_home": str(tmp_path_factory.mktemp("user-codex-home-named")),
+             "codex_provider_url": model.v1_url, "codex_provider_api_key": PROVIDER_KEY}
+    server = toolwire_factory(
+        TOOLWIRE_UPSTREAMS=json.dumps({"codex": codex, "lab": {"kind": "demo", "demo_model": "lab-demo"}}),
+        TOOLWIRE_MODEL_MAP=json.dumps({"via-codex": {"model": MODEL, "upstream": "codex"}}),
+        TOOLWIRE_CODEX_WORK_DIR=str(tmp_path_factory.mktemp("codex-work-named")))
+    client = make_openai_client(server)
+    model.default = ModelScript(text="Hello from behind Codex.", chunk_chars=4)
+    upstream.default_script = Script(text="Hello from the HTTP back end.", chunks=3)
+    for stream in (False, True):
+        for name, expected in (("via-codex", "Hello from behind Codex."),
+                               (MODEL_ID, "Hello from the HTTP back end.")):
+            if stream:
+                text = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                    model=name, messages=[{"role": "user", "content": "Say hello"}], stream=True) if c.choices)
+            else:
+                text = client.chat.completions.create(
+                    model=name, messages=[{"role": "user", "content": "Say hello"}]).choices[0].message.content
+            assert text == expected, (name, stream)
+        reply = client.responses.create(model="via-codex", input="Say hello", stream=stream)
+        if stream:
+            reply = [e.response for e in reply if e.type == "response.completed"][-1]  # type: ignore[union-attr]
+        assert reply.output_text == "Hello from behind Codex."  # type: ignore[union-attr]
+    assert client.chat.completions.create(model="lab-demo", messages=[
+        {"role": "user", "content": "hi"}]).model == "lab-demo"
+    assert [e.body["model"] for e in upstream.chat_requests] == [MODEL_ID, MODEL_ID]
+    assert len(model.exchanges) == 4
+    ready = httpx.get(f"{server.url}/readyz", timeout=10).json()
+    assert ready["status"] == "ready" and ready["upstreams"] == {"default": "ok", "codex": "ok", "lab": "ok"}

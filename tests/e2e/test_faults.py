@@ -280,6 +280,7 @@ def test_killed_worker_breaks_only_its_own_streams(endpoint: Endpoint, upstream:
     assert_serves(server, endpoint, upstream)
 
 
+@pytest.mark.time_limit(45)  # two workers started, then replaced while the streams run: bounded, but long on a busy box
 def test_graceful_reload_lets_running_streams_finish(endpoint: Endpoint, upstream: ScriptedUpstream, two_workers: ToolwireServer) -> None:
     server = two_workers
     upstream.default_script = LONG_ANSWER

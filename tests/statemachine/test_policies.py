@@ -182,6 +182,14 @@ def test_stop_after_first_and_max_calls(policy):
     assert s.finish()[-1].finish_reason == "tool_calls"
 
 
+@pytest.mark.parametrize("policy", [Policy(stop_after_first_call=True), Policy(max_tool_calls=1)])
+def test_the_limit_stops_the_next_call_of_the_same_block(policy):
+    # the next call object began in the chunk whose call reached the limit: it never goes out
+    block = ('<tool_call>{"name": "get_weather", "arguments": {"city": "SF"}}, '
+             '{"name": "get_time", "arguments": {}}</tool_call> tail')
+    tr(cfg(policy=policy), block, [Call("get_weather", SF)], finish="tool_calls")
+
+
 def test_max_tool_calls_two():
     c = cfg(policy=Policy(max_tool_calls=2))
     tr(c, W + T + W + " x", [Call("get_weather", SF), Call("get_time", "{}")], finish="tool_calls")

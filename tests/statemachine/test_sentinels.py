@@ -106,7 +106,7 @@ def brute_stream(config: ParserConfig) -> ChoiceStream:
     stream = ChoiceStream(config, id_factory=lambda: "call_1")
     brute = BruteFinder(stream._sentinels)
     stream._find, stream._held, stream._clear = brute.find, brute.held, lambda text: -1
-    think = (*stream._think_closes, *stream._think_opens, *stream.openers)
+    think = (*stream._think_closes, *stream._think_opens, *stream._openers)
     stream._think_held_tail = BruteFinder(think).held
     return stream
 

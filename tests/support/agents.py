@@ -131,8 +131,9 @@ plugins = false
 """
 
 
-def opencode_config(base_url: str, model: str) -> str:
-    """An ``opencode.json``: toolwire as an ``@ai-sdk/openai-compatible`` provider (Chat Completions)."""
+def opencode_config(base_url: str, model: str, *more: str) -> str:
+    """An ``opencode.json``: toolwire as an ``@ai-sdk/openai-compatible`` provider (Chat Completions) offering
+    ``model`` (the default) and the ``more`` models (``-m toolwire/NAME`` picks one)."""
     return json.dumps({
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -144,7 +145,7 @@ def opencode_config(base_url: str, model: str) -> str:
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "toolwire",
                 "options": {"baseURL": base_url},
-                "models": {model: {"name": model, "tool_call": True}},
+                "models": {name: {"name": name, "tool_call": True} for name in (model, *more)},
             },
         },
     }, indent=2)
@@ -167,14 +168,15 @@ def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:
     return home, project
 
 
-def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str) -> subprocess.CompletedProcess[str]:
+def opencode_run(workdir: Path, base_url: str, prompt: str, *options: str,
+                 models: tuple[str, ...] = ("scripted-model",)) -> subprocess.CompletedProcess[str]:
     """``opencode run --format json`` in ``workdir/project`` (made here, with a home beside it), offline, with
-    toolwire at ``base_url`` as its one provider."""
+    toolwire at ``base_url`` as its one provider, offering ``models`` (the first the default)."""
     home, project = workdir / "home", workdir / "project"
     home.mkdir(exist_ok=True)
     project.mkdir(exist_ok=True)
     config = workdir / "opencode.json"
-    config.write_text(opencode_config(base_url, "scripted-model"))
+    config.write_text(opencode_config(base_url, *models))
     command = [str(npm_tool(*OPENCODE)), "run", "--format", "json", *options, "--title", "e2e", prompt]
     return run_agent(command, project, agent_env(
         home, OPENCODE_CONFIG=str(config), OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_MODELS_FETCH="1",

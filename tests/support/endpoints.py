@@ -140,7 +140,8 @@ class ResponsesEndpoint(Endpoint):
         else:
             response = json.loads(body)
             error = response.get("error")
-            assert response.get("status") == ("failed" if error else "completed"), response
+            finished = "incomplete" if response.get("incomplete_details") else "completed"  # (cut by max tokens)
+            assert response.get("status") == ("failed" if error else finished), response
             outcome = Outcome("stream_error" if error else "completed", status, headers, body, error=error)
             items = response.get("output") or []
         outcome.calls = [(i["name"], json.loads(i["arguments"])) for i in items

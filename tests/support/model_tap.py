@@ -24,14 +24,14 @@ class ModelTap:
     """Forwards ``POST /v1/chat/completions`` to ``target`` (``http://…/v1``), recording and replaying.
 
     Fields:
-        recordings: per distinct request body (its canonical JSON), the SSE payloads the model sent.
+        answers: ``(request body, SSE payloads the model sent)`` per distinct body (compared as JSON values:
+            Responses sends ``temperature`` as ``0.0`` where Chat sends ``0``), in order.
         forwarded: how many requests reached the model (the rest were replayed).
     """
 
     def __init__(self, target: str):
         self.target = target.rstrip("/")
-        self.recordings: dict[str, list[str]] = {}
-        self.bodies: dict[str, dict[str, Any]] = {}
+        self.answers: list[tuple[dict[str, Any], list[str]]] = []
         self.forwarded = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -60,9 +60,8 @@ class ModelTap:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = json.loads(raw)
-                key = json.dumps(body, sort_keys=True)
                 with tap._lock:
-                    recorded = tap.recordings.get(key)
+                    recorded = next((payloads for seen, payloads in tap.answers if seen == body), None)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -70,7 +69,7 @@ class ModelTap:
                 if recorded is None:
                     recorded = self._forward(raw)
                     with tap._lock:
-                        tap.recordings[key], tap.bodies[key] = recorded, body
+                        tap.answers.append((body, recorded))
                         tap.forwarded += 1
                 else:
                     for payload in recorded:

@@ -69,6 +69,7 @@ async function refresh() {
       if (page.selected === null && page.requests.length) await select(page.requests[0].request_id);
       else highlightPath();
     }
+    if (!page.upstreams) renderUpstreams(page.upstreams = (await getJSON("upstreams")).data);
     setStatus(`live · ${page.requests.length} requests kept · checked ${clock(Date.now() / 1000)}`);
   } catch (error) {
     setStatus(`cannot reach toolwire (${error.message}); retrying`, true);
@@ -288,6 +289,13 @@ function renderRequests() {
   $("requests-caption").textContent = `${shown.length} of ${page.requests.length}, newest first`;
 }
 
+/** The back ends and the models routed to each (the settings' routing table: fixed while the page is open). */
+function renderUpstreams(upstreams) {
+  $("upstreams").tBodies[0].replaceChildren(...upstreams.map((u) => h("tr", {},
+    h("td", {}, u.name), h("td", {}, u.kind), h("td", {className: "sub"}, u.url || "—"),
+    h("td", {}, u.models.join(", ") || "—"))));
+}
+
 // -- one request ------------------------------------------------------------------------------
 
 const currentChoice = () => page.view?.choices[page.choice];
@@ -315,7 +323,8 @@ function renderDetail() {
   const view = page.view;
   $("detail").hidden = false;
   $("detail-caption").textContent = view.request_id;
-  const facts = [["route", `${view.method} ${view.route}`], ["model", view.model ?? "—"], ["status", String(view.status)],
+  const facts = [["route", `${view.method} ${view.route}`], ["model", view.model ?? "—"], ["back end", view.upstream ?? "—"],
+                 ["status", String(view.status)],
                  ["stream", view.stream ? "yes" : "no"], ["started", new Date(view.started_at * 1000).toLocaleString()],
                  ["duration", `${(view.duration_ms ?? 0).toFixed(1)} ms`
                               + (view.ttfb_ms == null ? "" : ` (first byte after ${view.ttfb_ms.toFixed(1)} ms)`)],

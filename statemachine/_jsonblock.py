@@ -1,0 +1,242 @@
+"""The JSON call block reader: one or more call objects, an array of them, or a ``<function=…>`` block.
+
+:class:`JsonCallsBody` is public as ``statemachine.formats.JsonCallsReader``: a
+registered format whose block holds JSON call objects reuses it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Callable
+
+from ._jsoncall import JsonCallParser
+from ._reader import DONE, MORE, Outcome, Step
+from ._scanning import NON_WS, Stop, skip_to
+
+if TYPE_CHECKING:
+    from ._reader import CallSink
+    from .formats.function import FunctionBody
+
+
+class JsonBlockState(str, enum.Enum):
+    """Where a :class:`JsonCallsBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: Before the first call.
+    START = "start"
+    #: In a call object (a :class:`~statemachine._jsoncall.JsonCallParser` reads it).
+    OBJECT = "object"
+    #: In a ``<function=…>`` block (format C's reader reads it).
+    FUNCTION = "function"
+    #: After a call, or between an array's elements.
+    BETWEEN = "between"
+    #: A malformed call, skipped to the closer.
+    SKIP = "skip"
+
+
+START, OBJECT, FUNCTION, BETWEEN, SKIP = JsonBlockState
+
+
+
+def _skip_ws(buf: str, pos: int) -> int:
+    m = NON_WS.search(buf, pos)
+    return len(buf) if m is None else m.start()
+
+
+class JsonCallsBody:
+    """Body of ``<tool_call>`` (and of a bare JSON call at message start).
+
+    Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
+    call objects, or a ``<function=…>`` block (Qwen3-Coder). After the calls, the
+    closer (or a mismatched ``</…>`` closer) ends the block; a stray ``}``,
+    ``]`` or ``>`` is dropped; a new opener or prose ends it implicitly. A new
+    opener inside an unfinished object interrupts it (case 14).
+
+    A call object that closed is ended only once what follows shows the block
+    went on (the closer, a separator, the next call, prose): at the end of the
+    stream it is an unclosed block, which an upstream ``length`` makes
+    unusable (4.11). Bare JSON has no closer, so its calls end at once.
+
+    ``closer`` ``None`` reads a block that ends by syntax alone (a registered
+    format such as Mistral's ``[TOOL_CALLS][…]``): it ends at the first text
+    that is no call, separator or array end.
+    """
+
+    def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
+        self.ctx = ctx
+        self.closer = closer
+        self.bare = bare
+        self.state = START
+        self.parser: JsonCallParser | None = None
+        self.inner: FunctionBody | None = None
+        self.in_array = False
+        self.calls = 0
+        self.stray_dropped = False
+        self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
+
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        n = len(buf)
+        while pos < n:
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
+        return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_start(self, buf: str, pos: int) -> Step:
+        """Before the first call: an object, an array of them, or a ``<function=…>`` block (Qwen3-Coder)."""
+        pos = _skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        ch = buf[pos]
+        if ch == "{":
+            return self._object_starts(pos)
+        if ch == "[":
+            self.in_array = True
+            self.state = BETWEEN
+            return None, pos + 1
+        if ch == "<" and not self.bare:
+            from .formats.function import OPENERS, FunctionBody  # the formats package imports this module
+
+            opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
+            if opener is not None:
+                self.inner = FunctionBody(self.ctx, self.closer)
+                self.state = FUNCTION
+                return None, pos + len(opener)
+            if any(op.startswith(buf[pos:]) for op in OPENERS):
+                return MORE, pos
+        self.ctx.call_abort("not_a_call", "the block does not start a call")
+        return DONE, pos
+
+    def _read_object(self, buf: str, pos: int) -> Step:
+        """In a call object: its parser reads it; the block goes on after it, or ends if it broke."""
+        parser = self.parser
+        assert parser is not None
+        status, pos = parser.feed(buf, pos)
+        if status is MORE or status is Stop.PARTIAL:
+            return MORE, pos
+        self.parser = None
+        self.calls += 1
+        self.state = BETWEEN
+        if status is Stop.OPENER:
+            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+            return DONE, pos
+        if status is Stop.INVALID:
+            return self._invalid_call(pos)
+        if parser.complete():
+            self.ending = (parser.repaired, parser.invalid)
+            if self.bare:
+                self._end_call()
+        return None, pos
+
+    def _read_function(self, buf: str, pos: int) -> Step:
+        """In a ``<function=…>`` block: format C's reader reads it."""
+        inner = self.inner
+        assert inner is not None
+        outcome, pos = inner.feed(buf, pos)
+        if outcome is MORE:
+            return MORE, pos
+        self.inner = None
+        self.calls += 1
+        self.state = BETWEEN
+        return None, pos
+
+    def _read_between(self, buf: str, pos: int) -> Step:
+        """After a call, or between an array's elements: the next call, a separator, the closer or the end."""
+        n = len(buf)
+        pos = _skip_ws(buf, pos)
+        if pos == n:
+            return MORE, pos
+        ch = buf[pos]
+        if ch == "{":
+            return self._object_starts(pos)
+        # one stray '}', ']' (or, in a tag, '>') after the calls is dropped: a model's miscounted brackets
+        if ch in ("}]" if self.bare else "}]>") and not self.stray_dropped and not (ch == "]" and self.in_array):
+            self.stray_dropped = True
+            self.ctx.note("repaired", f"stray {ch!r} after the call dropped")
+            return None, pos + 1
+        tag_end = buf.find(">", pos) if ch == "<" and self.closer else -1
+        if ch == "<" and self.closer and tag_end == -1 and n - pos <= 32:
+            return MORE, pos  # a tag still arriving: the closer, or what comes next
+        self._end_call()  # anything else shows the call object was the whole call
+        if ch in ",;" or (ch == "]" and self.in_array):
+            self.in_array = self.in_array and ch != "]"
+            return None, pos + 1
+        if tag_end != -1 and buf.startswith("</", pos):
+            return self._closed(buf[pos:tag_end + 1], tag_end + 1)
+        return self._ended(pos)  # a new opener, any other tag or prose: the block ended without its closer
+
+    def _read_skip(self, buf: str, pos: int) -> Step:
+        """A malformed call: skipped to the block's closer (or a new call's opener), then it is no call."""
+        assert self.closer is not None
+        hit, end = skip_to(buf, pos, self.closer, self.ctx.openers)
+        if hit is None:
+            return MORE, end
+        self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+        return DONE, end
+
+    # transitions between the states
+
+    def _object_starts(self, pos: int) -> Step:
+        if self.calls:  # the opener began the first call; later ones begin here
+            self._end_call()
+            self.ctx.call_begin()
+        self.parser = JsonCallParser(self.ctx, bare=self.bare)
+        self.state = OBJECT
+        return None, pos
+
+    def _invalid_call(self, pos: int) -> Step:
+        """The call object broke its grammar: the block ends, or a lone call in tags is skipped to the closer."""
+        if self.bare or self.calls > 1 or not self.closer:
+            self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+            return DONE, pos
+        self.state = SKIP
+        self.ctx.call_invalid()
+        return None, pos
+
+    def _closed(self, tag: str, end: int) -> Step:
+        """A closing tag after the calls ends the block (a mismatched one is accepted, and noted)."""
+        if not self.calls:  # ``[`` or ``[]``, then a closer: the block held no call
+            return self._ended(end)
+        if tag != self.closer:
+            self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
+        return DONE, end
+
+    def _end_call(self) -> None:
+        """End the call whose object closed, now that the block is known to go on or end."""
+        if self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_end(repaired=repaired, invalid=invalid)
+
+    def _ended(self, pos: int) -> tuple[Outcome, int]:
+        """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
+        if not self.calls:
+            self.ctx.call_abort("not_a_call", "the block holds no call")
+        return DONE, pos
+
+    def at_eof(self) -> None:
+        if self.parser is not None:
+            self.ctx.call_incomplete()
+        elif self.inner is not None:
+            self.inner.at_eof()
+        elif self.state is SKIP:
+            self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
+        elif self.state is START or not self.calls:
+            self.ctx.call_abort("invalid_json", "the block ended before a call started")
+        elif self.ending is not None:
+            repaired, invalid = self.ending
+            self.ending = None
+            self.ctx.call_unclosed(repaired=repaired, invalid=invalid)
+        elif self.closer:
+            self.ctx.note("recovered_unclosed", "the call had no closer; its JSON was complete")
+
+
+#: Each state's reader.
+_READERS: dict[JsonBlockState, Callable[[JsonCallsBody, str, int], Step]] = {
+    START: JsonCallsBody._read_start,
+    OBJECT: JsonCallsBody._read_object,
+    FUNCTION: JsonCallsBody._read_function,
+    BETWEEN: JsonCallsBody._read_between,
+    SKIP: JsonCallsBody._read_skip,
+}
