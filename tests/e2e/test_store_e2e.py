@@ -137,7 +137,7 @@ def test_redis_down_then_back(upstream: ScriptedUpstream, redis_hosts, redis_ser
     redis_server.stop()
     ready = raw(host_a, "GET", "/readyz")
     assert ready.status_code == 503 and ready.json() == {"status": "unavailable", "upstream": "ok",
-                                                         "store": "unavailable"}
+                                                         "store": "unavailable", "upstreams": {"default": "ok"}}
     for request in (lambda: on_b.responses.create(model=MODEL, input="next", previous_response_id=first.id),
                     lambda: streamed(on_b, input=[{"type": "item_reference", "id": first.output[0].id}]),
                     lambda: on_b.responses.retrieve(first.id),
