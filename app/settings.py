@@ -557,17 +557,11 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
 
     def tool_mode_for(self, client_model: str) -> ToolMode:
         """The tool mode for a client's ``model``: its ``model_map`` object's, else ``tool_mode``."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.tool_mode is not None:
-            return route.tool_mode
-        return self.tool_mode
+        return self._per_model(client_model, "tool_mode")
 
     def reasoning_for(self, client_model: str) -> ReasoningOutput:
         """How a client's ``model``'s reasoning reaches the client: its ``model_map`` object's, else ``reasoning``."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.reasoning is not None:
-            return route.reasoning
-        return self.reasoning
+        return self._per_model(client_model, "reasoning")
 
     def opens_reasoning(self, client_model: str) -> bool:
         """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
@@ -580,8 +574,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """The format taught to a client's ``model``: its ``model_map`` object's ``tool_format``, else
         ``tool_format``; ``auto`` is the format that claims the upstream model's name
         (:func:`~statemachine.formats.format_for_model`), else ``tool_call``."""
-        route = self.model_map.get(client_model)
-        fmt = route.tool_format if isinstance(route, ModelRoute) and route.tool_format else self.tool_format
+        fmt = self._per_model(client_model, "tool_format")
         if fmt != "auto":
             return fmt
         return format_for_model(self.upstream_model(client_model)) or "tool_call"
@@ -589,10 +582,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     def stop_after_tools_for(self, client_model: str) -> str:
         """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
         model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.stop_after_tools:
-            return route.stop_after_tools
-        return self.stop_after_tools
+        return self._per_model(client_model, "stop_after_tools")
 
     def constrain_calls_for(self, client_model: str) -> bool:
         """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
@@ -601,17 +591,17 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.accept_formats:
-            return route.accept_formats
-        return self.accept_formats
+        return self._per_model(client_model, "accept_formats")
 
     def max_output_tokens_for(self, client_model: str) -> int:
         """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
+        return self._per_model(client_model, "max_output_tokens")
+
+    def _per_model(self, client_model: str, key: str) -> Any:
+        """Setting ``key`` for a client's ``model``: its ``model_map`` object's value, else the setting's own."""
         route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.max_output_tokens is not None:
-            return route.max_output_tokens
-        return self.max_output_tokens
+        value = getattr(route, key, None) if isinstance(route, ModelRoute) else None
+        return getattr(self, key) if value is None else value
 
     def upstream_models(self) -> set[str]:
         """Every upstream model name ``model_map`` names."""
