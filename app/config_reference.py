@@ -84,22 +84,24 @@ def _section(section: type[BaseModel]) -> str:
 
 
 def _model_routes() -> str:
-    lines = ["## Per-model settings", "",
-             "A `model_map` value is the back-end model's name, or an object with any of these keys (unset keys "
-             "take the setting of the same name):", ""]
-    lines += [_setting(name, field) for name, field in ModelRoute.model_fields.items()]
+    return _keys("Per-model settings", "A `model_map` value is the back-end model's name, or an object with any of "
+                 "these keys (unset keys take the setting of the same name):", ModelRoute)
+
+
+def _keys(title: str, intro: str, model: type[BaseModel]) -> str:
+    """A section listing an object's keys (no environment variables of their own)."""
+    lines = [f"## {title}", "", intro, ""]
+    lines += [_setting(name, field) for name, field in model.model_fields.items()]
     return "\n".join(lines) + "\n"
 
 
 def _named_upstreams() -> str:
-    lines = ["## Named back ends", "",
-             f"The back end the Back end section describes is named `{DEFAULT_UPSTREAM}` and serves every model "
-             "not routed elsewhere. Each entry of `upstreams` (`[upstreams.NAME]` in the file) is one more, "
-             "serving the `model_map` entries whose `upstream` names it and the names in its `models` (see "
-             "[backends.md](backends.md#several-back-ends)). Its keys (unset keys take the top-level setting "
-             "named, checked as that setting is):", ""]
-    lines += [_setting(name, field) for name, field in NamedUpstream.model_fields.items()]
-    return "\n".join(lines) + "\n"
+    return _keys("Named back ends", f"The back end the Back end section describes is named `{DEFAULT_UPSTREAM}` "
+                 "and serves every model not routed elsewhere. Each entry of `upstreams` (`[upstreams.NAME]` in the file) is one more, "
+                 "serving the `model_map` entries whose `upstream` names it and the names in its `models` (see "
+                 "[backends.md](backends.md#several-back-ends)). Its keys (unset keys take the top-level setting "
+                 "named, checked as that setting is):",
+                 NamedUpstream)
 
 
 def _formats_by_model_name() -> str:
