@@ -159,7 +159,7 @@ def open_in_tool_mode(generation: Generation,
             messages = native_messages(generation.messages)
             try:
                 stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)}, context)
-                if mode == "auto" and hasattr(stream, "confirm"):
+                if mode == "auto":
                     stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
                 if mode == "native" or not refuses_tools(exc):

@@ -146,6 +146,15 @@ class UpstreamStream(Protocol):
         every ``tick`` seconds of silence (``None``: no ``IDLE``). Without this call a stream
         yields chunks only."""
 
+    def confirm(self) -> None:
+        """Return once the body has begun (``auto`` tool mode: a back end that fails after its headers must fail
+        before the client's first byte, so the prompt-mode retry can still answer); a stream whose chunks are
+        already there returns at once.
+
+        Raises:
+            UpstreamError: the body ended empty, timed out or broke.
+        """
+
     def close(self) -> None: ...
 
 

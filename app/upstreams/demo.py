@@ -148,6 +148,9 @@ class _DemoStream:
     def pause_every(self, tick: float | None) -> None:
         """Nothing to do: the chunks are all there (see :meth:`~app.upstreams.base.UpstreamStream.pause_every`)."""
 
+    def confirm(self) -> None:
+        """Nothing to wait for: the chunks are all there."""
+
     def __iter__(self) -> Iterator[UpstreamChunk]:
         for chunk in self._chunks:
             if self._closed:

@@ -47,6 +47,9 @@ class FakeStream:
         self.pauses = True
         self.tick = tick
 
+    def confirm(self) -> None:
+        pass  # a scripted failure comes when the script reaches it, as a back end's after its headers
+
     def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
         for item in self.upstream.script:
             if isinstance(item, BaseException):
@@ -165,6 +168,9 @@ class PlayedStream:
 
     def pause_every(self, tick):
         pass  # every chunk is there: it never waits
+
+    def confirm(self):
+        pass  # every chunk is there
 
     def __iter__(self):
         yield from self.chunks

@@ -268,6 +268,9 @@ class CodexStream:
         self._pauses = True
         self._tick = tick
 
+    def confirm(self) -> None:
+        """Nothing to do: a Codex turn is never opened in native tool mode, the only one that confirms."""
+
     def start(self, model: str, body: dict[str, Any]) -> None:
         """Start the thread and turn, then wait for the model's first output (or failure).
 
