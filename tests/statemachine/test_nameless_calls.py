@@ -58,7 +58,9 @@ def test_each_call_of_a_block_is_named_by_its_own_keys() -> None:
     (ParserConfig.for_tools([FORECAST]), '<tool_call>{"days": 3}</tool_call>'),  # the required city missing
     (TOOLS, '<tool_call>{"arguments": {}}</tool_call>'),  # nothing to fit
     (TOOLS, '<tool_call>{"type":"string","subject":"Lunch"}</tool_call>'),  # SmolLM2's other shape: no tool fits
-], ids=["two-fit", "unknown-key", "required-missing", "empty", "no-fit"])
+    # SmolLM2 asked "What time is it in Tokyo?" after an example exchange (this branch's run, 2026-11-26)
+    (TOOLS, '<tool_call>{"time": "2018-04-30T09:57:56.98Z", "temperature_c": 25}\n</tool_call>'),
+], ids=["two-fit", "unknown-key", "required-missing", "empty", "no-fit", "smollm2-invented-result"])
 def test_no_call_unless_exactly_one_tool_fits(config: ParserConfig, text: str) -> None:
     tr(config, text, [text], notes=["invalid_json"], leak_ok=True)
 
