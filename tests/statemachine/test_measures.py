@@ -13,32 +13,24 @@ CORE = pathlib.Path(__file__).resolve().parents[2] / "statemachine"
 LONGEST_FUNCTION = 40  # lines, its decorators and docstring included
 STATE_NAMES = frozenset({"state", "mode", "phase"})  # also with leading underscores: ``_mode``, ``_phase``
 
-#: Readers another branch of the round still converts to enums and tables; they are measured once it is merged
-#: (then this set is emptied). Nothing else may be added to it.
-NOT_YET_CONVERTED = {
-    "formats/_base.py",  # bare_start's "partial"
-    "formats/dsml.py",
-    "formats/functionary.py",  # bare_start's "partial"
-    "formats/gemma.py",
-    "formats/glm.py",
-    "formats/harmony.py",
-    "formats/pythonic.py",
-    "_text.py",  # reads bare_start's "partial"
-}
+#: Readers another branch of the round still converts: their ``bare_start`` answers ``"partial"`` (and the TEXT
+#: reader reads it); the status check skips them until it is merged (then this set is emptied). Nothing else may
+#: be added to it.
+NOT_YET_CONVERTED = {"_text.py", "formats/functionary.py", "formats/harmony.py", "formats/pythonic.py"}
 
 #: Settings compared with their wire values, not states a reader moves between: the request's ``tool_choice``
-#: mode and the policy's action for a schema mismatch are strings by the public API's contract (``Literal``).
+#: mode (``….tool_choice.mode`` anywhere) and the policy's action for a schema mismatch are strings by the public
+#: API's contract (``Literal``).
 SETTINGS = {
-    ("_config.py", "mode"), ("_config.py", "self.mode"), ("_config.py", "self.tool_choice.mode"),  # ToolChoice.mode
-    ("_calls.py", "config.tool_choice.mode"),
+    ("_config.py", "mode"), ("_config.py", "self.mode"),  # ToolChoice's own field
     ("_calls.py", "mode"),  # policy.strict_mismatch or policy.schema_mismatch
 }
 
 
-def _sources() -> Iterator[tuple[str, ast.Module]]:
+def _sources(skipped: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, ast.Module]]:
     for path in sorted(CORE.rglob("*.py")):
         name = path.relative_to(CORE).as_posix()
-        if name not in NOT_YET_CONVERTED:
+        if name not in skipped:
             yield name, ast.parse(path.read_text(), filename=name)
 
 
@@ -51,7 +43,10 @@ def long_functions(tree: ast.Module) -> dict[str, int]:
 
 def _is_state(node: ast.expr, module: str) -> bool:
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
-    return name.lstrip("_") in STATE_NAMES and (module, ast.unparse(node)) not in SETTINGS
+    if name.lstrip("_") not in STATE_NAMES:
+        return False
+    text = ast.unparse(node)
+    return not text.endswith("tool_choice.mode") and (module, text) not in SETTINGS
 
 
 def _is_text(node: ast.expr | None) -> bool:
@@ -96,7 +91,7 @@ def test_no_state_of_the_core_is_a_string():
 
 
 def test_no_reader_of_the_core_returns_a_status_string():
-    assert {name: found for name, tree in _sources() if (found := partial_strings(tree))} == {}
+    assert {name: found for name, tree in _sources(NOT_YET_CONVERTED) if (found := partial_strings(tree))} == {}
 
 
 def test_the_files_still_being_converted_exist():
@@ -127,7 +122,8 @@ def test_a_function_over_40_lines_is_found(source, found):
     ("if self.state is READING:\n    pass", []),
     ('self.kind = "custom"', []),
     ('if self.state == State.BODY and name == "x":\n    pass', []),
-    ('if config.tool_choice.mode == "none":\n    pass', [1]),  # a setting only where SETTINGS says so
+    ('if config.tool_choice.mode == "none":\n    pass', []),  # a setting
+    ('if mode == "emit":\n    pass', [1]),  # a setting only in the module SETTINGS names
 ])
 def test_a_string_state_is_found(source, found):
     assert string_states(ast.parse(source)) == found
