@@ -67,7 +67,8 @@ def string_states(tree: ast.Module, module: str = "") -> list[int]:
 
 
 def partial_strings(tree: ast.Module) -> list[int]:
-    """The lines that return or compare the string ``"partial"`` (a status string; ``Stop.PARTIAL`` says it)."""
+    """The lines that return or compare the string ``"partial"`` (a status string; ``Stop.PARTIAL`` says it, and
+    ``Pending.PARTIAL`` a bare start's)."""
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Return, ast.Compare)):
@@ -124,6 +125,7 @@ def test_a_string_state_is_found(source, found):
     ('def start():\n    return None if x else "partial"', [2]),
     ('if body == "partial":\n    pass', [1]),
     ("def start():\n    return Stop.PARTIAL", []),
+    ("def bare_start():\n    return Pending.PARTIAL", []),
     ('class Stop(enum.Enum):\n    PARTIAL = "partial"', []),
 ])
 def test_a_status_string_is_found(source, found):
