@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
@@ -20,7 +20,7 @@ from ._jsonblock import JsonCallsBody
 from ._reader import BodyReader
 from ._scanning import opener_at
 from ._sentinels import SentinelFinder
-from .formats import TextFormat
+from .formats import Refutation, TextFormat
 
 if TYPE_CHECKING:
     from ._calls import CallBook
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 _WS = " \t\r\n"
-#: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text
-#: from it has arrived; past it, its block opens and its reader decides (a held text is read again per chunk).
+#: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text after
+#: it has arrived (formats decide within it); past it or at the finish its block opens and its reader decides.
 _UNREFUTED_HOLD = 256
 
 
@@ -110,6 +110,9 @@ class TextReader:
 
     def _open_block(self, body: BodyReader, opener: str, tokens: tuple[str, ...] = ()) -> None:
         raise NotImplementedError  # the machine's (ChoiceStream)
+
+    def _take_direct(self, name: str, **kwargs: Any) -> None:
+        raise NotImplementedError  # the machine's (ChoiceStream): a direct edge of the table
 
     # modes ------------------------------------------------------------------
 
@@ -218,36 +221,53 @@ class TextReader:
     def _read_prose(self, buf: str, pos: int) -> int:
         """Visible text up to the next sentinel (read by :meth:`_on_sentinel`) or a sentinel cut by the end."""
         n = len(buf)
+        fed = pos  # the fence tracker has read up to here (a refuted opener resets it, as its block would)
         i = self._find(buf, pos)
         while i != -1:
             for s in self._sentinel_index[buf[i:i + self._keys[buf[i]]]]:
                 if buf.startswith(s, i):
                     end = i + len(s)
                     if s in self._refutable:
-                        refuted = self._openers[s].refutes(buf, end)
-                        if refuted:
-                            break  # what follows shows it opens no call: it is text (no block opened and released)
-                        if refuted is None and n - i <= _UNREFUTED_HOLD:
-                            self._hold_from(buf, pos, i)  # undecided: held for the next characters
+                        refuted = self._openers[s].refutes(s, buf, end)
+                        if refuted is None and n - end <= _UNREFUTED_HOLD:
+                            self._hold_from(buf, pos, i, fed)  # undecided: held for the next characters
                             return n
-                    self._fences.feed(buf[pos:end])  # a sentinel ends no line: no fence changes in it
+                        if refuted:  # what follows shows it opens no call: it is text (no block opened and released)
+                            pos, fed = self._refuted(buf, pos, i, fed, refuted)
+                            break
+                    self._fences.feed(buf[fed:end])  # a sentinel ends no line: no fence changes in it
                     if i > pos:
                         self._emit_text(buf[pos:i])
                     self._on_sentinel(s)
                     return end
             else:
                 if self._held(buf, i):
-                    self._hold_from(buf, pos, i)
+                    self._hold_from(buf, pos, i, fed)
                     return n
                 end = i + 1  # it began like a sentinel but is none: text
             i = self._find(buf, end)
-        self._fences.feed(buf[pos:])
+        self._fences.feed(buf[fed:])
         self._emit_text(buf[pos:])
         return n
 
-    def _hold_from(self, buf: str, pos: int, i: int) -> None:
-        """Text up to ``i`` goes out; ``buf[i:]``, which may start a sentinel or a call, waits for the next chunk."""
-        self._fences.feed(buf[pos:i])
+    def _refuted(self, buf: str, pos: int, i: int, fed: int, refuted: Refutation) -> tuple[int, int]:
+        """The opener at ``buf[i]`` opens no call: the fences as its block's release would leave them, and its
+        note (``tool_open_refuted``) after the text before it; returns where the text and the fences now are."""
+        fences = self._fences
+        fences.feed(buf[fed:i])
+        if fences.inside and not self._fence:  # an example in a fenced block: text, as every sentinel there
+            return pos, i
+        fences.reset()  # an opener ends any fence line
+        if isinstance(refuted, tuple):
+            if i > pos:
+                self._emit_text(buf[pos:i])
+            self._take_direct("tool_open_refuted", kind=refuted[0], message=refuted[1])
+            pos = i
+        return pos, i
+
+    def _hold_from(self, buf: str, pos: int, i: int, fed: int) -> None:
+        """Text up to ``i`` goes out (the fences have read to ``fed``); ``buf[i:]`` waits for the next chunk."""
+        self._fences.feed(buf[fed:i])
         if i > pos:
             self._emit_text(buf[pos:i])
         self._pending = buf[i:]
@@ -394,6 +414,7 @@ class TextReader:
         self._pending = ""
         self._leave_reasoning()  # reasoning never closed: the held call was real
         self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
+        self._refutable = frozenset()  # at the finish the readers decide (as for a held opener)
         self._fences = self._think_fences or self._fences
         self._think_fences = None
         self._scan(held)

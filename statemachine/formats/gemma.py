@@ -400,3 +400,11 @@ class FunctionGemmaFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GemmaCallBody(sink, self.delim, self.closer)
+
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No ``call:NAME`` header before the ``{`` (or no ``{`` within the header's limit): the reader's
+        ``not_a_call``, decided on the same characters."""
+        brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
+        if brace == -1:
+            return True if len(buf) - pos > _HEADER_LIMIT else None
+        return _HEADER.fullmatch(buf, pos, brace) is None

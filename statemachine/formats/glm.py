@@ -24,8 +24,8 @@ import json
 import re
 
 from .._coerce import coerce_value
-from .._jsonblock import JsonCallsBody
-from .._scanning import WS, partial_at_end
+from .._jsonblock import JsonCallsBody, refutes_start
+from .._scanning import WS, partial_at_end, skip_ws
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
 from ._base import TextFormat, call_instructions, compact_object
 
@@ -189,3 +189,10 @@ class GlmFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GlmBody(sink)
+
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No name starts the body and no format-A body either: that reader's ``not_a_call``."""
+        start = skip_ws(buf, pos)
+        if start < len(buf) and (buf[start].isalpha() or buf[start] == "_"):
+            return False  # a name: GLM's own syntax
+        return refutes_start(buf, pos)
