@@ -20,7 +20,8 @@ from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._reader import DONE, BodyReader
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
-from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader, reader_opens_reasoning
+from ._scan_tables import reader_opens_reasoning
+from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
 from .formats import get_format
 from .formats.custom import CustomToolFormat
 

@@ -11,23 +11,20 @@ call is). The sentinels it looks for come from the request's formats
 from __future__ import annotations
 
 import enum
-import functools
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
 from ._reader import BodyReader
 from ._scanning import opener_at
-from ._sentinels import SentinelFinder
+from ._scan_tables import reader_opens_reasoning, scan_tables
 from .formats import Refutation, TextFormat
 
 if TYPE_CHECKING:
     from ._calls import CallBook
     from ._config import ParserConfig
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 _WS = " \t\r\n"
 #: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text after
 #: it has arrived (formats decide within it); past it or at the finish its block opens and its reader decides.
@@ -41,6 +38,10 @@ class TextMode(str, enum.Enum):
     PROSE = "prose"
     #: Nothing visible yet: bare JSON, a bare-reading format's call or a fence line may open a call.
     MESSAGE_START = "message_start"
+    #: Visible text before any call under a forced ``tool_choice``: each line starts as the message does.
+    FORCED_PROSE = "forced_prose"
+    #: The start of such a line: read as the message's start; a bare or fenced call here is a repair.
+    LINE_START = "line_start"
     #: A fenced call went out: the fence's closing line, if it comes next, is dropped.
     FENCED_CALL_END = "fenced_call_end"
     #: Inside ``<think>`` (or a format's reasoning channel): text is reasoning.
@@ -49,6 +50,8 @@ class TextMode(str, enum.Enum):
 
 PROSE = TextMode.PROSE
 MESSAGE_START = TextMode.MESSAGE_START
+FORCED_PROSE = TextMode.FORCED_PROSE
+LINE_START = TextMode.LINE_START
 FENCED_CALL_END = TextMode.FENCED_CALL_END
 REASONING = TextMode.REASONING
 
@@ -64,7 +67,7 @@ class TextReader:
 
     __slots__ = ("_after_call", "_bare_formats", "_clear", "_closers", "_draft_text_is_reasoning", "_end_tokens", "_fence",
                  "_fences", "_find", "_held", "_keys", "_lt_only", "_mode", "_opener_index", "_openers", "_out",
-                 "_parsing", "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels",
+                 "_parsing", "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels", "_forced",
                  "_stretch_has_text", "_suppress_tail", "_taught", "_think_closes", "_think_fences", "_think_fresh",
                  "_think_held", "_think_held_tail", "_think_opens", "_ws", "_ws_is_break", "config")
 
@@ -99,6 +102,7 @@ class TextReader:
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._mode = MESSAGE_START if config.marker is None and self._parsing else PROSE
         self._resume_mode = self._mode  # the mode reasoning returns to
+        self._forced = self._mode is MESSAGE_START and config.tool_choice.mode == "required"  # the answer is a call
         if config.starts_in_reasoning and config.reasoning:
             self._enter_reasoning()
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
@@ -136,15 +140,15 @@ class TextReader:
             self._mode = mode
 
     def _leave_message_start(self) -> None:
-        """Something visible went out, or a call: no call starts bare any more."""
-        if self._mode is MESSAGE_START:
-            self._mode = PROSE
-        elif self._mode is REASONING and self._resume_mode is MESSAGE_START:
-            self._resume_mode = PROSE
+        """Something visible went out, or a call: no call starts bare any more (a forced answer's next line may)."""
+        if self._base_mode() in (MESSAGE_START, FORCED_PROSE, LINE_START):
+            self._set_mode(FORCED_PROSE if self._forced and not self._calls.next_index else PROSE)
 
     def _call_committed(self) -> None:
         """A call's header went out: a new stretch of text begins after it; a fence that wrapped it goes."""
         self._stretch_has_text = False
+        if self._base_mode() is LINE_START and self._calls.bare:
+            self._calls.note("repaired", "a call written as JSON after text was read under the forced tool_choice")
         self._leave_message_start()
         if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
             self._fence = ""
@@ -187,7 +191,22 @@ class TextReader:
                 self._fences.feed(self._fence)
                 self._ws = ""
                 return line_end + 1
-        return self._read_prose(buf, pos)
+        return self._read_forced_prose(buf, pos) if self._forced else self._read_prose(buf, pos)
+
+    def _read_forced_prose(self, buf: str, pos: int) -> int:
+        """Prose to the end of its line; the next line, outside a fence, starts as the message does (a forced
+        ``tool_choice``: a model that writes its call as bare or fenced JSON after a sentence meant a call)."""
+        line_end = buf.find("\n", pos) + 1
+        if not line_end:
+            return self._read_prose(buf, pos)
+        end = pos + self._read_prose(buf[pos:line_end], 0)  # the line alone: a long chunk is never copied per line
+        if self._pending:  # a sentinel's start held until what follows decides it: read again with the rest
+            self._pending += buf[line_end:]
+            return len(buf)
+        if end == line_end and self._mode is FORCED_PROSE and not self._fences.inside:
+            self._mode = LINE_START
+            self._stretch_has_text = False
+        return end
 
     def _read_fenced_call_end(self, buf: str, pos: int) -> int:
         """After a fenced call: the fence's closing line, if it comes first, is dropped."""
@@ -427,71 +446,8 @@ class TextReader:
 _MODE_READERS: dict[TextMode, Callable[[TextReader, str, int], int]] = {
     PROSE: TextReader._read_prose,
     MESSAGE_START: TextReader._read_message_start,
+    LINE_START: TextReader._read_message_start,
+    FORCED_PROSE: TextReader._read_forced_prose,
     FENCED_CALL_END: TextReader._read_fenced_call_end,
     REASONING: TextReader._read_reasoning,
 }
-
-
-class ScanTables(NamedTuple):
-    """What the scanner looks for, for one set of formats, marker and reasoning: shared by every choice that
-    has them (building them per choice cost more than the rest of a short response's parsing)."""
-
-    openers: dict[str, TextFormat]  # opener → its format (read only)
-    refutable: frozenset[str]  # the openers whose format may tell from the next characters that no call opens
-    closers: frozenset[str]
-    sentinels: tuple[str, ...]
-    lt_only: bool
-    finder: SentinelFinder  # where any sentinel may start
-    think: SentinelFinder  # the sentinels that matter in reasoning (what of it is held at a chunk's end)
-    opener_index: dict[str, tuple[str, ...]]
-    think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
-    think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
-    end_tokens: frozenset[str]  # the formats' tokens that end a message or turn: dropped in visible text
-
-
-@functools.lru_cache(maxsize=256)
-def scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: bool) -> ScanTables:
-    """The sentinels of ``formats`` (with ``marker``, and ``<think>`` when ``reasoning``), indexed for the scanner."""
-    marked = [fmt.with_marker(marker) for fmt in formats]
-    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the one whose reader reads the
-    # other's bodies too, else by the first format listed
-    openers: dict[str, TextFormat] = {}
-    for fmt in marked:
-        for op in fmt.openers:
-            if op not in openers or openers[op].name in fmt.reads_also:
-                openers[op] = fmt
-    closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    # ``<think>`` is the config's; a format's own delimiters (``[THINK]``, ``<seed:think>``) and end tokens belong
-    # to its syntax, read for the taught format (listed first) only: another family's, merely accepted for its
-    # calls, would hide or cut the prose of a model that quotes them. An empty opener is its reader's
-    # (``drop_block``, Harmony's analysis header): only the closer is looked for, whichever format it is.
-    taught = formats[:1]
-    pairs = ([(THINK_OPEN, THINK_CLOSE)] if reasoning else []) + [
-        fmt.reasoning_delimiters for fmt in formats
-        if fmt.reasoning_delimiters and (fmt in taught or reader_opens_reasoning(fmt))]
-    think_opens = tuple(dict.fromkeys(opener for opener, _ in pairs if opener))
-    think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
-    end_tokens = tuple(dict.fromkeys(t for fmt in taught for t in fmt.end_tokens if t not in think_closes))
-    sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
-    # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
-    return ScanTables(
-        openers=openers, refutable=frozenset(op for op, fmt in openers.items()
-                                             if type(fmt).refutes is not TextFormat.refutes),
-        closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
-        finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
-        opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
-        end_tokens=frozenset(end_tokens))
-
-
-def reader_opens_reasoning(fmt: TextFormat) -> bool:
-    """Whether the format's reader opens reasoning: its delimiters have no opener (Harmony's analysis header)."""
-    return fmt.reasoning_delimiters is not None and not fmt.reasoning_delimiters[0]
-
-
-def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """``sentinels`` by their first two characters and by their first one, in their order."""
-    index: dict[str, tuple[str, ...]] = {}
-    for s in sentinels:
-        for key in (s[:2], s[:1]):
-            index[key] = index.get(key, ()) + (s,)
-    return index
