@@ -59,12 +59,18 @@ def scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: 
     sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
     # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
     return ScanTables(
-        openers=openers, refutable=frozenset(op for op, fmt in openers.items()
-                                             if type(fmt).refutes is not TextFormat.refutes),
+        openers=openers, refutable=_refutable(openers, taught[0] if taught else None),
         closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
         finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
         opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
         end_tokens=frozenset(end_tokens))
+
+
+def _refutable(openers: dict[str, TextFormat], taught: TextFormat | None) -> frozenset[str]:
+    """The openers whose format may refute them (``TextFormat.refutes``); none of a taught format with call
+    tokens, whose released block goes without them while a refuted opener stays whole."""
+    return frozenset(op for op, fmt in openers.items() if type(fmt).refutes is not TextFormat.refutes
+                     and not (taught is not None and fmt.name == taught.name and fmt.call_tokens))
 
 
 def reader_opens_reasoning(fmt: TextFormat) -> bool:
