@@ -224,7 +224,7 @@ def test_a_refuted_opener_is_what_its_block_would_have_been(data, which):
     text = "".join(data.draw(st.lists(pieces, max_size=14)))
     cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
     chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
-    finish = "stop"
+    finish = data.draw(st.sampled_from(("stop", "length")))
     refuting, reading = ChoiceStream(config, id_factory=lambda: "call_1"), unrefuted_stream(config)
     got = [e for chunk in chunks for e in refuting.feed(chunk)] + refuting.finish(finish)
     want = [e for chunk in chunks for e in reading.feed(chunk)] + reading.finish(finish)
