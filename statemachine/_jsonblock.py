@@ -42,6 +42,32 @@ def _skip_ws(buf: str, pos: int) -> int:
     return len(buf) if m is None else m.start()
 
 
+def function_opener_at(buf: str, pos: int) -> str | None:
+    """The ``<function=…>`` opener at ``buf[pos]``; ``""`` while ``buf[pos:]`` may still become one; else ``None``."""
+    from .formats.function import OPENERS  # the formats package imports this module
+
+    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
+    if opener is None and any(op.startswith(buf[pos:]) for op in OPENERS):
+        return ""
+    return opener
+
+
+def refutes_start(buf: str, pos: int) -> bool | None:
+    """What a (non-bare) block's start ``buf[pos:]`` shows, as ``TextFormat.refutes`` answers: ``True`` when
+    :meth:`JsonCallsBody._read_start` would release it as no call (no object, array or ``<function=``)."""
+    pos = _skip_ws(buf, pos)
+    if pos == len(buf):
+        return None
+    ch = buf[pos]
+    if ch in "{[":
+        return False
+    if ch == "<":
+        opener = function_opener_at(buf, pos)
+        if opener is not None:
+            return None if opener == "" else False
+    return True
+
+
 class JsonCallsBody(TableReader):
     """Body of ``<tool_call>`` (and of a bare JSON call at message start).
 
@@ -88,14 +114,14 @@ class JsonCallsBody(TableReader):
             self.state = BETWEEN
             return None, pos + 1
         if ch == "<" and not self.bare:
-            from .formats.function import OPENERS, FunctionBody  # the formats package imports this module
+            from .formats.function import FunctionBody  # the formats package imports this module
 
-            opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
-            if opener is not None:
+            opener = function_opener_at(buf, pos)
+            if opener:
                 self.inner = FunctionBody(self.ctx, self.closer)
                 self.state = FUNCTION
                 return None, pos + len(opener)
-            if any(op.startswith(buf[pos:]) for op in OPENERS):
+            if opener is not None:
                 return MORE, pos
         self.ctx.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos

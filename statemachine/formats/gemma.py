@@ -35,7 +35,7 @@ from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to, skip_ws
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions
-from .pythonic import PythonicBody, python_call
+from .pythonic import PythonicBody, python_call, refutes_start
 
 _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
 _HEADER_LIMIT = 256
@@ -70,6 +70,10 @@ class Gemma3Format(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return PythonicBody(sink, "```")
+
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No call's name (or ``[``) starts the fence's body: the reader's ``not_a_call``."""
+        return refutes_start(buf, pos)
 
 
 class GemmaState(str, enum.Enum):
@@ -429,6 +433,13 @@ class FunctionGemmaFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GemmaCallBody(sink, self.delim, self.closer)
 
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No ``call:NAME`` header before the ``{`` (or no ``{`` within the header's limit): the reader's
+        ``not_a_call``, decided on the same characters."""
+        brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
+        if brace == -1:
+            return True if len(buf) - pos > _HEADER_LIMIT else None
+        return _HEADER.fullmatch(buf, pos, brace) is None
 
 #: Each state's reader.
 _READERS: dict[GemmaState, Callable[[GemmaCallBody, str, int], Step]] = {

@@ -26,7 +26,7 @@ import re
 from typing import Callable
 
 from .._coerce import coerce_value
-from .._jsonblock import JsonCallsBody
+from .._jsonblock import JsonCallsBody, refutes_start
 from .._scanning import partial_at_end, skip_ws
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object
@@ -234,6 +234,12 @@ class GlmFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GlmBody(sink)
 
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No name starts the body and no format-A body either: that reader's ``not_a_call``."""
+        start = skip_ws(buf, pos)
+        if start < len(buf) and (buf[start].isalpha() or buf[start] == "_"):
+            return False  # a name: GLM's own syntax
+        return refutes_start(buf, pos)
 
 #: Each state's reader.
 _READERS: dict[GlmState, Callable[[GlmBody, str, int], Step]] = {

@@ -228,6 +228,15 @@ class PythonicBody(TableReader):
         end_calls_at_eof(self)
 
 
+def refutes_start(buf: str, pos: int) -> bool | None:
+    """What a (not bare) :class:`PythonicBody` decides from its body's start ``buf[pos:]``, as
+    ``TextFormat.refutes`` answers: ``True`` when neither ``[`` nor a name starts it (``not_a_call``)."""
+    start = skip_ws(buf, pos)
+    if start == len(buf):
+        return None
+    return buf[start] != "[" and _NAME.match(buf, start) is None
+
+
 def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
     """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``Pending.PARTIAL`` while
     the text may still become ``[NAME(`` or ``NAME(`` for an offered tool, else ``None``."""
