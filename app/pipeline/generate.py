@@ -242,5 +242,5 @@ def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], st
     heartbeat = settings.heartbeat_seconds if context.keepalive else None
     stream.pause_every(tick_seconds(heartbeat, max_seconds))
     return sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=max_seconds, client=context.client_socket,
+                    max_seconds=max_seconds, limit_seconds=settings.stream_max_seconds, client=context.client_socket,
                     write_timeout=settings.stream_write_timeout_seconds, record=context.record)
