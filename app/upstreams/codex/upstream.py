@@ -344,7 +344,8 @@ class CodexStream:
             if reason is not None:  # stop or max_tokens reached: the rest of the turn is not wanted
                 self._finished = True
                 self._interrupt()
-                return UpstreamChunk([ChoiceDelta(content=text or None, finish_reason=reason)])
+                return UpstreamChunk([ChoiceDelta(content=text or None, finish_reason=reason,
+                                                  stop_sequence=self._rules.matched)])
             if text:
                 self._text_sent = True
                 return UpstreamChunk([ChoiceDelta(content=text)])
