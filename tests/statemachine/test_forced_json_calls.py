@@ -13,9 +13,9 @@ import pytest
 
 from harness import Call, tr
 from statemachine import ParserConfig, ToolChoice, ToolSpec
-from support.real_model import TOOLS as REAL_MODEL_TOOLS
+from support import real_model
 
-TOOLS = [ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in REAL_MODEL_TOOLS]
+TOOLS = [ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in real_model.TOOLS]
 REQUIRED = ParserConfig.for_tools(TOOLS, tool_choice=ToolChoice("required"))
 NAMED = ParserConfig.for_tools(TOOLS, tool_choice=ToolChoice("required", frozenset({"get_time"})))
 AUTO = ParserConfig.for_tools(TOOLS)

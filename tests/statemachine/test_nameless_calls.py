@@ -13,9 +13,9 @@ import pytest
 
 from harness import Call, tr
 from statemachine import ParserConfig, ToolChoice, ToolSpec
-from support.real_model import TOOLS as REAL_MODEL_TOOLS
+from support import real_model
 
-WEATHER, TIME = (ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in REAL_MODEL_TOOLS)
+WEATHER, TIME = (ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in real_model.TOOLS)
 FORECAST = ToolSpec("get_forecast", "The forecast for a city.",
                     {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                      "required": ["city"]})
