@@ -10,7 +10,7 @@ import enum
 from typing import TYPE_CHECKING, Callable
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE, Outcome, Step
+from ._reader import DONE, MORE, Outcome, Step, TableReader
 from ._scanning import NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _skip_ws(buf: str, pos: int) -> int:
     return len(buf) if m is None else m.start()
 
 
-class JsonCallsBody:
+class JsonCallsBody(TableReader):
     """Body of ``<tool_call>`` (and of a bare JSON call at message start).
 
     Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
@@ -72,14 +72,6 @@ class JsonCallsBody:
         self.calls = 0
         self.stray_dropped = False
         self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -240,3 +232,4 @@ _READERS: dict[JsonBlockState, Callable[[JsonCallsBody, str, int], Step]] = {
     BETWEEN: JsonCallsBody._read_between,
     SKIP: JsonCallsBody._read_skip,
 }
+JsonCallsBody.READERS = _READERS

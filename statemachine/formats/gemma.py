@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
@@ -92,7 +92,7 @@ class GemmaState(str, enum.Enum):
 HEADER, PAIRS, KEY, VALUE, AFTER, SKIP = GemmaState
 
 
-class GemmaCallBody:
+class GemmaCallBody(TableReader):
     """One ``call:NAME{…}`` block, from just after its opener to its closer; strings between ``delim`` tokens."""
 
     def __init__(self, sink: CallSink, delim: str, closer: str):
@@ -111,14 +111,6 @@ class GemmaCallBody:
         # where an open string stops: its end quote, a backslash in a JSON string, or the call's closer
         self.stops = {delim: re.compile(f"{re.escape(delim)}|{re.escape(closer)}"),
                       '"': re.compile(f"{_JSON_STOP.pattern}|{re.escape(closer)}")}
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -447,3 +439,4 @@ _READERS: dict[GemmaState, Callable[[GemmaCallBody, str, int], Step]] = {
     AFTER: GemmaCallBody._read_after,
     SKIP: GemmaCallBody._read_skip,
 }
+GemmaCallBody.READERS = _READERS

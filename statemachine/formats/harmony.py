@@ -36,7 +36,7 @@ from typing import Callable, Literal
 
 from .._jsonlex import ValueLexer
 from .._scanning import Stop, opener_at, partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step, TableReader
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -84,7 +84,7 @@ class HarmonyState(str, enum.Enum):
 HEADER, BODY, ARGS, AFTER, SKIP, RAW = HarmonyState
 
 
-class HarmonyBody(ObjectArguments):
+class HarmonyBody(ObjectArguments, TableReader):
     """Reads one Harmony message from its opener: the header, then a call's arguments (or nothing)."""
 
     def __init__(self, sink: CallSink, opener: str, *, calls: bool = True):
@@ -96,14 +96,6 @@ class HarmonyBody(ObjectArguments):
         self.lexer: ValueLexer | None = None
         self.repaired = False
         self.invalid = False
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -275,11 +267,11 @@ class HarmonyFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         """The reply's first message with its recipient in the role header the prompt began
         (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
         hit = opener_at(buf, pos, (TO_FUNCTIONS,))
-        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else "partial"
+        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else Pending.PARTIAL
 
 
 class _MarkedHarmony(_MarkedFormat):
@@ -303,3 +295,4 @@ _READERS: dict[HarmonyState, Callable[[HarmonyBody, str, int], Step]] = {
     SKIP: HarmonyBody._read_to_end,
     RAW: HarmonyBody._read_to_end,
 }
+HarmonyBody.READERS = _READERS

@@ -11,7 +11,7 @@ from .._coerce import coerce_parameters
 from .._callobject import object_text
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, Stop, TextUntil, opener_at, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, compact_object
 
 _TAG_MARK = re.compile(r"[<>]")
@@ -53,7 +53,7 @@ class UseToolState(str, enum.Enum):
 ATTRIBUTES, CHILDREN, ARGS, CHILD, JSON, SKIP = UseToolState
 
 
-class UseToolBody:
+class UseToolBody(TableReader):
     """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON.
 
     A new call's opener where a child tag or JSON structure may stand (outside
@@ -78,14 +78,6 @@ class UseToolBody:
         self.named = False
         self.has_args = False
         self.repaired = False
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -279,3 +271,4 @@ _READERS: dict[UseToolState, Callable[[UseToolBody, str, int], Step]] = {
     JSON: UseToolBody._read_json,
     SKIP: UseToolBody._skip,
 }
+UseToolBody.READERS = _READERS
