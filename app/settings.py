@@ -50,6 +50,9 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
 #: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
 ReasoningOutput = Literal["show", "hide", "inline"]
+#: How the tool block lists the tools: ``json`` (each tool's JSON Schema, then a guide per tool) or ``compact``
+#: (a signature line per tool: ``get_weather(city: string, unit?: "c"|"f")``).
+ToolManifest = Literal["json", "compact"]
 
 
 class SettingsError(ValueError):
@@ -81,6 +84,19 @@ def _check_accept(value: str) -> str:
     return ",".join(names)
 
 
+class ExampleExchange(BaseModel):
+    """One worked exchange put before a model's conversation in prompt mode (never shown to clients, never
+    stored): the user's request, the call the model answers it with, the tool's result, the final answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: str = Field(description="The example request")
+    tool: str = Field(description="The tool called (the exchange is left out when the request does not offer it)")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments")
+    result: str = Field(description="The tool's result")
+    answer: str = Field(description="The model's answer after the result")
+
+
 class ModelRoute(BaseModel):
     """A ``model_map`` value written as an object."""
 
@@ -101,6 +117,11 @@ class ModelRoute(BaseModel):
     constrain_calls: bool | None = Field(
         None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
                            "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    tool_manifest: ToolManifest | None = Field(
+        None, description="How this model's tool block lists the tools; unset = tool_manifest")
+    example_exchange: ExampleExchange | None = Field(
+        None, description="Prompt mode: one example exchange in the taught call format before the conversation "
+                          "(user, tool, arguments, result, answer)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
@@ -256,6 +277,9 @@ class ToolSettings(BaseModel):
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
+    tool_manifest: ToolManifest = Field(
+        "json", description="How the tool block lists the tools: json (each tool's JSON Schema and a guide) or "
+                            "compact (one signature line per tool, about half the prompt tokens)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
@@ -588,6 +612,16 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
         route = self.model_map.get(client_model)
         return isinstance(route, ModelRoute) and bool(route.constrain_calls)
+
+    def tool_manifest_for(self, client_model: str) -> str:
+        """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the
+        setting."""
+        return self._per_model(client_model, "tool_manifest")
+
+    def example_exchange_for(self, client_model: str) -> ExampleExchange | None:
+        """The example exchange a client's ``model`` gets before its conversation (``model_map``), if any."""
+        route = self.model_map.get(client_model)
+        return route.example_exchange if isinstance(route, ModelRoute) else None
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

@@ -171,7 +171,9 @@ def open_in_tool_mode(generation: Generation,
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
+                                       manifest=settings.tool_manifest_for(model),
+                                       example=settings.example_exchange_for(model))
     if settings.constrain_calls_for(model) and "response_format" not in fields:
         constraint = forced_call_format(config)
         fields = {**fields, "response_format": constraint} if constraint else fields
