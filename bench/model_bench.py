@@ -4,20 +4,27 @@ Runs a fixed prompt set (tests/support/real_model.py's tools plus a calculator) 
 and Gemma 3 270M served by llama.cpp (built and cached by ``tests/support/llama_server.py``), through
 toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model and teaching variant:
 
-- the success rate: the expected tool called with the expected argument, or text when no tool fits;
+- the success rate: the expected tool called with the expected value in the expected argument (``Paris``
+  for the weather in Paris; any value but a copied placeholder when the question names none), or text
+  when no tool fits;
 - prompt tokens per tool: the prompt tokens of the body toolwire sent with the three tools minus those of
-  the same request without tools, over three (counted by the model server itself, ``max_tokens: 1``).
+  the same request without tools, over three (counted by the model server itself, ``max_tokens: 1``), per
+  manifest; and the same for the model family's own chat template (``bench/template_tokens.py``).
 
-Variants: ``plain`` (the question alone), ``example`` (one example exchange in the transcript first),
-``example+first`` (the same with the model's ``stop_after_tools: first``), ``plain+constrain`` (the model's
-``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
-test: it never fails on a rate. About eight minutes on 2 cores once the build is cached.
+Variants (the model's ``model_map`` settings): ``json`` (the JSON Schema manifest and guide, the default),
+``compact`` (``tool_manifest: compact``), ``+example`` (``example_exchange``: one exchange in the taught
+format before the conversation), ``+first`` (``stop_after_tools: first``), ``+constrain``
+(``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
+test: it never fails on a rate. About fifteen minutes on 2 cores once the build is cached.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.llama_server import LlamaServer  # noqa: E402
+from support.llama_server import CACHE_ROOT, LLAMA_VERSION, LlamaServer, ensure_llama  # noqa: E402
 from support.model_tap import ModelTap  # noqa: E402
 from support.real_model import HISTORY, TOOLS  # noqa: E402
 from support.server import run_toolwire  # noqa: E402
@@ -35,32 +42,45 @@ CALCULATOR = {"name": "calculator", "description": "Evaluate an arithmetic expre
               "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
                              "required": ["expression"]}}
 BENCH_TOOLS = [*TOOLS, CALCULATOR]
-# (name, question, tool_choice, expected: (tool, argument) or None for a text answer)
+# (name, question, tool_choice, expected: (tool, argument, text the value holds or "" for any) or None for text)
 CASES = [
-    ("weather_paris", "What's the weather in Paris?", None, ("get_weather", "city")),
-    ("weather_madrid", "Is it raining in Madrid right now?", None, ("get_weather", "city")),
-    ("time_tokyo", "What time is it in Tokyo?", None, ("get_time", "tz")),
-    ("time_london", "Tell me the current time in London.", None, ("get_time", "tz")),
-    ("calc_mul", "Use the calculator: what is 17 * 23?", None, ("calculator", "expression")),
-    ("calc_sum", "Compute 1234 + 4321 with the calculator.", None, ("calculator", "expression")),
+    ("weather_paris", "What's the weather in Paris?", None, ("get_weather", "city", "paris")),
+    ("weather_madrid", "Is it raining in Madrid right now?", None, ("get_weather", "city", "madrid")),
+    ("time_tokyo", "What time is it in Tokyo?", None, ("get_time", "tz", "tokyo")),
+    ("time_london", "Tell me the current time in London.", None, ("get_time", "tz", "london")),
+    ("calc_mul", "Use the calculator: what is 17 * 23?", None, ("calculator", "expression", "17")),
+    ("calc_sum", "Compute 1234 + 4321 with the calculator.", None, ("calculator", "expression", "1234")),
     ("no_tool_poem", "Write a two-line poem about rain.", None, None),
     ("no_tool_hello", "Hello! Who are you?", None, None),
-    ("required_choice", "Check the weather in Oslo.", "required", ("get_weather", "city")),
-    ("named_choice", "What time is it?", {"type": "function", "function": {"name": "get_time"}}, ("get_time", "tz")),
+    ("required_choice", "Check the weather in Oslo.", "required", ("get_weather", "city", "oslo")),
+    ("named_choice", "What time is it?", {"type": "function", "function": {"name": "get_time"}}, ("get_time", "tz", "")),
 ]
-VARIANTS = {"plain": ({}, False), "example": ({}, True), "example+first": ({"stop_after_tools": "first"}, True),
-            "plain+constrain": ({"constrain_calls": True}, False)}
+# What the manifests' worked calls put where the schema gives no value: copied, it is not an answer.
+PLACEHOLDERS = ("example", "<")
+# The real-model tests' example exchange (tests/support/real_model.py), as a model_map setting.
+EXAMPLE = {"user": HISTORY[0]["content"], "tool": "get_weather", "arguments": {"city": "Rome"},
+           "result": HISTORY[2]["content"], "answer": HISTORY[3]["content"]}
+COMPACT = {"tool_manifest": "compact"}
+VARIANTS = {"json": {}, "compact": COMPACT, "json+example": {"example_exchange": EXAMPLE},
+            "compact+example": {**COMPACT, "example_exchange": EXAMPLE},
+            "compact+example+first": {**COMPACT, "example_exchange": EXAMPLE, "stop_after_tools": "first"},
+            "compact+constrain": {**COMPACT, "constrain_calls": True}}
+MANIFESTS = ("json", "compact")  # the variants whose prompt tokens per tool are counted
 MODELS = {"smollm2": "tool_call", "gemma3": "gemma"}
 MAX_TOKENS = 64
+# The model families' own chat templates with tools, from llama.cpp's models/templates (in the pinned sdist):
+# SmolLM2's GGUF template ignores tools and the Gemma 3 270M GGUF has none, so the families' nearest.
+FAMILY_TEMPLATES = {"smollm2": {"own": None, "qwen2.5 (hermes <tool_call>)": "Qwen-Qwen2.5-7B-Instruct.jinja"},
+                    "gemma3": {"own": None, "gemma 4": "google-gemma-4-31B-it.jinja"}}
 
 
 def chat_tools() -> list[dict[str, Any]]:
     return [{"type": "function", "function": tool} for tool in BENCH_TOOLS]
 
 
-def ask(base: str, model: str, question: str, choice: Any, example: bool, *, tools: bool = True) -> dict[str, Any]:
+def ask(base: str, model: str, question: str, choice: Any, *, tools: bool = True) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
-                            "messages": [*(HISTORY if example else []), {"role": "user", "content": question}]}
+                            "messages": [{"role": "user", "content": question}]}
     if tools:
         body["tools"] = chat_tools()
     if choice is not None:
@@ -69,20 +89,29 @@ def ask(base: str, model: str, question: str, choice: Any, example: bool, *, too
     return answer.json()
 
 
-def succeeded(answer: dict[str, Any], expected: tuple[str, str] | None) -> bool:
+def succeeded(answer: dict[str, Any], expected: tuple[str, str, str] | None) -> bool:
     choices = answer.get("choices") or []
     if not choices:
         return False
     calls = choices[0]["message"].get("tool_calls") or []
     if expected is None:
         return not calls and bool(choices[0]["message"].get("content"))
-    if not calls or calls[0]["function"]["name"] != expected[0]:
+    tool, argument, holds = expected
+    if not calls or calls[0]["function"]["name"] != tool:
         return False
     try:
         arguments = json.loads(calls[0]["function"]["arguments"])
     except ValueError:
         return False
-    return isinstance(arguments, dict) and bool(arguments.get(expected[1]))
+    value = str(arguments.get(argument) or "").lower() if isinstance(arguments, dict) else ""
+    return bool(value) and holds in value and not value.startswith(PLACEHOLDERS)
+
+
+def summary(answer: dict[str, Any]) -> str:
+    """What the model answered, in one short line (for the log)."""
+    message = ((answer.get("choices") or [{}])[0]).get("message") or {}
+    calls = [f"{c['function']['name']}({c['function']['arguments']})" for c in message.get("tool_calls") or []]
+    return " ".join(calls) or repr((message.get("content") or "")[:80])
 
 
 def prompt_tokens(server: LlamaServer, body: dict[str, Any]) -> int:
@@ -93,27 +122,60 @@ def prompt_tokens(server: LlamaServer, body: dict[str, Any]) -> int:
     return answer.json()["usage"]["prompt_tokens"]
 
 
+def family_templates() -> dict[str, str]:
+    """The chat templates :data:`FAMILY_TEMPLATES` names, taken once from the pinned llama-cpp-python sdist."""
+    folder = CACHE_ROOT / f"templates-{LLAMA_VERSION}"
+    names = {name for templates in FAMILY_TEMPLATES.values() for name in templates.values() if name}
+    if not all((folder / name).exists() for name in names):
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="toolwire-sdist-") as scratch:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
+                            "-d", scratch, f"llama-cpp-python=={LLAMA_VERSION}"], check=True, timeout=900)
+            with tarfile.open(next(Path(scratch).glob("*.tar.gz"))) as sdist:
+                for member in sdist.getmembers():
+                    if member.name.endswith(tuple(f"/models/templates/{name}" for name in names)):
+                        (folder / Path(member.name).name).write_bytes(sdist.extractfile(member).read())
+    return {name: (folder / name).read_text() for name in names}
+
+
+def template_tokens(model: str, path: Path) -> dict[str, float | None]:
+    """Prompt tokens per tool under each of the model family's templates (``bench/template_tokens.py``)."""
+    texts = family_templates()
+    job = {"model": str(path), "tools": chat_tools(), "question": CASES[0][1],
+           "templates": {label: texts[name] if name else None for label, name in FAMILY_TEMPLATES[model].items()}}
+    done = subprocess.run([str(ensure_llama()), str(ROOT / "bench" / "template_tokens.py")], input=json.dumps(job),
+                          capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(done.stdout)
+
+
 def run_model(model: str, tool_format: str) -> list[str]:
     lines = []
     with LlamaServer(model) as server, ModelTap(server.v1_url) as tap:
-        for variant, (options, example) in VARIANTS.items():
+        for label, per_tool in template_tokens(model, server.model.path).items():
+            shown = "no tools in it" if per_tool == 0 else "none in the GGUF" if per_tool is None else f"{per_tool:.0f}"
+            lines.append(f"{model:8} prompt tokens per tool: template {label}: {shown}")
+        for variant, options in VARIANTS.items():
             route = json.dumps({model: {"model": model, "tool_format": tool_format, **options}})
             env = {"TOOLWIRE_UPSTREAM_URL": tap.v1_url, "TOOLWIRE_MODEL_MAP": route,
                    "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "300"}
             with run_toolwire(env) as toolwire:
                 hits = []
                 for name, question, choice, expected in CASES:
-                    ok = succeeded(ask(toolwire.v1_url, model, question, choice, example), expected)
+                    answer = ask(toolwire.v1_url, model, question, choice)
+                    ok = succeeded(answer, expected)
                     hits.append(name if ok else f"-{name}")
-                    print(f"  {model} {variant} {name}: {'ok' if ok else 'miss'}", file=sys.stderr, flush=True)
-                if variant == "plain":
-                    taught = next(body for body, _ in tap.answers if body["messages"][-1]["content"] == CASES[0][1])
-                    ask(toolwire.v1_url, model, CASES[0][1], None, False, tools=False)
+                    print(f"  {model} {variant} {name}: {'ok' if ok else 'miss'}  {summary(answer)}",
+                          file=sys.stderr, flush=True)
+                if variant in MANIFESTS:
+                    taught = next(body for body, _ in reversed(tap.answers)
+                                  if body["messages"][0]["role"] == "system"
+                                  and body["messages"][-1]["content"] == CASES[0][1])
+                    ask(toolwire.v1_url, model, CASES[0][1], None, tools=False)
                     bare = tap.answers[-1][0]
                     per_tool = (prompt_tokens(server, taught) - prompt_tokens(server, bare)) / len(BENCH_TOOLS)
-                    lines.append(f"{model:8} prompt tokens per tool: toolwire {per_tool:.0f}")
+                    lines.append(f"{model:8} prompt tokens per tool: toolwire {variant} {per_tool:.0f}")
             rate = sum(not h.startswith("-") for h in hits)
-            lines.append(f"{model:8} {variant:14} {rate:2}/{len(CASES)}  {' '.join(hits)}")
+            lines.append(f"{model:8} {variant:22} {rate:2}/{len(CASES)}  {' '.join(hits)}")
     return lines
 
 
