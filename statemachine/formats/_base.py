@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import json
 import re
-from typing import Any
+from typing import Protocol
 
 from .._reader import BodyReader, CallSink
 
@@ -235,11 +235,26 @@ def compact_object(arguments: str) -> str:
     return arguments
 
 
-def end_calls_at_eof(body: Any, *, repaired: bool = False, invalid: bool = False) -> None:
-    """The stream ended inside a block of calls (a reader with ``sink``, ``state``, ``pending``, ``calls``):
-    a call cut in its arguments is incomplete, one whose end was still pending is unclosed (``repaired`` /
-    ``invalid`` as its reader found it), and a block that never started a call goes back to text."""
-    if body.state == "args":
+class CallsBlockReader(Protocol):
+    """A reader of a block that holds several calls, as :func:`end_calls_at_eof` ends it."""
+
+    #: Whom the reader reports to.
+    sink: CallSink
+    #: How many calls the block began.
+    calls: int
+    #: A call's arguments are complete but its end is not: what follows them would show it.
+    pending: bool
+
+    @property
+    def in_arguments(self) -> bool:
+        """The reader is inside a call's arguments."""
+
+
+def end_calls_at_eof(body: CallsBlockReader, *, repaired: bool = False, invalid: bool = False) -> None:
+    """The stream ended inside a block of calls: a call cut in its arguments is incomplete, one whose end was
+    still pending is unclosed (``repaired`` / ``invalid`` as its reader found it), and a block that never
+    started a call goes back to text."""
+    if body.in_arguments:
         body.sink.call_incomplete()
     elif body.pending:
         body.pending = False
