@@ -119,9 +119,9 @@ class ModelRoute(BaseModel):
                            "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
-    example_exchange: ExampleExchange | None = Field(
-        None, description="Prompt mode: one example exchange in the taught call format before the conversation "
-                          "(user, tool, arguments, result, answer)")
+    example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
+        None, description="Prompt mode: an example exchange (or a list of them) in the taught call format before "
+                          "the conversation (user, tool, arguments, result, answer)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
@@ -618,10 +618,11 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         setting."""
         return self._per_model(client_model, "tool_manifest")
 
-    def example_exchange_for(self, client_model: str) -> ExampleExchange | None:
-        """The example exchange a client's ``model`` gets before its conversation (``model_map``), if any."""
+    def example_exchanges_for(self, client_model: str) -> tuple[ExampleExchange, ...]:
+        """The example exchanges a client's ``model`` gets before its conversation (``model_map``)."""
         route = self.model_map.get(client_model)
-        return route.example_exchange if isinstance(route, ModelRoute) else None
+        examples = route.example_exchange if isinstance(route, ModelRoute) else None
+        return (examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ())
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

@@ -13,9 +13,9 @@ toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model 
 
 Variants (the model's ``model_map`` settings): ``json`` (the JSON Schema manifest and guide, the default),
 ``compact`` (``tool_manifest: compact``), ``+example`` (``example_exchange``: one exchange in the taught
-format before the conversation), ``+first`` (``stop_after_tools: first``), ``+constrain``
+format before the conversation; ``+examples``: one per tool), ``+first`` (``stop_after_tools: first``), ``+constrain``
 (``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
-test: it never fails on a rate. About fifteen minutes on 2 cores once the build is cached.
+test: it never fails on a rate. About twenty minutes on 2 cores once the build is cached.
 """
 
 from __future__ import annotations
@@ -57,14 +57,20 @@ CASES = [
 ]
 # What the manifests' worked calls put where the schema gives no value: copied, it is not an answer.
 PLACEHOLDERS = ("example", "<")
-# The real-model tests' example exchange (tests/support/real_model.py), as a model_map setting.
+# The real-model tests' example exchange (tests/support/real_model.py), as a model_map setting; then one per tool.
 EXAMPLE = {"user": HISTORY[0]["content"], "tool": "get_weather", "arguments": {"city": "Rome"},
            "result": HISTORY[2]["content"], "answer": HISTORY[3]["content"]}
+EXAMPLES = [EXAMPLE,
+            {"user": "What time is it in Sydney?", "tool": "get_time", "arguments": {"tz": "Australia/Sydney"},
+             "result": '{"time": "09:30"}', "answer": "It is 09:30 in Sydney."},
+            {"user": "Use the calculator: what is 12 + 30?", "tool": "calculator", "arguments": {"expression": "12 + 30"},
+             "result": "42", "answer": "12 + 30 = 42."}]
 COMPACT = {"tool_manifest": "compact"}
-VARIANTS = {"json": {}, "compact": COMPACT, "json+example": {"example_exchange": EXAMPLE},
-            "compact+example": {**COMPACT, "example_exchange": EXAMPLE},
-            "compact+example+first": {**COMPACT, "example_exchange": EXAMPLE, "stop_after_tools": "first"},
-            "compact+constrain": {**COMPACT, "constrain_calls": True}}
+VARIANTS = {"json": {}, "json+example": {"example_exchange": EXAMPLE},
+            "compact": COMPACT, "compact+example": {**COMPACT, "example_exchange": EXAMPLE},
+            "compact+examples": {**COMPACT, "example_exchange": EXAMPLES},
+            "compact+examples+first": {**COMPACT, "example_exchange": EXAMPLES, "stop_after_tools": "first"},
+            "compact+examples+constrain": {**COMPACT, "example_exchange": EXAMPLES, "constrain_calls": True}}
 MANIFESTS = ("json", "compact")  # the variants whose prompt tokens per tool are counted
 MODELS = {"smollm2": "tool_call", "gemma3": "gemma"}
 MAX_TOKENS = 64
@@ -78,11 +84,9 @@ def chat_tools() -> list[dict[str, Any]]:
     return [{"type": "function", "function": tool} for tool in BENCH_TOOLS]
 
 
-def ask(base: str, model: str, question: str, choice: Any, *, tools: bool = True) -> dict[str, Any]:
+def ask(base: str, model: str, question: str, choice: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
-                            "messages": [{"role": "user", "content": question}]}
-    if tools:
-        body["tools"] = chat_tools()
+                            "messages": [{"role": "user", "content": question}], "tools": chat_tools()}
     if choice is not None:
         body["tool_choice"] = choice
     answer = httpx.post(base + "/chat/completions", json=body, timeout=300)
@@ -150,6 +154,7 @@ def template_tokens(model: str, path: Path) -> dict[str, float | None]:
 
 def run_model(model: str, tool_format: str) -> list[str]:
     lines = []
+    tokens: dict[str, int] = {}  # the first question's prompt per variant
     with LlamaServer(model) as server, ModelTap(server.v1_url) as tap:
         for label, per_tool in template_tokens(model, server.model.path).items():
             shown = "no tools in it" if per_tool == 0 else "none in the GGUF" if per_tool is None else f"{per_tool:.0f}"
@@ -166,16 +171,15 @@ def run_model(model: str, tool_format: str) -> list[str]:
                     hits.append(name if ok else f"-{name}")
                     print(f"  {model} {variant} {name}: {'ok' if ok else 'miss'}  {summary(answer)}",
                           file=sys.stderr, flush=True)
-                if variant in MANIFESTS:
-                    taught = next(body for body, _ in reversed(tap.answers)
-                                  if body["messages"][0]["role"] == "system"
-                                  and body["messages"][-1]["content"] == CASES[0][1])
-                    ask(toolwire.v1_url, model, CASES[0][1], None, tools=False)
-                    bare = tap.answers[-1][0]
-                    per_tool = (prompt_tokens(server, taught) - prompt_tokens(server, bare)) / len(BENCH_TOOLS)
-                    lines.append(f"{model:8} prompt tokens per tool: toolwire {variant} {per_tool:.0f}")
+                taught = next(body for body, _ in reversed(tap.answers) if body["messages"][-1]["content"] == CASES[0][1])
+                tokens[variant] = prompt_tokens(server, taught)
+                if variant in MANIFESTS:  # against the question alone, as toolwire sends it without tools
+                    bare = prompt_tokens(server, {**taught, "messages": taught["messages"][-1:]})
+                    lines.append(f"{model:8} prompt tokens per tool: toolwire {variant} "
+                                 f"{(tokens[variant] - bare) / len(BENCH_TOOLS):.0f}")
             rate = sum(not h.startswith("-") for h in hits)
-            lines.append(f"{model:8} {variant:22} {rate:2}/{len(CASES)}  {' '.join(hits)}")
+            lines.append(f"{model:8} {variant:26} {rate:2}/{len(CASES)}  {' '.join(hits)}  "
+                         f"(prompt {tokens[variant]} tokens)")
     return lines
 
 

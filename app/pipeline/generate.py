@@ -173,7 +173,7 @@ def open_in_tool_mode(generation: Generation,
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
                                        manifest=settings.tool_manifest_for(model),
-                                       example=settings.example_exchange_for(model))
+                                       examples=settings.example_exchanges_for(model))
     if settings.constrain_calls_for(model) and "response_format" not in fields:
         constraint = forced_call_format(config)
         fields = {**fields, "response_format": constraint} if constraint else fields

@@ -28,7 +28,7 @@ plain ``system``/``user``/``assistant`` messages with string content:
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
 
@@ -84,7 +84,7 @@ _PART_PLACEHOLDERS = {
 
 def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat, *,
                             answer_format: Mapping[str, Any] | None = None, manifest: str = "json",
-                            example: ExampleExchange | None = None) -> list[dict]:
+                            examples: Sequence[ExampleExchange] = ()) -> list[dict]:
     """Flatten a Chat Completions transcript for a text-only upstream.
 
     Args:
@@ -99,8 +99,8 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
         manifest: how the tool block lists the tools: ``json`` (schemas and a guide) or ``compact``
             (signature lines, :mod:`.signatures`).
-        example: an exchange written before the conversation, in ``fmt``, when calls are parsed and its
-            tool is offered (a small model imitates a call it sees far better than one it is told about).
+        examples: exchanges written before the conversation, in ``fmt``, when calls are parsed, each
+            when its tool is offered (a small model imitates a call it sees far better than one it is told about).
     Returns:
         New message dicts with roles ``system``/``user``/``assistant`` only and
         string content only; at most one system message, always first.
@@ -114,7 +114,8 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         system_texts.append(answer_format_block(answer_format))
 
     call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
-    turns = _example_turns(example, fmt) if example and config.parsing_enabled and example.tool in config.tools else []
+    turns = [turn for example in examples if config.parsing_enabled and example.tool in config.tools
+             for turn in _example_turns(example, fmt)]
     formats = (fmt, custom_format(config))
     this_turn = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
     for position, message in enumerate(messages):

@@ -89,7 +89,7 @@ def test_the_compact_block_is_far_shorter_than_the_json_one():
 
 def test_the_example_exchange_comes_before_the_conversation_in_the_taught_format():
     config = ParserConfig.for_tools([WEATHER, TIME])
-    out = build_upstream_messages([QUESTION], config, get_format("gemma"), example=ROME)
+    out = build_upstream_messages([QUESTION], config, get_format("gemma"), examples=[ROME])
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert out[1]["content"] == ROME.user
     assert out[2]["content"] == '```tool_code\nget_weather(city="Rome")\n```'
@@ -103,17 +103,29 @@ def test_the_example_exchange_comes_before_the_conversation_in_the_taught_format
     ParserConfig.for_tools([WEATHER], tool_choice=ToolChoice("none")),  # no calls are parsed
 ])
 def test_no_example_exchange_without_its_tool_or_without_calls(config):
-    out = build_upstream_messages([QUESTION], config, get_format("tool_call"), example=ROME)
+    out = build_upstream_messages([QUESTION], config, get_format("tool_call"), examples=[ROME])
     assert [m["role"] for m in out] == ["system", "user"]
     assert out[1] == QUESTION
 
 
+def test_one_exchange_per_offered_tool_in_the_order_given():
+    tokyo = ExampleExchange(user="Time in Tokyo?", tool="get_time", arguments={"tz": "Asia/Tokyo"}, result="09:00",
+                            answer="It is 9 am in Tokyo.")
+    out = build_upstream_messages([QUESTION], ParserConfig.for_tools([WEATHER, TIME]), get_format("tool_call"),
+                                  examples=[tokyo, ROME])
+    assert [m["content"] for m in out[1::4]] == [tokyo.user, ROME.user, QUESTION["content"]]
+    assert [m["role"] for m in out] == ["system", *["user", "assistant"] * 4, "user"]
+
+
 def test_the_settings_per_model_and_global():
+    rome = json.loads(ROME.model_dump_json())
     settings = Settings(tool_manifest="compact", model_map={
-        "small": {"model": "smollm2", "tool_manifest": "json", "example_exchange": json.loads(ROME.model_dump_json())},
+        "small": {"model": "smollm2", "tool_manifest": "json", "example_exchange": rome},
+        "several": {"example_exchange": [rome, rome]},
         "plain": "qwen3"})
     assert settings.tool_manifest_for("small") == "json"
     assert settings.tool_manifest_for("plain") == settings.tool_manifest_for("other") == "compact"
-    assert settings.example_exchange_for("small") == ROME
-    assert settings.example_exchange_for("plain") is None
+    assert settings.example_exchanges_for("small") == (ROME,)
+    assert settings.example_exchanges_for("several") == (ROME, ROME)
+    assert settings.example_exchanges_for("plain") == ()
     assert Settings().tool_manifest_for("x") == "json"
