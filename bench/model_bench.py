@@ -7,15 +7,18 @@ toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model 
 - the success rate: the expected tool called with the expected value in the expected argument (``Paris``
   for the weather in Paris; any value but a copied placeholder when the question names none), or text
   when no tool fits;
-- prompt tokens per tool: the prompt tokens of the body toolwire sent with the three tools minus those of
-  the same request without tools, over three (counted by the model server itself, ``max_tokens: 1``), per
-  manifest; and the same for the model family's own chat template (``bench/template_tokens.py``).
+- prompt tokens per tool: the prompt tokens of toolwire's messages with the three tools minus those of the
+  question alone, over three (the fixed teaching text included), and per further tool: three tools minus
+  the first alone, over two (counted by the model server itself, ``max_tokens: 1``), per manifest; the same
+  for the model family's own chat template (``bench/template_tokens.py``); and each variant's whole prompt
+  for the first question.
 
 Variants (the model's ``model_map`` settings): ``json`` (the JSON Schema manifest and guide, the default),
 ``compact`` (``tool_manifest: compact``), ``+example`` (``example_exchange``: one exchange in the taught
 format before the conversation; ``+examples``: one per tool), ``+first`` (``stop_after_tools: first``), ``+constrain``
 (``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
-test: it never fails on a rate. About twenty minutes on 2 cores once the build is cached.
+test: it never fails on a rate. About twenty minutes on 2 cores once the build is cached; ``--tokens`` counts
+the tokens only (a minute).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from app.pipeline.prompt import build_upstream_messages  # noqa: E402
+from statemachine import ParserConfig, ToolSpec, get_format  # noqa: E402
 from support.llama_server import CACHE_ROOT, LLAMA_VERSION, LlamaServer, ensure_llama  # noqa: E402
 from support.model_tap import ModelTap  # noqa: E402
 from support.real_model import HISTORY, TOOLS  # noqa: E402
@@ -71,7 +76,7 @@ VARIANTS = {"json": {}, "json+example": {"example_exchange": EXAMPLE},
             "compact+examples": {**COMPACT, "example_exchange": EXAMPLES},
             "compact+examples+first": {**COMPACT, "example_exchange": EXAMPLES, "stop_after_tools": "first"},
             "compact+examples+constrain": {**COMPACT, "example_exchange": EXAMPLES, "constrain_calls": True}}
-MANIFESTS = ("json", "compact")  # the variants whose prompt tokens per tool are counted
+MANIFESTS = ("json", "compact")
 MODELS = {"smollm2": "tool_call", "gemma3": "gemma"}
 MAX_TOKENS = 64
 # The model families' own chat templates with tools, from llama.cpp's models/templates (in the pinned sdist):
@@ -152,14 +157,36 @@ def template_tokens(model: str, path: Path) -> dict[str, float | None]:
     return json.loads(done.stdout)
 
 
-def run_model(model: str, tool_format: str) -> list[str]:
-    lines = []
+def toolwire_tokens(server: LlamaServer, tool_format: str, manifest: str) -> tuple[float, float]:
+    """Prompt tokens per tool and per further tool (as :mod:`template_tokens` counts them) of toolwire's
+    tool block for the bench's tools in ``manifest``, counted by the model server."""
+    specs = [ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in BENCH_TOOLS]
+    question = [{"role": "user", "content": CASES[0][1]}]
+
+    def count(tools: list[ToolSpec]) -> int:
+        config = ParserConfig.for_tools(tools, formats=(tool_format,))
+        messages = build_upstream_messages(question, config, get_format(tool_format), manifest=manifest)
+        return prompt_tokens(server, {"model": server.model.name, "messages": messages if tools else question})
+
+    every, first, none = count(specs), count(specs[:1]), count([])
+    return (every - none) / len(specs), (every - first) / (len(specs) - 1)
+
+
+def token_lines(server: LlamaServer, model: str, tool_format: str) -> list[str]:
+    """Tokens per tool (and per further tool) of toolwire's manifests and of the family's own templates."""
+    counts = {f"toolwire {manifest}": toolwire_tokens(server, tool_format, manifest) for manifest in MANIFESTS}
+    for label, pair in template_tokens(model, server.model.path).items():
+        counts[f"template {label}"] = pair
+    return [f"{model:8} prompt tokens per tool, per further tool: {label}: "
+            + ("none in the GGUF" if pair is None else "no tools in it" if pair == [0, 0]
+               else f"{pair[0]:.0f}, {pair[1]:.0f}") for label, pair in counts.items()]
+
+
+def run_model(model: str, tool_format: str, *, rates: bool = True) -> list[str]:
     tokens: dict[str, int] = {}  # the first question's prompt per variant
     with LlamaServer(model) as server, ModelTap(server.v1_url) as tap:
-        for label, per_tool in template_tokens(model, server.model.path).items():
-            shown = "no tools in it" if per_tool == 0 else "none in the GGUF" if per_tool is None else f"{per_tool:.0f}"
-            lines.append(f"{model:8} prompt tokens per tool: template {label}: {shown}")
-        for variant, options in VARIANTS.items():
+        lines = token_lines(server, model, tool_format)
+        for variant, options in (VARIANTS if rates else {}).items():
             route = json.dumps({model: {"model": model, "tool_format": tool_format, **options}})
             env = {"TOOLWIRE_UPSTREAM_URL": tap.v1_url, "TOOLWIRE_MODEL_MAP": route,
                    "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "300"}
@@ -173,10 +200,6 @@ def run_model(model: str, tool_format: str) -> list[str]:
                           file=sys.stderr, flush=True)
                 taught = next(body for body, _ in reversed(tap.answers) if body["messages"][-1]["content"] == CASES[0][1])
                 tokens[variant] = prompt_tokens(server, taught)
-                if variant in MANIFESTS:  # against the question alone, as toolwire sends it without tools
-                    bare = prompt_tokens(server, {**taught, "messages": taught["messages"][-1:]})
-                    lines.append(f"{model:8} prompt tokens per tool: toolwire {variant} "
-                                 f"{(tokens[variant] - bare) / len(BENCH_TOOLS):.0f}")
             rate = sum(not h.startswith("-") for h in hits)
             lines.append(f"{model:8} {variant:26} {rate:2}/{len(CASES)}  {' '.join(hits)}  "
                          f"(prompt {tokens[variant]} tokens)")
@@ -184,9 +207,10 @@ def run_model(model: str, tool_format: str) -> list[str]:
 
 
 def main() -> None:
+    rates = "--tokens" not in sys.argv  # --tokens: the token counts only (a minute), not the prompt set
     report = []
     for model, tool_format in MODELS.items():
-        report += run_model(model, tool_format)
+        report += run_model(model, tool_format, rates=rates)
     print("\n".join(report))
 
 

@@ -2,11 +2,13 @@
 
 Run by ``bench/model_bench.py`` with the llama.cpp venv's Python (it imports nothing of toolwire): reads one
 JSON object on stdin, ``{"model": GGUF path, "templates": {label: jinja text or null for the GGUF's own},
-"tools": [OpenAI tool objects], "question": text}``, and prints ``{label: tokens per tool}``. Each template
-is rendered as transformers and llama.cpp's ``--jinja`` render one (a sandboxed Jinja environment with
-``trim_blocks``/``lstrip_blocks``, ``tojson``, ``raise_exception``, ``strftime_now``) for the question with
-and without the tools; the difference, counted by the model's own tokenizer (``Llama(vocab_only=True)``,
-special tokens parsed), is divided by the number of tools.
+"tools": [OpenAI tool objects], "question": text}``, and prints ``{label: [tokens per tool, tokens per further
+tool]}`` (``null`` for a GGUF without a template of its own). Each template is rendered as transformers and
+llama.cpp's ``--jinja`` render one (a sandboxed Jinja environment with ``trim_blocks``/``lstrip_blocks``,
+``tojson``, ``raise_exception``, ``strftime_now``) for the question with every tool, with the first tool only,
+and without tools, and counted by the model's own tokenizer (``Llama(vocab_only=True)``, special tokens
+parsed). Tokens per tool: (every tool - none) / tools, the fixed teaching text included; per further tool:
+(every tool - the first) / (tools - 1), what one more tool costs.
 """
 
 from __future__ import annotations
@@ -51,15 +53,16 @@ def main() -> None:
     bos, eos = token_text(model.token_bos()), token_text(model.token_eos())
     own = model.metadata.get("tokenizer.chat_template")
     tools = job["tools"]
-    per_tool: dict[str, float | None] = {}
+    per_tool: dict[str, list[float] | None] = {}
     for label, template in job["templates"].items():
         template = template or own
         if not template:
             per_tool[label] = None
             continue
-        counts = [len(model.tokenize(render(template, job["question"], offered, bos, eos).encode(), add_bos=False,
-                                     special=True)) for offered in (tools, None)]
-        per_tool[label] = (counts[0] - counts[1]) / len(tools)
+        every, first, none = (len(model.tokenize(render(template, job["question"], offered, bos, eos).encode(),
+                                                 add_bos=False, special=True))
+                              for offered in (tools, tools[:1], None))
+        per_tool[label] = [(every - none) / len(tools), (every - first) / (len(tools) - 1)]
     print(json.dumps(per_tool))
 
 

@@ -32,9 +32,10 @@ def per_tool(model: str, templates: dict[str, Any]) -> dict[str, Any]:
 
 def test_tokens_per_tool_follow_what_the_template_writes_for_the_tools():
     counts = per_tool("smollm2", {"own": None, "once": ONCE, "twice": TWICE})
-    assert counts["own"] == 0  # SmolLM2's own template ignores tools
-    assert counts["once"] > 20  # a tool's JSON is tens of tokens, not characters or nothing
-    assert counts["twice"] == 2 * counts["once"]
+    assert counts["own"] == [0, 0]  # SmolLM2's own template ignores tools
+    assert counts["once"][0] > 20  # a tool's JSON is tens of tokens, not characters or nothing
+    assert counts["twice"] == [2 * counts["once"][0], 2 * counts["once"][1]]
+    assert counts["once"][1] != counts["once"][0]  # the further tool (get_time) is not the first (get_weather)
 
 
 def test_a_gguf_without_a_chat_template_has_no_own_count():
