@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
-from ._reader import BodyReader
+from ._reader import BodyReader, Pending
 from ._scanning import opener_at
 from ._sentinels import SentinelFinder
 from .formats import TextFormat
@@ -166,10 +166,9 @@ class TextReader:
         if j == n:
             return n
         if self._bare_formats and (body := self._bare_start(buf, j)) is not None:
-            if body == "partial":
+            if body is Pending.PARTIAL:
                 self._pending = buf[pos:]
                 return n
-            assert not isinstance(body, str)
             self._ws += buf[pos:j]
             self._fences.feed(buf[pos:j])
             self._open_block(body, "")
@@ -274,7 +273,7 @@ class TextReader:
             self._emit_text(buf[pos:i])
         self._pending = buf[i:]
 
-    def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
+    def _bare_start(self, buf: str, j: int) -> BodyReader | Pending | None:
         """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
         for fmt in self._bare_formats:
             body = fmt.bare_start(buf, j, self._calls)

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Protocol
 
-from .._reader import BodyReader, CallSink
+from .._reader import BodyReader, CallSink, Pending
 
 
 class TextFormat(abc.ABC):
@@ -103,17 +103,18 @@ class TextFormat(abc.ABC):
         """
         return False
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         """A call written without an opener at the message's start (``reads_bare`` formats only).
 
         Args:
             buf: the text; ``buf[pos]`` is the message's first significant character.
             pos: where to look.
-            sink: the choice stream (its ``config`` names the offered tools).
+            sink: the call book (its ``config`` names the offered tools).
         Returns:
-            The reader for the block starting at ``pos``; ``"partial"`` while
-            ``buf[pos:]`` may still become one (the chunk ended too soon); ``None``
-            when it is none.
+            The reader for the block starting at ``pos`` (it reads ``buf[pos:]``,
+            no opener before it); :attr:`Pending.PARTIAL` while ``buf[pos:]`` may
+            still become one (the chunk ended too soon: the core asks again with
+            more text); ``None`` when it is none.
         """
         return None
 

@@ -36,7 +36,7 @@ from typing import Callable, Literal
 
 from .._jsonlex import ValueLexer
 from .._scanning import Stop, opener_at, partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -275,11 +275,11 @@ class HarmonyFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         """The reply's first message with its recipient in the role header the prompt began
         (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
         hit = opener_at(buf, pos, (TO_FUNCTIONS,))
-        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else "partial"
+        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else Pending.PARTIAL
 
 
 class _MarkedHarmony(_MarkedFormat):

@@ -28,7 +28,7 @@ import re
 from typing import Any, Callable
 
 from .._scanning import WS, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
 from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
@@ -236,21 +236,21 @@ class PythonicBody:
         end_calls_at_eof(self)
 
 
-def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
-    """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``"partial"`` while
+def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
+    """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``Pending.PARTIAL`` while
     the text may still become ``[NAME(`` or ``NAME(`` for an offered tool, else ``None``."""
     tools = sink.config.tools
     i = pos + (buf[pos] == "[")
     while i < len(buf) and buf[i] in WS:
         i += 1
     if i == len(buf):
-        return "partial"
+        return Pending.PARTIAL
     m = _NAME.match(buf, i)
     if m is None:
         return None
     word = m.group()
     if m.end() == len(buf):
-        return "partial" if m.end() - i <= _NAME_LIMIT and any(t.startswith(word) for t in tools) else None
+        return Pending.PARTIAL if m.end() - i <= _NAME_LIMIT and any(t.startswith(word) for t in tools) else None
     if buf[m.end()] != "(" or word not in tools:
         return None
     return PythonicBody(sink, None, bare=True)
@@ -299,7 +299,7 @@ class PythonicFormat(TextFormat):
             "before any other text; several calls go in the same list, separated by commas.",
             *_ARG_RULES))
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         return bare_pythonic(buf, pos, sink)
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:

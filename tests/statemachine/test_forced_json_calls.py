@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 
 from harness import Call, tr
-from statemachine import ParserConfig, ToolChoice
-from test_nameless_calls import TIME, WEATHER
+from statemachine import ParserConfig, ToolChoice, ToolSpec
+from support import real_model
 
-TOOLS = [WEATHER, TIME]
+TOOLS = [ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in real_model.TOOLS]
 REQUIRED = ParserConfig.for_tools(TOOLS, tool_choice=ToolChoice("required"))
 NAMED = ParserConfig.for_tools(TOOLS, tool_choice=ToolChoice("required", frozenset({"get_time"})))
 AUTO = ParserConfig.for_tools(TOOLS)

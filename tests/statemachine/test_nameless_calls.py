@@ -13,11 +13,9 @@ import pytest
 
 from harness import Call, tr
 from statemachine import ParserConfig, ToolChoice, ToolSpec
+from support import real_model
 
-CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-WEATHER = ToolSpec("get_weather", "Current weather for a city.", CITY)
-TIME = ToolSpec("get_time", "Current time in a time zone.",
-                {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]})
+WEATHER, TIME = (ToolSpec(tool["name"], tool["description"], tool["parameters"]) for tool in real_model.TOOLS)
 FORECAST = ToolSpec("get_forecast", "The forecast for a city.",
                     {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                      "required": ["city"]})
