@@ -40,7 +40,7 @@ from app.pipeline.prompt import build_upstream_messages  # noqa: E402
 from statemachine import ParserConfig, ToolSpec, get_format  # noqa: E402
 from support.llama_server import CACHE_ROOT, LLAMA_VERSION, LlamaServer, ensure_llama  # noqa: E402
 from support.model_tap import ModelTap  # noqa: E402
-from support.real_model import HISTORY, TOOLS  # noqa: E402
+from support.real_model import EXAMPLE_EXCHANGE as EXAMPLE, TOOLS  # noqa: E402
 from support.server import run_toolwire  # noqa: E402
 
 CALCULATOR = {"name": "calculator", "description": "Evaluate an arithmetic expression.",
@@ -62,9 +62,7 @@ CASES = [
 ]
 # What the manifests' worked calls put where the schema gives no value: copied, it is not an answer.
 PLACEHOLDERS = ("example", "<")
-# The real-model tests' example exchange (tests/support/real_model.py), as a model_map setting; then one per tool.
-EXAMPLE = {"user": HISTORY[0]["content"], "tool": "get_weather", "arguments": {"city": "Rome"},
-           "result": HISTORY[2]["content"], "answer": HISTORY[3]["content"]}
+# The real-model tests' example exchange (tests/support/real_model.py), then one per tool.
 EXAMPLES = [EXAMPLE,
             {"user": "What time is it in Sydney?", "tool": "get_time", "arguments": {"tz": "Australia/Sydney"},
              "result": '{"time": "09:30"}', "answer": "It is 09:30 in Sydney."},
