@@ -18,11 +18,12 @@ Variants (the model's ``model_map`` settings): ``json`` (the JSON Schema manifes
 format before the conversation; ``+examples``: one per tool), ``+first`` (``stop_after_tools: first``), ``+constrain``
 (``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
 test: it never fails on a rate. About twenty minutes on 2 cores once the build is cached; ``--tokens`` counts
-the tokens only (a minute).
+the tokens only (a minute), ``--model`` and ``--variant`` pick some.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -180,11 +181,12 @@ def token_lines(server: LlamaServer, model: str, tool_format: str) -> list[str]:
                else f"{pair[0]:.0f}, {pair[1]:.0f}") for label, pair in counts.items()]
 
 
-def run_model(model: str, tool_format: str, *, rates: bool = True) -> list[str]:
+def run_model(model: str, tool_format: str, variants: list[str]) -> list[str]:
     tokens: dict[str, int] = {}  # the first question's prompt per variant
     with LlamaServer(model) as server, ModelTap(server.v1_url) as tap:
         lines = token_lines(server, model, tool_format)
-        for variant, options in (VARIANTS if rates else {}).items():
+        for variant in variants:
+            options = VARIANTS[variant]
             route = json.dumps({model: {"model": model, "tool_format": tool_format, **options}})
             env = {"TOOLWIRE_UPSTREAM_URL": tap.v1_url, "TOOLWIRE_MODEL_MAP": route,
                    "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "300"}
@@ -205,10 +207,15 @@ def run_model(model: str, tool_format: str, *, rates: bool = True) -> list[str]:
 
 
 def main() -> None:
-    rates = "--tokens" not in sys.argv  # --tokens: the token counts only (a minute), not the prompt set
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", action="store_true", help="count the tokens only (a minute), no prompt set")
+    parser.add_argument("--model", action="append", choices=MODELS, help="this model only (repeatable)")
+    parser.add_argument("--variant", action="append", choices=VARIANTS, help="this variant only (repeatable)")
+    args = parser.parse_args()
+    variants = [] if args.tokens else args.variant or list(VARIANTS)
     report = []
-    for model, tool_format in MODELS.items():
-        report += run_model(model, tool_format, rates=rates)
+    for model in args.model or MODELS:
+        report += run_model(model, MODELS[model], variants)
     print("\n".join(report))
 
 
