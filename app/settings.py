@@ -613,7 +613,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         route = self.model_map.get(client_model)
         return isinstance(route, ModelRoute) and bool(route.constrain_calls)
 
-    def tool_manifest_for(self, client_model: str) -> str:
+    def tool_manifest_for(self, client_model: str) -> ToolManifest:
         """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the
         setting."""
         return self._per_model(client_model, "tool_manifest")

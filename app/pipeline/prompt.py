@@ -21,6 +21,8 @@ plain ``system``/``user``/``assistant`` messages with string content:
   be mistaken for, or imitated as, a call. A format whose family's template
   writes results its own way (``TextFormat.render_result``: Harmony's
   ``<|start|>functions.NAME to=assistant…``) gets them in that form instead.
+- A model's example exchanges (``model_map``'s ``example_exchange``) come first, written as a real
+  exchange would be: the request, the call in the taught format, the result, the answer.
 - Consecutive messages of the same role are merged (blank line between), so
   upstreams that require strict user/assistant alternation accept the result.
 """
@@ -45,7 +47,7 @@ from ..prompt_protocol import (
     primary_type,
     resolve_schema,
 )
-from ..settings import ExampleExchange
+from ..settings import ExampleExchange, ToolManifest
 from .lru import BoundedLRU
 from .plan import shared_key
 from .signatures import compact_example, signature_lines
@@ -83,7 +85,7 @@ _PART_PLACEHOLDERS = {
 
 
 def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat, *,
-                            answer_format: Mapping[str, Any] | None = None, manifest: str = "json",
+                            answer_format: Mapping[str, Any] | None = None, manifest: ToolManifest = "json",
                             examples: Sequence[ExampleExchange] = ()) -> list[dict]:
     """Flatten a Chat Completions transcript for a text-only upstream.
 
@@ -204,7 +206,7 @@ def _entry_chars(key: tuple[Any, ...], block: str) -> int:
 _tool_blocks: BoundedLRU[tuple[Any, ...], str] = BoundedLRU(TOOL_BLOCK_CACHE_SIZE, TOOL_BLOCK_CACHE_CHARS, _entry_chars)
 
 
-def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: str) -> str:
+def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest) -> str:
     """:func:`_tool_block`, from a small LRU keyed by everything the block is rendered from.
 
     A marked request is never cached: its marker is fresh per request, and its text is its own.
@@ -222,7 +224,7 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: str) -> 
     return block
 
 
-def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: str = "json") -> str:
+def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = "json") -> str:
     """The whole tool block: intro, manifest, guide (``json`` manifest only), call formats, this turn's rules."""
     tools = list(config.tools.values())
     sections = [
