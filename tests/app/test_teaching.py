@@ -129,3 +129,11 @@ def test_the_settings_per_model_and_global():
     assert settings.example_exchanges_for("several") == (ROME, ROME)
     assert settings.example_exchanges_for("plain") == ()
     assert Settings().tool_manifest_for("x") == "json"
+
+
+def test_with_system_in_first_user_the_tool_block_opens_the_example_request():
+    out = build_upstream_messages([QUESTION], ParserConfig.for_tools([WEATHER]), get_format("gemma"),
+                                  manifest="compact", examples=[ROME], system_in="first_user")
+    assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant", "user"]
+    assert out[0]["content"].startswith("# Tools\n") and out[0]["content"].endswith(f"\n\n{ROME.user}")
+    assert out[-1] == QUESTION
