@@ -16,7 +16,8 @@ toolwire in prompt mode, non-streamed Chat, temperature 0, and prints per model 
 Variants (the model's ``model_map`` settings): ``json`` (the JSON Schema manifest and guide, the default),
 ``compact`` (``tool_manifest: compact``), ``+example`` (``example_exchange``: one exchange in the taught
 format before the conversation; ``+examples``: one per tool), ``+first`` (``stop_after_tools: first``), ``+constrain``
-(``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar). A benchmark, not a
+(``constrain_calls``: a forced tool_choice becomes llama.cpp's JSON-schema grammar), ``+first_user``
+(``system_in: first_user``: the tool block opens the first user turn). A benchmark, not a
 test: it never fails on a rate. About twenty minutes on 2 cores once the build is cached; ``--tokens`` counts
 the tokens only (a minute), ``--model`` and ``--variant`` pick some.
 """
@@ -74,7 +75,8 @@ VARIANTS = {"json": {}, "json+example": {"example_exchange": EXAMPLE},
             "compact": COMPACT, "compact+example": {**COMPACT, "example_exchange": EXAMPLE},
             "compact+examples": {**COMPACT, "example_exchange": EXAMPLES},
             "compact+examples+first": {**COMPACT, "example_exchange": EXAMPLES, "stop_after_tools": "first"},
-            "compact+examples+constrain": {**COMPACT, "example_exchange": EXAMPLES, "constrain_calls": True}}
+            "compact+examples+constrain": {**COMPACT, "example_exchange": EXAMPLES, "constrain_calls": True},
+            "compact+examples+first_user": {**COMPACT, "example_exchange": EXAMPLES, "system_in": "first_user"}}
 MANIFESTS = ("json", "compact")
 MODELS = {"smollm2": "tool_call", "gemma3": "gemma"}
 MAX_TOKENS = 64
