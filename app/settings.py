@@ -18,7 +18,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -43,6 +43,10 @@ DEFAULT_UPSTREAM = "default"
 UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 #: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
 STORE_SCHEMES = ("sqlite", "redis", "rediss")
+#: The most values :meth:`Settings.derived` keeps per settings object (a key may hold a client's model name).
+DERIVED_KEPT = 256
+
+_T = TypeVar("_T")
 
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
@@ -449,6 +453,18 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         return sources
 
     _routed: dict[str, Settings] = PrivateAttr(default_factory=dict)
+    _derived: dict[Any, Any] = PrivateAttr(default_factory=dict)
+
+    def derived(self, key: Any, build: Callable[[], _T]) -> _T:
+        """``build()``, computed once for these settings and ``key`` (settings are not changed once made), so a
+        request does not rebuild what only the settings decide; past :data:`DERIVED_KEPT` keys, built each time."""
+        try:
+            return self._derived[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = build()
+            if len(self._derived) < DERIVED_KEPT:
+                self._derived[key] = value
+            return value
 
     @model_validator(mode="after")
     def _check_upstreams(self) -> Settings:
