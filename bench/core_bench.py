@@ -135,6 +135,17 @@ WORST_INPUTS = (">>>", ">", ">>> x = 1\n", "<xml>", "<tool> x", "<response>\n  <
 WORST_CHARS = 16_000
 
 
+#: The model families' own readers (not on the rows above): a reply that opens with one call in the family's
+#: format, as the format renders it (a 16 KB string argument), then prose; ``--against`` times both cores.
+FAMILY_FORMATS = ("glm", "harmony", "pythonic", "gemma", "functiongemma", "deepseek_v32", "minimax")
+
+
+def family_text(core: ModuleType, name: str) -> str:
+    content = ("x" * 63 + "\n") * 256
+    call = core.get_format(name).render_call("write_file", json.dumps({"path": "/tmp/a.txt", "content": content}))
+    return call + "\n" + PROSE * 20
+
+
 SCENARIOS = (
     ("plain text, 16-char chunks", lambda: chunks_of(PROSE * 2000, 16), 3.0),
     ("inside <think>, 16-char chunks", lambda: chunks_of("<think>" + PROSE * 2000 + "</think>Done.", 16), 3.0),
@@ -182,8 +193,27 @@ def run(old: ModuleType | None, rev: str | None) -> None:
     print(f"{'100 KB argument, 1-char (linearity)':<36} {t_small * 1e6 / len(small):>9.2f}")
     ratio = t_large / t_small
     print(f"time ratio 1 MB / 100 KB: {ratio:.1f} (linear ≈ 10, target ≤ 12): {'ok' if ratio <= 12 else 'OVER'}")
+    family_table(old)
     format_table()
     worst_table()
+
+
+def family_table(old: ModuleType | None) -> None:
+    """µs per 16-character chunk of each of ``FAMILY_FORMATS``' replies, with only that format accepted, beside
+    the core at ``--against``'s revision (alternating, best of 7)."""
+    print(f"{'family reply, 16-char chunks':<36} {'µs/chunk':>9}" + (f" {'old':>9} {'new/old':>7}" if old else ""))
+    for name in FAMILY_FORMATS:
+        chunks = chunks_of(family_text(statemachine, name), 16)
+        config = tools_of(statemachine, formats=(name,))
+        old_config = tools_of(old, formats=(name,)) if old else None
+        t_new = t_old = float("inf")
+        for _ in range(7):
+            t_new = min(t_new, best_of(1, lambda: feed_all(statemachine, config, chunks)))
+            if old:
+                t_old = min(t_old, best_of(1, lambda: feed_all(old, old_config, chunks)))
+        us = t_new / len(chunks) * 1e6
+        versus = f" {t_old / len(chunks) * 1e6:>9.2f} {t_new / t_old:>7.2f}" if old else ""
+        print(f"{name:<36} {us:>9.2f}{versus}")
 
 
 def worst_table() -> None:

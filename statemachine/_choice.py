@@ -155,13 +155,8 @@ class ChoiceStream(TextReader):
         self._span_start = self._fed
         if calls.cut:
             return out
-        if self._native_index != index:
-            self._flush_text()
-            self._end_native()
-            if calls.cut:  # ending the previous call reached a limit: this one never begins
-                return out
-            self._native_index = index
-            calls.call_begin(native=True)
+        if self._native_index != index and not self._begin_native(index):
+            return out
         if name:
             calls.call_name(name)
         if arguments:
@@ -297,6 +292,17 @@ class ChoiceStream(TextReader):
         self._leave_call()
         if not self._calls.cut:  # the call before reached the policy's limit: no further call begins
             self._trigger("tool_open_seen", native=native)
+
+    def _begin_native(self, index: int) -> bool:
+        """A fragment of another native call: the text and the call before it end, and it begins; ``False``
+        when ending the call before reached the policy's limit (this one never begins)."""
+        self._flush_text()
+        self._end_native()
+        if self._calls.cut:
+            return False
+        self._native_index = index
+        self._calls.call_begin(native=True)
+        return True
 
     def _end_native(self) -> None:
         if self._native_index is not None:

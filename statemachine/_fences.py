@@ -6,10 +6,24 @@ line starts need attention, so plain text costs one ``find("\\n")`` per piece.
 
 from __future__ import annotations
 
-_SKIP = 0  # the rest of a line that cannot be a fence line
-_INDENT = 1  # at a line start: up to three spaces
-_RUN = 2  # reading a run of backticks or tildes
-_REST = 3  # after a run long enough for a fence: the rest of the line decides
+import enum
+from typing import Callable
+
+
+class FencePhase(str, enum.Enum):
+    """Where a :class:`FenceTracker` is in the current line (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The rest of a line that cannot be a fence line.
+    SKIP = "skip"
+    #: At a line start: up to three spaces.
+    INDENT = "indent"
+    #: A run of backticks or tildes.
+    RUN = "run"
+    #: After a run long enough for a fence: the rest of the line decides.
+    REST = "rest"
+
+
+SKIP, INDENT, RUN, REST = FencePhase
 
 
 class FenceTracker:
@@ -27,7 +41,7 @@ class FenceTracker:
         self.inside = False
         self._char = ""  # the open fence's character and length
         self._length = 0
-        self._phase = _INDENT
+        self._phase = INDENT
         self._indent = 0
         self._run_char = ""
         self._run = 0
@@ -43,60 +57,70 @@ class FenceTracker:
     def reset(self) -> None:
         """Forget an open fence (it wrapped a call); the current line is not a fence line."""
         self.inside = False
-        self._phase = _SKIP
+        self._phase = SKIP
 
     def feed(self, text: str) -> None:
         """Follow ``text``, the next piece of the choice's text."""
-        if self._phase == _SKIP and "\n" not in text:
+        if self._phase is SKIP and "\n" not in text:
             return  # the common case: more of a line that is no fence line
         pos, n = 0, len(text)
         while pos < n:
-            phase = self._phase
-            if phase == _SKIP:
-                nl = text.find("\n", pos)
-                if nl == -1:
-                    return
-                pos = nl + 1
-                self._new_line()
-                continue
-            if phase == _REST:
-                nl = text.find("\n", pos)
-                rest = text[pos:] if nl == -1 else text[pos:nl]
-                if self.inside:
-                    self._rest_ok = self._rest_ok and not rest.strip()
-                elif self._run_char == "`":
-                    self._rest_ok = self._rest_ok and "`" not in rest
-                if nl == -1:
-                    return
-                if self._rest_ok:
-                    self._toggle()
-                pos = nl + 1
-                self._new_line()
-                continue
-            ch = text[pos]
-            if phase == _INDENT:
-                if ch == " " and self._indent < 3:
-                    self._indent += 1
-                    pos += 1
-                elif ch in "`~":
-                    self._phase = _RUN
-                    self._run_char = ch
-                elif ch == "\n":
-                    pos += 1
-                    self._new_line()
-                else:
-                    self._phase = _SKIP
-                continue
-            if ch == self._run_char:  # _RUN
-                self._run += 1
-                pos += 1
-            elif self._run >= 3 and (not self.inside or (self._run_char == self._char and self._run >= self._length)):
-                self._phase = _REST
-            else:
-                self._phase = _SKIP
+            pos = _READERS[self._phase](self, text, pos)
+
+    # one method per phase: each returns where to read on (``len(text)``: the piece is used up)
+
+    def _read_skip(self, text: str, pos: int) -> int:
+        """The rest of a line that is no fence line."""
+        nl = text.find("\n", pos)
+        if nl == -1:
+            return len(text)
+        self._new_line()
+        return nl + 1
+
+    def _read_rest(self, text: str, pos: int) -> int:
+        """The rest of a fence line: a closer has nothing after its run, an opener's info string no backtick."""
+        nl = text.find("\n", pos)
+        rest = text[pos:] if nl == -1 else text[pos:nl]
+        if self.inside:
+            self._rest_ok = self._rest_ok and not rest.strip()
+        elif self._run_char == "`":
+            self._rest_ok = self._rest_ok and "`" not in rest
+        if nl == -1:
+            return len(text)
+        if self._rest_ok:
+            self._toggle()
+        self._new_line()
+        return nl + 1
+
+    def _read_indent(self, text: str, pos: int) -> int:
+        """A line start: up to three spaces, then a fence character, or the line is no fence line."""
+        ch = text[pos]
+        if ch == " " and self._indent < 3:
+            self._indent += 1
+            return pos + 1
+        if ch in "`~":
+            self._phase = RUN
+            self._run_char = ch
+        elif ch == "\n":
+            self._new_line()
+            return pos + 1
+        else:
+            self._phase = SKIP
+        return pos
+
+    def _read_run(self, text: str, pos: int) -> int:
+        """A run of fence characters: three or more (and, to close, as long as the opener's) make a fence."""
+        if text[pos] == self._run_char:
+            self._run += 1
+            return pos + 1
+        if self._run >= 3 and (not self.inside or (self._run_char == self._char and self._run >= self._length)):
+            self._phase = REST
+        else:
+            self._phase = SKIP
+        return pos
 
     def _new_line(self) -> None:
-        self._phase = _INDENT
+        self._phase = INDENT
         self._indent = 0
         self._run = 0
         self._rest_ok = True
@@ -107,3 +131,12 @@ class FenceTracker:
         else:
             self.inside = True
             self._char, self._length = self._run_char, self._run
+
+
+#: The reader of each phase.
+_READERS: dict[FencePhase, Callable[[FenceTracker, str, int], int]] = {
+    SKIP: FenceTracker._read_skip,
+    INDENT: FenceTracker._read_indent,
+    RUN: FenceTracker._read_run,
+    REST: FenceTracker._read_rest,
+}

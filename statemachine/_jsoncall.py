@@ -12,6 +12,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, nameless_call, object_text
 from ._jsonlex import StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
 from ._reader import DONE, MORE, Outcome
@@ -20,10 +21,6 @@ from ._scanning import NON_WS, Stop, opener_at
 if TYPE_CHECKING:
     from ._reader import CallSink
 
-NAME_KEYS = frozenset({"name", "tool_name"})
-NAME_ALIASES = frozenset({"function", "tool"})  # a name only when the value is a string
-ARG_KEYS = frozenset({"arguments", "parameters", "args", "input", "tool_input", "params"})
-WRAPPER_KEYS = frozenset({"function", "tool_call"})
 _LITERAL_END = re.compile(r"[\s,}\]<]")
 _JSON_VALUE_START = frozenset('"{[-0123456789tfn')
 
@@ -98,6 +95,7 @@ class JsonCallParser:
         self.repaired = False
         self.invalid = False
         self.raw: list[str] | None = []  # the object's text while no argument text was reported
+        self.unnamed: list[str] | None = []  # the object's text while it has no name (a name-less call's repair)
         self.relaxed: RelaxedValue | None = None
         self.relaxed_room = 0  # how much more of a relaxed call object may be held
         self._start = 0  # where the current feed began
@@ -130,6 +128,11 @@ class JsonCallParser:
             status = MORE
         if self.raw is not None:
             self.raw.append(buf[start:pos])
+        if self.unnamed is not None:
+            if self.name is None:
+                self.unnamed.append(buf[start:pos])
+            else:
+                self.unnamed = None
         return status, pos
 
     def _read(self, reading: Reading) -> None:
@@ -255,11 +258,15 @@ class JsonCallParser:
         self.reading = None
         self.repaired = True
         try:
-            name, arguments, has_args = call_parts(json.loads(relaxed.text() or ""))
+            value = json.loads(relaxed.text() or "")
         except ValueError:  # JSON by construction; should that ever fail, it is no call, never an exception
             return Stop.INVALID, end
+        name, arguments, has_args = call_parts(value)
         if name is None:
-            return Stop.INVALID, end
+            named = self._named_by_arguments(value)
+            if named is None:
+                return Stop.INVALID, end
+            name, arguments, has_args = *named, True
         self.name = name
         self.saw_args = has_args
         if not self.bare or has_args:
@@ -382,6 +389,8 @@ class JsonCallParser:
 
         The caller ends the call (``call_end``) once it knows the block is over.
         """
+        if self.name is None and not self.invalid and self.unnamed is not None:
+            self._name_this_call()
         if self.name is None or (self.bare and not self.saw_args):
             self.ctx.call_abort("invalid_json", "the block has no function name")
             return False
@@ -391,6 +400,30 @@ class JsonCallParser:
             self._send("{}")
         return True
 
+    def _name_this_call(self) -> None:
+        """The object closed without a name: the one tool its arguments fit names it (a noted repair). Its
+        arguments, if they stood under an arguments-like key, were reported (or held) already."""
+        text = "".join(self.unnamed or ())
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = relaxed_loads(text)
+        named = self._named_by_arguments(value)
+        if named is None:
+            return
+        self.name, arguments = named
+        self.ctx.call_name(self.name)
+        if not self.saw_args:
+            self.saw_args = True
+            self._send(arguments)
+
+    def _named_by_arguments(self, value: Any) -> tuple[str, str] | None:
+        """:func:`~._callobject.nameless_call` for this object, which then counts as repaired; bare JSON is
+        named only under a forced ``tool_choice``, where the answer must be a call anyway."""
+        config = self.ctx.config
+        named = None if self.bare and config.tool_choice.mode != "required" else nameless_call(config, value)
+        self.repaired |= named is not None
+        return named
 
 
 #: The sub-reader of each kind of value.
@@ -413,50 +446,3 @@ _GRAMMAR: dict[Expect, Callable[[JsonCallParser, str, int, str], ParseStep]] = {
     Expect.VALUE: JsonCallParser._at_value,
     Expect.COMMA: JsonCallParser._at_comma,
 }
-
-
-def object_text(text: str) -> str | None:
-    """``text`` if it is a JSON object; a relaxed JSON object's canonical text; else ``None``."""
-    try:
-        if isinstance(json.loads(text), dict):
-            return text.strip()
-    except ValueError:
-        value = relaxed_loads(text)
-        if isinstance(value, dict):
-            return json.dumps(value, ensure_ascii=False)
-    return None
-
-
-def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
-    """A parsed call object's name, arguments as JSON object text, and whether it had an arguments key.
-
-    The same keys count as for the streamed object: wrappers are entered, the first
-    string under a name key is the name, ``arguments`` wins over the aliases; null
-    arguments are ``{}``, a string holding an object is unwrapped, anything else gives
-    ``None`` arguments.
-    """
-    name = None
-    args: dict[str, Any] = {}
-
-    def walk(level: dict[str, Any]) -> None:
-        nonlocal name
-        for key, value in level.items():
-            if key in WRAPPER_KEYS and isinstance(value, dict):
-                walk(value)
-            elif key in NAME_KEYS or key in NAME_ALIASES:
-                if name is None and isinstance(value, str):
-                    name = value
-            elif key in ARG_KEYS:
-                args.setdefault(key, value)
-
-    if not isinstance(obj, dict):
-        return None, None, False
-    walk(obj)
-    if not args:
-        return name, None, False
-    value = args.get("arguments", next(iter(args.values())))
-    if value is None:
-        return name, "{}", True
-    if isinstance(value, str):
-        return name, object_text(value), True
-    return name, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None, True

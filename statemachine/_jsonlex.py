@@ -16,20 +16,43 @@ value's end, so what went out before stays a prefix of the final text.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
+from typing import Callable
 
-from ._scanning import Stop, opener_at
+from ._reader import DONE, MORE, Step
 from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
                        escape_text, unicode_escape_step)
+from ._scanning import NON_WS, Stop, opener_at
 
-# Inside a string only quotes, backslashes and raw control characters matter.
-_IN_STRING = re.compile(r'["\\\x00-\x1f]')
-_SIGNIFICANT = re.compile(r"[^ \t\r\n]")
+# A string's run of plain characters and escapes sent as they are: it ends at the closing quote, a raw
+# control character, or a backslash that starts a ``\\u`` escape, an invalid one, or the chunk's end.
+_STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
+_IN_STRING = re.compile(r'["\\\x00-\x1f]')  # what may end such a run
 _LITERAL = re.compile(r"[\w.+-]*")
-_LITERAL_START = frozenset("-0123456789tfn")
 _KEYWORDS = frozenset(("true", "false", "null"))
 _OPENING = {"}": "{", "]": "["}
+
+
+class LexerState(str, enum.Enum):
+    """Where a :class:`ValueLexer` is in its value (a ``str`` enum: table lookups hash it in C)."""
+
+    #: Outside strings: whitespace, then a bracket, comma, colon, or the start of a string or literal.
+    TOKENS = "tokens"
+    #: Inside a string.
+    STRING = "string"
+    #: After a backslash in a string.
+    ESCAPE = "escape"
+    #: The hex digits of a ``\\u`` escape.
+    UNICODE = "unicode"
+    #: A keyword or number, held until it ends.
+    LITERAL = "literal"
+    #: The rest of the value, read as relaxed JSON (case 25).
+    RELAXED = "relaxed"
+
+
+TOKENS, STRING, ESCAPE, UNICODE, LITERAL, RELAXED = LexerState
 
 
 class ValueLexer:
@@ -51,18 +74,17 @@ class ValueLexer:
     ``stopped is Stop.PARTIAL`` and must be fed again with the next chunk.
     """
 
-    __slots__ = ("stack", "expect", "in_string", "escape", "hexits", "held", "opening", "literal", "emit", "repaired",
-                 "failed", "stops", "stopped", "relaxed")
+    __slots__ = ("state", "stack", "expect", "hexits", "held", "opening", "literal", "emit", "repaired", "failed",
+                 "stops", "stopped", "relaxed")
 
     def __init__(self, *, emit: bool = True, stops: tuple[str, ...] = ()):
+        self.state = TOKENS
         self.stack: list[str] = []
         self.expect = VALUE
-        self.in_string = False
-        self.escape = False
-        self.hexits: str | None = None  # the hex digits of a ``\\u`` escape being read
+        self.hexits = ""  # the hex digits of a ``\\u`` escape being read
         self.held = ""  # emit mode: the opening bracket or a comma, and the whitespace after it
         self.opening = False  # ``held`` is the value's opening bracket
-        self.literal: list[str] | None = None  # a keyword or number being read
+        self.literal: list[str] = []  # the keyword or number being read
         self.emit = emit
         self.repaired = False
         self.failed = False
@@ -71,145 +93,189 @@ class ValueLexer:
         self.relaxed: RelaxedValue | None = None
 
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
+        """Read ``buf`` from ``pos``: the text to send, and where the value ended (see the class docstring)."""
         self.stopped = None
+        if self.state is STRING and _IN_STRING.search(buf, pos) is None:
+            return (buf[pos:] if self.emit else ""), None  # the hot path: the chunk goes on inside a string
         out: list[str] = []
-        if self.relaxed is not None:
-            return self._relaxed(buf, pos, out)
-        emit = self.emit
         n = len(buf)
         while pos < n:
-            if self.hexits is not None:
-                self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
-                if text is None:
-                    pos += 1
-                    continue
-                if emit:
-                    out.append(text)
-                    self.repaired = self.repaired or not consumed
-                self.hexits = None
-                pos += consumed  # a character that is no hex digit is read again as string text
-                continue
-            if self.escape:
-                self.escape = False
-                ch = buf[pos]
-                if ch == "u":
-                    self.hexits = ""
-                elif emit:
-                    out.append(escape_text(ch))
-                    if ch not in VALID_ESCAPES:
-                        self.repaired = True
-                pos += 1
-                continue
-            if self.in_string:
-                m = _IN_STRING.search(buf, pos)
-                if m is None:
-                    if emit:
-                        out.append(buf[pos:])
-                    return "".join(out), None
-                i = m.start()
-                ch = buf[i]
-                if emit and i > pos:
-                    out.append(buf[pos:i])
-                if ch == '"':
-                    self.in_string = False
-                    self.expect = COLON if self.expect == KEY else AFTER
-                    if emit:
-                        out.append('"')
-                elif ch == "\\":
-                    self.escape = True  # decided when the next character arrives
-                else:
-                    if emit:
-                        out.append(control_escape(ch))
-                    self.repaired = True
-                pos = i + 1
-                continue
-            if self.literal is not None:
-                m = _LITERAL.match(buf, pos)
-                assert m is not None  # the pattern matches the empty string
-                self.literal.append(m.group())
-                pos = m.end()
-                if pos == n:
-                    break
-                literal = "".join(self.literal)
-                if literal not in _KEYWORDS and not JSON_NUMBER.fullmatch(literal):
-                    return self._relax(buf, pos, out)
-                self.literal = None
-                self.expect = AFTER
-                if emit:
-                    self._release(out)
-                    out.append(literal)
-                continue
-            m = _SIGNIFICANT.search(buf, pos)
-            i = n if m is None else m.start()
-            if emit and i > pos:
-                if self.held:
-                    self.held += buf[pos:i]
-                else:
-                    out.append(buf[pos:i])
-            if i == n:
-                break
-            ch = buf[i]
-            if ch == "<" and self.stops:
-                self.stopped = opener_at(buf, i, self.stops)
-                if self.stopped is not None:
-                    return "".join(out), i
-            status = self._token(ch, out)
-            if status < 0:
-                return self._relax(buf, i, out)
-            pos = i + 1
-            if status:
-                return "".join(out), pos
+            outcome, pos = _LEXERS[self.state](self, buf, pos, out)
+            if outcome is not None:
+                return "".join(out), pos if outcome is DONE else None
         return "".join(out), None
 
-    def _token(self, ch: str, out: list[str]) -> int:
-        """A significant character outside strings: 1 if it closed the value, -1 if it breaks strict JSON."""
-        expect, stack, emit = self.expect, self.stack, self.emit
+    # one method per state: each returns DONE and where the value ended or stopped, MORE when the chunk is used
+    # up, or ``None`` and where to read on; ``out`` collects the text to send
+
+    def _lex_string(self, buf: str, pos: int, out: list[str]) -> Step:
+        """Inside a string: a run of plain characters and valid escapes (one regex match), up to the closing
+        quote, a backslash to decide or a raw control character."""
+        m = _STRING_RUN.match(buf, pos)
+        assert m is not None  # the pattern matches the empty string
+        i = m.end()
+        if self.emit and i > pos:
+            out.append(buf[pos:i])
+        if i == len(buf):
+            return MORE, i
+        ch = buf[i]
         if ch == '"':
-            if expect in (KEY, VALUE) and stack:
-                self.in_string = True  # the expectation moves on when the string closes
-                if emit:
-                    self._release(out)
-                    out.append('"')
-                return 0
-        elif ch in "}]":
-            if stack and stack[-1] == _OPENING[ch] and expect in (AFTER, KEY if ch == "}" else VALUE):
-                if self.held and not self.opening:
-                    self.held = ""
-                    self.repaired = True  # trailing comma dropped
-                stack.pop()
-                self.expect = AFTER
-                if emit:
-                    self._release(out)
-                    out.append(ch)
-                return 0 if stack else 1
-        elif ch == ":":
-            if expect == COLON:
-                self.expect = VALUE
-                if emit:
-                    out.append(":")
-                return 0
-        elif ch == ",":
-            if expect == AFTER:
-                self.expect = KEY if stack[-1] == "{" else VALUE
-                if emit:
-                    self.held = ","
-                return 0
-        elif ch in "{[":
-            if expect == VALUE:
-                stack.append(ch)
-                self.expect = KEY if ch == "{" else VALUE
-                if emit:
-                    self._release(out)
-                    if len(stack) == 1:  # held: a relaxed body sends nothing before its end
-                        self.held = ch
-                        self.opening = True
-                    else:
-                        out.append(ch)
-                return 0
-        elif ch in _LITERAL_START and expect == VALUE and stack:
-            self.literal = [ch]  # held until it ends
-            return 0
-        return -1
+            self.state = TOKENS
+            self.expect = COLON if self.expect is KEY else AFTER
+            if self.emit:
+                out.append('"')
+        elif ch == "\\":
+            self.state = ESCAPE  # decided when the next character arrives
+        else:
+            if self.emit:
+                out.append(control_escape(ch))
+            self.repaired = True
+        return None, i + 1
+
+    def _lex_escape(self, buf: str, pos: int, out: list[str]) -> Step:
+        """The character after a backslash: ``u`` starts a unicode escape, an invalid escape is repaired."""
+        ch = buf[pos]
+        if ch == "u":
+            self.hexits = ""
+            self.state = UNICODE
+            return None, pos + 1
+        self.state = STRING
+        if self.emit:
+            out.append(escape_text(ch))
+            if ch not in VALID_ESCAPES:
+                self.repaired = True
+        return None, pos + 1
+
+    def _lex_unicode(self, buf: str, pos: int, out: list[str]) -> Step:
+        """A ``\\u`` escape's hex digits: four stand, fewer leave a literal backslash."""
+        self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
+        if text is None:
+            return None, pos + 1
+        if self.emit:
+            out.append(text)
+            self.repaired = self.repaired or not consumed
+        self.state = STRING
+        return None, pos + 1 if consumed else pos  # a character that is no hex digit is read again as string text
+
+    def _lex_literal(self, buf: str, pos: int, out: list[str]) -> Step:
+        """A keyword or number, held until it ends: strict JSON goes out, anything else is relaxed JSON."""
+        m = _LITERAL.match(buf, pos)
+        assert m is not None  # the pattern matches the empty string
+        self.literal.append(m.group())
+        pos = m.end()
+        if pos == len(buf):
+            return MORE, pos
+        literal = "".join(self.literal)
+        if literal not in _KEYWORDS and not JSON_NUMBER.fullmatch(literal):
+            return self._relax(pos)
+        self.literal = []
+        self.state = TOKENS
+        self.expect = AFTER
+        if self.emit:
+            self._release(out)
+            out.append(literal)
+        return None, pos
+
+    def _lex_tokens(self, buf: str, pos: int, out: list[str]) -> Step:
+        """Outside strings: whitespace (sent, or held after a held bracket or comma), then one token."""
+        m = NON_WS.search(buf, pos)
+        i = len(buf) if m is None else m.start()
+        if self.emit and i > pos:
+            if self.held:
+                self.held += buf[pos:i]
+            else:
+                out.append(buf[pos:i])
+        if m is None:
+            return MORE, i
+        ch = buf[i]
+        if ch == "<" and self.stops:
+            self.stopped = opener_at(buf, i, self.stops)
+            if self.stopped is not None:
+                return DONE, i
+        token = _TOKENS.get(ch)
+        if token is None or not token(self, ch, out):
+            return self._relax(i)
+        return (None if self.stack else DONE), i + 1
+
+    def _lex_relaxed(self, buf: str, pos: int, out: list[str]) -> Step:
+        """The rest of a value that broke strict JSON: sent once, canonically, at its end."""
+        relaxed = self.relaxed
+        assert relaxed is not None
+        end = relaxed.feed(buf, pos)
+        if end is None:
+            return MORE, len(buf)
+        self.stopped = relaxed.stopped
+        if self.stopped is None:
+            text = relaxed.text()
+            if text is None:
+                self.failed = True
+            else:
+                self.repaired = True
+                if self.emit:
+                    out.append(text)
+        return DONE, end
+
+    # tokens: each reads its character and returns ``False`` where it breaks strict JSON ----------------------
+
+    def _string_starts(self, ch: str, out: list[str]) -> bool:
+        if not (self.stack and self.expect in (KEY, VALUE)):
+            return False
+        self.state = STRING  # the expectation moves on when the string closes
+        if self.emit:
+            self._release(out)
+            out.append('"')
+        return True
+
+    def _closes(self, ch: str, out: list[str]) -> bool:
+        stack = self.stack
+        if not stack or stack[-1] != _OPENING[ch] or self.expect not in (AFTER, KEY if ch == "}" else VALUE):
+            return False
+        if self.held and not self.opening:
+            self.held = ""
+            self.repaired = True  # trailing comma dropped
+        stack.pop()
+        self.expect = AFTER
+        if self.emit:
+            self._release(out)
+            out.append(ch)
+        return True
+
+    def _colon(self, ch: str, out: list[str]) -> bool:
+        if self.expect is not COLON:
+            return False
+        self.expect = VALUE
+        if self.emit:
+            out.append(":")
+        return True
+
+    def _comma(self, ch: str, out: list[str]) -> bool:
+        if self.expect is not AFTER:
+            return False
+        self.expect = KEY if self.stack[-1] == "{" else VALUE
+        if self.emit:
+            self.held = ","
+        return True
+
+    def _opens(self, ch: str, out: list[str]) -> bool:
+        if self.expect is not VALUE:
+            return False
+        self.stack.append(ch)
+        self.expect = KEY if ch == "{" else VALUE
+        if self.emit:
+            self._release(out)
+            if len(self.stack) == 1:  # held: a relaxed body sends nothing before its end
+                self.held = ch
+                self.opening = True
+            else:
+                out.append(ch)
+        return True
+
+    def _literal_starts(self, ch: str, out: list[str]) -> bool:
+        if self.expect is not VALUE or not self.stack:
+            return False
+        self.literal = [ch]  # held until it ends
+        self.state = LITERAL
+        return True
 
     def _release(self, out: list[str]) -> None:
         """The next significant character is strict JSON: send the held bracket or comma."""
@@ -218,31 +284,33 @@ class ValueLexer:
             self.held = ""
             self.opening = False
 
-    def _relax(self, buf: str, pos: int, out: list[str]) -> tuple[str, int | None]:
+    def _relax(self, pos: int) -> Step:
         """Strict JSON broke at ``pos``: read the rest as relaxed JSON, continuing the sent text."""
         comma = bool(self.held) and not self.opening
         self.relaxed = RelaxedValue(self.stack, self.expect, comma=comma, opening=self.opening, stops=self.stops)
         self.held = ""
-        if self.literal is not None:
+        if self.state is LITERAL:
             self.relaxed.feed("".join(self.literal), 0)
-            self.literal = None
-        return self._relaxed(buf, pos, out)
+        self.state = RELAXED
+        return None, pos
 
-    def _relaxed(self, buf: str, pos: int, out: list[str]) -> tuple[str, int | None]:
-        relaxed = self.relaxed
-        assert relaxed is not None
-        end = relaxed.feed(buf, pos)
-        if relaxed.stopped:
-            self.stopped = relaxed.stopped
-        elif end is not None:
-            text = relaxed.text()
-            if text is None:
-                self.failed = True
-            else:
-                self.repaired = True
-                if self.emit:
-                    out.append(text)
-        return "".join(out), end
+
+#: The method of each state.
+_LEXERS: dict[LexerState, Callable[[ValueLexer, str, int, list[str]], Step]] = {
+    TOKENS: ValueLexer._lex_tokens,
+    STRING: ValueLexer._lex_string,
+    ESCAPE: ValueLexer._lex_escape,
+    UNICODE: ValueLexer._lex_unicode,
+    LITERAL: ValueLexer._lex_literal,
+    RELAXED: ValueLexer._lex_relaxed,
+}
+
+#: The token each significant character outside strings starts.
+_TOKENS: dict[str, Callable[[ValueLexer, str, list[str]], bool]] = {
+    '"': ValueLexer._string_starts, "}": ValueLexer._closes, "]": ValueLexer._closes, ":": ValueLexer._colon,
+    ",": ValueLexer._comma, "{": ValueLexer._opens, "[": ValueLexer._opens,
+    **dict.fromkeys("-0123456789tfn", ValueLexer._literal_starts),
+}
 
 
 class StringReader:

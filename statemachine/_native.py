@@ -169,37 +169,42 @@ class NativeCalls:
     # ---------------------------------------------------------------------------------------------
 
     def _fragment(self, fragment: dict[str, Any], out: list[Event]) -> None:
-        function = fragment.get("function")
-        if not isinstance(function, dict):
-            function = fragment  # a legacy function_call entry, or a flattened one
-        name = function.get("name")
-        name = name if isinstance(name, str) else ""
-        arguments = _arguments_text(function.get("arguments"))
-        index = fragment.get("index")
-        index = index if isinstance(index, int) and not isinstance(index, bool) else None
-
+        """One ``tool_calls`` entry: to the call it belongs to, which becomes the open one unless it waits."""
+        name, arguments, index = _fields(fragment)
         slot = self._slot
         if index is not None and (slot is None or slot.upstream_index != index):
-            if index in self._ended:
-                if name or arguments:  # (an empty one carries nothing to lose)
-                    out.append(ToolCallNote("invalid_json", "a fragment arrived for a call that had already "
-                                                            "ended; dropped"))
+            slot = self._indexed(index, name, arguments, out)
+            if slot is None:
                 return
-            if slot is not None and slot.upstream_index is not None and not (slot.name and _complete_json(slot.args)):
-                # Interleaved calls: the open one is not complete yet, so this one waits its turn.
-                self._hold(self._waiting.setdefault(index, _Slot(-1, index)), name, arguments)
-                return
-            out += self._end_open()
-            slot = self._waiting.pop(index, None) or _Slot(-1, index)
-            self._activate(slot, out)
         elif slot is None or self._starts_next(slot, fragment, name, arguments, index is not None):
             out += self._end_open()
             slot = _Slot(-1, index)
             self._activate(slot, out)
         if slot.upstream_id is None:
             slot.upstream_id = fragment.get("id")
-        if slot.broken:
-            return
+        if not slot.broken:
+            self._merge(slot, name, arguments, out)
+
+    def _indexed(self, index: int, name: str, arguments: str, out: list[Event]) -> _Slot | None:
+        """A fragment on another index than the open call's: its call, made the open one; ``None`` when the
+        fragment is dropped (its call ended) or held (the open call is not complete yet)."""
+        if index in self._ended:
+            if name or arguments:  # (an empty one carries nothing to lose)
+                out.append(ToolCallNote("invalid_json", "a fragment arrived for a call that had already ended; "
+                                                        "dropped"))
+            return None
+        slot = self._slot
+        if slot is not None and slot.upstream_index is not None and not (slot.name and _complete_json(slot.args)):
+            # Interleaved calls: the open one is not complete yet, so this one waits its turn.
+            self._hold(self._waiting.setdefault(index, _Slot(-1, index)), name, arguments)
+            return None
+        out += self._end_open()
+        slot = self._waiting.pop(index, None) or _Slot(-1, index)
+        self._activate(slot, out)
+        return slot
+
+    def _merge(self, slot: _Slot, name: str, arguments: str, out: list[Event]) -> None:
+        """A fragment's name and arguments join the open call; what the core may have goes to it."""
         if name:
             slot.name = _joined_name(slot.name, name, sent=slot.name_sent)
         if arguments:
@@ -270,6 +275,18 @@ class NativeCalls:
         self._fail_if_strict()
         return self._choice.feed_tool_call(slot.number, name=None if slot.name_sent else slot.name or None,
                                            invalid=True)
+
+
+def _fields(fragment: dict[str, Any]) -> tuple[str, str, int | None]:
+    """A fragment's name, arguments text and index (a legacy ``function_call`` or flattened entry has no
+    ``function`` object; what has the wrong type counts as absent)."""
+    function = fragment.get("function")
+    if not isinstance(function, dict):
+        function = fragment
+    name = function.get("name")
+    index = fragment.get("index")
+    return (name if isinstance(name, str) else "", _arguments_text(function.get("arguments")),
+            index if isinstance(index, int) and not isinstance(index, bool) else None)
 
 
 def _arguments_text(value: Any) -> str:

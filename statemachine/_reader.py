@@ -1,5 +1,6 @@
 """The body-reader protocol: what a format's reader returns (:class:`Outcome`) and whom it reports to
-(:class:`CallSink`). Public through :mod:`statemachine.formats`."""
+(:class:`CallSink`); what a bare start returns while undecided (:class:`Pending`). Public through
+:mod:`statemachine.formats`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ class Outcome(enum.Enum):
     MORE = "more"
     #: The block ended at the returned position; the rest is text again.
     DONE = "done"
+
+
+class Pending(enum.Enum):
+    """What :meth:`~statemachine.formats.TextFormat.bare_start` returns while the text cannot tell yet."""
+
+    #: The chunk ended before the text showed whether a call starts here: the core holds the text and asks
+    #: again with the next chunk behind it.
+    PARTIAL = "partial"
 
 
 #: Shorthands for the readers' hot paths (a module global is one lookup, ``Outcome.MORE`` two).

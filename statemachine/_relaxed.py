@@ -16,18 +16,29 @@ non-ASCII kept literal; numbers as written when they are JSON numbers.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
-from ._scanning import Stop, opener_at
+from ._reader import DONE, Step
+from ._scanning import NON_WS, Stop, opener_at
 
-# What comes next outside strings (shared with the strict lexer).
-KEY = "key"  # a key, or the object's closer
-COLON = "colon"
-VALUE = "value"  # a value (in an array, after '[' or ',', also the closer)
-AFTER = "after"  # ',' or the container's closer
+
+class Expected(str, enum.Enum):
+    """What may come next outside strings (shared with the strict lexer)."""
+
+    #: A key, or the object's closer.
+    KEY = "key"
+    COLON = "colon"
+    #: A value (in an array, after ``[`` or ``,``, also the closer).
+    VALUE = "value"
+    #: ``,`` or the container's closer.
+    AFTER = "after"
+
+
+KEY, COLON, VALUE, AFTER = Expected
 
 WS = " \t\r\n"
 VALID_ESCAPES = frozenset('"\\/bfnrtu')
@@ -74,13 +85,37 @@ def unicode_escape_step(hexits: str, ch: str) -> tuple[str, str | None, bool]:
     return hexits, "\\\\u" + hexits, False
 
 
+class RelaxedState(str, enum.Enum):
+    """Where a :class:`RelaxedValue` is in its value (a ``str`` enum: table lookups hash it in C)."""
+
+    #: Outside strings and comments: the next token (once the value failed, only strings and brackets).
+    TOKENS = "tokens"
+    #: Inside a string quoted with :attr:`RelaxedValue.quote`.
+    STRING = "string"
+    #: After a backslash in a string.
+    ESCAPE = "escape"
+    #: The hex digits of a ``\\u`` escape.
+    UNICODE = "unicode"
+    #: An unquoted word: a key, a keyword or a number.
+    WORD = "word"
+    #: After a ``/``: the next character says whether a comment starts.
+    SLASH = "slash"
+    #: A ``//`` comment, to the end of its line.
+    LINE_COMMENT = "line_comment"
+    #: A ``/* */`` comment.
+    BLOCK_COMMENT = "block_comment"
+
+
+TOKENS, STRING, ESCAPE, UNICODE, WORD, SLASH, LINE_COMMENT, BLOCK_COMMENT = RelaxedState
+
+
 class RelaxedValue:
     """Reads (the rest of) one relaxed JSON object/array and transcodes it to canonical JSON.
 
     Args:
         stack: the open containers (``"{"`` / ``"["``), outermost first; empty to
             start at the value's opening bracket.
-        expect: what comes next (``KEY``, ``COLON``, ``VALUE``, ``AFTER``).
+        expect: what comes next outside strings (:class:`Expected`).
         comma: a ``,`` was read but not written (written before the next item,
             dropped before a closer).
         opening: the innermost container's opening bracket was not written yet.
@@ -96,10 +131,10 @@ class RelaxedValue:
     and comments to find the end).
     """
 
-    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "halt", "stopped", "quote", "escape", "hexits",
-                 "key", "word", "comment", "star")
+    __slots__ = ("stack", "expect", "comma", "out", "failed", "stops", "halt", "stopped", "state", "quote", "hexits",
+                 "key", "word", "star")
 
-    def __init__(self, stack: list[str] | None = None, expect: str = VALUE, *, comma: bool = False,
+    def __init__(self, stack: list[str] | None = None, expect: Expected = VALUE, *, comma: bool = False,
                  opening: bool = False, stops: tuple[str, ...] = (), halt: bool = False):
         self.stack = list(stack or ())
         self.expect = expect
@@ -109,12 +144,11 @@ class RelaxedValue:
         self.stops = stops
         self.halt = halt
         self.stopped: Stop | None = None
+        self.state = TOKENS
         self.quote = ""  # the open string's quote character
-        self.escape = False
-        self.hexits: str | None = None  # the hex digits read so far after a '\\u'
+        self.hexits = ""  # the hex digits read so far after a '\\u'
         self.key = False  # the string or word being read is a key
-        self.word: list[str] | None = None  # an unquoted word (key, keyword or number) being read
-        self.comment = ""  # "/" (the next character decides), "line" or "block"
+        self.word: list[str] = []  # the unquoted word being read
         self.star = False  # the last chunk ended with a block comment's '*'
 
     def text(self) -> str | None:
@@ -122,88 +156,183 @@ class RelaxedValue:
         return None if self.failed else "".join(self.out)
 
     def feed(self, buf: str, pos: int) -> int | None:
+        """Read ``buf`` from ``pos``: the position after the value's closing bracket, or where it stopped (an
+        opener: ``stopped``; with ``halt``, the first character that is no relaxed JSON), else ``None``."""
         n = len(buf)
         self.stopped = None
         while pos < n:
             if self.failed and self.halt:
                 return pos
-            if self.quote:
-                pos = self._string(buf, pos)
-                continue
-            if self.comment:
-                pos = self._comment(buf, pos)
-                continue
-            if self.word is not None:
-                m = _WORD.match(buf, pos)
-                assert m is not None  # the pattern matches the empty string
-                self.word.append(m.group())
-                pos = m.end()
-                if pos < n:
-                    self._word_done()
-                continue
-            ch = buf[pos]
-            if ch in WS:
-                pos += 1
-                continue
-            if ch == "<" and self.stops:
-                self.stopped = opener_at(buf, pos, self.stops)
-                if self.stopped is not None:
-                    return pos
-            pos += 1
-            if ch == "/":
-                self.comment = "/"
-            elif self.failed:  # only find the end: strings, brackets
-                if ch in "\"'":
-                    self.quote = ch
-                elif ch in "{[":
-                    self.stack.append(ch)
-                elif ch in "}]" and self.stack:
-                    self.stack.pop()
-                    if not self.stack:
-                        return pos
-            elif self._token(ch):
-                if not self.stack:
-                    return pos
-            elif self.failed:
-                pos -= 1  # read it again as a failed value's character
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is DONE:
+                return pos
         return pos if self.failed and self.halt else None
+
+    # one method per state: each returns DONE and where the value ended or stopped, or ``None`` and where to
+    # read on
+
+    def _read_tokens(self, buf: str, pos: int) -> Step:
+        """Outside strings and comments: whitespace, then one token."""
+        m = NON_WS.search(buf, pos)
+        if m is None:
+            return None, len(buf)
+        pos = m.start()
+        ch = buf[pos]
+        if ch == "<" and self.stops:
+            self.stopped = opener_at(buf, pos, self.stops)
+            if self.stopped is not None:
+                return DONE, pos
+        if ch == "/":
+            self.state = SLASH
+        elif self.failed:
+            return self._skim(ch, pos)
+        elif self._token(ch):
+            return (None if self.stack else DONE), pos + 1
+        elif self.failed:
+            return None, pos  # read it again as a failed value's character
+        return None, pos + 1
+
+    def _skim(self, ch: str, pos: int) -> Step:
+        """A failed value is only followed to its end: strings and brackets."""
+        if ch in "\"'":
+            self.quote = ch
+            self.state = STRING
+        elif ch in "{[":
+            self.stack.append(ch)
+        elif ch in "}]" and self.stack:
+            self.stack.pop()
+            if not self.stack:
+                return DONE, pos + 1
+        return None, pos + 1
+
+    def _read_string(self, buf: str, pos: int) -> Step:
+        """Inside a string: its plain characters, up to its quote, a backslash or a control character."""
+        out = None if self.failed else self.out
+        m = (_IN_SINGLE if self.quote == "'" else _IN_DOUBLE).search(buf, pos)
+        if m is None:
+            if out is not None:
+                out.append(buf[pos:])
+            return None, len(buf)
+        i = m.start()
+        ch = buf[i]
+        if out is not None and i > pos:
+            out.append(buf[pos:i])
+        if ch == self.quote:
+            self.state = TOKENS
+            self.expect = COLON if self.key else AFTER
+            if out is not None:
+                out.append('"')
+        elif ch == "\\":
+            self.state = ESCAPE
+        elif out is not None:
+            out.append('\\"' if ch == '"' else control_escape(ch))  # '"' only inside a '…' string
+        return None, i + 1
+
+    def _read_escape(self, buf: str, pos: int) -> Step:
+        """The character after a backslash."""
+        ch = buf[pos]
+        if ch == "u":
+            self.hexits = ""
+            self.state = UNICODE
+        else:
+            self.state = STRING
+            if not self.failed:
+                self.out.append(escape_text(ch))
+        return None, pos + 1
+
+    def _read_unicode(self, buf: str, pos: int) -> Step:
+        """A ``\\u`` escape's hex digits."""
+        self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
+        if text is None:
+            return None, pos + 1
+        if not self.failed:
+            self.out.append(text)
+        self.state = STRING
+        return None, pos + 1 if consumed else pos  # a character that is no hex digit is read again as string text
+
+    def _read_word(self, buf: str, pos: int) -> Step:
+        """An unquoted word, up to the first character that cannot be part of it."""
+        m = _WORD.match(buf, pos)
+        assert m is not None  # the pattern matches the empty string
+        self.word.append(m.group())
+        if m.end() < len(buf):
+            self._word_done()
+        return None, m.end()
+
+    def _read_slash(self, buf: str, pos: int) -> Step:
+        """After a ``/``: a ``//`` or ``/*`` comment, else not JSON."""
+        ch = buf[pos]
+        if ch == "/":
+            self.state = LINE_COMMENT
+        elif ch == "*":
+            self.state = BLOCK_COMMENT
+        else:
+            self.state = TOKENS
+            self.failed = True
+            return None, pos  # read again as a failed value's character
+        return None, pos + 1
+
+    def _read_line_comment(self, buf: str, pos: int) -> Step:
+        i = buf.find("\n", pos)
+        if i == -1:
+            return None, len(buf)
+        self.state = TOKENS
+        return None, i + 1
+
+    def _read_block_comment(self, buf: str, pos: int) -> Step:
+        if self.star and buf[pos] == "/":
+            end = pos + 1
+        else:
+            i = buf.find("*/", pos)
+            if i == -1:
+                self.star = buf.endswith("*")
+                return None, len(buf)
+            end = i + 2
+        self.state = TOKENS
+        self.star = False
+        return None, end
+
+    # tokens ------------------------------------------------------------------------------------------
 
     def _token(self, ch: str) -> bool:
         """A character that starts a token outside strings; ``True`` when it closed a container."""
-        expect, stack = self.expect, self.stack
+        expect = self.expect
         if ch in "}]":
-            if stack and stack[-1] == _OPENING[ch] and expect in (AFTER, KEY if ch == "}" else VALUE):
-                stack.pop()
-                self.comma = False
-                self.out.append(ch)
-                self.expect = AFTER
-                return True
-        elif expect == COLON:
-            if ch == ":":
-                self.out.append(": ")
-                self.expect = VALUE
-                return False
-        elif expect == AFTER:
-            if ch == ",":
-                self.comma = True
-                self.expect = KEY if stack[-1] == "{" else VALUE
-                return False
-        elif ch in "{[":
-            if expect == VALUE:
-                self._item()
-                stack.append(ch)
-                self.out.append(ch)
-                self.expect = KEY if ch == "{" else VALUE
-                return False
-        elif stack and (ch in "\"'" or ch in _WORD_START):
+            return self._close(ch)
+        if expect is COLON and ch == ":":
+            self.out.append(": ")
+            self.expect = VALUE
+        elif expect is AFTER and ch == ",":
+            self.comma = True
+            self.expect = KEY if self.stack[-1] == "{" else VALUE
+        elif expect is VALUE and ch in "{[":
             self._item()
-            self.key = expect == KEY
+            self.stack.append(ch)
+            self.out.append(ch)
+            self.expect = KEY if ch == "{" else VALUE
+        elif (expect is KEY or expect is VALUE) and self.stack and (ch in "\"'" or ch in _WORD_START):
+            self._item()
+            self.key = expect is KEY
             if ch in "\"'":
                 self.quote = ch
+                self.state = STRING
                 self.out.append('"')
             else:
                 self.word = [ch]
-            return False
+                self.state = WORD
+        else:
+            self.failed = True
+        return False
+
+    def _close(self, ch: str) -> bool:
+        """A closing bracket: it closes the innermost container if that is open and may end here."""
+        stack = self.stack
+        if stack and stack[-1] == _OPENING[ch] and self.expect in (AFTER, KEY if ch == "}" else VALUE):
+            stack.pop()
+            self.comma = False
+            self.out.append(ch)
+            self.expect = AFTER
+            return True
         self.failed = True
         return False
 
@@ -214,9 +343,8 @@ class RelaxedValue:
             self.out.append(", ")
 
     def _word_done(self) -> None:
-        assert self.word is not None
         word = "".join(self.word)
-        self.word = None
+        self.state = TOKENS
         if self.key:
             if _KEY_WORD.fullmatch(word):
                 self.out.append(json.dumps(word, ensure_ascii=False))
@@ -230,74 +358,18 @@ class RelaxedValue:
                 return
         self.failed = True
 
-    def _string(self, buf: str, pos: int) -> int:
-        out = None if self.failed else self.out
-        if self.hexits is not None:
-            self.hexits, text, consumed = unicode_escape_step(self.hexits, buf[pos])
-            if text is None:
-                return pos + 1
-            if out is not None:
-                out.append(text)
-            self.hexits = None
-            return pos + 1 if consumed else pos  # a character that is no hex digit is read again as string text
-        if self.escape:
-            self.escape = False
-            ch = buf[pos]
-            if ch == "u":
-                self.hexits = ""
-            elif out is not None:
-                out.append(escape_text(ch))
-            return pos + 1
-        m = (_IN_SINGLE if self.quote == "'" else _IN_DOUBLE).search(buf, pos)
-        if m is None:
-            if out is not None:
-                out.append(buf[pos:])
-            return len(buf)
-        i = m.start()
-        ch = buf[i]
-        if out is not None and i > pos:
-            out.append(buf[pos:i])
-        if ch == self.quote:
-            self.quote = ""
-            self.expect = COLON if self.key else AFTER
-            if out is not None:
-                out.append('"')
-        elif ch == "\\":
-            self.escape = True
-        elif out is not None:
-            out.append('\\"' if ch == '"' else control_escape(ch))  # '"' only inside a '…' string
-        return i + 1
 
-    def _comment(self, buf: str, pos: int) -> int:
-        kind = self.comment
-        if kind == "/":
-            ch = buf[pos]
-            if ch == "/":
-                self.comment = "line"
-            elif ch == "*":
-                self.comment = "block"
-            else:
-                self.comment = ""
-                self.failed = True
-                return pos  # read again as a failed value's character
-            return pos + 1
-        if kind == "line":
-            i = buf.find("\n", pos)
-            if i == -1:
-                return len(buf)
-            self.comment = ""
-            return i + 1
-        if self.star and buf[pos] == "/":
-            self.comment = ""
-            self.star = False
-            return pos + 1
-        i = buf.find("*/", pos)
-        if i == -1:
-            self.star = buf.endswith("*")
-            return len(buf)
-        self.comment = ""
-        self.star = False
-        return i + 2
+#: The reader of each state.
+_READERS: dict[RelaxedState, Callable[[RelaxedValue, str, int], Step]] = {
+    TOKENS: RelaxedValue._read_tokens,
+    STRING: RelaxedValue._read_string,
+    ESCAPE: RelaxedValue._read_escape,
+    UNICODE: RelaxedValue._read_unicode,
+    WORD: RelaxedValue._read_word,
+    SLASH: RelaxedValue._read_slash,
+    LINE_COMMENT: RelaxedValue._read_line_comment,
+    BLOCK_COMMENT: RelaxedValue._read_block_comment,
+}
 
 
 def _number(word: str) -> str | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
-from ._reader import BodyReader
+from ._reader import BodyReader, Pending
 from ._scanning import opener_at
 from ._sentinels import SentinelFinder
 from .formats import TextFormat
@@ -41,6 +41,10 @@ class TextMode(str, enum.Enum):
     PROSE = "prose"
     #: Nothing visible yet: bare JSON, a bare-reading format's call or a fence line may open a call.
     MESSAGE_START = "message_start"
+    #: Visible text before any call under a forced ``tool_choice``: each line starts as the message does.
+    FORCED_PROSE = "forced_prose"
+    #: The start of such a line: read as the message's start; a bare or fenced call here is a repair.
+    LINE_START = "line_start"
     #: A fenced call went out: the fence's closing line, if it comes next, is dropped.
     FENCED_CALL_END = "fenced_call_end"
     #: Inside ``<think>`` (or a format's reasoning channel): text is reasoning.
@@ -49,6 +53,8 @@ class TextMode(str, enum.Enum):
 
 PROSE = TextMode.PROSE
 MESSAGE_START = TextMode.MESSAGE_START
+FORCED_PROSE = TextMode.FORCED_PROSE
+LINE_START = TextMode.LINE_START
 FENCED_CALL_END = TextMode.FENCED_CALL_END
 REASONING = TextMode.REASONING
 
@@ -64,7 +70,7 @@ class TextReader:
 
     __slots__ = ("_after_call", "_bare_formats", "_clear", "_closers", "_draft_text_is_reasoning", "_end_tokens", "_fence",
                  "_fences", "_find", "_held", "_keys", "_lt_only", "_mode", "_opener_index", "_openers", "_out",
-                 "_parsing", "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels",
+                 "_parsing", "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels", "_forced",
                  "_stretch_has_text", "_suppress_tail", "_taught", "_think_closes", "_think_fences", "_think_fresh",
                  "_think_held", "_think_held_tail", "_think_opens", "_ws", "_ws_is_break", "config")
 
@@ -99,6 +105,7 @@ class TextReader:
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._mode = MESSAGE_START if config.marker is None and self._parsing else PROSE
         self._resume_mode = self._mode  # the mode reasoning returns to
+        self._forced = self._mode is MESSAGE_START and config.tool_choice.mode == "required"  # the answer is a call
         if config.starts_in_reasoning and config.reasoning:
             self._enter_reasoning()
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
@@ -133,15 +140,15 @@ class TextReader:
             self._mode = mode
 
     def _leave_message_start(self) -> None:
-        """Something visible went out, or a call: no call starts bare any more."""
-        if self._mode is MESSAGE_START:
-            self._mode = PROSE
-        elif self._mode is REASONING and self._resume_mode is MESSAGE_START:
-            self._resume_mode = PROSE
+        """Something visible went out, or a call: no call starts bare any more (a forced answer's next line may)."""
+        if self._base_mode() in (MESSAGE_START, FORCED_PROSE, LINE_START):
+            self._set_mode(FORCED_PROSE if self._forced and not self._calls.next_index else PROSE)
 
     def _call_committed(self) -> None:
         """A call's header went out: a new stretch of text begins after it; a fence that wrapped it goes."""
         self._stretch_has_text = False
+        if self._base_mode() is LINE_START and self._calls.bare:
+            self._calls.note("repaired", "a call written as JSON after text was read under the forced tool_choice")
         self._leave_message_start()
         if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
             self._fence = ""
@@ -159,10 +166,9 @@ class TextReader:
         if j == n:
             return n
         if self._bare_formats and (body := self._bare_start(buf, j)) is not None:
-            if body == "partial":
+            if body is Pending.PARTIAL:
                 self._pending = buf[pos:]
                 return n
-            assert not isinstance(body, str)
             self._ws += buf[pos:j]
             self._fences.feed(buf[pos:j])
             self._open_block(body, "")
@@ -184,7 +190,22 @@ class TextReader:
                 self._fences.feed(self._fence)
                 self._ws = ""
                 return line_end + 1
-        return self._read_prose(buf, pos)
+        return self._read_forced_prose(buf, pos) if self._forced else self._read_prose(buf, pos)
+
+    def _read_forced_prose(self, buf: str, pos: int) -> int:
+        """Prose to the end of its line; the next line, outside a fence, starts as the message does (a forced
+        ``tool_choice``: a model that writes its call as bare or fenced JSON after a sentence meant a call)."""
+        line_end = buf.find("\n", pos) + 1
+        if not line_end:
+            return self._read_prose(buf, pos)
+        end = pos + self._read_prose(buf[pos:line_end], 0)  # the line alone: a long chunk is never copied per line
+        if self._pending:  # a sentinel's start held until what follows decides it: read again with the rest
+            self._pending += buf[line_end:]
+            return len(buf)
+        if end == line_end and self._mode is FORCED_PROSE and not self._fences.inside:
+            self._mode = LINE_START
+            self._stretch_has_text = False
+        return end
 
     def _read_fenced_call_end(self, buf: str, pos: int) -> int:
         """After a fenced call: the fence's closing line, if it comes first, is dropped."""
@@ -252,7 +273,7 @@ class TextReader:
             self._emit_text(buf[pos:i])
         self._pending = buf[i:]
 
-    def _bare_start(self, buf: str, j: int) -> BodyReader | str | None:
+    def _bare_start(self, buf: str, j: int) -> BodyReader | Pending | None:
         """The first bare-reading format's block at the message's start ``buf[j]`` (see ``TextFormat.bare_start``)."""
         for fmt in self._bare_formats:
             body = fmt.bare_start(buf, j, self._calls)
@@ -406,6 +427,8 @@ class TextReader:
 _MODE_READERS: dict[TextMode, Callable[[TextReader, str, int], int]] = {
     PROSE: TextReader._read_prose,
     MESSAGE_START: TextReader._read_message_start,
+    LINE_START: TextReader._read_message_start,
+    FORCED_PROSE: TextReader._read_forced_prose,
     FENCED_CALL_END: TextReader._read_fenced_call_end,
     REASONING: TextReader._read_reasoning,
 }

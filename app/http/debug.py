@@ -34,7 +34,8 @@ from statemachine.diagram import FORMATS, render_choice_fsm
 from ..errors import ApiError
 from ..observability.debug import DebugStore, Digest, debug_store, machine_view
 from .auth import authorize_debug
-from .state import client_owner, current_state
+from .errors import register_error_handlers
+from .state import bind_to_mount, client_owner, current_state
 
 _MIMETYPES = {"mermaid": "text/plain", "dot": "text/vnd.graphviz", "svg": "image/svg+xml"}
 #: The page's own files, by URL name: ``(file in page/, mimetype)``.
@@ -47,15 +48,20 @@ _PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connec
 
 
 def create_debug_blueprint(name: str = "toolwire_debug",
-                           guard: Callable[[], None] | None = authorize_debug) -> Blueprint:
+                           guard: Callable[[], None] | None = authorize_debug,
+                           mount: str | None = None) -> Blueprint:
     """The debug routes (register without a prefix).
 
     Args:
         name: the Blueprint name.
         guard: called before every debug route; raise an ``ApiError`` to refuse. Default: a client key
             (the views show model output), as a Bearer token or a Basic password; ``None``: open.
+        mount: the name of the ``Toolwire`` mount whose records and keys these routes use; default the first
+            mount registered on the app.
     """
     bp = Blueprint(name, __name__)
+    bind_to_mount(bp, mount)
+    register_error_handlers(bp)  # a refusal is an envelope in a host app too, not a 500
     if guard is not None:
         bp.before_request(guard)
     bp.add_url_rule("/debug/", view_func=page_file, defaults={"name": ""}, methods=["GET"])

@@ -14,22 +14,28 @@ from ..observability.metrics import exposition
 from ..responses.store import StoreError
 from .auth import metrics_guard as key_if_required
 from ..settings import DEFAULT_UPSTREAM
-from .state import current_state
+from .errors import register_error_handlers
+from .state import bind_to_mount, current_state
 
 #: Per app (keyed by its upstream): when its last ``/readyz`` checks started, and the checks.
 _ready_cache: "weakref.WeakKeyDictionary[Any, tuple[float, dict[str, Any]]]" = weakref.WeakKeyDictionary()
 
 
 def create_ops_blueprint(name: str = "toolwire_ops",
-                         metrics_guard: Callable[[], None] | None = key_if_required) -> Blueprint:
+                         metrics_guard: Callable[[], None] | None = key_if_required,
+                         mount: str | None = None) -> Blueprint:
     """The operational Blueprint; register it without a prefix (``/healthz``, ``/readyz``, ``/metrics``).
 
     Args:
         name: the Blueprint name.
         metrics_guard: called before ``/metrics`` is served; raise an ``ApiError`` to refuse. Default: a
             client key when ``metrics_require_key`` is on; ``None``: open. Health routes stay open.
+        mount: the name of the ``Toolwire`` mount whose back ends, store and keys these routes use; default
+            the first mount registered on the app. Several mounts: one ops Blueprint each, under its own prefix.
     """
     bp = Blueprint(name, __name__)
+    bind_to_mount(bp, mount)
+    register_error_handlers(bp)  # a refusal is an envelope in a host app too, not a 500
     bp.add_url_rule("/healthz", view_func=healthz, methods=["GET"])
     bp.add_url_rule("/readyz", view_func=readyz, methods=["GET"])
     bp.add_url_rule("/metrics", view_func=_guarded(metrics, metrics_guard), endpoint="metrics", methods=["GET"])

@@ -10,7 +10,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Protocol
 
-from flask import current_app, g, has_request_context, request
+from flask import Blueprint, current_app, g, has_request_context, request
+from flask.blueprints import BlueprintSetupState
 
 from ..settings import DEFAULT_UPSTREAM
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 #: The key in ``app.extensions`` of the app's toolwire mounts: ``{mount name: Toolwire}``.
 EXTENSION_KEY = "toolwire"
+#: The key in ``app.extensions`` of the ops and debug Blueprints bound to a mount: ``{Blueprint name: mount name}``.
+BOUND_KEY = "toolwire_bound_blueprints"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +153,21 @@ class _StateOwner(Protocol):
     def state(self, app: object) -> ToolwireState: ...
 
 
+def bind_to_mount(blueprint: Blueprint, mount: str | None) -> None:
+    """Make ``blueprint``'s routes (ops, debug) read the state of the mount named ``mount`` (``None``: the first
+    mount registered on the app), wherever the Blueprint is registered."""
+    if mount is None:
+        return
+
+    def remember(setup: BlueprintSetupState) -> None:
+        setup.app.extensions.setdefault(BOUND_KEY, {})[setup.name] = mount
+
+    blueprint.record(remember)
+
+
 def current_state() -> ToolwireState:
-    """The toolwire state of the current app: of the mount whose routes serve the current request, else
-    (outside a mount's routes: ``/healthz``, ``/debug/``…) of the first mount registered on the app.
+    """The toolwire state of the current app: of the mount whose routes serve the current request, or the mount
+    an ops or debug Blueprint was bound to (:func:`bind_to_mount`), else of the first mount registered on the app.
 
     Raises:
         RuntimeError: toolwire is not registered on the current app.
@@ -162,7 +177,10 @@ def current_state() -> ToolwireState:
     if not mounts:
         raise RuntimeError("toolwire is not registered on this Flask app. Did you forget to call "
                            "'Toolwire.init_app(app)'?")
-    owner = mounts.get(request.blueprint or "") if len(mounts) > 1 and has_request_context() else None
+    owner = None
+    if len(mounts) > 1 and has_request_context():
+        blueprint = request.blueprint or ""
+        owner = mounts.get(blueprint) or mounts.get(app.extensions.get(BOUND_KEY, {}).get(blueprint, ""))
     return (owner or next(iter(mounts.values()))).state(app)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import abc
 import json
 import re
-from typing import Any
+from typing import Protocol
 
-from .._reader import BodyReader, CallSink
+from .._reader import BodyReader, CallSink, Pending
 
 
 class TextFormat(abc.ABC):
@@ -103,17 +103,18 @@ class TextFormat(abc.ABC):
         """
         return False
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         """A call written without an opener at the message's start (``reads_bare`` formats only).
 
         Args:
             buf: the text; ``buf[pos]`` is the message's first significant character.
             pos: where to look.
-            sink: the choice stream (its ``config`` names the offered tools).
+            sink: the call book (its ``config`` names the offered tools).
         Returns:
-            The reader for the block starting at ``pos``; ``"partial"`` while
-            ``buf[pos:]`` may still become one (the chunk ended too soon); ``None``
-            when it is none.
+            The reader for the block starting at ``pos`` (it reads ``buf[pos:]``,
+            no opener before it); :attr:`Pending.PARTIAL` while ``buf[pos:]`` may
+            still become one (the chunk ended too soon: the core asks again with
+            more text); ``None`` when it is none.
         """
         return None
 
@@ -235,11 +236,26 @@ def compact_object(arguments: str) -> str:
     return arguments
 
 
-def end_calls_at_eof(body: Any, *, repaired: bool = False, invalid: bool = False) -> None:
-    """The stream ended inside a block of calls (a reader with ``sink``, ``state``, ``pending``, ``calls``):
-    a call cut in its arguments is incomplete, one whose end was still pending is unclosed (``repaired`` /
-    ``invalid`` as its reader found it), and a block that never started a call goes back to text."""
-    if body.state == "args":
+class CallsBlockReader(Protocol):
+    """A reader of a block that holds several calls, as :func:`end_calls_at_eof` ends it."""
+
+    #: Whom the reader reports to.
+    sink: CallSink
+    #: How many calls the block began.
+    calls: int
+    #: A call's arguments are complete but its end is not: what follows them would show it.
+    pending: bool
+
+    @property
+    def in_arguments(self) -> bool:
+        """The reader is inside a call's arguments."""
+
+
+def end_calls_at_eof(body: CallsBlockReader, *, repaired: bool = False, invalid: bool = False) -> None:
+    """The stream ended inside a block of calls: a call cut in its arguments is incomplete, one whose end was
+    still pending is unclosed (``repaired`` / ``invalid`` as its reader found it), and a block that never
+    started a call goes back to text."""
+    if body.in_arguments:
         body.sink.call_incomplete()
     elif body.pending:
         body.pending = False

@@ -61,6 +61,10 @@ class ArgScanner:
     def feed(self, buf: str, pos: int) -> tuple[int | None, int]:
         n = len(buf)
         start = pos
+        quote = self.quote
+        if quote and buf.find(quote[0], pos) == -1 and buf.find("\\", pos) == -1:  # a string's text goes on
+            self.parts.append(buf[pos:])
+            return None, n
         while pos < n:
             if self.quote:
                 pos, cut = self._in_string(buf, pos)

@@ -126,6 +126,11 @@ class TokenCallsBody(ObjectArguments):
                 return outcome, pos
         return MORE, n
 
+    @property
+    def in_arguments(self) -> bool:
+        """The reader is inside a call's arguments."""
+        return self.state is ARGS
+
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
     def _read_args(self, buf: str, pos: int) -> Step:

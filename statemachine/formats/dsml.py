@@ -28,14 +28,15 @@ end-of-sentence token is dropped where it arrives as text; reasoning is
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import WS, partial_at_end, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import partial_at_end, skip_to, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -55,6 +56,30 @@ _LIMIT = 256  # longest name or parameter tag read before the block is judged no
 _WRAPPERS = ("arguments", "input")
 
 
+class DsmlState(str, enum.Enum):
+    """Where a :class:`DsmlBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: Between invokes: the next invoke, or the section's end.
+    SECTION = "section"
+    #: An invoke's name, up to its ``">``.
+    NAME = "name"
+    #: Inside an invoke: a parameter, a JSON object, or the invoke's end.
+    BODY = "body"
+    #: A parameter's attributes, up to its ``>``.
+    PARAM_ATTRS = "param"
+    #: A parameter's value, up to its closing tag.
+    VALUE = "value"
+    #: An invoke's arguments as one JSON object.
+    OBJECT = "object"
+    #: After that object: the invoke's end.
+    AFTER_OBJECT = "after_object"
+    #: A malformed invoke, dropped up to the section's end.
+    SKIP = "skip"
+
+
+SECTION, NAME, BODY, PARAM_ATTRS, VALUE, OBJECT, AFTER_OBJECT, SKIP = DsmlState
+
+
 class DsmlBody(ObjectArguments):
     """Reads a DSML section (or one bare invoke) from just after its opener, reporting to the sink.
 
@@ -66,7 +91,7 @@ class DsmlBody(ObjectArguments):
     def __init__(self, sink: CallSink, closer: str, *, in_invoke: bool):
         self.sink = sink
         self.closer = closer  # the section's closer ("": a bare invoke, the block ends after its invokes)
-        self.state = "name" if in_invoke else "section"
+        self.state = NAME if in_invoke else SECTION
         self.calls = 0  # invokes named in this block
         self.pairs = 0  # parameters sent for the current invoke
         self.key = ""
@@ -76,60 +101,64 @@ class DsmlBody(ObjectArguments):
         self.held: tuple[str, Any, dict[str, Any]] | None = None  # a wrapper parameter (key, value, the object it wraps)
         self.lexer: ValueLexer | None = None
         self.repaired = self.invalid = False
+        #: the tags each tag-reading state may meet
+        self.tags: dict[DsmlState, tuple[str, ...]] = {
+            state: tuple(tag for tag in tags if tag) for state, tags in (
+                (SECTION, (INVOKE, closer)), (BODY, (PARAM, INVOKE_END, INVOKE, closer)),
+                (AFTER_OBJECT, (INVOKE_END, INVOKE, closer)))}
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            state = self.state
-            if state == "skip":
-                return self._skip(buf, pos)
-            if state == "value":
-                pos = self._value(buf, pos)
-                if self.state == "value":
-                    return MORE, pos
-                continue
-            if state in ("name", "param"):
-                status, pos = (self._header if state == "name" else self._param)(buf, pos)
-                if status is not None:
-                    return status, pos
-                continue
-            if state == "object":
-                status, end = self.read_object(buf, pos)
-                if status is not None:
-                    return status, end
-                self.state, pos = "after_object", end
-                continue
-            if buf[pos] in WS:
-                pos += 1
-                continue
-            if state == "body" and buf[pos] == "{" and not self.pairs and self.held is None:
-                self.lexer = ValueLexer(stops=self.sink.openers)
-                self.state = "object"
-                continue
-            tags = {"section": (INVOKE, self.closer), "body": (PARAM, INVOKE_END, INVOKE, self.closer),
-                    "after_object": (INVOKE_END, INVOKE, self.closer)}[state]
-            tag = next((t for t in tags if t and buf.startswith(t, pos)), None)
-            if tag is None:
-                if any(t.startswith(buf[pos:]) for t in tags if t):
-                    return MORE, pos  # a tag cut by the chunk's end
-                return self._stray(buf, pos)
-            pos += len(tag)
-            if tag == PARAM:
-                self.state = "param"
-                continue
-            if state != "section":  # the invoke ends here, with or without its own closing tag
-                self._end_invoke()
-            if tag == INVOKE:
-                self.state = "name"
-            elif tag == self.closer:
-                return self._section_end(buf, pos)
-            else:
-                self.state = "section"
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_tags(self, buf: str, pos: int) -> Step:
+        """Between tags: an invoke, a parameter, a JSON object, an invoke's end or the section's."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        if self.state is BODY and buf[pos] == "{" and not self.pairs and self.held is None:
+            self.lexer = ValueLexer(stops=self.sink.openers)
+            self.state = OBJECT
+            return None, pos
+        tags = self.tags[self.state]
+        tag = next((t for t in tags if buf.startswith(t, pos)), None)
+        if tag is None:
+            if any(t.startswith(buf[pos:]) for t in tags):
+                return MORE, pos  # a tag cut by the chunk's end
+            return self._stray(buf, pos)
+        return self._tag(tag, buf, pos + len(tag))
+
+    def _tag(self, tag: str, buf: str, pos: int) -> Step:
+        """The tag ``tag`` ended just before ``pos``."""
+        if tag == PARAM:
+            self.state = PARAM_ATTRS
+            return None, pos
+        if self.state is not SECTION:  # the invoke ends here, with or without its own closing tag
+            self._end_invoke()
+        if tag == INVOKE:
+            self.state = NAME
+        elif tag == self.closer:
+            return self._section_end(buf, pos)
+        else:
+            self.state = SECTION
+        return None, pos
+
+    def _read_object(self, buf: str, pos: int) -> Step:
+        """The invoke's arguments as one JSON object, streamed."""
+        status, end = self.read_object(buf, pos)
+        if status is None:
+            self.state = AFTER_OBJECT
+        return status, end
 
     # the invoke's header ---------------------------------------------------------------------------
 
-    def _header(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
+    def _read_name(self, buf: str, pos: int) -> Step:
         """``NAME">`` (or ``NAME"/>``): the call begins; ``(None, after it)``, or the block's outcome."""
         quote = buf.find('"', pos, pos + _LIMIT)
         m = _HEADER_END.match(buf, quote) if quote != -1 else None
@@ -148,14 +177,14 @@ class DsmlBody(ObjectArguments):
         if m.group(1):  # self-closing: a call without arguments
             self.sink.call_args("{}")
             self.sink.call_end()
-            self.state = "section"
+            self.state = SECTION
         else:
-            self.state = "body"
+            self.state = BODY
         return None, m.end()
 
     # parameters ------------------------------------------------------------------------------------
 
-    def _param(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
+    def _read_param(self, buf: str, pos: int) -> Step:
         """``K" string="…">``: a value begins; ``(None, after it)``, or the block's outcome."""
         close = buf.find(">", pos, pos + _LIMIT)
         if close == -1:
@@ -170,10 +199,10 @@ class DsmlBody(ObjectArguments):
             self._flush_held()
             self._send(json.dumps(self.key, ensure_ascii=False) + ': "')
         self.text = []
-        self.state = "value"
+        self.state = VALUE
         return None, close + 1
 
-    def _value(self, buf: str, pos: int) -> int:
+    def _read_value(self, buf: str, pos: int) -> Step:
         """Read the current value on from ``pos``; at its closing tag the parameter is complete, and at the
         invoke's (the parameter's was left out) the invoke is too."""
         end = buf.find(PARAM_END, pos)
@@ -188,13 +217,13 @@ class DsmlBody(ObjectArguments):
         else:
             self.text.append(buf[pos:stop])
         if end == -1:
-            return stop
+            return MORE, stop
         if self.streaming:
             self.sink.call_args('"')
         else:
             self._pair("".join(self.text))
-        self.state = "body"
-        return end if cut != -1 else end + len(PARAM_END)
+        self.state = BODY
+        return None, end if cut != -1 else end + len(PARAM_END)
 
     def _pair(self, raw: str) -> None:
         value = typed_value(raw, self.string, self._prop())
@@ -230,7 +259,7 @@ class DsmlBody(ObjectArguments):
     # ends ------------------------------------------------------------------------------------------
 
     def _end_invoke(self) -> None:
-        if self.state == "after_object":
+        if self.state is AFTER_OBJECT:
             self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
             return
         if self.held is not None and not self.pairs:
@@ -249,7 +278,7 @@ class DsmlBody(ObjectArguments):
 
     def _stray(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Text the syntax has no place for: between invokes the block ends there; inside one it is malformed."""
-        if self.state == "section":  # prose after complete invokes: the section ended without its closer
+        if self.state is SECTION:  # prose after complete invokes: the section ended without its closer
             return (DONE, pos) if self.calls else self._not_a_call(buf, pos)
         self.sink.call_abort("invalid_json", "the DSML block holds text outside its tags")
         return DONE, pos
@@ -257,23 +286,23 @@ class DsmlBody(ObjectArguments):
     def _not_a_call(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later invoke's header is malformed: the calls before it stand, the rest is dropped
             self.sink.note("invalid_json", "a malformed DSML invoke was dropped up to the section's end")
-            self.state = "skip"
-            return self._skip(buf, pos)
+            self.state = SKIP
+            return self._read_skip(buf, pos)
         self.sink.call_abort("not_a_call", "the DSML block does not start a call")
         return DONE, pos
 
-    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
+    def _read_skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Drop text up to the section's end (a bare invoke's: the invoke's), or to the next call's opener."""
         hit, end = skip_to(buf, pos, self.closer or INVOKE_END, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)
 
     def at_eof(self) -> None:
-        if self.state == "skip":
+        if self.state is SKIP:
             return
-        if self.state == "section" and self.calls:
+        if self.state is SECTION and self.calls:
             if self.closer:
                 self.sink.note("recovered_unclosed", "the DSML section had no closer; its calls were complete")
-        elif self.state in ("section", "name") and not self.calls:
+        elif self.state in (SECTION, NAME) and not self.calls:
             self.sink.call_abort("not_a_call", "the block ended before a call started")
         else:
             self.sink.call_incomplete()
@@ -351,3 +380,16 @@ class DsmlV4Format(DsmlFormat):
     name = "deepseek_v4"
     model_names = ("deepseek-v4",)
     section = V4_SECTION
+
+
+#: Each state's reader.
+_READERS: dict[DsmlState, Callable[[DsmlBody, str, int], Step]] = {
+    SECTION: DsmlBody._read_tags,
+    NAME: DsmlBody._read_name,
+    BODY: DsmlBody._read_tags,
+    PARAM_ATTRS: DsmlBody._read_param,
+    VALUE: DsmlBody._read_value,
+    OBJECT: DsmlBody._read_object,
+    AFTER_OBJECT: DsmlBody._read_tags,
+    SKIP: DsmlBody._read_skip,
+}

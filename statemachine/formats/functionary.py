@@ -21,7 +21,7 @@ import re
 
 from .._jsonlex import ValueLexer
 from .._scanning import WS, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 from .function import FunctionBody, FunctionFormat
@@ -163,18 +163,18 @@ class FunctionaryV32Format(TextFormat):
             f"Start each part of your reply with {RECIPIENT} and its recipient on a line of its own: all for "
             "text to the user, or the tool's exact name followed by its arguments as one JSON object.",))
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         m = _NAME.match(buf, pos)
         if m is None:
             return None
         word, names = m.group(), ("all", *sink.config.tools)
         if m.end() == len(buf):
-            return "partial" if m.end() - pos <= _NAME_LIMIT and any(n.startswith(word) for n in names) else None
+            return Pending.PARTIAL if m.end() - pos <= _NAME_LIMIT and any(n.startswith(word) for n in names) else None
         line_end = m.end()
         while line_end < len(buf) and buf[line_end] in " \t\r":
             line_end += 1
         if line_end == len(buf):
-            return "partial" if word in names else None
+            return Pending.PARTIAL if word in names else None
         return RecipientBody(sink) if buf[line_end] == "\n" and word in names else None
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:

@@ -26,13 +26,14 @@ A malformed call is dropped up to its closer.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
 from .._coerce import coerce_value
-from .._scanning import WS, partial_at_end, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import WS, partial_at_end, skip_to, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
 from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call
 
@@ -44,6 +45,7 @@ _BARE_KEY = re.compile(r"[^:{}\[\]<>,\"]*")
 _JSON_STOP = re.compile(r'["\\]')
 _JSON = json.JSONDecoder(strict=False)  # a raw newline in a quoted value is the newline it looks like
 _MAX_DEPTH = 64
+_PAIR_GAP = WS + ","  # what may stand between pairs
 
 
 class Gemma3Format(TextFormat):
@@ -70,6 +72,26 @@ class Gemma3Format(TextFormat):
         return PythonicBody(sink, "```")
 
 
+class GemmaState(str, enum.Enum):
+    """Where a :class:`GemmaCallBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The call's header, ``call:NAME``, up to its object's ``{``.
+    HEADER = "header"
+    #: Between pairs: the next key, or the object's ``}``.
+    PAIRS = "pairs"
+    #: A key, up to its ``:``.
+    KEY = "key"
+    #: A value, up to the ``,`` or ``}`` after it.
+    VALUE = "value"
+    #: After the object: the call's closer.
+    AFTER = "after"
+    #: A malformed call, dropped up to its closer.
+    SKIP = "skip"
+
+
+HEADER, PAIRS, KEY, VALUE, AFTER, SKIP = GemmaState
+
+
 class GemmaCallBody:
     """One ``call:NAME{…}`` block, from just after its opener to its closer; strings between ``delim`` tokens."""
 
@@ -77,7 +99,7 @@ class GemmaCallBody:
         self.sink = sink
         self.delim = delim
         self.closer = closer
-        self.state = "header"
+        self.state = HEADER
         self.pairs = 0
         self.key = ""
         self.value: list[str] = []
@@ -93,64 +115,78 @@ class GemmaCallBody:
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            state = self.state
-            if state == "header":
-                brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
-                if brace == -1:
-                    return (self._not_a_call(pos) if n - pos > _HEADER_LIMIT else (MORE, pos))
-                m = _HEADER.fullmatch(buf, pos, brace)
-                if m is None:
-                    return self._not_a_call(pos)
-                self.sink.call_name(m.group(1))
-                schema = self.sink.schema_for(self.sink.current_name()) or {}
-                self.props = schema.get("properties") or {}
-                self.sink.call_args("{")
-                self.state = "pairs"
-                pos = brace + 1
-                continue
-            if state == "skip":
-                return self._skip(buf, pos)
-            if state == "value":
-                pos, done = self._value_text(buf, pos)
-                if done is None:
-                    return MORE, pos
-                if not done:
-                    return self._cut(pos)
-                self._pair()
-                self.state = "pairs"
-                continue
-            if state == "key":
-                try:
-                    found = _key(buf, pos, self.delim)
-                except ValueError:
-                    return self._broken(buf, pos)
-                if found is None:
-                    return (self._broken(buf, pos) if n - pos > _KEY_LIMIT else (MORE, pos))
-                self.key, pos = found
-                self.state = "value"
-                self.value, self.depth, self.at_start = [], 0, True
-                continue
-            ch = buf[pos]
-            if ch in WS or (state == "pairs" and ch == ","):
-                pos += 1
-                continue
-            if state == "pairs":
-                if ch == "}":
-                    self.sink.call_args("}")
-                    self.state = "after"
-                    pos += 1
-                else:
-                    self.state = "key"
-                continue
-            # after the object: its closer ends the call; anything else ends the block without it
-            if buf.startswith(self.closer, pos):
-                self.sink.call_end()
-                return DONE, pos + len(self.closer)
-            if self.closer.startswith(buf[pos:]):
-                return MORE, pos
-            self.sink.call_end()
-            return DONE, pos
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_header(self, buf: str, pos: int) -> Step:
+        """``call:NAME`` up to the object's ``{``: the call's header goes out."""
+        brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
+        if brace == -1:
+            return self._not_a_call(pos) if len(buf) - pos > _HEADER_LIMIT else (MORE, pos)
+        m = _HEADER.fullmatch(buf, pos, brace)
+        if m is None:
+            return self._not_a_call(pos)
+        self.sink.call_name(m.group(1))
+        schema = self.sink.schema_for(self.sink.current_name()) or {}
+        self.props = schema.get("properties") or {}
+        self.sink.call_args("{")
+        self.state = PAIRS
+        return None, brace + 1
+
+    def _read_pairs(self, buf: str, pos: int) -> Step:
+        """Between pairs (their commas may be missing): the next key, or the object's ``}``."""
+        n = len(buf)
+        while pos < n and buf[pos] in _PAIR_GAP:
+            pos += 1
+        if pos == n:
+            return MORE, pos
+        if buf[pos] == "}":
+            self.sink.call_args("}")
+            self.state = AFTER
+            return None, pos + 1
+        self.state = KEY
+        return None, pos
+
+    def _read_key(self, buf: str, pos: int) -> Step:
+        """A key, held up to its ``:``."""
+        try:
+            found = _key(buf, pos, self.delim)
+        except ValueError:
+            return self._broken(buf, pos)
+        if found is None:
+            return self._broken(buf, pos) if len(buf) - pos > _KEY_LIMIT else (MORE, pos)
+        self.key, pos = found
+        self.state = VALUE
+        self.value, self.depth, self.at_start = [], 0, True
+        return None, pos
+
+    def _read_value(self, buf: str, pos: int) -> Step:
+        """A value's text, up to the ``,`` or ``}`` after it: then the pair goes out."""
+        pos, done = self._value_text(buf, pos)
+        if done is None:
+            return MORE, pos
+        if not done:
+            return self._cut(pos)
+        self._pair()
+        self.state = PAIRS
+        return None, pos
+
+    def _read_after(self, buf: str, pos: int) -> Step:
+        """After the object: its closer ends the call; anything else ends the block without it."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        if buf.startswith(self.closer, pos):
+            self.sink.call_end()
+            return DONE, pos + len(self.closer)
+        if self.closer.startswith(buf[pos:]):
+            return MORE, pos
+        self.sink.call_end()
+        return DONE, pos
 
     def _value_text(self, buf: str, pos: int) -> tuple[int, bool | None]:
         """Read the current value's text on from ``pos``: ``(position, True)`` at its end, ``(keep, None)`` if open,
@@ -253,10 +289,11 @@ class GemmaCallBody:
     def _broken(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """The arguments are malformed: the call is dropped, and so is its text up to the closer."""
         self.sink.call_abort("invalid_json", "the call's arguments are not key:value pairs")
-        self.state = "skip"
-        return self._skip(buf, pos)
+        self.state = SKIP
+        return self._read_skip(buf, pos)
 
-    def _skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
+    def _read_skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        """A malformed call's text, dropped up to its closer (or the next call's opener)."""
         hit, end = skip_to(buf, pos, self.closer, self.sink.openers)
         return (MORE, end) if hit is None else (DONE, end)
 
@@ -265,11 +302,11 @@ class GemmaCallBody:
         return DONE, pos
 
     def at_eof(self) -> None:
-        if self.state == "skip":
+        if self.state is SKIP:
             return
-        if self.state == "header":
+        if self.state is HEADER:
             self.sink.call_abort("not_a_call", "the block ended before a call started")
-        elif self.state == "after":
+        elif self.state is AFTER:
             self.sink.call_unclosed()
         else:
             self.sink.call_incomplete()
@@ -279,33 +316,14 @@ def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]
     """One complete value of the Gemma call syntax at ``text[pos]`` and the position after it."""
     if depth > _MAX_DEPTH:
         raise ValueError("nested too deeply")
-    pos = _skip(text, pos)
+    pos = skip_ws(text, pos)
     if text.startswith(delim, pos) or text.startswith('"', pos):
         found = _string(text, pos, delim)
         if found is None:
             raise ValueError("a string is not closed")
         return found
     if text.startswith("{", pos) or text.startswith("[", pos):
-        closing = "}" if text[pos] == "{" else "]"
-        items: list[Any] = []
-        pairs: dict[str, Any] = {}
-        pos = _skip(text, pos + 1)
-        while not text.startswith(closing, pos):
-            if pos >= len(text):
-                raise ValueError("a bracket is not closed")
-            if closing == "}":
-                found = _key(text, pos, delim)
-                if found is None:
-                    raise ValueError("a key without ':'")
-                key, pos = found
-                pairs[key], pos = _gemma_value(text, pos, delim, depth + 1)
-            else:
-                item, pos = _gemma_value(text, pos, delim, depth + 1)
-                items.append(item)
-            pos = _skip(text, pos)
-            if text.startswith(",", pos):
-                pos = _skip(text, pos + 1)
-        return (pairs if closing == "}" else items), pos + 1
+        return _container(text, pos, delim, depth)
     m = _SCALAR_END.search(text, pos)
     end = len(text) if m is None else m.start()
     word = text[pos:end].strip()
@@ -315,6 +333,30 @@ def _gemma_value(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]
         return json.loads(word), end
     except ValueError:
         return word, end  # a bare word: the string it spells
+
+
+def _container(text: str, pos: int, delim: str, depth: int) -> tuple[Any, int]:
+    """The object or list at ``text[pos]`` (its ``{`` or ``[``) and the position after it; ``depth`` is its own."""
+    closing = "}" if text[pos] == "{" else "]"
+    items: list[Any] = []
+    pairs: dict[str, Any] = {}
+    pos = skip_ws(text, pos + 1)
+    while not text.startswith(closing, pos):
+        if pos >= len(text):
+            raise ValueError("a bracket is not closed")
+        if closing == "}":
+            found = _key(text, pos, delim)
+            if found is None:
+                raise ValueError("a key without ':'")
+            key, pos = found
+            pairs[key], pos = _gemma_value(text, pos, delim, depth + 1)
+        else:
+            item, pos = _gemma_value(text, pos, delim, depth + 1)
+            items.append(item)
+        pos = skip_ws(text, pos)
+        if text.startswith(",", pos):
+            pos = skip_ws(text, pos + 1)
+    return (pairs if closing == "}" else items), pos + 1
 
 
 def _string(text: str, pos: int, delim: str) -> tuple[str, int] | None:
@@ -334,13 +376,13 @@ def _string(text: str, pos: int, delim: str) -> tuple[str, int] | None:
 def _key(text: str, pos: int, delim: str) -> tuple[str, int] | None:
     """The key at ``text[pos]`` (bare, a JSON string or between ``delim`` tokens) and the position after its
     ``:``; ``None`` if ``text`` ends first, ``ValueError`` if it is no key."""
-    pos = _skip(text, pos)
+    pos = skip_ws(text, pos)
     quoted = text.startswith('"', pos) or text.startswith(delim, pos)
     if quoted or delim.startswith(text[pos:pos + len(delim)]):  # a quoted key, or the text ends first
         found = _string(text, pos, delim) if quoted else None
         if found is None:
             return None
-        key, pos = found[0], _skip(text, found[1])
+        key, pos = found[0], skip_ws(text, found[1])
     else:
         m = _BARE_KEY.match(text, pos)
         assert m is not None  # the pattern matches the empty string
@@ -352,12 +394,6 @@ def _key(text: str, pos: int, delim: str) -> tuple[str, int] | None:
     if text[pos] != ":":
         raise ValueError("a key without ':'")
     return key, pos + 1
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in WS:
-        pos += 1
-    return pos
 
 
 def gemma_object(arguments: str, delim: str) -> str:
@@ -400,3 +436,14 @@ class FunctionGemmaFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GemmaCallBody(sink, self.delim, self.closer)
+
+
+#: Each state's reader.
+_READERS: dict[GemmaState, Callable[[GemmaCallBody, str, int], Step]] = {
+    HEADER: GemmaCallBody._read_header,
+    PAIRS: GemmaCallBody._read_pairs,
+    KEY: GemmaCallBody._read_key,
+    VALUE: GemmaCallBody._read_value,
+    AFTER: GemmaCallBody._read_after,
+    SKIP: GemmaCallBody._read_skip,
+}

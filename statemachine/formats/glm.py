@@ -20,13 +20,15 @@ where they arrive as text.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
+from typing import Callable
 
 from .._coerce import coerce_value
 from .._jsonblock import JsonCallsBody
-from .._scanning import WS, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import partial_at_end, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
 from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<tool_call>"
@@ -35,6 +37,30 @@ KEY, KEY_END, VALUE, VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</ar
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _NAME_LIMIT = 128
 _NAME_END = re.compile(r"[\n<]")
+
+
+class GlmState(str, enum.Enum):
+    """Where a :class:`GlmBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: Before the first call: its name (GLM), or the tag that starts it (MiniMax's ``<invoke name="``).
+    START = "start"
+    #: A call's name, up to the end of its line (or tag).
+    NAME = "name"
+    #: Between pairs: the next key's tag, or the call's end.
+    PAIRS = "pairs"
+    #: A key's text, up to its closing tag.
+    KEY_TEXT = "key"
+    #: After a key: the value's tag.
+    BEFORE_VALUE = "before_value"
+    #: A value's text, up to its closing tag.
+    VALUE_TEXT = "value"
+    #: After a call in a section: the next call, or the section's end.
+    BETWEEN = "between"
+    #: No name after the opener: a format-A body, read by format A's reader.
+    FORMAT_A = "format_a"
+
+
+START, NAME, PAIRS, KEY_TEXT, BEFORE_VALUE, VALUE_TEXT, BETWEEN, FORMAT_A = GlmState
 
 
 class GlmBody:
@@ -55,81 +81,107 @@ class GlmBody:
     def __init__(self, sink: CallSink):
         self.sink = sink
         self.inner: BodyReader | None = None
-        self.state = "start"
+        self.state = START
         self.key = ""
         self.text: list[str] = []  # the current key's or value's text so far
         self.pairs = 0  # pairs of the current call
         self.calls = 0  # calls named in this block
+        #: the tags each tag-reading state may meet
+        self.tags: dict[GlmState, tuple[str, ...]] = {
+            START: (self.NAME_START,), PAIRS: (self.KEY, self.CALL_END), BEFORE_VALUE: (self.VALUE,),
+            BETWEEN: (self.NAME_START, self.SECTION_END)}
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            if self.inner is not None:
-                return self.inner.feed(buf, pos)
-            state = self.state
-            if state in ("key", "value"):
-                end_tag = self.KEY_END if state == "key" else self.VALUE_END
-                end = buf.find(end_tag, pos)
-                if end == -1:
-                    keep = partial_at_end(buf, pos, (end_tag,))
-                    self.text.append(buf[pos:keep])
-                    return MORE, keep
-                self.text.append(buf[pos:end])
-                text, self.text = "".join(self.text), []
-                if state == "key":
-                    self.key = text.strip()
-                    # without a value tag the value starts at once: its leading whitespace is its own
-                    self.state = "before_value" if self.VALUE else "value"
-                else:
-                    self._pair(text)
-                    self.state = "pairs"
-                pos = end + len(end_tag)
-                continue
-            if buf[pos] in WS and state != "name":
-                pos += 1
-                continue
-            if state == "start" and not self.NAME_START:
-                if not (buf[pos].isalpha() or buf[pos] == "_"):  # no name: a format-A body
-                    self.inner = JsonCallsBody(self.sink, CLOSER)
-                    continue
-                self.state = "name"
-                continue
-            if state == "name":
-                m = self.NAME_END.search(buf, pos, pos + _NAME_LIMIT)
-                if m is None:
-                    return self._not_a_call(pos) if n - pos >= _NAME_LIMIT else (MORE, pos)
-                name = buf[pos:m.start()].strip()
-                if not _NAME.fullmatch(name):
-                    return self._not_a_call(pos)
-                if self.calls:
-                    self.sink.call_begin()
-                self.calls += 1
-                self.sink.call_name(name)
-                self.state = "pairs"
-                pos = m.end() if self.NAME_START else m.start()
-                continue
-            tags = {"pairs": (self.KEY, self.CALL_END), "before_value": (self.VALUE,),
-                    "start": (self.NAME_START,), "between": (self.NAME_START, self.SECTION_END)}[state]
-            tag = next((t for t in tags if buf.startswith(t, pos)), None)
-            if tag is None:
-                if any(t.startswith(buf[pos:]) for t in tags):
-                    return MORE, pos  # a tag cut by the chunk's end
-                self.sink.call_abort("invalid_json", "the tool_call block holds text outside its argument tags")
-                return DONE, pos
-            pos += len(tag)
-            if tag == self.CALL_END:
-                self.sink.call_args("}" if self.pairs else "{}")
-                self.sink.call_end()
-                if not self.SECTION_END:
-                    return DONE, pos
-                self.state, self.pairs = "between", 0
-            elif tag == self.SECTION_END:
-                return DONE, pos
-            elif tag == self.NAME_START:
-                self.state = "name"
-            else:
-                self.state = "key" if tag == self.KEY else "value"
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_start(self, buf: str, pos: int) -> Step:
+        """Before the first call: GLM's name, or else a format-A body; MiniMax's tag."""
+        if self.NAME_START:
+            return self._read_tags(buf, pos)
+        pos = skip_ws(buf, pos)
+        if pos < len(buf):
+            ch = buf[pos]
+            if ch.isalpha() or ch == "_":
+                self.state = NAME
+            else:  # no name: a format-A body
+                self.inner = JsonCallsBody(self.sink, CLOSER)
+                self.state = FORMAT_A
+        return None, pos
+
+    def _read_format_a(self, buf: str, pos: int) -> Step:
+        assert self.inner is not None
+        return self.inner.feed(buf, pos)
+
+    def _read_name(self, buf: str, pos: int) -> Step:
+        """A call's name, up to the end of its line: the call's header goes out."""
+        m = self.NAME_END.search(buf, pos, pos + _NAME_LIMIT)
+        if m is None:
+            return self._not_a_call(pos) if len(buf) - pos >= _NAME_LIMIT else (MORE, pos)
+        name = buf[pos:m.start()].strip()
+        if not _NAME.fullmatch(name):
+            return self._not_a_call(pos)
+        if self.calls:
+            self.sink.call_begin()
+        self.calls += 1
+        self.sink.call_name(name)
+        self.state = PAIRS
+        return None, m.end() if self.NAME_START else m.start()
+
+    def _read_text(self, buf: str, pos: int) -> Step:
+        """A key's or a value's text, up to its closing tag."""
+        end_tag = self.KEY_END if self.state is KEY_TEXT else self.VALUE_END
+        end = buf.find(end_tag, pos)
+        if end == -1:
+            keep = partial_at_end(buf, pos, (end_tag,))
+            self.text.append(buf[pos:keep])
+            return MORE, keep
+        self.text.append(buf[pos:end])
+        text, self.text = "".join(self.text), []
+        if self.state is KEY_TEXT:
+            self.key = text.strip()
+            # without a value tag the value starts at once: its leading whitespace is its own
+            self.state = BEFORE_VALUE if self.VALUE else VALUE_TEXT
+        else:
+            self._pair(text)
+            self.state = PAIRS
+        return None, end + len(end_tag)
+
+    def _read_tags(self, buf: str, pos: int) -> Step:
+        """Between pairs or calls: the next tag (whitespace around tags is skipped)."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        tags = self.tags[self.state]
+        tag = next((t for t in tags if buf.startswith(t, pos)), None)
+        if tag is None:
+            if any(t.startswith(buf[pos:]) for t in tags):
+                return MORE, pos  # a tag cut by the chunk's end
+            self.sink.call_abort("invalid_json", "the tool_call block holds text outside its argument tags")
+            return DONE, pos
+        return self._tag(tag, pos + len(tag))
+
+    def _tag(self, tag: str, pos: int) -> Step:
+        """The tag ``tag`` ended just before ``pos``."""
+        if tag == self.CALL_END:
+            self.sink.call_args("}" if self.pairs else "{}")
+            self.sink.call_end()
+            if not self.SECTION_END:
+                return DONE, pos
+            self.state, self.pairs = BETWEEN, 0
+        elif tag == self.SECTION_END:
+            return DONE, pos
+        elif tag == self.NAME_START:
+            self.state = NAME
+        else:
+            self.state = KEY_TEXT if tag == self.KEY else VALUE_TEXT
+        return None, pos
 
     def _pair(self, raw: str) -> None:
         raw = raw.strip("\n")
@@ -149,9 +201,9 @@ class GlmBody:
     def at_eof(self) -> None:
         if self.inner is not None:
             self.inner.at_eof()
-        elif self.state in ("start", "name") and not self.calls:
+        elif self.state in (START, NAME) and not self.calls:
             self.sink.call_abort("not_a_call", "the block ended before a call started")
-        elif self.state == "between":
+        elif self.state is BETWEEN:
             self.sink.note("recovered_unclosed", "the block had no closer; its calls were complete")
         else:
             self.sink.call_incomplete()
@@ -189,3 +241,16 @@ class GlmFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GlmBody(sink)
+
+
+#: Each state's reader.
+_READERS: dict[GlmState, Callable[[GlmBody, str, int], Step]] = {
+    START: GlmBody._read_start,
+    NAME: GlmBody._read_name,
+    PAIRS: GlmBody._read_tags,
+    KEY_TEXT: GlmBody._read_text,
+    BEFORE_VALUE: GlmBody._read_tags,
+    VALUE_TEXT: GlmBody._read_text,
+    BETWEEN: GlmBody._read_tags,
+    FORMAT_A: GlmBody._read_format_a,
+}

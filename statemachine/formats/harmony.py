@@ -30,11 +30,13 @@ start such a header is read without an opener (``bare_start``).
 
 from __future__ import annotations
 
+import enum
 import re
+from typing import Callable, Literal
 
 from .._jsonlex import ValueLexer
-from .._scanning import WS, Stop, opener_at, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import Stop, opener_at, partial_at_end, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -62,6 +64,26 @@ def parse_header(header: str) -> tuple[str | None, str | None] | None:
     return (channel.group(1) if channel else None), (recipient.group(1) if recipient else None)
 
 
+class HarmonyState(str, enum.Enum):
+    """Where a :class:`HarmonyBody` is in its message (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The header, up to ``<|message|>``.
+    HEADER = "header"
+    #: A call's body: its arguments' object, or an end token with none.
+    BODY = "body"
+    #: The call's JSON object.
+    ARGS = "args"
+    #: After the object: an end token, a header, or text.
+    AFTER = "after"
+    #: A message that is not shown (a tool's reply the model imitates), read to its end.
+    SKIP = "skip"
+    #: Arguments that are no JSON object, read to their end.
+    RAW = "raw"
+
+
+HEADER, BODY, ARGS, AFTER, SKIP, RAW = HarmonyState
+
+
 class HarmonyBody(ObjectArguments):
     """Reads one Harmony message from its opener: the header, then a call's arguments (or nothing)."""
 
@@ -70,7 +92,7 @@ class HarmonyBody(ObjectArguments):
         self.calls = calls  # False: an unmarked header in marker mode, which may open no call
         self.header = [opener]
         self.size = 0  # header characters after the opener
-        self.state = "header"
+        self.state = HEADER
         self.lexer: ValueLexer | None = None
         self.repaired = False
         self.invalid = False
@@ -78,58 +100,78 @@ class HarmonyBody(ObjectArguments):
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            state = self.state
-            if state == "header":
-                end = buf.find(MESSAGE, pos, pos + HEADER_LIMIT - self.size + len(MESSAGE))
-                if end == -1:
-                    keep = partial_at_end(buf, pos, (MESSAGE,))
-                    self.size += keep - pos
-                    if self.size > HEADER_LIMIT:
-                        return self._not_a_call(pos)
-                    self.header.append(buf[pos:keep])
-                    return MORE, keep
-                self.header.append(buf[pos:end])
-                pos = end + len(MESSAGE)
-                if not self._begin("".join(self.header)):
-                    return DONE, pos
-                continue
-            if state in ("skip", "raw"):  # a message read to its end: not shown, or arguments that are no JSON
-                hit = self._token(buf, pos, _AFTER, anywhere=True)
-                if hit is None:
-                    return MORE, partial_at_end(buf, pos, _AFTER)
-                if state == "skip":
-                    self.sink.drop_block()
-                else:
-                    self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
-                assert isinstance(hit, tuple)  # found anywhere: never cut
-                return DONE, hit[1]
-            if state == "args":
-                status, end = self.read_object(buf, pos)
-                if status is not None:
-                    return status, end
-                self.state = "after"
-                pos = end
-                continue
-            if buf[pos] in WS:
-                pos += 1
-                continue
-            if state == "body" and buf[pos] == "{":
-                self.lexer = ValueLexer(stops=self.sink.openers)
-                self.state = "args"
-                continue
-            hit = self._token(buf, pos, _AFTER)
-            if hit is Stop.PARTIAL:
-                return MORE, pos
-            if state == "body":
-                if hit is None:  # neither an object nor an end: the arguments are not JSON
-                    self.state = "raw"
-                    continue
-                self.sink.call_args("{}")  # a call without arguments takes none: {} by rule
-                self.repaired = True
-            self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
-            assert not isinstance(hit, Stop)
-            return DONE, pos if hit is None else hit[1]  # text after the call is read as text
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_header(self, buf: str, pos: int) -> Step:
+        """The header, held up to ``<|message|>``; then the message is decided (:meth:`_begin`)."""
+        end = buf.find(MESSAGE, pos, pos + HEADER_LIMIT - self.size + len(MESSAGE))
+        if end == -1:
+            keep = partial_at_end(buf, pos, (MESSAGE,))
+            self.size += keep - pos
+            if self.size > HEADER_LIMIT:
+                return self._not_a_call(pos)
+            self.header.append(buf[pos:keep])
+            return MORE, keep
+        self.header.append(buf[pos:end])
+        pos = end + len(MESSAGE)
+        return (None, pos) if self._begin("".join(self.header)) else (DONE, pos)
+
+    def _read_body(self, buf: str, pos: int) -> Step:
+        """A call's body: its arguments' object; an end token right away is a call without arguments."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        if buf[pos] == "{":
+            self.lexer = ValueLexer(stops=self.sink.openers)
+            self.state = ARGS
+            return None, pos
+        hit = self._token(buf, pos, _AFTER)
+        if hit is Stop.PARTIAL:
+            return MORE, pos
+        if hit is None:  # neither an object nor an end: the arguments are not JSON
+            self.state = RAW
+            return None, pos
+        self.sink.call_args("{}")  # a call without arguments takes none: {} by rule
+        self.repaired = True
+        return self._call_end(hit[1])
+
+    def _read_args(self, buf: str, pos: int) -> Step:
+        """The call's JSON object, streamed."""
+        status, end = self.read_object(buf, pos)
+        if status is None:
+            self.state = AFTER
+        return status, end
+
+    def _read_after(self, buf: str, pos: int) -> Step:
+        """After the object: an end token ends the call; a header or text ends it too, unconsumed."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        hit = self._token(buf, pos, _AFTER)
+        if hit is Stop.PARTIAL:
+            return MORE, pos
+        return self._call_end(pos if hit is None else hit[1])  # text after the call is read as text
+
+    def _read_to_end(self, buf: str, pos: int) -> Step:
+        """A message read to its end: not shown (``SKIP``), or arguments that are no JSON (``RAW``)."""
+        hit = self._token(buf, pos, _AFTER, anywhere=True)
+        if hit is None:
+            return MORE, partial_at_end(buf, pos, _AFTER)
+        if self.state is SKIP:
+            self.sink.drop_block()
+        else:
+            self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
+        assert isinstance(hit, tuple)  # found anywhere: never cut
+        return DONE, hit[1]
+
+    def _call_end(self, pos: int) -> Step:
+        self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
+        return DONE, pos
 
     def _begin(self, header: str) -> bool:
         """Decide what the message is once its header is complete; ``False`` when the block ends here."""
@@ -139,7 +181,7 @@ class HarmonyBody(ObjectArguments):
             return False
         channel, recipient = parsed
         if recipient == "assistant":
-            self.state = "skip"
+            self.state = SKIP
             return True
         if recipient is None:
             self.sink.drop_block(reasoning=channel == "analysis")
@@ -149,12 +191,12 @@ class HarmonyBody(ObjectArguments):
             self.sink.call_abort("not_a_call", "the recipient is no function name")
             return False
         self.sink.call_name(name)
-        self.state = "body"
+        self.state = BODY
         return True
 
     @staticmethod
     def _token(buf: str, pos: int, tokens: tuple[str, ...], *,
-               anywhere: bool = False) -> tuple[str, int] | Stop | None:
+               anywhere: bool = False) -> tuple[str, int] | Literal[Stop.PARTIAL] | None:
         """The first of ``tokens`` at ``pos`` as ``(token, where the block ends)``: after an end token, at a
         header; ``Stop.PARTIAL`` when the chunk ends inside one at ``pos``; else ``None``. ``anywhere``: the
         first from ``pos`` on (never partial)."""
@@ -175,15 +217,13 @@ class HarmonyBody(ObjectArguments):
         return DONE, pos
 
     def at_eof(self) -> None:
-        if self.state == "header":  # the stream ended inside a header: it showed nothing yet
+        if self.state is HEADER or self.state is SKIP:  # a header showed nothing yet; a skipped message nothing
             self.sink.drop_block()
-        elif self.state == "skip":
-            self.sink.drop_block()
-        elif self.state == "raw":
+        elif self.state is RAW:
             self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
-        elif self.state == "args":
+        elif self.state is ARGS:
             self.sink.call_incomplete()
-        elif self.state == "body":
+        elif self.state is BODY:
             self.sink.call_abort("incomplete", "the stream ended before the call's arguments")
         else:
             self.sink.call_unclosed(repaired=self.repaired, invalid=self.invalid)
@@ -235,11 +275,11 @@ class HarmonyFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return HarmonyBody(sink, opener)
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         """The reply's first message with its recipient in the role header the prompt began
         (``to=functions.NAME<|channel|>…``): the reader takes it as a header."""
         hit = opener_at(buf, pos, (TO_FUNCTIONS,))
-        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else "partial"
+        return HarmonyBody(sink, "") if hit is Stop.OPENER else None if hit is None else Pending.PARTIAL
 
 
 class _MarkedHarmony(_MarkedFormat):
@@ -252,3 +292,14 @@ class _MarkedHarmony(_MarkedFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         marked = opener in self._unmarked
         return HarmonyBody(sink, self._unmarked.get(opener, opener), calls=marked)
+
+
+#: Each state's reader.
+_READERS: dict[HarmonyState, Callable[[HarmonyBody, str, int], Step]] = {
+    HEADER: HarmonyBody._read_header,
+    BODY: HarmonyBody._read_body,
+    ARGS: HarmonyBody._read_args,
+    AFTER: HarmonyBody._read_after,
+    SKIP: HarmonyBody._read_to_end,
+    RAW: HarmonyBody._read_to_end,
+}

@@ -22,12 +22,13 @@ can still become ``[NAME(`` or ``NAME(`` with NAME an offered tool's name.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
-from .._scanning import WS
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._scanning import WS, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
 from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
@@ -35,6 +36,24 @@ _NAME = re.compile(r"[A-Za-z_][\w.\-]*")
 _NAME_LIMIT = 128
 _KEYWORD = re.compile(r"\s*([A-Za-z_][\w\-]*)\s*=(?!=)")
 _SEPARATORS = ",;"
+
+
+class PythonicState(str, enum.Enum):
+    """Where a :class:`PythonicBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
+
+    #: The first significant character: ``[`` opens a list of calls.
+    START = "start"
+    #: The next call's name, up to its ``(``.
+    NAME = "name"
+    #: A call's arguments, up to its ``)``.
+    ARGS = "args"
+    #: After a call: the next call, the list's end or the wrapper's.
+    AFTER = "after"
+    #: After the list's ``]``: the wrapper's closer.
+    AFTER_LIST = "after_list"
+
+
+START, NAME, ARGS, AFTER, AFTER_LIST = PythonicState
 
 
 class PythonicBody:
@@ -52,7 +71,7 @@ class PythonicBody:
         self.closer = closer
         self.bare = bare
         self.listed = False  # the calls are in a '[…]' list
-        self.state = "start"
+        self.state = START
         self.calls = 0
         self.scanner: ArgScanner | None = None
         self.args = 0  # arguments sent for the current call
@@ -63,81 +82,44 @@ class PythonicBody:
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         n = len(buf)
         while pos < n:
-            state = self.state
-            if state == "args":
-                scanner = self.scanner
-                assert scanner is not None
-                end, keep = scanner.feed(buf, pos)
-                if end is None:
-                    return MORE, keep
-                if scanner.broken:  # no ')' will come: the call and its block end here
-                    self.sink.call_abort("invalid_json", "a call's argument is not a Python literal")
-                    return DONE, end
-                self._argument(scanner.text(), last=buf[end] == ")")
-                pos = end + 1
-                if buf[end] == ")":
-                    self._call_closed()
-                else:
-                    self.scanner = ArgScanner()
-                continue
-            if state == "name":
-                status, pos = self._name(buf, pos)
-                if status is not None:
-                    return status, pos
-                continue
-            if buf[pos] in WS:
-                pos += 1
-                continue
-            if state == "start":
-                if buf[pos] == "[":
-                    self.listed = True
-                    pos += 1
-                self.state = "name"
-                continue
-            if self.closer and buf.startswith(self.closer, pos):  # the wrapper's end, after the calls
-                self._end_pending()
-                return DONE, pos + len(self.closer)
-            if self.closer and self.closer.startswith(buf[pos:]):
-                return MORE, pos
-            if state == "after":
-                if self.listed and buf[pos] == "]":
-                    self.state = "closer"
-                    self._end_pending()
-                    if not self.closer:
-                        return DONE, pos + 1
-                    pos += 1
-                    continue
-                if self.listed and buf[pos] in _SEPARATORS:
-                    self.state = "name"
-                    pos += 1
-                    continue
-                if not self.listed and _NAME.match(buf, pos):
-                    self.state = "name"
-                    continue
-            self._end_pending()
-            return self._ended(pos)  # prose, a new opener, anything else: the block ended here
+            outcome, pos = _READERS[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
         return MORE, n
 
-    def _name(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
+    @property
+    def in_arguments(self) -> bool:
+        """The reader is inside a call's arguments."""
+        return self.state is ARGS
+
+    # one method per state: each returns the block's outcome, or ``None`` and where to read on
+
+    def _read_start(self, buf: str, pos: int) -> Step:
+        """The first significant character: ``[`` opens a list of calls, anything else is a call's name."""
+        pos = skip_ws(buf, pos)
+        if pos < len(buf):
+            if buf[pos] == "[":
+                self.listed = True
+                pos += 1
+            self.state = NAME
+        return None, pos
+
+    def _read_name(self, buf: str, pos: int) -> Step:
         """At the next call's name: its header once the ``(`` arrives; the block ends if it is no call."""
-        while pos < len(buf) and buf[pos] in WS:
-            pos += 1
+        pos = skip_ws(buf, pos)
         if pos == len(buf):
             return MORE, pos
         if self.listed and self.calls and buf[pos] == "]":  # a trailing comma before the list's end
-            self.state = "after"
+            self.state = AFTER
             return None, pos
         m = _NAME.match(buf, pos)
         if m is None:
-            self._end_pending()
             return self._ended(pos)
         if m.end() == len(buf):  # the name may go on
             if m.end() - pos > _NAME_LIMIT or (self.bare and not self._may_be_tool(m.group())):
-                self._end_pending()
                 return self._ended(pos)
             return MORE, pos
         if buf[m.end()] != "(" or (self.bare and m.group() not in self.sink.config.tools):
-            self._end_pending()
             return self._ended(pos)
         self._end_pending()
         if self.calls:
@@ -147,8 +129,51 @@ class PythonicBody:
         self.sink.call_args("{")
         self.scanner = ArgScanner()
         self.args, self.keys, self.broken = 0, set(), False
-        self.state = "args"
+        self.state = ARGS
         return None, m.end() + 1
+
+    def _read_args(self, buf: str, pos: int) -> Step:
+        """A call's arguments, each sent once complete, up to its ``)``."""
+        scanner = self.scanner
+        assert scanner is not None
+        end, keep = scanner.feed(buf, pos)
+        if end is None:
+            return MORE, keep
+        if scanner.broken:  # no ')' will come: the call and its block end here
+            self.sink.call_abort("invalid_json", "a call's argument is not a Python literal")
+            return DONE, end
+        closed = buf[end] == ")"
+        self._argument(scanner.text(), last=closed)
+        if closed:
+            self._call_closed()
+        else:
+            self.scanner = ArgScanner()
+        return None, end + 1
+
+    def _read_after(self, buf: str, pos: int) -> Step:
+        """After a call (or the list): the wrapper's end, the next call or the list's end; anything else (prose,
+        a new opener) ends the block here."""
+        pos = skip_ws(buf, pos)
+        if pos == len(buf):
+            return MORE, pos
+        closer = self.closer
+        if closer and buf.startswith(closer, pos):  # the wrapper's end, after the calls
+            self._end_pending()
+            return DONE, pos + len(closer)
+        if closer and closer.startswith(buf[pos:]):
+            return MORE, pos
+        if self.state is AFTER:
+            if self.listed and buf[pos] == "]":
+                self.state = AFTER_LIST
+                self._end_pending()
+                return (None if closer else DONE), pos + 1
+            if self.listed and buf[pos] in _SEPARATORS:
+                self.state = NAME
+                return None, pos + 1
+            if not self.listed and _NAME.match(buf, pos):
+                self.state = NAME
+                return None, pos
+        return self._ended(pos)
 
     def _may_be_tool(self, word: str) -> bool:
         return any(name.startswith(word) for name in self.sink.config.tools)
@@ -185,7 +210,7 @@ class PythonicBody:
 
     def _call_closed(self) -> None:
         self.scanner = None
-        self.state = "after"
+        self.state = AFTER
         if self.broken:
             self.sink.call_end(invalid=True)
             return
@@ -201,6 +226,8 @@ class PythonicBody:
             self.sink.call_end()
 
     def _ended(self, pos: int) -> tuple[Outcome, int]:
+        """The block ends at ``pos``: a call whose end was pending ends; with no call, the block was none."""
+        self._end_pending()
         if not self.calls:
             self.sink.call_abort("not_a_call", "the block does not start a pythonic call")
         return DONE, pos
@@ -209,21 +236,21 @@ class PythonicBody:
         end_calls_at_eof(self)
 
 
-def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
-    """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``"partial"`` while
+def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
+    """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``Pending.PARTIAL`` while
     the text may still become ``[NAME(`` or ``NAME(`` for an offered tool, else ``None``."""
     tools = sink.config.tools
     i = pos + (buf[pos] == "[")
     while i < len(buf) and buf[i] in WS:
         i += 1
     if i == len(buf):
-        return "partial"
+        return Pending.PARTIAL
     m = _NAME.match(buf, i)
     if m is None:
         return None
     word = m.group()
     if m.end() == len(buf):
-        return "partial" if m.end() - i <= _NAME_LIMIT and any(t.startswith(word) for t in tools) else None
+        return Pending.PARTIAL if m.end() - i <= _NAME_LIMIT and any(t.startswith(word) for t in tools) else None
     if buf[m.end()] != "(" or word not in tools:
         return None
     return PythonicBody(sink, None, bare=True)
@@ -272,7 +299,7 @@ class PythonicFormat(TextFormat):
             "before any other text; several calls go in the same list, separated by commas.",
             *_ARG_RULES))
 
-    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | str | None:
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         return bare_pythonic(buf, pos, sink)
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
@@ -298,3 +325,13 @@ class Olmo3Format(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return PythonicBody(sink, self.closer)
+
+
+#: Each state's reader.
+_READERS: dict[PythonicState, Callable[[PythonicBody, str, int], Step]] = {
+    START: PythonicBody._read_start,
+    NAME: PythonicBody._read_name,
+    ARGS: PythonicBody._read_args,
+    AFTER: PythonicBody._read_after,
+    AFTER_LIST: PythonicBody._read_after,
+}

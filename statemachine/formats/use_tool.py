@@ -8,7 +8,7 @@ import re
 from typing import Callable
 
 from .._coerce import coerce_parameters
-from .._jsoncall import object_text
+from .._callobject import object_text
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, Stop, TextUntil, opener_at, skip_to
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step

@@ -7,7 +7,7 @@ import logging
 import pytest
 from flask import Flask
 
-from app import Toolwire, create_app
+from app import Toolwire, create_app, create_debug_blueprint, create_ops_blueprint
 from app.http.extension import UnpatchedSocketWarning
 from app.http.state import current_state
 from app.settings import Settings
@@ -157,3 +157,38 @@ def test_init_app_leaves_the_hosts_logging_levels_alone():
     finally:
         for name, level in before.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_ops_and_debug_blueprints_serve_the_mount_they_are_bound_to():
+    host = host_app()
+    down = FakeUpstream()
+    down.is_ready = False
+    Toolwire(host, url_prefix="/local/v1", name="local", settings=Settings(debug=True), upstream=FakeUpstream())
+    remote = Toolwire(host, url_prefix="/remote/v1", name="remote", settings=Settings(debug=False), upstream=down)
+    host.register_blueprint(create_ops_blueprint("local_ops"), url_prefix="/local")
+    host.register_blueprint(create_ops_blueprint("remote_ops", mount="remote"), url_prefix="/remote")
+    host.register_blueprint(create_debug_blueprint("local_debug", guard=None), url_prefix="/local")
+    host.register_blueprint(create_debug_blueprint("remote_debug", guard=None, mount="remote"),
+                            url_prefix="/remote")
+    client = host.test_client()
+
+    assert client.get("/local/readyz").status_code == 200  # unbound: the first mount
+    assert client.get("/remote/readyz").status_code == 503  # bound: the remote mount's own back end
+    assert client.get("/local/debug/requests").status_code == 200
+    assert client.get("/remote/debug/requests").status_code == 404  # the remote mount has debug off
+    with host.test_request_context("/remote/readyz"):
+        host.preprocess_request()
+        assert current_state() is remote.state(host)
+
+
+def test_ops_and_debug_refusals_in_a_host_app_are_envelopes():
+    host = host_app()
+    Toolwire(host, settings=Settings(api_keys="sk-one", metrics_require_key=True), upstream=FakeUpstream())
+    host.register_blueprint(create_ops_blueprint())
+    host.register_blueprint(create_debug_blueprint())
+    client = host.test_client()
+
+    for path in ("/metrics", "/debug/requests"):
+        response = client.get(path)
+        assert response.status_code == 401, path
+        assert response.get_json()["error"]["type"] == "invalid_request_error"

@@ -1,8 +1,10 @@
 """A format written from the public plug-in API alone: ``[[call NAME]]{…json…}[[/call]]``.
 
 This module imports nothing private from ``statemachine`` (a test below reads its own imports), so what
-it uses (``TextFormat``, ``BodyReader``, ``CallSink``, ``Outcome``, ``register_format``) is enough to
-write a format: its reader reports to the sink and returns outcomes; the core does the rest.
+it uses (``TextFormat``, ``BodyReader``, ``CallSink``, ``Outcome``, ``Pending``, ``register_format``) is
+enough to write a format: its reader reports to the sink and returns outcomes; the core does the rest. The
+format also reads a reply's first call written without its opener (``get_weather]]{…}[[/call]]``), as
+pythonic lists and Harmony's first recipient are read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import pathlib
 
 from statemachine import ChoiceStream, ParserConfig, ToolCallEnded, ToolCallStarted, ToolSpec
-from statemachine.formats import BodyReader, CallSink, Outcome, TextFormat, register_format, registered_formats
+from statemachine.formats import BodyReader, CallSink, Outcome, Pending, TextFormat, register_format, registered_formats
 
 OPENER = "[[call "
 CLOSER = "[[/call]]"
@@ -81,6 +83,17 @@ class BracketFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return BracketBody(sink)
 
+    reads_bare = True
+
+    def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
+        """A reply may leave out its first call's opener: ``NAME]]`` of an offered tool at its start."""
+        heads = [name + "]]" for name in sink.config.tools]
+        if any(buf.startswith(head, pos) for head in heads):
+            return BracketBody(sink)
+        if any(head.startswith(buf[pos:]) for head in heads):
+            return Pending.PARTIAL  # the chunk ended too soon to tell: asked again with more text
+        return None
+
 
 if BracketFormat.name not in registered_formats():
     register_format(BracketFormat())
@@ -109,6 +122,23 @@ def test_an_unknown_name_goes_back_to_text():
     stream = ChoiceStream(CONFIG)
     events = stream.feed("a [[call nope]]{}[[/call]] b") + stream.finish()
     assert "".join(getattr(e, "text", "") for e in events) == "a [[call nope]]{}[[/call]] b"
+
+
+def test_a_call_without_its_opener_at_the_replys_start_is_read_under_any_chunking():
+    bare = 'get_weather]]{"city": "Paris"}[[/call]] Done.'
+    for size in (1, 2, 3, 7, len(bare)):
+        events = _run([bare[i:i + size] for i in range(0, len(bare), size)])
+        ended = [e for e in events if isinstance(e, ToolCallEnded)]
+        assert [(e.name, json.loads(e.arguments)) for e in ended] == [("get_weather", {"city": "Paris"})], size
+        assert "".join(getattr(e, "text", "") for e in events) == " Done.", size
+
+
+def test_text_that_only_began_like_a_bare_call_stays_text():
+    for text in ("get_weather is sunny", "get_wea", "Later: get_weather]]{}[[/call]]"):
+        for size in (1, 4, len(text)):
+            events = _run([text[i:i + size] for i in range(0, len(text), size)])
+            assert not [e for e in events if isinstance(e, ToolCallStarted)], (text, size)
+            assert "".join(getattr(e, "text", "") for e in events) == text, (text, size)
 
 
 def test_this_format_imports_nothing_private():
