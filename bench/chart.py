@@ -11,6 +11,7 @@ is written.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 #: scenario -> server -> {"rps": requests/s, "cpu_us_per_request": worker CPU µs a request}
@@ -42,7 +43,7 @@ def write_chart(results: Results, path: Path, title: str) -> Path:
             offset = (i - (len(servers) - 1) / 2) * width
             values = [results[name].get(server, {}).get(key, math.nan) for name in scenarios]
             axis.bar([k + offset for k in range(len(scenarios))], values, width, label=server)
-        axis.set_xticks(range(len(scenarios)), scenarios, fontsize=8)
+        axis.set_xticks(range(len(scenarios)), [textwrap.fill(name, 12) for name in scenarios], fontsize=8)
         axis.set_title(label, fontsize=10)
         axis.grid(axis="y", alpha=0.3)
     axes[0][0].legend(fontsize=8)
