@@ -459,7 +459,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """``build()``, computed once for these settings and ``key`` (settings are not changed once made), so a
         request does not rebuild what only the settings decide; past :data:`DERIVED_KEPT` keys, built each time."""
         try:
-            return self._derived[key]  # type: ignore[no-any-return]
+            return self._derived[key]
         except KeyError:
             value = build()
             if len(self._derived) < DERIVED_KEPT:
