@@ -20,7 +20,8 @@ from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._reader import DONE, BodyReader
 from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
-from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader, reader_opens_reasoning
+from ._scan_tables import reader_opens_reasoning
+from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
 from .formats import get_format
 from .formats.custom import CustomToolFormat
 
@@ -190,6 +191,7 @@ class ChoiceStream(TextReader):
         if calls.cut:  # what was held after the cut is never shown
             self._pending = ""
             self._end_block()
+        self._read_held_opener()
         if self._body is not None:
             self._end_block_at_eof()
         if self._base_mode() is FENCED_CALL_END and self._pending.strip().startswith("```"):
@@ -233,6 +235,14 @@ class ChoiceStream(TextReader):
                 self._end_block()
                 return
             pos = readers[self.state](self, buf, pos)
+
+    def _read_held_opener(self) -> None:
+        """At the finish, an opener held because what followed it could not yet refute it opens its block after
+        all: its reader decides how the stream ended inside it (a call cut by ``length`` drops its opener, 4.11)."""
+        held = self._pending
+        if held and self._mode is not REASONING and any(map(held.startswith, self._refutable)):
+            self._refutable = frozenset()  # nothing is read after this
+            self._scan(held)
 
     def _read_block(self, buf: str, pos: int) -> int:
         """The call states' reader: the open block's body reader, until the block ends."""
@@ -315,6 +325,14 @@ class ChoiceStream(TextReader):
         self.path.append((source.value, name, self.state.value))
         self.spans.append((self._span_start, self._fed))
 
+    def _take_direct(self, name: str, **kwargs: Any) -> None:
+        """Take the direct edge ``name`` (``Transition.direct``): a self-loop whose callback, called here, is
+        all the machine would do; recorded in ``path`` as any edge."""
+        callback, edge = _DIRECT[name]
+        getattr(self, callback)(**kwargs)
+        self.path.append(edge)
+        self.spans.append((self._span_start, self._fed))
+
     # the table's callbacks -------------------------------------------------------
 
     def _hold_call(self, native: bool = False) -> None:
@@ -349,6 +367,15 @@ class ChoiceStream(TextReader):
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
+    def _note_refuted(self, kind: str | None = None, message: str = "") -> None:
+        """``tool_open_refuted``'s callback: the note the refuted opener's block would have earned (or the
+        ``fail`` policy's error); the opener itself stays in the text."""
+        if kind is None:  # fired by hand (:meth:`trigger`)
+            return
+        call = Call()
+        call.reason = (kind, message)
+        self._calls.settle(call)
+
     def _select_finish_reason(self, upstream: str = "stop") -> None:
         """Entering ``done``: the one ``ChoiceFinished``, with the finish reason the choice earned."""
         calls = self._calls
@@ -360,6 +387,10 @@ class ChoiceStream(TextReader):
             reason = "stop"
         self._out.append(ChoiceFinished(reason))
 
+
+#: The edges the scanner takes itself, by trigger: their callback's name and their ``path`` entry.
+_DIRECT: dict[str, tuple[str, tuple[str, str, str]]] = {
+    t.trigger: (t.after, (t.source.value, t.trigger, t.dest.value)) for t in TRANSITIONS if t.direct}
 
 #: Each state's reader, resolved once from the table's names.
 _READERS: dict[ChoiceState, Callable[[ChoiceStream, str, int], int]] = {

@@ -10,7 +10,7 @@ import enum
 from typing import TYPE_CHECKING, Callable
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE, Outcome, Step
+from ._reader import DONE, MORE, Outcome, Step, TableReader
 from ._scanning import NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
@@ -42,7 +42,33 @@ def _skip_ws(buf: str, pos: int) -> int:
     return len(buf) if m is None else m.start()
 
 
-class JsonCallsBody:
+def function_opener_at(buf: str, pos: int) -> str | None:
+    """The ``<function=…>`` opener at ``buf[pos]``; ``""`` while ``buf[pos:]`` may still become one; else ``None``."""
+    from .formats.function import OPENERS  # the formats package imports this module
+
+    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
+    if opener is None and any(op.startswith(buf[pos:]) for op in OPENERS):
+        return ""
+    return opener
+
+
+def refutes_start(buf: str, pos: int) -> bool | None:
+    """What a (non-bare) block's start ``buf[pos:]`` shows, as ``TextFormat.refutes`` answers: ``True`` when
+    :meth:`JsonCallsBody._read_start` would release it as no call (no object, array or ``<function=``)."""
+    pos = _skip_ws(buf, pos)
+    if pos == len(buf):
+        return None
+    ch = buf[pos]
+    if ch in "{[":
+        return False
+    if ch == "<":
+        opener = function_opener_at(buf, pos)
+        if opener is not None:
+            return None if opener == "" else False
+    return True
+
+
+class JsonCallsBody(TableReader):
     """Body of ``<tool_call>`` (and of a bare JSON call at message start).
 
     Accepts one object, several objects (``{…}{…}``, ``{…}; {…}``), an array of
@@ -73,14 +99,6 @@ class JsonCallsBody:
         self.stray_dropped = False
         self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
 
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
-
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
     def _read_start(self, buf: str, pos: int) -> Step:
@@ -96,14 +114,14 @@ class JsonCallsBody:
             self.state = BETWEEN
             return None, pos + 1
         if ch == "<" and not self.bare:
-            from .formats.function import OPENERS, FunctionBody  # the formats package imports this module
+            from .formats.function import FunctionBody  # the formats package imports this module
 
-            opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
-            if opener is not None:
+            opener = function_opener_at(buf, pos)
+            if opener:
                 self.inner = FunctionBody(self.ctx, self.closer)
                 self.state = FUNCTION
                 return None, pos + len(opener)
-            if any(op.startswith(buf[pos:]) for op in OPENERS):
+            if opener is not None:
                 return MORE, pos
         self.ctx.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos
@@ -240,3 +258,4 @@ _READERS: dict[JsonBlockState, Callable[[JsonCallsBody, str, int], Step]] = {
     BETWEEN: JsonCallsBody._read_between,
     SKIP: JsonCallsBody._read_skip,
 }
+JsonCallsBody.READERS = _READERS

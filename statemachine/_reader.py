@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 
 if TYPE_CHECKING:
     from ._config import ParserConfig
@@ -35,6 +35,26 @@ DONE = Outcome.DONE
 #: One state's step in a reader that reads one method per state: the block's outcome, or ``None`` to read on;
 #: and the position.
 Step = tuple[Outcome | None, int]
+
+
+class TableReader:
+    """A body reader that reads one method per state (h11's ``READERS`` style): ``READERS[self.state]`` reads
+    from a position and returns a :data:`Step`; ``feed`` reads on until a step has an outcome or the chunk ends.
+    A subclass sets ``READERS`` (its table, built after the class) and keeps ``state`` in its slots."""
+
+    __slots__ = ()
+    READERS: ClassVar[Mapping[Any, Callable[[Any, str, int], Step]]]
+    state: Any
+
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        """Read ``buf[pos:]``: the block's outcome and the position after what was read."""
+        readers = self.READERS
+        n = len(buf)
+        while pos < n:
+            outcome, pos = readers[self.state](self, buf, pos)
+            if outcome is not None:
+                return outcome, pos
+        return MORE, n
 
 
 class CallSink(Protocol):

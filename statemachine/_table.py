@@ -37,6 +37,14 @@ orphan closer right after it be dropped) or ``tool_open_disproved`` (it is
 not a call; ``_release_block`` sends the held block out as text, unless it was
 suppressed or was structure, a Harmony message header, which is dropped).
 
+An opener whose format can tell from the next few characters that its block
+would be disproved (``TextFormat.refutes``) opens no block at all: it stays in
+the text, and when its reader would have noted the rejection the scanner takes
+``tool_open_refuted``, a ``TEXT`` self-loop whose callback (``_note_refuted``)
+makes that note. The scanner calls that callback itself (``direct``): a model
+repeating a broken opener would otherwise fire two triggers every few
+characters, 25-40x the cost of prose.
+
 Triggers are named for what the scanner observed, and fire only at those
 boundaries: a handful per tool call, never per character. Per-character work
 (prefix matching, JSON lexing, a parameter value) happens in plain Python in
@@ -84,6 +92,12 @@ class Transition(NamedTuple):
         observed: what the scanner saw, in words (used by the diagram).
         after: the ``ChoiceStream`` method that does the edge's work, run
             once the state changed (``""``: none).
+        direct: the scanner takes the edge by calling ``after`` itself, not
+            through ``transitions``: a self-loop of a state with no enter
+            callback, so that call is all the machine would do (``trigger()``
+            still takes it through the machine). For boundaries that may come
+            thousands of times a response, where a ``transitions`` trigger
+            (~7 µs) would cost more than the text around it.
     """
 
     trigger: str
@@ -91,6 +105,7 @@ class Transition(NamedTuple):
     dest: ChoiceState
     observed: str
     after: str = ""
+    direct: bool = False
 
 
 TEXT = ChoiceState.TEXT
@@ -108,6 +123,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                "_send_header"),
     Transition("tool_open_disproved", IN_TOOL_CALL, TEXT, "the block is not an accepted call", "_release_block"),
     Transition("tool_close_seen", ARGS_STREAMING, TEXT, "the call ended", "_call_closed"),
+    Transition("tool_open_refuted", TEXT, TEXT, "an opener its next characters show opens no call, with a note",
+               "_note_refuted", direct=True),
     Transition("upstream_finished", TEXT, DONE, "upstream finish or end of stream"),
     Transition("upstream_finished", IN_TOOL_CALL, DONE, "upstream finish or end of stream"),
     Transition("upstream_finished", ARGS_STREAMING, DONE, "upstream finish or end of stream"),

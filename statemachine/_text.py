@@ -11,26 +11,23 @@ call is). The sentinels it looks for come from the request's formats
 from __future__ import annotations
 
 import enum
-import functools
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._events import Event, ReasoningDelta, TextDelta
 from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
 from ._reader import BodyReader, Pending
 from ._scanning import opener_at
-from ._sentinels import SentinelFinder
-from .formats import TextFormat
+from ._scan_tables import reader_opens_reasoning, scan_tables
+from .formats import Refutation, TextFormat
 
 if TYPE_CHECKING:
     from ._calls import CallBook
     from ._config import ParserConfig
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
 _WS = " \t\r\n"
-#: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text
-#: from it has arrived; past it, its block opens and its reader decides (a held text is read again per chunk).
+#: An opener whose format cannot yet tell whether a call follows is held (not opened) while this much text after
+#: it has arrived (formats decide within it); past it or at the finish its block opens and its reader decides.
 _UNREFUTED_HOLD = 256
 
 
@@ -117,6 +114,9 @@ class TextReader:
 
     def _open_block(self, body: BodyReader, opener: str, tokens: tuple[str, ...] = ()) -> None:
         raise NotImplementedError  # the machine's (ChoiceStream)
+
+    def _take_direct(self, name: str, **kwargs: Any) -> None:
+        raise NotImplementedError  # the machine's (ChoiceStream): a direct edge of the table
 
     # modes ------------------------------------------------------------------
 
@@ -239,36 +239,53 @@ class TextReader:
     def _read_prose(self, buf: str, pos: int) -> int:
         """Visible text up to the next sentinel (read by :meth:`_on_sentinel`) or a sentinel cut by the end."""
         n = len(buf)
+        fed = pos  # the fence tracker has read up to here (a refuted opener resets it, as its block would)
         i = self._find(buf, pos)
         while i != -1:
             for s in self._sentinel_index[buf[i:i + self._keys[buf[i]]]]:
                 if buf.startswith(s, i):
                     end = i + len(s)
                     if s in self._refutable:
-                        refuted = self._openers[s].refutes(buf, end)
-                        if refuted:
-                            break  # what follows shows it opens no call: it is text (no block opened and released)
-                        if refuted is None and n - i <= _UNREFUTED_HOLD:
-                            self._hold_from(buf, pos, i)  # undecided: held for the next characters
+                        refuted = self._openers[s].refutes(s, buf, end)
+                        if refuted is None and n - end <= _UNREFUTED_HOLD:
+                            self._hold_from(buf, pos, i, fed)  # undecided: held for the next characters
                             return n
-                    self._fences.feed(buf[pos:end])  # a sentinel ends no line: no fence changes in it
+                        if refuted:  # what follows shows it opens no call: it is text (no block opened and released)
+                            pos, fed = self._refuted(buf, pos, i, fed, refuted)
+                            break
+                    self._fences.feed(buf[fed:end])  # a sentinel ends no line: no fence changes in it
                     if i > pos:
                         self._emit_text(buf[pos:i])
                     self._on_sentinel(s)
                     return end
             else:
                 if self._held(buf, i):
-                    self._hold_from(buf, pos, i)
+                    self._hold_from(buf, pos, i, fed)
                     return n
                 end = i + 1  # it began like a sentinel but is none: text
             i = self._find(buf, end)
-        self._fences.feed(buf[pos:])
+        self._fences.feed(buf[fed:])
         self._emit_text(buf[pos:])
         return n
 
-    def _hold_from(self, buf: str, pos: int, i: int) -> None:
-        """Text up to ``i`` goes out; ``buf[i:]``, which may start a sentinel or a call, waits for the next chunk."""
-        self._fences.feed(buf[pos:i])
+    def _refuted(self, buf: str, pos: int, i: int, fed: int, refuted: Refutation) -> tuple[int, int]:
+        """The opener at ``buf[i]`` opens no call: the fences as its block's release would leave them, and its
+        note (``tool_open_refuted``) after the text before it; returns where the text and the fences now are."""
+        fences = self._fences
+        fences.feed(buf[fed:i])
+        if fences.inside and not self._fence:  # an example in a fenced block: text, as every sentinel there
+            return pos, i
+        fences.reset()  # an opener ends any fence line
+        if isinstance(refuted, tuple):
+            if i > pos:
+                self._emit_text(buf[pos:i])
+            self._take_direct("tool_open_refuted", kind=refuted[0], message=refuted[1])
+            pos = i
+        return pos, i
+
+    def _hold_from(self, buf: str, pos: int, i: int, fed: int) -> None:
+        """Text up to ``i`` goes out (the fences have read to ``fed``); ``buf[i:]`` waits for the next chunk."""
+        self._fences.feed(buf[fed:i])
         if i > pos:
             self._emit_text(buf[pos:i])
         self._pending = buf[i:]
@@ -415,6 +432,7 @@ class TextReader:
         self._pending = ""
         self._leave_reasoning()  # reasoning never closed: the held call was real
         self._draft_text_is_reasoning = True  # … but what is no call in it stays reasoning
+        self._refutable = frozenset()  # at the finish the readers decide (as for a held opener)
         self._fences = self._think_fences or self._fences
         self._think_fences = None
         self._scan(held)
@@ -432,68 +450,3 @@ _MODE_READERS: dict[TextMode, Callable[[TextReader, str, int], int]] = {
     FENCED_CALL_END: TextReader._read_fenced_call_end,
     REASONING: TextReader._read_reasoning,
 }
-
-
-class ScanTables(NamedTuple):
-    """What the scanner looks for, for one set of formats, marker and reasoning: shared by every choice that
-    has them (building them per choice cost more than the rest of a short response's parsing)."""
-
-    openers: dict[str, TextFormat]  # opener → its format (read only)
-    refutable: frozenset[str]  # the openers whose format may tell from the next characters that no call opens
-    closers: frozenset[str]
-    sentinels: tuple[str, ...]
-    lt_only: bool
-    finder: SentinelFinder  # where any sentinel may start
-    think: SentinelFinder  # the sentinels that matter in reasoning (what of it is held at a chunk's end)
-    opener_index: dict[str, tuple[str, ...]]
-    think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
-    think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
-    end_tokens: frozenset[str]  # the formats' tokens that end a message or turn: dropped in visible text
-
-
-@functools.lru_cache(maxsize=256)
-def scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: bool) -> ScanTables:
-    """The sentinels of ``formats`` (with ``marker``, and ``<think>`` when ``reasoning``), indexed for the scanner."""
-    marked = [fmt.with_marker(marker) for fmt in formats]
-    # an opener two formats share (``<tool_call>``: format A, GLM) is read by the one whose reader reads the
-    # other's bodies too, else by the first format listed
-    openers: dict[str, TextFormat] = {}
-    for fmt in marked:
-        for op in fmt.openers:
-            if op not in openers or openers[op].name in fmt.reads_also:
-                openers[op] = fmt
-    closers = frozenset(fmt.closer for fmt in marked if fmt.closer)
-    # ``<think>`` is the config's; a format's own delimiters (``[THINK]``, ``<seed:think>``) and end tokens belong
-    # to its syntax, read for the taught format (listed first) only: another family's, merely accepted for its
-    # calls, would hide or cut the prose of a model that quotes them. An empty opener is its reader's
-    # (``drop_block``, Harmony's analysis header): only the closer is looked for, whichever format it is.
-    taught = formats[:1]
-    pairs = ([(THINK_OPEN, THINK_CLOSE)] if reasoning else []) + [
-        fmt.reasoning_delimiters for fmt in formats
-        if fmt.reasoning_delimiters and (fmt in taught or reader_opens_reasoning(fmt))]
-    think_opens = tuple(dict.fromkeys(opener for opener, _ in pairs if opener))
-    think_closes = tuple(dict.fromkeys(closer for _, closer in pairs))
-    end_tokens = tuple(dict.fromkeys(t for fmt in taught for t in fmt.end_tokens if t not in think_closes))
-    sentinels = list(openers) + sorted(closers) + [*think_opens, *think_closes, *end_tokens]
-    # When every sentinel starts with '<' (the default formats), text without one is plain at once (feed).
-    return ScanTables(
-        openers=openers, refutable=frozenset(op for op, fmt in openers.items()
-                                             if type(fmt).refutes is not TextFormat.refutes),
-        closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
-        finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
-        opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
-        end_tokens=frozenset(end_tokens))
-
-
-def reader_opens_reasoning(fmt: TextFormat) -> bool:
-    """Whether the format's reader opens reasoning: its delimiters have no opener (Harmony's analysis header)."""
-    return fmt.reasoning_delimiters is not None and not fmt.reasoning_delimiters[0]
-
-
-def _index(sentinels: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """``sentinels`` by their first two characters and by their first one, in their order."""
-    index: dict[str, tuple[str, ...]] = {}
-    for s in sentinels:
-        for key in (s[:2], s[:1]):
-            index[key] = index.get(key, ()) + (s,)
-    return index

@@ -21,7 +21,7 @@ import re
 
 from .._jsonblock import JsonCallsBody as JsonCallsReader
 from .._reader import BodyReader, CallSink, Outcome, Pending
-from ._base import TextFormat
+from ._base import Refutation, TextFormat
 from .custom import CustomToolFormat
 from .deepseek import DeepSeekFormat
 from .dsml import DsmlFormat, DsmlV4Format
@@ -41,8 +41,8 @@ from .tag_aliases import TagAliasFormat
 from .tool_call import ToolCallFormat
 from .use_tool import UseToolFormat
 
-__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "Pending", "TextFormat", "format_for_model",
-           "get_format", "register_format", "registered_formats"]
+__all__ = ["BodyReader", "CallSink", "JsonCallsReader", "Outcome", "Pending", "Refutation", "TextFormat",
+           "format_for_model", "get_format", "register_format", "registered_formats"]
 
 _REGISTRY: dict[str, TextFormat] = {}
 

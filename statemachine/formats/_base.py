@@ -10,6 +10,10 @@ from typing import Protocol
 from .._reader import BodyReader, CallSink, Pending
 
 
+#: What :meth:`TextFormat.refutes` answers: ``True``, ``(note kind, message)``, ``None`` or ``False``.
+Refutation = bool | tuple[str, str] | None
+
+
 class TextFormat(abc.ABC):
     """A tool-call text format: the plug-in a host registers with :func:`~statemachine.register_format`.
 
@@ -90,16 +94,20 @@ class TextFormat(abc.ABC):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         """A reader for the body after ``opener`` (one of :attr:`openers`), reporting to ``sink``."""
 
-    def refutes(self, buf: str, pos: int) -> bool | None:
-        """Whether the text right after an opener (``buf[pos:]``, what of it has arrived) already shows the
-        block is no call and would be released as text with no note (``not_a_call``): the scanner then leaves
-        the opener in the text without opening a block. An opener that opened and closed a block every few
-        characters (a line of ``>``, a page of ``<tool>`` tags) cost two transitions each, 100x prose.
+    def refutes(self, opener: str, buf: str, pos: int) -> Refutation:
+        """Whether the text right after ``opener`` (``buf[pos:]``, what of it has arrived) already shows its
+        block would be disproved: the scanner then leaves the opener in the text without opening a block. An
+        opener that opened and closed a block every few characters (a line of ``>``, a page of ``<tool>``
+        tags, a repeated broken opener) cost two ``transitions`` triggers each, 25-100x prose.
+
+        It must say exactly what the format's reader would decide from the same characters (a test reads
+        every sentinel fuzzed both ways), so a format answers only where it can tell as cheaply.
 
         Returns:
-            ``True``: text; ``None``: the text so far cannot tell (the scanner holds it for more, within a
-            bound); ``False``: the block opens and its reader decides (the default, for formats that cannot
-            tell as cheaply as their reader would).
+            ``True``: text, with no note (the block would be released as ``not_a_call``); ``(kind,
+            message)``: text, and the note the reader would have made (``tool_open_refuted`` makes it);
+            ``None``: the text so far cannot tell (the scanner holds it for more, within a bound);
+            ``False``: the block opens and its reader decides (the default).
         """
         return False
 

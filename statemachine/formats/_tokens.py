@@ -22,7 +22,7 @@ from typing import Callable
 
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, Stop, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
@@ -94,7 +94,7 @@ class TokenState(str, enum.Enum):
 SECTION, HEADER, ARGS, AFTER, SKIP = TokenState
 
 
-class TokenCallsBody(ObjectArguments):
+class TokenCallsBody(ObjectArguments, TableReader):
     """Reads one block of a token family from just after its opener.
 
     ``in_call`` says the opener began a call (its header follows) rather than
@@ -117,14 +117,6 @@ class TokenCallsBody(ObjectArguments):
         self.repaired = False
         self.invalid = False
         self.after = tuple(t for t in (*tokens.skip, tokens.call_end, tokens.call_begin, tokens.section_end) if t)
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     @property
     def in_arguments(self) -> bool:
@@ -275,3 +267,4 @@ _READERS: dict[TokenState, Callable[[TokenCallsBody, str, int], Step]] = {
     AFTER: TokenCallsBody._read_tokens,
     SKIP: TokenCallsBody._read_skip,
 }
+TokenCallsBody.READERS = _READERS

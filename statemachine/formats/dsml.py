@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import partial_at_end, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -80,7 +80,7 @@ class DsmlState(str, enum.Enum):
 SECTION, NAME, BODY, PARAM_ATTRS, VALUE, OBJECT, AFTER_OBJECT, SKIP = DsmlState
 
 
-class DsmlBody(ObjectArguments):
+class DsmlBody(ObjectArguments, TableReader):
     """Reads a DSML section (or one bare invoke) from just after its opener, reporting to the sink.
 
     Each invoke's header goes out with its first argument: a string value is
@@ -106,14 +106,6 @@ class DsmlBody(ObjectArguments):
             state: tuple(tag for tag in tags if tag) for state, tags in (
                 (SECTION, (INVOKE, closer)), (BODY, (PARAM, INVOKE_END, INVOKE, closer)),
                 (AFTER_OBJECT, (INVOKE_END, INVOKE, closer)))}
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -393,3 +385,4 @@ _READERS: dict[DsmlState, Callable[[DsmlBody, str, int], Step]] = {
     AFTER_OBJECT: DsmlBody._read_tags,
     SKIP: DsmlBody._read_skip,
 }
+DsmlBody.READERS = _READERS

@@ -16,7 +16,7 @@ from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, NewlineTrim, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
-from ._base import TextFormat, compact_object
+from ._base import Refutation, TextFormat, compact_object
 from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
@@ -45,6 +45,13 @@ class FunctionFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return FunctionBody(sink)
+
+    def refutes(self, opener: str, buf: str, pos: int) -> Refutation:
+        """No name can follow ``<function=`` (a repeated opener, no ``>`` within the limit): its reader's note."""
+        if opener not in OPENERS:
+            return False  # a subclass's other opener (Functionary's ``<|python_tag|>``)
+        found = opener_name(buf, pos)
+        return found if found is None else ("invalid_json", found) if isinstance(found, str) else False
 
 
 class FunctionState(str, enum.Enum):
@@ -135,12 +142,12 @@ class FunctionBody(ObjectArguments):
 
     def _read_name(self, buf: str, pos: int) -> Step:
         """The function's name, up to the opener's ``>``."""
-        end = buf.find(">", pos, pos + self._TAG_LIMIT)
-        if end == -1:
-            return self._no_tag_end(buf, pos)
-        name = _param_key(buf[pos:end])
-        if not name or any(c in name for c in " \n<"):
-            return self._invalid(pos, "bad function name")
+        found = opener_name(buf, pos)
+        if found is None:
+            return MORE, pos
+        if isinstance(found, str):
+            return self._invalid(pos, found)
+        name, end = found
         self._named(name)
         return None, end + 1
 
@@ -368,6 +375,18 @@ class FunctionBody(ObjectArguments):
             self.sink.call_unclosed(repaired=self.repaired, tail="" if self.streamed_json else "}")
         else:
             self.sink.call_incomplete()
+
+
+def opener_name(buf: str, pos: int) -> tuple[str, int] | str | None:
+    """The name after ``<function=`` at ``buf[pos]`` and where its ``>`` stands; the reader's message when
+    none can follow; ``None`` while it may still arrive."""
+    end = buf.find(">", pos, pos + FunctionBody._TAG_LIMIT)
+    if end == -1:
+        return "no '>' after the name" if len(buf) - pos >= FunctionBody._TAG_LIMIT else None
+    name = _param_key(buf[pos:end])
+    if not name or any(c in name for c in " \n<"):
+        return "bad function name"
+    return name, end
 
 
 def _param_key(text: str) -> str:

@@ -180,7 +180,7 @@ class FunctionaryV32Format(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return RecipientBody(sink)
 
-    def refutes(self, buf: str, pos: int) -> bool | None:
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
         """The recipient line names no tool, or cannot any more (``>>>>``, ``>>> x = 1``): what
         ``RecipientBody`` would release as text; ``None`` while its name is still arriving."""
         line = buf[pos:pos + _NAME_LIMIT + 1]

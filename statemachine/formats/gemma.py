@@ -33,9 +33,9 @@ from typing import Any, Callable
 
 from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions
-from .pythonic import PythonicBody, python_call
+from .pythonic import PythonicBody, python_call, refutes_start
 
 _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
 _HEADER_LIMIT = 256
@@ -71,6 +71,10 @@ class Gemma3Format(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return PythonicBody(sink, "```")
 
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No call's name (or ``[``) starts the fence's body: the reader's ``not_a_call``."""
+        return refutes_start(buf, pos)
+
 
 class GemmaState(str, enum.Enum):
     """Where a :class:`GemmaCallBody` is in its block (a ``str`` enum: table lookups hash it in C)."""
@@ -92,7 +96,7 @@ class GemmaState(str, enum.Enum):
 HEADER, PAIRS, KEY, VALUE, AFTER, SKIP = GemmaState
 
 
-class GemmaCallBody:
+class GemmaCallBody(TableReader):
     """One ``call:NAME{…}`` block, from just after its opener to its closer; strings between ``delim`` tokens."""
 
     def __init__(self, sink: CallSink, delim: str, closer: str):
@@ -111,14 +115,6 @@ class GemmaCallBody:
         # where an open string stops: its end quote, a backslash in a JSON string, or the call's closer
         self.stops = {delim: re.compile(f"{re.escape(delim)}|{re.escape(closer)}"),
                       '"': re.compile(f"{_JSON_STOP.pattern}|{re.escape(closer)}")}
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -437,6 +433,13 @@ class FunctionGemmaFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GemmaCallBody(sink, self.delim, self.closer)
 
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No ``call:NAME`` header before the ``{`` (or no ``{`` within the header's limit): the reader's
+        ``not_a_call``, decided on the same characters."""
+        brace = buf.find("{", pos, pos + _HEADER_LIMIT + 1)
+        if brace == -1:
+            return True if len(buf) - pos > _HEADER_LIMIT else None
+        return _HEADER.fullmatch(buf, pos, brace) is None
 
 #: Each state's reader.
 _READERS: dict[GemmaState, Callable[[GemmaCallBody, str, int], Step]] = {
@@ -447,3 +450,4 @@ _READERS: dict[GemmaState, Callable[[GemmaCallBody, str, int], Step]] = {
     AFTER: GemmaCallBody._read_after,
     SKIP: GemmaCallBody._read_skip,
 }
+GemmaCallBody.READERS = _READERS

@@ -26,9 +26,9 @@ import re
 from typing import Callable
 
 from .._coerce import coerce_value
-from .._jsonblock import JsonCallsBody
+from .._jsonblock import JsonCallsBody, refutes_start
 from .._scanning import partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<tool_call>"
@@ -63,7 +63,7 @@ class GlmState(str, enum.Enum):
 START, NAME, PAIRS, KEY_TEXT, BEFORE_VALUE, VALUE_TEXT, BETWEEN, FORMAT_A = GlmState
 
 
-class GlmBody:
+class GlmBody(TableReader):
     """Reads ``NAME`` and the key/value pairs up to ``</tool_call>``; a JSON body goes to format A's reader.
 
     The header goes out when the name's line ends (a newline, ``<arg_key>`` or
@@ -90,14 +90,6 @@ class GlmBody:
         self.tags: dict[GlmState, tuple[str, ...]] = {
             START: (self.NAME_START,), PAIRS: (self.KEY, self.CALL_END), BEFORE_VALUE: (self.VALUE,),
             BETWEEN: (self.NAME_START, self.SECTION_END)}
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -242,6 +234,12 @@ class GlmFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return GlmBody(sink)
 
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No name starts the body and no format-A body either: that reader's ``not_a_call``."""
+        start = skip_ws(buf, pos)
+        if start < len(buf) and (buf[start].isalpha() or buf[start] == "_"):
+            return False  # a name: GLM's own syntax
+        return refutes_start(buf, pos)
 
 #: Each state's reader.
 _READERS: dict[GlmState, Callable[[GlmBody, str, int], Step]] = {
@@ -254,3 +252,4 @@ _READERS: dict[GlmState, Callable[[GlmBody, str, int], Step]] = {
     BETWEEN: GlmBody._read_tags,
     FORMAT_A: GlmBody._read_format_a,
 }
+GlmBody.READERS = _READERS

@@ -36,7 +36,7 @@ from typing import Callable, Literal
 
 from .._jsonlex import ValueLexer
 from .._scanning import Stop, opener_at, partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step, TableReader
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -84,7 +84,7 @@ class HarmonyState(str, enum.Enum):
 HEADER, BODY, ARGS, AFTER, SKIP, RAW = HarmonyState
 
 
-class HarmonyBody(ObjectArguments):
+class HarmonyBody(ObjectArguments, TableReader):
     """Reads one Harmony message from its opener: the header, then a call's arguments (or nothing)."""
 
     def __init__(self, sink: CallSink, opener: str, *, calls: bool = True):
@@ -96,14 +96,6 @@ class HarmonyBody(ObjectArguments):
         self.lexer: ValueLexer | None = None
         self.repaired = False
         self.invalid = False
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -303,3 +295,4 @@ _READERS: dict[HarmonyState, Callable[[HarmonyBody, str, int], Step]] = {
     SKIP: HarmonyBody._read_to_end,
     RAW: HarmonyBody._read_to_end,
 }
+HarmonyBody.READERS = _READERS

@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 
 from .._jsonblock import JsonCallsBody
-from .._scanning import WS
+from .._scanning import WS, skip_ws
 from .._reader import BodyReader, CallSink, MORE, Outcome
 from ._base import compact_object
-from ._tokens import TokenCallsBody, TokenFormat, Tokens
+from ._tokens import HEADER_LIMIT, TokenCallsBody, TokenFormat, Tokens
 
 OPENER = "[TOOL_CALLS]"
 _HEADER = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\][^\[\]{}]*)?(?:\[ARGS\])?\s*")
@@ -33,6 +33,20 @@ def header_name(header: str) -> str | None:
 
 
 TOKENS = Tokens(call_begin="", header=header_name)
+
+
+def refutes_body(buf: str, pos: int) -> bool | None:
+    """What :class:`MistralBody` decides from the body's start: ``True`` when no JSON starts it and no
+    ``NAME[ARGS]`` header comes before a ``{`` within the header's limit (``not_a_call``)."""
+    start = skip_ws(buf, pos)
+    if start == len(buf):
+        return None
+    if buf[start] in "[{":
+        return False
+    brace = buf.find("{", start, start + HEADER_LIMIT + 1)
+    if brace == -1:
+        return True if len(buf) - start > HEADER_LIMIT else None
+    return header_name(buf[start:brace]) is None
 
 
 class MistralBody:
@@ -75,6 +89,10 @@ class MistralFormat(TokenFormat):
 
     def render_call(self, name: str, arguments: str) -> str:
         return f"{OPENER}{name}[ARGS]{compact_object(arguments)}"
+
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No JSON and no ``NAME[ARGS]`` header before the arguments: the reader's ``not_a_call``."""
+        return refutes_body(buf, pos)
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return MistralBody(sink)

@@ -28,7 +28,7 @@ import re
 from typing import Any, Callable
 
 from .._scanning import WS, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
@@ -56,7 +56,7 @@ class PythonicState(str, enum.Enum):
 START, NAME, ARGS, AFTER, AFTER_LIST = PythonicState
 
 
-class PythonicBody:
+class PythonicBody(TableReader):
     """Reads pythonic calls from just after an opener (or at a message's start, ``bare``).
 
     The first significant character picks the form: ``[`` a list of calls
@@ -78,14 +78,6 @@ class PythonicBody:
         self.keys: set[str] = set()
         self.broken = False  # the current call has an argument that is no literal
         self.pending = False  # a call whose ')' arrived, not ended yet
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     @property
     def in_arguments(self) -> bool:
@@ -236,6 +228,15 @@ class PythonicBody:
         end_calls_at_eof(self)
 
 
+def refutes_start(buf: str, pos: int) -> bool | None:
+    """What a (not bare) :class:`PythonicBody` decides from its body's start ``buf[pos:]``, as
+    ``TextFormat.refutes`` answers: ``True`` when neither ``[`` nor a name starts it (``not_a_call``)."""
+    start = skip_ws(buf, pos)
+    if start == len(buf):
+        return None
+    return buf[start] != "[" and _NAME.match(buf, start) is None
+
+
 def bare_pythonic(buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
     """A bare pythonic block starting at ``buf[pos]`` (a message's start): its reader, ``Pending.PARTIAL`` while
     the text may still become ``[NAME(`` or ``NAME(`` for an offered tool, else ``None``."""
@@ -335,3 +336,4 @@ _READERS: dict[PythonicState, Callable[[PythonicBody, str, int], Step]] = {
     AFTER: PythonicBody._read_after,
     AFTER_LIST: PythonicBody._read_after,
 }
+PythonicBody.READERS = _READERS

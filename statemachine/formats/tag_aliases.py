@@ -35,7 +35,7 @@ class TagAliasFormat(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return _jsonblock.JsonCallsBody(sink, "</" + opener[1:], bare=True)
 
-    def refutes(self, buf: str, pos: int) -> bool | None:
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
         """The body's first character but whitespace is no ``{`` or ``[``: the bare-JSON rule's text."""
         start = skip_ws(buf, pos)
         return None if start == len(buf) else buf[start] not in "{["

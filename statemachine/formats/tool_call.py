@@ -21,3 +21,7 @@ class ToolCallFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return _jsonblock.JsonCallsBody(sink, self.closer)
+
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No call object, array or ``<function=`` block starts the body: the reader's ``not_a_call``."""
+        return _jsonblock.refutes_start(buf, pos)

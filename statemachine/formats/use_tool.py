@@ -10,13 +10,15 @@ from typing import Callable
 from .._coerce import coerce_parameters
 from .._callobject import object_text
 from .._jsonlex import ValueLexer
-from .._scanning import NON_WS, Stop, TextUntil, opener_at, skip_to
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
-from ._base import TextFormat, compact_object
+from .._scanning import NON_WS, Stop, TextUntil, opener_at, skip_to, skip_ws
+from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from ._base import Refutation, TextFormat, compact_object
 
 _TAG_MARK = re.compile(r"[<>]")
 _NAME_ATTRIBUTE = re.compile(r"""name\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # in a ``<use_tool …>`` opener
 _CHILD_TAG = re.compile(r"[A-Za-z_][\w.-]*")
+#: The note of a block a new call's opener interrupted before it was complete (case 14).
+_INTERRUPTED = ("invalid_json", "a new call began before this one was complete")
 
 
 class UseToolFormat(TextFormat):
@@ -31,6 +33,20 @@ class UseToolFormat(TextFormat):
 
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return UseToolBody(sink, has_attributes=opener.endswith(" "))
+
+    def refutes(self, opener: str, buf: str, pos: int) -> Refutation:
+        """Another ``<use_tool`` right after the opener (a repeated opener): the reader's note that a new call
+        began; text where ``<use_tool>``'s first child tag or JSON should stand: prose (4.2)."""
+        start = skip_ws(buf, pos)
+        if start == len(buf):
+            return None
+        if start - pos >= UseToolBody._TAG_LIMIT:
+            return False
+        if buf[start] == "<":
+            if buf.startswith(self.openers, start):
+                return _INTERRUPTED
+            return None if any(op.startswith(buf[start:]) for op in self.openers) else False
+        return not opener.endswith(" ") and buf[start] != "{"  # attributes, or a JSON body: the reader's
 
 
 class UseToolState(str, enum.Enum):
@@ -53,7 +69,7 @@ class UseToolState(str, enum.Enum):
 ATTRIBUTES, CHILDREN, ARGS, CHILD, JSON, SKIP = UseToolState
 
 
-class UseToolBody:
+class UseToolBody(TableReader):
     """Body of ``<use_tool>`` (Obsidian Copilot): ``<name>``, ``<args>``, parameter children or JSON.
 
     A new call's opener where a child tag or JSON structure may stand (outside
@@ -78,14 +94,6 @@ class UseToolBody:
         self.named = False
         self.has_args = False
         self.repaired = False
-
-    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        n = len(buf)
-        while pos < n:
-            outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is not None:
-                return outcome, pos
-        return MORE, n
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -237,7 +245,7 @@ class UseToolBody:
         if self._complete():
             self._finish()
         else:
-            self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
+            self.ctx.call_abort(*_INTERRUPTED)
         return DONE, pos
 
     def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[Outcome, int]:
@@ -279,3 +287,4 @@ _READERS: dict[UseToolState, Callable[[UseToolBody, str, int], Step]] = {
     JSON: UseToolBody._read_json,
     SKIP: UseToolBody._skip,
 }
+UseToolBody.READERS = _READERS

@@ -93,7 +93,8 @@ def test_the_machine_counts_every_edge_across_the_kept_requests(debug_app):
         [(t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS]  # the table, in its order
     counts = {(e["source"], e["dest"]): e["count"] for e in machine["edges"]}
     assert counts == {("text", "in_tool_call"): 3, ("in_tool_call", "args_streaming"): 2,
-                      ("in_tool_call", "text"): 1, ("args_streaming", "text"): 2, ("text", "done"): 4,
+                      ("in_tool_call", "text"): 1, ("args_streaming", "text"): 2, ("text", "text"): 0,
+                      ("text", "done"): 4,
                       ("in_tool_call", "done"): 0, ("args_streaming", "done"): 0}
     assert all(e["observed"] for e in machine["edges"])
 

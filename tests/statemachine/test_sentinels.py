@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import CFG, Call, Reasoning, tr
-from statemachine import ChoiceStream, ParserConfig, TextDelta, ToolSpec, registered_formats
+from statemachine import ChoiceStream, ParserConfig, ReasoningDelta, TextDelta, ToolCallNote, ToolSpec, registered_formats
 from statemachine._sentinels import SentinelFinder
 
 ALL = tuple(f for f in registered_formats() if f != "custom_tool_call")
@@ -182,3 +182,69 @@ def test_a_call_after_refuted_openers_is_read():
        [">>>>\n>>> x = 1\n", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
     tr(config, '<tool>x</tool> <tool>{"name": "get_weather", "arguments": {"city": "SF"}}</tool>',
        ["<tool>x</tool> ", Call("get_weather", '{"city": "SF"}')], finish="tool_calls")
+
+
+def merged(events: list) -> list:
+    """``events`` with each run of text (and of reasoning) as one delta: how a chunking splits text is free."""
+    out: list = []
+    for e in events:
+        if out and type(e) is type(out[-1]) and isinstance(e, (TextDelta, ReasoningDelta)):
+            out[-1] = type(e)(out[-1].text + e.text)
+        else:
+            out.append(e)
+    return out
+
+
+def unrefuted_stream(config: ParserConfig) -> ChoiceStream:
+    """A stream whose scanner refutes no opener: every block opens and its reader decides. Functionary v3.2's
+    ``>>>`` stays refuted in both: its refutation decides before its reader would at the end of the stream
+    (``>>><use_tool `` is ``>>>`` then an opener, where its reader held the whole line as one block's text)."""
+    stream = ChoiceStream(config, id_factory=lambda: "call_1")
+    stream._refutable = frozenset({">>>"} & stream._refutable)
+    return stream
+
+
+#: Openers repeated or followed by what their readers reject (issue 30's costliest inputs), with and without
+#: the text that makes them calls.
+REJECTED_OPENERS = ("<tool_call>", "<use_tool ", "<use_tool>", "<function=", "<function name=", "<|tool_call>",
+                    "<start_function_call>", "<tool>", "<xml>", ">>>", "x", "call:", "get_weather", "{", "}",
+                    "[", "<", ">", "\n", " ", "<function=get_weather>", '{"name": "get_weather", "arguments": {}}',
+                    "```\n", "<b>", "<think>", "</think>")
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.data(), which=st.integers(0, len(SENTINEL_CONFIGS) - 1))
+def test_a_refuted_opener_is_what_its_block_would_have_been(data, which):
+    """An opener its format refutes from the next characters (``TextFormat.refutes``) opens no block, yet the
+    stream says what opening the block and having its reader disprove it said: the same text byte for byte,
+    the same rejection notes in the same places, the same calls, whatever the chunking and the finish."""
+    config = SENTINEL_CONFIGS[which]
+    pieces = st.sampled_from(REJECTED_OPENERS) | st.sampled_from(every_sentinel(config)) | st.sampled_from(
+        FAMILY_TEXT)
+    text = "".join(data.draw(st.lists(pieces, max_size=14)))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    finish = data.draw(st.sampled_from(("stop", "length")))
+    refuting, reading = ChoiceStream(config, id_factory=lambda: "call_1"), unrefuted_stream(config)
+    got = [e for chunk in chunks for e in refuting.feed(chunk)] + refuting.finish(finish)
+    want = [e for chunk in chunks for e in reading.feed(chunk)] + reading.finish(finish)
+    assert merged(got) == merged(want), (text, chunks, finish)
+
+
+def test_repeated_rejected_openers_keep_their_text_and_notes():
+    """The costliest inputs of issue 30: each opener is text again and keeps its rejection note, without a
+    block (a ``transitions`` trigger pair each) for every one."""
+    config = replace(CFG, formats=ALL)
+    for opener, note in (("<use_tool ", "a new call began before this one was complete"),
+                         ("<function=", "no '>' after the name"), ("<tool_call>", None), ("<|tool_call>", None)):
+        text = opener * 40
+        stream = ChoiceStream(config)
+        events = [e for chunk in (text[i:i + 16] for i in range(0, len(text), 16)) for e in stream.feed(chunk)]
+        events += stream.finish()
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+        notes = [e.message for e in events if isinstance(e, ToolCallNote)]
+        # the openers the stream ends before their reader could tell (nothing after the last one, no '>' within
+        # 128 characters after a '<function=') open one block at the finish: its reader has the last word
+        assert notes[:-1] == ([] if note is None else [note] * (len(notes) - 1)), opener
+        assert note is None or len(notes) > 20, opener
+        assert len([edge for edge in stream.path if edge[1] != "tool_open_refuted"]) <= 3, opener

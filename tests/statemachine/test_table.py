@@ -66,7 +66,9 @@ def test_spans_locate_the_text_that_fired_each_transition():
     s.finish()
     assert len(s.spans) == len(s.path)
     assert [text[a:b] for a, b in s.spans] == [
-        "<tool_call>",  # the held "<to" plus the piece that completed the opener
+        # the held "<to", the piece that completed the opener (held too: its next character tells whether it
+        # opens a call) and the piece with that character
+        '<tool_call>{"name": "get_time", ',
         '"arguments": {}}',  # the header goes out once the arguments begin
         "</tool_call>",  # ... and the call ends at its closer
         "",  # finish: no text
@@ -178,3 +180,12 @@ def test_the_state_picks_the_reader():
     assert s.state is ChoiceState.ARGS_STREAMING
     s.feed("</tool_call> then text")
     assert s.state is ChoiceState.TEXT
+
+
+def test_a_direct_edge_is_a_self_loop_whose_callback_is_all_the_machine_does():
+    """The scanner takes a ``direct`` edge by calling its callback: sound only for a self-loop of a state with
+    no enter callback (``transitions`` would run nothing else)."""
+    from statemachine._table import ON_ENTER
+
+    direct = [t for t in TRANSITIONS if t.direct]
+    assert direct and all(t.source is t.dest and t.source not in ON_ENTER and t.after for t in direct)
