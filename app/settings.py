@@ -50,6 +50,11 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
 #: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
 ReasoningOutput = Literal["show", "hide", "inline"]
+#: Where a model's system text goes in prompt mode (``auto``: by its family, :meth:`Settings.system_in_for`).
+SystemIn = Literal["auto", "system", "first_user"]
+#: The formats taught to model families whose chat template has no system role (Gemma 3's writes the system
+#: text into the first user turn; llama-cpp-python's ``gemma`` chat format drops it).
+SYSTEMLESS_FORMATS = frozenset({"gemma"})
 
 
 class SettingsError(ValueError):
@@ -98,6 +103,7 @@ class ModelRoute(BaseModel):
         None, ge=0, description="This model's output limit (max_tokens clamped to it); unset = max_output_tokens")
     stop_after_tools: Literal["off", "first"] | None = Field(
         None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
+    system_in: SystemIn | None = Field(None, description="Where this model's system text goes; unset = system_in")
     constrain_calls: bool | None = Field(
         None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
                            "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
@@ -256,6 +262,12 @@ class ToolSettings(BaseModel):
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
+    system_in: SystemIn = Field(
+        "auto", description="Prompt mode: where the system text (the tool block, the client's system and developer "
+                            "messages) goes: system (one leading system message), first_user (the start of the "
+                            "first user turn, for chat templates that drop system messages or have none) or auto "
+                            "(first_user for the models taught the gemma format, whose family has no system role; "
+                            "else system)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
@@ -583,6 +595,15 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
         model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
         return self._per_model(client_model, "stop_after_tools")
+
+    def system_in_for(self, client_model: str) -> Literal["system", "first_user"]:
+        """Where a client's ``model``'s system text goes in prompt mode: its ``model_map`` object's ``system_in``,
+        else ``system_in``; ``auto`` is ``first_user`` for a model taught a format of a family without a system
+        role (:data:`SYSTEMLESS_FORMATS`), else ``system``."""
+        place = self._per_model(client_model, "system_in")
+        if place != "auto":
+            return place
+        return "first_user" if self.tool_format_for(client_model) in SYSTEMLESS_FORMATS else "system"
 
     def constrain_calls_for(self, client_model: str) -> bool:
         """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""

@@ -22,6 +22,7 @@ import orjson
 from statemachine import ChoiceFinished, Event, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 
 from ..errors import ApiError
+from ..pipeline.driver import FinishedAtStopSequence
 from ..pipeline.encoder import Usage
 from .errors import error_body
 
@@ -74,12 +75,16 @@ class MessageBuilder:
         message_id: the ``msg_…`` id.
         model: the model name shown to the client.
         show_thinking: reasoning becomes ``thinking`` blocks (else it is not shown).
+        stop_sequences: the request's; the one of them the back end says ended the answer is its
+            ``stop_sequence`` (``stop_reason: "stop_sequence"``).
     """
 
-    def __init__(self, message_id: str, model: str, *, show_thinking: bool = False):
+    def __init__(self, message_id: str, model: str, *, show_thinking: bool = False,
+                 stop_sequences: list[str] | None = None):
         self._message: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "model": model,
                                          "content": [], "stop_reason": None, "stop_sequence": None}
         self._show_thinking = show_thinking
+        self._stop_sequences = stop_sequences or ()
         self._open: _Block | None = None
 
     def start(self, usage: Usage) -> dict[str, Any]:
@@ -109,6 +114,8 @@ class MessageBuilder:
             return out
         if isinstance(event, ChoiceFinished):
             self._message["stop_reason"] = STOP_REASONS.get(event.finish_reason, "end_turn")
+            if isinstance(event, FinishedAtStopSequence) and event.stop_sequence in self._stop_sequences:
+                self._message.update(stop_reason="stop_sequence", stop_sequence=event.stop_sequence)
             return self._close()
         return []  # a call's end shows in the next block or the finish; notes are not on the wire
 
@@ -119,7 +126,8 @@ class MessageBuilder:
             self._message["stop_reason"] = "end_turn"
         self._message["usage"] = messages_usage(usage)
         out.append({"type": "message_delta",
-                    "delta": {"stop_reason": self._message["stop_reason"], "stop_sequence": None},
+                    "delta": {"stop_reason": self._message["stop_reason"],
+                              "stop_sequence": self._message["stop_sequence"]},
                     "usage": self._message["usage"]})
         out.append({"type": "message_stop"})
         return out

@@ -36,7 +36,8 @@ def create_message(body: dict[str, Any], context: RequestContext) -> Reply:
     req = parse_messages_request(body)
     generation = messages_generation(req, context.settings)
     builder = MessageBuilder(f"msg_{uuid.uuid4().hex}", req.model,
-                             show_thinking=req.thinking is not None and req.thinking.shown)
+                             show_thinking=req.thinking is not None and req.thinking.shown,
+                             stop_sequences=req.stop_sequences)
     return generate(generation, MessagesEncoder(builder), context)
 
 

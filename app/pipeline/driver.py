@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from statemachine import (
@@ -38,7 +39,21 @@ _REPAIRS = frozenset({"repaired", "recovered_unclosed"})
 _BROKEN_CALL = frozenset({"invalid_json", "incomplete"})
 _CUT = ("length", "content_filter")
 _BROKEN_CODE = "invalid_tool_call"
-_OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished)  # what the debug view shows besides the path
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedAtStopSequence(ChoiceFinished):
+    """A choice the request's stop sequence ended (finish reason ``stop``), as the back end said: the Messages
+    API reports it as ``stop_reason: "stop_sequence"``; the other endpoints see a ``ChoiceFinished``.
+
+    Fields:
+        stop_sequence: the sequence.
+    """
+
+    stop_sequence: str = ""
+
+
+_OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished, FinishedAtStopSequence)  # the debug view's, beside the path
 _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
 #: delimiters were (several are special tokens no client parses; ``<think>`` is the one they do).
@@ -161,7 +176,7 @@ class ChoiceDriver:
                 natives = self._natives[index] = NativeCalls(choice)
             events += natives.feed(delta.tool_calls)
         if delta.finish_reason:
-            events += self._finish(index, delta.finish_reason)
+            events += self._finish(index, delta.finish_reason, delta.stop_sequence)
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
@@ -178,11 +193,14 @@ class ChoiceDriver:
             choice = self._choices[index] = ChoiceStream(self._config, id_factory=self._id_factory)
         return choice
 
-    def _finish(self, index: int, reason: str | None) -> list[Event]:
+    def _finish(self, index: int, reason: str | None, stop_sequence: str | None = None) -> list[Event]:
         self._finished += (index,)
         natives = self._natives.get(index)
         held = natives.close() if natives is not None else ()
-        return [*held, *self._choices[index].finish(reason)]
+        events = [*held, *self._choices[index].finish(reason)]
+        if stop_sequence and events[-1] == ChoiceFinished("stop"):  # a text answer the sequence ended
+            events[-1] = FinishedAtStopSequence("stop", stop_sequence)
+        return events
 
     def _output(self, index: int, events: list[Event]) -> list[Event]:
         """Choice ``index``'s ``events`` as they go out: reasoning recorded for the debug view, then dropped

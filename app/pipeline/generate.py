@@ -171,7 +171,8 @@ def open_in_tool_mode(generation: Generation,
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
-    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format)
+    messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
+                                       system_in=settings.system_in_for(model))
     if settings.constrain_calls_for(model) and "response_format" not in fields:
         constraint = forced_call_format(config)
         fields = {**fields, "response_format": constraint} if constraint else fields
@@ -241,5 +242,5 @@ def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], st
     heartbeat = settings.heartbeat_seconds if context.keepalive else None
     stream.pause_every(tick_seconds(heartbeat, max_seconds))
     return sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
-                    max_seconds=max_seconds, client=context.client_socket,
+                    max_seconds=max_seconds, limit_seconds=settings.stream_max_seconds, client=context.client_socket,
                     write_timeout=settings.stream_write_timeout_seconds, record=context.record)

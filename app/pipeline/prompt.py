@@ -9,7 +9,9 @@ plain ``system``/``user``/``assistant`` messages with string content:
   "do not call tools" line (tools offered with ``tool_choice: "none"``),
   followed by the text of every client ``system``/``developer`` message, in
   order. System messages found mid-conversation move there too, because
-  strict chat templates accept a system message only at the start.
+  strict chat templates accept a system message only at the start. For a
+  model whose template drops system messages (``system_in: first_user``) that
+  text opens the first user turn instead.
 - Assistant tool calls (and legacy ``function_call``) are written back after
   the message's text as the exact sentinel text the model is asked to
   produce (``fmt.render_call``), so imitation yields parseable calls; a
@@ -81,7 +83,7 @@ _PART_PLACEHOLDERS = {
 
 
 def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat, *,
-                            answer_format: Mapping[str, Any] | None = None) -> list[dict]:
+                            answer_format: Mapping[str, Any] | None = None, system_in: str = "system") -> list[dict]:
     """Flatten a Chat Completions transcript for a text-only upstream.
 
     Args:
@@ -94,6 +96,8 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             calls are rendered in it too.
         answer_format: a JSON ``response_format`` (Chat shape) the prompt teaches for an answer
             without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
+        system_in: where the system text goes: ``system``, one leading system message; ``first_user``, the
+            start of the first user turn (for chat templates that drop system messages or have no such role).
     Returns:
         New message dicts with roles ``system``/``user``/``assistant`` only and
         string content only; at most one system message, always first.
@@ -131,7 +135,15 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
 
     out: list[dict] = []
     if system_texts:
-        out.append({"role": "system", "content": "\n\n".join(system_texts)})
+        system = "\n\n".join(system_texts)
+        if system_in != "first_user":
+            out.append({"role": "system", "content": system})
+        else:  # it opens the first user turn, as the template of a family without a system role writes it
+            first = next((i for i, (role, _) in enumerate(turns) if role == "user"), None)
+            if first is None:
+                turns.insert(0, ("user", system))
+            else:
+                turns[first] = ("user", f"{system}\n\n{turns[first][1]}" if turns[first][1] else system)
     for role, text in turns:
         if out and out[-1]["role"] == role:
             out[-1]["content"] += "\n\n" + text

@@ -92,18 +92,18 @@ class SSEBody:
     """The WSGI iterable of one SSE response (see :func:`sse_body`)."""
 
     __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
-                 "_max_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping",
+                 "_limit_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping",
                  "__weakref__")
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
-                 client: socket.socket | None = None, write_timeout: float | None = None,
-                 record: RequestRecord | None = None):
+                 limit_seconds: float | None = None, client: socket.socket | None = None,
+                 write_timeout: float | None = None, record: RequestRecord | None = None):
         self._events = iter(events)
         self._encoder = encoder
         self._usage = usage
         self._heartbeat = heartbeat_seconds or None
-        self._max_seconds = max_seconds or None
+        self._limit_seconds = limit_seconds or max_seconds
         self._deadline = time.monotonic() + max_seconds if max_seconds else None
         self._client = client if write_timeout else None
         self._client_timeout: float | None = None
@@ -192,7 +192,7 @@ class SSEBody:
                     if self._stopping:  # stopped while its frames were being written
                         raise ServerStopping
                     if deadline is not None and now >= deadline:
-                        raise UpstreamError("timeout", f"The stream went past its {self._max_seconds:g}-second "
+                        raise UpstreamError("timeout", f"The stream went past its {self._limit_seconds:g}-second "
                                                        "limit.", status=504, code="stream_time_limit")
                 batch += encoder.closing(self._usage())
             except (Exception, ServerStopping) as exc:  # the endpoint's error frame ends the stream, after
@@ -211,8 +211,9 @@ class SSEBody:
 
 
 def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, heartbeat_seconds: float | None,
-             on_abandon: Callable[[], None], max_seconds: float | None = None, client: socket.socket | None = None,
-             write_timeout: float | None = None, record: RequestRecord | None = None) -> SSEBody:
+             on_abandon: Callable[[], None], max_seconds: float | None = None, limit_seconds: float | None = None,
+             client: socket.socket | None = None, write_timeout: float | None = None,
+             record: RequestRecord | None = None) -> SSEBody:
     """The WSGI iterable that streams ``events`` as ``encoder``'s frames.
 
     Args:
@@ -223,8 +224,11 @@ def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, he
         heartbeat_seconds: keep-alive interval while nothing arrives; ``None``/0 = none.
         on_abandon: closes the upstream if the body is closed before it was ever iterated.
         max_seconds: the stream's total time; past it, the stream ends with a ``timeout`` error.
+        limit_seconds: the limit that error names (the generation's, of which ``max_seconds`` may be what is left
+            after the wait for the first output); default ``max_seconds``.
         client: the client's socket (gunicorn's), to bound each write by ``write_timeout`` seconds.
         record: the request's record, told when the stream opens, sends its first frame and is left.
     """
     return SSEBody(events, encoder, usage, heartbeat_seconds=heartbeat_seconds, on_abandon=on_abandon,
-                   max_seconds=max_seconds, client=client, write_timeout=write_timeout, record=record)
+                   max_seconds=max_seconds, limit_seconds=limit_seconds, client=client, write_timeout=write_timeout,
+                   record=record)

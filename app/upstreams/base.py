@@ -25,6 +25,8 @@ class ChoiceDelta:
         tool_calls: raw native ``delta.tool_calls`` entries (dicts), if any.
         finish_reason: the upstream's finish reason, if this chunk ends the choice.
         reasoning: ``reasoning_content`` text, if the upstream sends it.
+        stop_sequence: the request's stop sequence that ended the choice, when the back end names it (vLLM's
+            ``stop_reason``, SGLang's ``matched_stop``) or cut the text there itself (Codex, the demo).
     """
 
     index: int = 0
@@ -32,6 +34,7 @@ class ChoiceDelta:
     tool_calls: list[dict[str, Any]] | None = None
     finish_reason: str | None = None
     reasoning: str | None = None
+    stop_sequence: str | None = None
 
 
 @dataclass(slots=True)

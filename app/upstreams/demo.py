@@ -103,9 +103,9 @@ class DemoUpstream:
         messages = body.get("messages") or []
         reply, is_prose = _reply(messages)
         stop = body.get("stop")
-        finish = "stop"
+        finish, matched = "stop", None
         if is_prose and stop:
-            reply = _cut_at_stop(reply, [stop] if isinstance(stop, str) else list(stop))
+            reply, matched = _cut_at_stop(reply, [stop] if isinstance(stop, str) else list(stop))
         pieces = [reply[i : i + self.chunk_chars] for i in range(0, len(reply), self.chunk_chars)]
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         if limit is not None and len(pieces) > limit:
@@ -115,7 +115,9 @@ class DemoUpstream:
         chunks = [
             UpstreamChunk(choices=[ChoiceDelta(index=i, content=piece)]) for piece in pieces for i in range(n)
         ]
-        chunks += [UpstreamChunk(choices=[ChoiceDelta(index=i, finish_reason=finish)]) for i in range(n)]
+        matched = matched if finish == "stop" else None
+        chunks += [UpstreamChunk(choices=[ChoiceDelta(index=i, finish_reason=finish, stop_sequence=matched)])
+                   for i in range(n)]
         prompt_tokens = sum(math.ceil(len(str(m.get("content") or "")) / 4) for m in messages)  # ~4 chars a token
         completion_tokens = len(pieces) * n
         chunks.append(
@@ -345,7 +347,10 @@ def _capitalised_runs(tokens: list[str]) -> list[str]:
     return runs
 
 
-def _cut_at_stop(text: str, stops: list[str]) -> str:
-    """``text`` up to the earliest stop sequence."""
-    cuts = [i for i in (text.find(s) for s in stops if s) if i >= 0]
-    return text[: min(cuts)] if cuts else text
+def _cut_at_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
+    """``text`` up to the earliest stop sequence, and that sequence (``None``: none occurs)."""
+    cuts = [(i, s) for s in stops if s and (i := text.find(s)) >= 0]
+    if not cuts:
+        return text, None
+    at, stop = min(cuts)
+    return text[:at], stop

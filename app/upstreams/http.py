@@ -328,9 +328,17 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
             tool_calls=_native_calls(delta),
             finish_reason=choice.get("finish_reason"),
             reasoning=_reasoning_of(delta),
+            stop_sequence=_stop_sequence(choice),
         ))
     usage = obj.get("usage")
     return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+
+
+def _stop_sequence(choice: dict[str, Any]) -> str | None:
+    """The stop sequence that ended a choice, where the server names it: vLLM's ``stop_reason``, SGLang's
+    ``matched_stop`` (a number there is a stop token, no sequence)."""
+    value = choice.get("stop_reason") or choice.get("matched_stop")
+    return value if isinstance(value, str) and choice.get("finish_reason") == "stop" else None
 
 
 def _reasoning_of(delta: dict[str, Any]) -> str | None:
@@ -361,7 +369,7 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
             calls = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
         choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
                                    tool_calls=calls, finish_reason=choice.get("finish_reason"),
-                                   reasoning=_reasoning_of(message)))
+                                   reasoning=_reasoning_of(message), stop_sequence=_stop_sequence(choice)))
     usage = obj.get("usage")
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 

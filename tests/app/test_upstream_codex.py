@@ -62,7 +62,9 @@ def test_a_near_miss_is_held_back_then_released():
 
 
 def test_earliest_of_several_stops_wins():
-    assert feed_all(StopRules(("zz", "b")), ["a b zz"]) == ("a ", "stop")
+    rules = StopRules(("zz", "b"))
+    assert feed_all(rules, ["a b zz"]) == ("a ", "stop")
+    assert rules.matched == "b"  # what /v1/messages reports as its stop_sequence
 
 
 def test_max_tokens_counts_deltas():

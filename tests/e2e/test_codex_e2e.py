@@ -667,3 +667,18 @@ def test_codex_is_one_back_end_beside_an_http_one_and_the_demo(
     assert len(model.exchanges) == 4
     ready = httpx.get(f"{server.url}/readyz", timeout=10).json()
     assert ready["status"] == "ready" and ready["upstreams"] == {"default": "ok", "codex": "ok", "lab": "ok"}
+
+
+
+def test_an_input_over_codexs_limit_is_the_clients_error(codex_factory: Callable[..., ToolwireServer],
+                                                         model: ResponsesModelServer) -> None:
+    """Codex refuses a turn whose input is over 1,048,576 characters (JSON-RPC -32602, ``input_too_large``): the
+    client gets a 400 naming ``messages``, not a 502 blaming the back end; no model request is made."""
+    server = codex_factory()
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "a" * ((1 << 20) + 1)}]}
+    for stream in (False, True):
+        response = httpx.post(server.v1_url + "/chat/completions", json={**body, "stream": stream}, timeout=30)
+        error = check_error_envelope(response.status_code, response.content)
+        assert (response.status_code, error["param"], error["code"]) == (400, "messages", "input_too_large")
+        assert "1,048,577 characters; at most 1,048,576" in error["message"]
+    assert not model.exchanges

@@ -159,14 +159,17 @@ def test_a_stream_that_never_ends_meets_the_total_limit(raw: RawUpstream, hostil
     raw.handler = words_forever
     started = time.monotonic()
     lines = stream_lines(hostile, messages=USER, stream_options={"include_usage": True})
-    assert final_error(lines)["code"] == "stream_time_limit" and len(lines) > 5
+    error = final_error(lines)
+    assert error["code"] == "stream_time_limit" and len(lines) > 5
+    assert "past its 3-second limit" in error["message"], "the configured limit, not the time left after the wait"
     assert time.monotonic() - started < 8
     assert raw.closed.wait(5)
     events = stream_lines(hostile, "/responses", input="Hello?")
     assert json.loads(events[-1])["type"] == "response.failed"
     response = post(hostile)
     assert response.status_code == 504
-    assert check_error_envelope(504, response.content)["code"] == "stream_time_limit"
+    error = check_error_envelope(504, response.content)
+    assert error["code"] == "stream_time_limit" and "past its 3-second limit" in error["message"]
 
 
 def _stalled_reader(server: ToolwireServer) -> socket.socket:

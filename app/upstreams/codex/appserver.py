@@ -56,6 +56,8 @@ class AppServerError(Exception):
 
     def __init__(self, error: Any):
         self.message = str(error.get("message") if isinstance(error, dict) else error)
+        data = error.get("data") if isinstance(error, dict) else None
+        self.data: dict[str, Any] = data if isinstance(data, dict) else {}  # e.g. input_error_code, max_chars
         super().__init__(self.message)
 
 

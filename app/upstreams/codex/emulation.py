@@ -22,10 +22,12 @@ class StopRules:
         stops: the stop sequences (empty: none). They are matched all at once: one compiled search for a
             whole sequence and one for a sequence begun at the end of the text, whatever their number.
         max_tokens: text deltas allowed (``None``: no limit).
+        matched: the stop sequence that ended the answer, once one did.
     """
 
     stops: tuple[str, ...] = ()
     max_tokens: int | None = None
+    matched: str | None = field(default=None, init=False, compare=False)
     _held: str = ""
     _deltas: int = field(default=0)
     _any_stop: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
@@ -55,6 +57,7 @@ class StopRules:
         if self._any_stop is not None:
             found = self._any_stop.search(text)
             if found:
+                self.matched = found.group()
                 return text[:found.start()], "stop"
             keep = self._partial_stop(text)
             text, self._held = text[:len(text) - keep], text[len(text) - keep:]

@@ -49,6 +49,19 @@ def codex_error(error: Any, request_id: str | None = None) -> UpstreamError:
                                          "toolwire's log.")
 
 
+def codex_refusal(method: str, message: str, data: dict[str, Any]) -> UpstreamError:
+    """The :class:`UpstreamError` for Codex's JSON-RPC error answer to ``method``: an input over Codex's limit
+    (``turn/start``: ``input_error_code`` ``input_too_large``, 1,048,576 characters in 0.169) is the client's
+    (400, ``messages``); anything else is Codex's failure (502)."""
+    if data.get("input_error_code") == "input_too_large":
+        limit, size = data.get("max_chars"), data.get("actual_chars")
+        known = isinstance(limit, int) and isinstance(size, int)
+        numbers = f" ({size:,} characters; at most {limit:,})" if known else ""
+        return UpstreamError("client_error", f"The input is too long for the Codex back end{numbers}.", status=400,
+                             param="messages", code="input_too_large")
+    return UpstreamError("server_error", f"Codex refused {method}: {message}")
+
+
 def _json_error(message: str) -> dict[str, Any] | None:
     try:
         body = orjson.loads(message)

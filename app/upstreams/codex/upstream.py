@@ -33,7 +33,7 @@ from ..base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError
 from .appserver import GONE, LINE_TOO_LONG, AppServer, AppServerError, AppServerGone
 from .backoff import StartBackoff
 from .emulation import StopRules
-from .errors import codex_error
+from .errors import codex_error, codex_refusal
 from .home import CodexHome, app_server_env, toml_string
 from .transcript import output_schema, split_transcript
 
@@ -344,7 +344,8 @@ class CodexStream:
             if reason is not None:  # stop or max_tokens reached: the rest of the turn is not wanted
                 self._finished = True
                 self._interrupt()
-                return UpstreamChunk([ChoiceDelta(content=text or None, finish_reason=reason)])
+                return UpstreamChunk([ChoiceDelta(content=text or None, finish_reason=reason,
+                                                  stop_sequence=self._rules.matched)])
             if text:
                 self._text_sent = True
                 return UpstreamChunk([ChoiceDelta(content=text)])
@@ -453,7 +454,7 @@ class CodexStream:
         except AppServerGone as exc:
             raise UpstreamError("server_error", str(exc)) from None
         except AppServerError as exc:
-            raise UpstreamError("server_error", f"Codex refused {method}: {exc.message}") from None
+            raise codex_refusal(method, exc.message, exc.data) from None
 
     def _interrupt(self) -> None:
         """Ask Codex to stop the turn now (which closes the model request); do not wait for the answer."""
