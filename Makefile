@@ -14,6 +14,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $@ $(VENV)/.installed
+
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
@@ -41,9 +45,10 @@ diagram: $(VENV)/.installed
 clean-venv:
 	rm -rf $(VENV)
 
-# End-to-end benchmark (toolwire vs minimal relays, see bench/run.py); prints one table, ~12 minutes.
-bench: $(VENV)/.installed
-	$(BIN)/python bench/run.py
+# End-to-end benchmark (toolwire vs minimal relays, see bench/run.py); prints one table and writes
+# docs/bench/results.json and the chart docs/bench/bench.png; ~15 minutes. SECTIONS=0,9 runs only some.
+bench: $(VENV)/.installed-bench
+	$(BIN)/python bench/run.py $(if $(SECTIONS),--sections $(SECTIONS))
 
 # Small real models (SmolLM2 135M, Gemma 3 270M on llama.cpp) against the real-model prompt set: success
 # rate and prompt tokens per tool per teaching variant (bench/model_bench.py); ~8 minutes once built.

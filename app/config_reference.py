@@ -16,7 +16,8 @@ from pydantic.fields import FieldInfo
 
 from statemachine import get_format, registered_formats
 
-from .settings import CONFIG_FILE_ENV, DEFAULT_UPSTREAM, ENV_PREFIX, SECTIONS, ModelRoute, NamedUpstream
+from .settings import (CONFIG_FILE_ENV, DEFAULT_UPSTREAM, ENV_PREFIX, SECTIONS, ExampleExchange, ModelRoute,
+                       NamedUpstream)
 
 #: The environment variables gunicorn's settings (``app/gunicorn.conf.py``) read: ``(name, default, meaning)``.
 GUNICORN_ENV = (
@@ -65,6 +66,8 @@ def render_reference() -> str:
     for section in SECTIONS:
         parts.append(_section(section))
     parts.append(_model_routes())
+    parts.append(_keys("Example exchange", "A `model_map` object's `example_exchange` (prompt mode; see "
+                       "[backends.md](backends.md#teaching-small-models)) has these keys:", ExampleExchange))
     parts.append(_named_upstreams())
     parts.append(_formats_by_model_name())
     parts.append(_gunicorn())
@@ -144,7 +147,7 @@ def _type_name(annotation: Any) -> str:
     if origin is list:
         return "list of " + _type_name(args[0])
     names = {bool: "true/false", int: "integer", float: "number", str: "text", SecretStr: "secret", Path: "path",
-             ModelRoute: "object", NamedUpstream: "object"}
+             ModelRoute: "object", NamedUpstream: "object", ExampleExchange: "object"}
     return names[annotation]
 
 

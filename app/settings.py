@@ -18,7 +18,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -43,6 +43,10 @@ DEFAULT_UPSTREAM = "default"
 UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 #: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
 STORE_SCHEMES = ("sqlite", "redis", "rediss")
+#: The most values :meth:`Settings.derived` keeps per settings object (a key may hold a client's model name).
+DERIVED_KEPT = 256
+
+_T = TypeVar("_T")
 
 #: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
 #: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
@@ -50,6 +54,9 @@ ToolMode = Literal["prompt", "native", "auto"]
 #: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
 #: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
 ReasoningOutput = Literal["show", "hide", "inline"]
+#: How the tool block lists the tools: ``json`` (each tool's JSON Schema, then a guide per tool) or ``compact``
+#: (a signature line per tool: ``get_weather(city: string, unit?: "c"|"f")``).
+ToolManifest = Literal["json", "compact"]
 #: Where a model's system text goes in prompt mode (``auto``: by its family, :meth:`Settings.system_in_for`).
 SystemIn = Literal["auto", "system", "first_user"]
 #: The formats taught to model families whose chat template has no system role (Gemma 3's writes the system
@@ -86,6 +93,19 @@ def _check_accept(value: str) -> str:
     return ",".join(names)
 
 
+class ExampleExchange(BaseModel):
+    """One worked exchange put before a model's conversation in prompt mode (never shown to clients, never
+    stored): the user's request, the call the model answers it with, the tool's result, the final answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: str = Field(description="The example request")
+    tool: str = Field(description="The tool called (the exchange is left out when the request does not offer it)")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments")
+    result: str = Field(description="The tool's result")
+    answer: str = Field(description="The model's answer after the result")
+
+
 class ModelRoute(BaseModel):
     """A ``model_map`` value written as an object."""
 
@@ -107,6 +127,11 @@ class ModelRoute(BaseModel):
     constrain_calls: bool | None = Field(
         None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
                            "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    tool_manifest: ToolManifest | None = Field(
+        None, description="How this model's tool block lists the tools; unset = tool_manifest")
+    example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
+        None, description="Prompt mode: an example exchange (or a list of them) in the taught call format before "
+                          "the conversation (user, tool, arguments, result, answer)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
@@ -262,6 +287,9 @@ class ToolSettings(BaseModel):
     max_tool_calls: int = Field(0, ge=0, description="Calls allowed per choice; 0 = unlimited")
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
+    tool_manifest: ToolManifest = Field(
+        "json", description="How the tool block lists the tools: json (each tool's JSON Schema and a guide) or "
+                            "compact (one signature line per tool, about half the prompt tokens)")
     system_in: SystemIn = Field(
         "auto", description="Prompt mode: where the system text (the tool block, the client's system and developer "
                             "messages) goes: system (one leading system message), first_user (the start of the "
@@ -461,6 +489,18 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         return sources
 
     _routed: dict[str, Settings] = PrivateAttr(default_factory=dict)
+    _derived: dict[Any, Any] = PrivateAttr(default_factory=dict)
+
+    def derived(self, key: Any, build: Callable[[], _T]) -> _T:
+        """``build()``, computed once for these settings and ``key`` (settings are not changed once made), so a
+        request does not rebuild what only the settings decide; past :data:`DERIVED_KEPT` keys, built each time."""
+        try:
+            return self._derived[key]
+        except KeyError:
+            value = build()
+            if len(self._derived) < DERIVED_KEPT:
+                self._derived[key] = value
+            return value
 
     @model_validator(mode="after")
     def _check_upstreams(self) -> Settings:
@@ -609,6 +649,17 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
         route = self.model_map.get(client_model)
         return isinstance(route, ModelRoute) and bool(route.constrain_calls)
+
+    def tool_manifest_for(self, client_model: str) -> ToolManifest:
+        """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the
+        setting."""
+        return self._per_model(client_model, "tool_manifest")
+
+    def example_exchanges_for(self, client_model: str) -> tuple[ExampleExchange, ...]:
+        """The example exchanges a client's ``model`` gets before its conversation (``model_map``)."""
+        route = self.model_map.get(client_model)
+        examples = route.example_exchange if isinstance(route, ModelRoute) else None
+        return (examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ())
 
     def accept_formats_for(self, client_model: str) -> str:
         """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""

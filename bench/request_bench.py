@@ -15,7 +15,7 @@ way in the same run. ``--long`` streams a real 500-chunk tool-call script
 instead (the bare view is unchanged): the close then runs after a stream's worth
 of work, as at concurrency 1 under gunicorn, and measures two to three times the
 short figure (likely colder CPU caches); ``--short`` streams the ~100-chunk
-tool-call script of ``make bench``'s short-stream section. Figures are this thread's CPU
+tool-call script of ``make bench``'s short-stream section, ``--text`` its ~100-chunk prose script. Figures are this thread's CPU
 microseconds (``time.thread_time``: other processes do not count): per phase,
 the lowest of five rounds' medians (the apps take turns). Run:
 ``.venv/bin/python bench/request_bench.py [--requests N] [--long | --short] [--profile]``
@@ -171,10 +171,13 @@ def main() -> None:
     parser.add_argument("--short", action="store_true",
                         help="stream bench/upstream.py's bench-short script (a sentence and a write_file call in "
                              "~100 chunks)")
+    parser.add_argument("--text", action="store_true",
+                        help="stream bench/upstream.py's bench-text script (~100 chunks of prose, no call)")
     args = parser.parse_args()
-    if args.long or args.short:
+    script = MODEL if args.long else "bench-short" if args.short else "bench-text" if args.text else None
+    if script:
         global CHUNKS
-        pieces = scripted.script(MODEL if args.long else "bench-short")["pieces"]
+        pieces = scripted.script(script)["pieces"]
         CHUNKS = (*(UpstreamChunk([ChoiceDelta(content=piece)]) for piece in pieces), *CHUNKS[2:])
     body = request_body(MODEL)
     tw = toolwire_app()

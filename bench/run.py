@@ -10,16 +10,21 @@ stderr). Every figure is set against a baseline measured in the same run, as a
 ratio, because the machine is small, shared and noisy; servers compared take
 turns in rounds, and requests/s ratios are the median of the rounds' ratios:
 
-0. short streams (run first): ~100-chunk streams ending in a tool call with
-   an escaped JSON argument, concurrency 64, toolwire and every relay;
+0. the headline (run first): short streams at concurrency 64, toolwire and
+   every relay, one worker each; ~100-chunk streams ending in a tool call with
+   an escaped JSON argument, and ~100-chunk prose streams answering a request
+   that offered tools. The baseline is the relay on geventhttpclient
+   (:data:`BASELINE`): the same stack as toolwire, with no parsing;
+9. the same short streams on toolwire and the baseline with two workers each
+   (run second);
 1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
    toolwire and every relay, with the worker's CPU time read from
    ``/proc/PID/stat``;
 2. added latency at concurrency 1: first byte and first content, toolwire
-   versus the upstream itself and versus the relay;
+   versus the upstream itself, the httpx relay and the baseline;
 3. open streams: 2,000 concurrent slow streams on a fresh toolwire worker,
    RSS per open stream from ``/proc/PID/status``, set against the same run
-   on fresh relay workers (httpx and geventhttpclient: the floor of the stack);
+   on fresh relay workers (httpx and the baseline: the floor of the stack);
 4. linearity: a 1 MB tool-call argument in 1-character chunks versus 100 KB;
 5. the core's per-chunk figures and the cost of ``accept_formats=all`` (``bench/core_bench.py``, run as is);
 6. non-streamed versus streamed: a 1 MB argument on each endpoint (``bench/assembly_bench.py``, run as is);
@@ -34,8 +39,12 @@ Targets are printed next to the figures as ok/MISS; they never fail the run.
 Every process started here is stopped on the way out, also on errors and on
 SIGINT/SIGTERM. Request counts and time limits are fixed below.
 
-``--sections 1,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all eight.
+The requests/s and worker CPU per request of sections 0, 9 and 1 (c=64) are
+written to ``docs/bench/results.json`` and drawn in ``docs/bench/bench.png``
+(``bench/chart.py``; ``--out DIR`` writes them elsewhere).
+
+``--sections 0,3`` runs only some sections (section 2 needs section 1's c=1
+runs, so it comes with it); the default is all ten.
 """
 
 from __future__ import annotations
@@ -72,7 +81,7 @@ import upstream as scripted  # noqa: E402
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PATH = "/v1/chat/completions"
-GUNICORN_FLAGS = ["--workers", "1", "-k", "gevent", "--worker-connections", "4000"]
+GUNICORN_FLAGS = ["-k", "gevent", "--worker-connections", "4000"]
 
 #: The minimal relays by upstream client (``bench/relay.py``): httpx is the fixed reference ("relay"),
 #: geventhttpclient the client toolwire uses, urllib3 the third one compared (docs/upstream-client.md).
@@ -81,9 +90,15 @@ CHOSEN_CLIENT = "geventhttpclient"
 #: Section 1: (concurrency, requests per round); each round runs every server in turn.
 RELAY_PLAN = ((1, 100), (64, 320), (512, 1024))
 ROUNDS = 2
-#: Section 0: short tool-call streams, (concurrency, requests per round) and rounds.
-SHORT_PLAN = (64, 800)
-SHORT_ROUNDS = 3
+#: Section 0 (and 9, on two workers): the short streams by kind, each an upstream script of ~100 chunks;
+#: (concurrency, requests per round) and rounds.
+SHORT_KINDS = {"tool-call": "bench-short", "text": "bench-text"}
+SHORT_PLAN = (64, 400)
+SHORT_ROUNDS = 5
+#: The headline's baseline: the relay on toolwire's own client (same stack, no parsing).
+BASELINE = f"relay-{CHOSEN_CLIENT}"
+#: Where the results (JSON) and their chart (PNG) are written, relative to the repository.
+RESULTS_DIR = "docs/bench"
 RUN_TIME_LIMIT = 60.0
 WARMUP_REQUESTS = 32
 OPEN_STREAMS = 2000
@@ -96,13 +111,12 @@ CODEX_REQUESTS = 30
 CODEX_ANSWER = "The quick brown fox jumps over the lazy dog. " * 4
 CODEX_DELTA_CHARS = 4
 
-TARGET_RPS_RATIO = 0.75
-TARGET_SHORT_VS_RELAY = 1.0
-TARGET_SHORT_VS_CHOSEN = 0.8
+TARGET_VS_BASELINE = 1.0
 TARGET_TTFB_512 = 1.2
 TARGET_CPU_RATIO = 1.3
 TARGET_TTFC_DELTA_MS = 1.0
 TARGET_RSS_KB = 40.0
+TARGET_RSS_VS_BASELINE = 1.10
 TARGET_LINEARITY = 12.0
 
 
@@ -193,37 +207,51 @@ def wait_ready(procs: Processes, name: str, proc: subprocess.Popen, port: int, t
 
 @dataclass
 class Server:
-    """A started server: its name, port, master process and (for gunicorn) the worker's pid."""
+    """A started server: its name, port, master process and (for gunicorn) its workers' pids."""
 
     name: str
     port: int
     proc: subprocess.Popen
-    worker: int | None = None
+    workers: tuple[int, ...] = ()
+
+    @property
+    def worker(self) -> int | None:
+        """The first (with ``--workers 1`` the only) worker's pid; ``None`` for the upstream."""
+        return self.workers[0] if self.workers else None
+
+    def cpu(self) -> float:
+        """CPU seconds all its workers have used so far."""
+        return sum(cpu_seconds(pid) for pid in self.workers)
+
+    def restarted(self) -> bool:
+        """Whether a worker was replaced since the server started (its CPU figures are then suspect)."""
+        return bool(self.workers) and worker_pids(self.proc.pid, len(self.workers)) != self.workers
 
 
-def start_gunicorn(procs: Processes, name: str, target: list[str], env: dict[str, str]) -> Server:
-    """``gunicorn -c gunicorn.conf.py`` + :data:`GUNICORN_FLAGS` on a free port; waits for the worker."""
+def start_gunicorn(procs: Processes, name: str, target: list[str], env: dict[str, str],
+                   workers: int = 1) -> Server:
+    """``gunicorn -c gunicorn.conf.py`` + :data:`GUNICORN_FLAGS` on a free port; waits for the workers."""
     port = free_port()
-    argv = [PY, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), *GUNICORN_FLAGS,
+    argv = [PY, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), *GUNICORN_FLAGS, "--workers", str(workers),
             "--bind", f"127.0.0.1:{port}", *target]
     proc = procs.start(name, argv, env)
     wait_ready(procs, name, proc, port)
-    return Server(name, port, proc, worker_pid(proc.pid))
+    return Server(name, port, proc, worker_pids(proc.pid, workers))
 
 
-def worker_pid(master: int, timeout: float = 10.0) -> int:
-    """The pid of the single gunicorn worker (the master's child).
+def worker_pids(master: int, count: int = 1, timeout: float = 10.0) -> tuple[int, ...]:
+    """The pids of the master's ``count`` gunicorn workers (its children), sorted.
 
     Raises:
-        RuntimeError: no single child appeared in ``timeout`` seconds.
+        RuntimeError: not exactly ``count`` children appeared in ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        children = [pid for pid in _pids() if _ppid(pid) == master]
-        if len(children) == 1:
-            return children[0]
+        children = sorted(pid for pid in _pids() if _ppid(pid) == master)
+        if len(children) == count:
+            return tuple(children)
         gevent.sleep(0.1)
-    raise RuntimeError(f"gunicorn master {master} has no single worker")
+    raise RuntimeError(f"gunicorn master {master} has not {count} workers")
 
 
 def _pids() -> list[int]:
@@ -290,10 +318,10 @@ class Measured:
 def measure(server: Server, body: bytes, *, concurrency: int, requests: int, chunks: int,
             time_limit: float = RUN_TIME_LIMIT) -> Measured:
     """Run the load generator against ``server``, reading the worker's CPU time before and after."""
-    before = cpu_seconds(server.worker) if server.worker else None
+    before = server.cpu()
     result = load.run_load(server.port, load.build_request(server.port, PATH, body), concurrency=concurrency,
                            requests=requests, time_limit=time_limit)
-    cpu = cpu_seconds(server.worker) - before if server.worker else None
+    cpu = server.cpu() - before if server.workers else None
     return Measured(result, cpu, chunks)
 
 
@@ -417,11 +445,13 @@ def check_output(server: Server, body: bytes, expected: dict) -> str:
                         fn.get("arguments") or "")
                 finish = choice.get("finish_reason") or finish
     try:
-        args_ok = [json.loads(a) for a in arguments.values()] == [expected["arguments"]]
+        args_ok = [json.loads(a) for a in arguments.values()] == ([expected["arguments"]] if expected["arguments"]
+                                                                  else [])
     except ValueError:
         args_ok = False
     prose = "".join(content)
-    expected_prose = expected["text"].split("<tool_call>")[0] + expected["text"].split("</tool_call>")[1]
+    before, _, rest = expected["text"].partition("<tool_call>")
+    expected_prose = before + rest.partition("</tool_call>")[2]
     prose_ok = prose.strip() == expected_prose.strip()
     return (f"tool calls {names} args {'match' if args_ok else 'DIFFER'}; prose {len(prose)} chars "
             f"{'matches' if prose_ok else 'DIFFERS'}; finish_reason {finish}")
@@ -452,8 +482,9 @@ def round_ratio(runs: dict[str, list[Measured]], mine: str, theirs: str, attr: s
 
 
 def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], body: bytes,
-                   chunks: int) -> dict[int, dict[str, Figures]]:
-    """Section 1; returns the figures per concurrency and server (section 2 reuses c=1)."""
+                   chunks: int, results: dict) -> dict[int, dict[str, Figures]]:
+    """Section 1; returns the figures per concurrency and server (section 2 reuses c=1); c=64's go into
+    ``results``."""
     figures: dict[int, dict[str, Figures]] = {}
     for concurrency, per_round in RELAY_PLAN:
         runs = interleaved(servers, body, concurrency=concurrency, requests=per_round, chunks=chunks, rounds=ROUNDS,
@@ -461,78 +492,92 @@ def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], b
         direct = measure(upstream, body, concurrency=concurrency, requests=per_round, chunks=chunks)
         figures[concurrency] = {name: Figures.of(merged(m)) for name, m in runs.items()}
         figures[concurrency]["upstream"] = Figures.of(direct)
-        tw, rl, up = figures[concurrency]["toolwire"], figures[concurrency]["relay"], figures[concurrency]["upstream"]
+        tw, rl, up = (figures[concurrency][name] for name in ("toolwire", BASELINE, "upstream"))
+        if concurrency == 64:
+            results[f"{chunks}-chunk"] = {name: {"rps": f.rps, "cpu_us_per_request": f.cpu_us_per_chunk * chunks,
+                                                 "errors": f.errors} for name, f in figures[64].items()
+                                          if f.cpu_us_per_chunk is not None}
         s = "1"
         table.add(s, f"c={concurrency}: requests ok / errors (each server)", f"{tw.ok} / {tw.errors}",
-                  f"{rl.ok} / {rl.errors} relay")
-        table.add(s, f"c={concurrency}: chunks/s", f"{tw.chunks_per_s:,.0f}", f"{rl.chunks_per_s:,.0f} relay",
+                  f"{rl.ok} / {rl.errors} {BASELINE}")
+        table.add(s, f"c={concurrency}: chunks/s", f"{tw.chunks_per_s:,.0f}", f"{rl.chunks_per_s:,.0f} {BASELINE}",
                   f"{tw.chunks_per_s / rl.chunks_per_s:.2f}")
-        rps_ratio = round_ratio(runs, "toolwire", "relay")
-        table.add(s, f"c={concurrency}: requests/s (ratio: median of rounds)", f"{tw.rps:,.1f}", f"{rl.rps:,.1f} relay",
-                  f"{rps_ratio:.2f}", f">= {TARGET_RPS_RATIO}" if concurrency == 64 else "",
-                  verdict(rps_ratio >= TARGET_RPS_RATIO) if concurrency == 64 else "")
-        for client in RELAY_CLIENTS[1:]:
+        rps_ratio = round_ratio(runs, "toolwire", BASELINE)
+        table.add(s, f"c={concurrency}: requests/s (ratio: median of rounds)", f"{tw.rps:,.1f}",
+                  f"{rl.rps:,.1f} {BASELINE}", f"{rps_ratio:.2f}",
+                  f">= {TARGET_VS_BASELINE}, none failed" if concurrency == 64 else "",
+                  verdict(rps_ratio >= TARGET_VS_BASELINE and tw.errors == 0) if concurrency == 64 else "")
+        for client in RELAY_CLIENTS:
             other = figures[concurrency][relay_name(client)]
-            table.add(s, f"c={concurrency}:   relay on {client}: ok/errors, req/s, CPU µs/chunk", f"{tw.rps:,.1f}",
-                      f"{other.ok}/{other.errors}, {other.rps:,.1f}, {other.cpu_us_per_chunk:.1f}",
-                      f"{round_ratio(runs, 'toolwire', relay_name(client)):.2f}")
+            if relay_name(client) != BASELINE:
+                table.add(s, f"c={concurrency}:   relay on {client}: ok/errors, req/s, CPU µs/chunk", f"{tw.rps:,.1f}",
+                          f"{other.ok}/{other.errors}, {other.rps:,.1f}, {other.cpu_us_per_chunk:.1f}",
+                          f"{round_ratio(runs, 'toolwire', relay_name(client)):.2f}")
         ttfb_target = concurrency == 512
-        table.add(s, f"c={concurrency}: TTFB p50 / p99 ms", ms_pair(tw.ttfb), ms_pair(rl.ttfb) + " relay",
+        table.add(s, f"c={concurrency}: TTFB p50 / p99 ms", ms_pair(tw.ttfb), f"{ms_pair(rl.ttfb)} {BASELINE}",
                   ratio_pair(tw.ttfb, rl.ttfb), f"p50 <= {TARGET_TTFB_512}" if ttfb_target else "",
                   verdict(tw.ttfb[0] / rl.ttfb[0] <= TARGET_TTFB_512) if ttfb_target else "")
-        table.add(s, f"c={concurrency}: total time p50 / p99 ms", ms_pair(tw.total), ms_pair(rl.total) + " relay",
+        table.add(s, f"c={concurrency}: total time p50 / p99 ms", ms_pair(tw.total), f"{ms_pair(rl.total)} {BASELINE}",
                   ratio_pair(tw.total, rl.total))
         cpu_ratio = tw.cpu_us_per_chunk / rl.cpu_us_per_chunk
         table.add(s, f"c={concurrency}: worker CPU µs / relayed chunk", f"{tw.cpu_us_per_chunk:.1f}",
-                  f"{rl.cpu_us_per_chunk:.1f} relay", f"{cpu_ratio:.2f}", f"<= {TARGET_CPU_RATIO}",
+                  f"{rl.cpu_us_per_chunk:.1f} {BASELINE}", f"{cpu_ratio:.2f}", f"<= {TARGET_CPU_RATIO}",
                   verdict(cpu_ratio <= TARGET_CPU_RATIO))
         table.add(s, f"c={concurrency}: worker CPU busy / load gen CPU busy",
                   f"{tw.worker_util:.0%} / {tw.loadgen_util:.0%}",
-                  f"{rl.worker_util:.0%} / {rl.loadgen_util:.0%} relay")
+                  f"{rl.worker_util:.0%} / {rl.loadgen_util:.0%} {BASELINE}")
         table.add(s, f"c={concurrency}: harness ceiling (upstream direct)", "",
                   f"{up.chunks_per_s:,.0f} chunks/s", f"{tw.chunks_per_s / up.chunks_per_s:.2f}")
     return figures
 
 
-def short_streams(table: Table, servers: dict[str, Server]) -> None:
-    """Section 0: ~100-chunk streams ending in a tool call, c=64, every server interleaved in rounds."""
+def short_streams(table: Table, section: str, servers: dict[str, Server], results: dict) -> None:
+    """Sections 0 and 9: each kind of short stream at c=64, every server interleaved in rounds; the
+    headline ratio is toolwire's requests/s over :data:`BASELINE`'s, the median of the rounds' ratios.
+
+    Writes each kind's figures per server into ``results`` (the chart's input).
+    """
     concurrency, per_round = SHORT_PLAN
-    chunks = scripted.script("bench-short")["chunks"]
-    runs = interleaved(servers, request_body("bench-short"), concurrency=concurrency, requests=per_round,
-                       chunks=chunks, rounds=SHORT_ROUNDS, label="0")
-    figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
-    tw = figures["toolwire"]
-    s = "0"
-    table.add(s, "toolwire output check (httpx, 1 stream)", check_output(servers["toolwire"],
-                                                                         request_body("bench-short"),
-                                                                         scripted.script("bench-short")))
-    for name, f in figures.items():
-        table.add(s, f"{name}: ok / errors, requests/s", f"{f.ok} / {f.errors}", f"{f.rps:,.1f}")
-        table.add(s, f"{name}: TTFB / total p50 ms, worker CPU µs per request", "",
-                  f"{f.ttfb[0]:.1f} / {f.total[0]:.1f}, {f.cpu_us_per_chunk * chunks:,.0f}")
-    chosen = relay_name(CHOSEN_CLIENT)
-    for theirs, target in (("relay", TARGET_SHORT_VS_RELAY), (chosen, TARGET_SHORT_VS_CHOSEN)):
-        ratio = round_ratio(runs, "toolwire", theirs)
-        table.add(s, f"requests/s toolwire / {theirs} (median of rounds)", f"{tw.rps:,.1f}",
-                  f"{figures[theirs].rps:,.1f} {theirs}", f"{ratio:.2f}", f">= {target}", verdict(ratio >= target))
-        cpu = tw.cpu_us_per_chunk / figures[theirs].cpu_us_per_chunk
-        table.add(s, f"worker CPU per request toolwire / {theirs}", "", "", f"{cpu:.2f}")
-    for client in RELAY_CLIENTS[1:]:
-        table.add(s, f"requests/s {relay_name(client)} / relay (the clients compared)", "", "",
-                  f"{round_ratio(runs, relay_name(client), 'relay'):.2f}")
+    suffix = "" if section == "0" else f" x{len(servers['toolwire'].workers)} workers"
+    for kind, model in SHORT_KINDS.items():
+        expected, body = scripted.script(model), request_body(model)
+        chunks = expected["chunks"]
+        table.add(section, f"{kind}: toolwire output check (httpx, 1 stream)",
+                  check_output(servers["toolwire"], body, expected))
+        runs = interleaved(servers, body, concurrency=concurrency, requests=per_round, chunks=chunks,
+                           rounds=SHORT_ROUNDS, label=f"{section} {kind}")
+        figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
+        results[f"{kind}{suffix}"] = {name: {"rps": f.rps, "cpu_us_per_request": f.cpu_us_per_chunk * chunks,
+                                            "errors": f.errors} for name, f in figures.items()}
+        for name, f in figures.items():
+            table.add(section, f"{kind}: {name}: ok / errors; req/s, TTFB / total p50 ms, CPU µs/request",
+                      f"{f.ok} / {f.errors}",
+                      f"{f.rps:,.1f}, {f.ttfb[0]:.1f} / {f.total[0]:.1f}, {f.cpu_us_per_chunk * chunks:,.0f}")
+        tw = figures["toolwire"]
+        for theirs in figures:
+            if theirs == "toolwire":
+                continue
+            ratio = round_ratio(runs, "toolwire", theirs)
+            headline = theirs == BASELINE
+            table.add(section, f"{kind}: requests/s toolwire / {theirs} (median of rounds)", f"{tw.rps:,.1f}",
+                      f"{figures[theirs].rps:,.1f} {theirs}", f"{ratio:.2f}",
+                      f">= {TARGET_VS_BASELINE}, none failed" if headline else "",
+                      verdict(ratio >= TARGET_VS_BASELINE and tw.errors == 0) if headline else "")
+            if headline:
+                table.add(section, f"{kind}: worker CPU per request toolwire / {theirs}", "", "",
+                          f"{tw.cpu_us_per_chunk / figures[theirs].cpu_us_per_chunk:.2f}")
 
 
 def added_latency(table: Table, c1: dict[str, Figures]) -> None:
     """Section 2, from the concurrency-1 runs of section 1 plus the upstream measured directly."""
-    tw, rl, up = c1["toolwire"], c1["relay"], c1["upstream"]
     s = "2"
     for label, attr in (("TTFB", "ttfb"), ("first content", "ttfc")):
-        mine = getattr(tw, attr)
-        for base_name, base in (("upstream", up), ("relay", rl)):
-            theirs = getattr(base, attr)
+        mine = getattr(c1["toolwire"], attr)
+        for base_name in ("upstream", "relay", BASELINE):
+            theirs = getattr(c1[base_name], attr)
             delta = mine[0] - theirs[0]
             target = result = ""
-            if attr == "ttfc" and base_name == "relay":
+            if attr == "ttfc" and base_name == BASELINE:
                 target = f"Δp50 <= {TARGET_TTFC_DELTA_MS:.0f} ms"
                 result = f"{verdict(delta <= TARGET_TTFC_DELTA_MS)} (Δp50 {delta:+.2f} ms)"
             else:
@@ -599,7 +644,7 @@ def open_streams_run(procs: Processes, upstream_url: str, fast_body: bytes, fast
         return {"ok": len(result.ok), "errors": len(result.errors), "kinds": kinds, "idle": idle,
                 "peak_open": peak[0], "peak_inflight": peak[1], "peak_rss": peak[2], "peak_at": peak[3],
                 "totals": [x.total for x in result.ok],
-                "restarted": worker_pid(server.proc.pid) != server.worker}
+                "restarted": server.restarted()}
     finally:
         procs.stop(server.proc)
 
@@ -631,11 +676,12 @@ def _open_stream_rows(table: Table, f: dict, count: int, *, target: bool, relays
     for client, relay in (relays or {}).items():
         # A minimal relay's own figure is the floor of this stack (gunicorn worker, Flask, the client).
         name = relay_name(client)
-        reference = client == "httpx"
+        reference = name == BASELINE
+        ratio = per_open / _per_open(relay)
         table.add(s, f"  {name} (on {client}), same run: RSS per open stream KiB",
                   f"{per_open:.1f}", f"{relay['ok']} / {relay['peak_open']}, {_per_open(relay):.1f} {name}",
-                  f"{per_open / _per_open(relay):.2f}", "<= 1.00" if reference else "",
-                  verdict(per_open <= _per_open(relay)) if reference else "")
+                  f"{ratio:.2f}", f"<= {TARGET_RSS_VS_BASELINE:.2f}" if reference else "",
+                  verdict(ratio <= TARGET_RSS_VS_BASELINE) if reference else "")
     table.add(s, "  stream total time p50 / p99 s",
               f"{pct(f['totals'], 0.5):.2f} / {pct(f['totals'], 0.99):.2f}",
               f"{scripted.script('bench-slow')['chunks'] * SLOW_INTERVAL:.1f} scripted")
@@ -744,10 +790,48 @@ def toolwire_env(upstream_url: str) -> dict[str, str]:
             "TOOLWIRE_MAX_CONCURRENT_STREAMS": "0"}
 
 
+def two_workers(table: Table, procs: Processes, upstream_url: str, results: dict) -> None:
+    """Section 9: section 0's short streams on toolwire and :data:`BASELINE`, each with two workers."""
+    servers = {"toolwire": start_gunicorn(procs, "toolwire-2w", ["wsgi:app"], toolwire_env(upstream_url), workers=2),
+               BASELINE: start_gunicorn(procs, f"{BASELINE}-2w", ["--pythonpath", str(BENCH), "relay:app"],
+                                        {"RELAY_UPSTREAM_URL": upstream_url, "RELAY_CLIENT": CHOSEN_CLIENT},
+                                        workers=2)}
+    try:
+        fast = scripted.script("bench-fast")
+        for server in servers.values():
+            measure(server, request_body("bench-fast"), concurrency=16, requests=4 * WARMUP_REQUESTS,
+                    chunks=fast["chunks"])
+        short_streams(table, "9", servers, results)
+        for server in servers.values():
+            if server.restarted():
+                table.add("!", f"{server.name} (two workers): a worker was restarted; CPU figures suspect")
+    finally:
+        for server in servers.values():
+            procs.stop(server.proc)
+
+
+def save_results(results: dict, out: Path) -> None:
+    """``results`` as ``out/results.json`` and their chart as ``out/bench.png``."""
+    from chart import write_chart
+
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
+             f"load {os.getloadavg()[0]:.1f}, c={SHORT_PLAN[0]}")
+    (out / "results.json").write_bytes(orjson.dumps({"measured": stamp, "scenarios": results},
+                                                    option=orjson.OPT_INDENT_2))
+    path = write_chart(results, out / "bench.png", f"make bench: toolwire vs minimal relays ({stamp})")
+    progress(f"results and chart written to {path.parent}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="0,1,2,3,4,5,6,7,8", help="comma-separated sections to run (default all)")
-    sections = set(parser.parse_args().sections.split(","))
+    parser.add_argument("--sections", default="0,9,1,2,3,4,5,6,7,8",
+                        help="comma-separated sections to run (default all)")
+    parser.add_argument("--out", type=Path, default=ROOT / RESULTS_DIR,
+                        help=f"folder for results.json and the chart bench.png (default {RESULTS_DIR})")
+    args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    results: dict = {}
     raise_fd_limit()
     procs = Processes()
     gevent.signal_handler(signal.SIGTERM, _terminate, procs)
@@ -774,19 +858,24 @@ def main() -> int:
         for server in servers.values():
             measure(server, body, concurrency=8, requests=WARMUP_REQUESTS, chunks=fast["chunks"])
 
+        short = (f"{scripted.script('bench-short')['chunks']}-chunk streams ending in a write_file call "
+                 f"(tool-call) and of prose only, tools offered (text); c={SHORT_PLAN[0]}, {SHORT_ROUNDS} "
+                 f"interleaved rounds of {SHORT_PLAN[1]} requests; baseline {BASELINE} (same stack, no parsing)")
         if "0" in sections:
-            table.section(f"0 short tool-call streams: {scripted.script('bench-short')['chunks']} chunks ending in a "
-                          f"write_file call, c={SHORT_PLAN[0]}, every server in {SHORT_ROUNDS} interleaved rounds of "
-                          f"{SHORT_PLAN[1]} requests; relay = httpx (fixed reference)")
-            short_streams(table, servers)
+            table.section(f"0 HEADLINE, one worker each: {short}")
+            short_streams(table, "0", servers, results)
+        if "9" in sections:
+            table.section(f"9 two workers each (--workers 2, {os.cpu_count()} CPUs shared with the load generator "
+                          f"and the upstream): {short}")
+            two_workers(table, procs, upstream_url, results)
 
         if sections & {"1", "2"}:
             table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire "
-                          f"vs the minimal relays (relay = httpx; on geventhttpclient; on urllib3), {ROUNDS} interleaved "
+                          f"vs the minimal relays (baseline {BASELINE}; relay = httpx; on urllib3), {ROUNDS} interleaved "
                           f"rounds; requests per server: "
                           + ", ".join(f"c={c}: {n * ROUNDS}" for c, n in RELAY_PLAN))
             table.add("1", "toolwire output check (httpx, 1 stream)", check)
-            figures = relay_overhead(table, upstream, servers, body, fast["chunks"])
+            figures = relay_overhead(table, upstream, servers, body, fast["chunks"], results)
             table.section(f"2 added latency at c=1 ({RELAY_PLAN[0][1] * ROUNDS} requests per server, "
                           f"{RELAY_PLAN[0][1]} direct to the upstream)")
             added_latency(table, figures[1])
@@ -799,7 +888,7 @@ def main() -> int:
                           "end to end")
             linearity(table, toolwire)
         for server in servers.values():
-            if worker_pid(server.proc.pid) != server.worker:
+            if server.restarted():
                 table.add("!", f"{server.name}: the gunicorn worker was restarted during the run; CPU figures suspect")
         if "5" in sections:
             table.section("5 core per-chunk figures (bench/core_bench.py, its own baseline)")
@@ -822,6 +911,8 @@ def main() -> int:
         return 1
     finally:
         procs.stop_all()
+    if results:
+        save_results(results, args.out)
     print(f"toolwire bench: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
           f"{time.monotonic() - started:.0f} s; logs in {procs.logdir}")
     print(table.render())

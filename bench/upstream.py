@@ -13,6 +13,8 @@ pre-encoded ``chat.completion.chunk`` SSE stream chosen by the request's
 * ``bench-short``: :data:`SHORT_CHUNKS` frames, a sentence of prose, then a
   ``write_file`` ``<tool_call>`` with an escaped JSON argument that ends the
   stream, sent all at once (a typical short tool-call answer);
+* ``bench-text``: :data:`SHORT_CHUNKS` frames of prose and no tool call, sent all at
+  once (a short answer to a request that offered tools);
 * ``bench-slow``: a short prose + tool-call stream whose frames are sent
   ``--slow-interval`` seconds apart (the open-streams test);
 * ``bench-arg-100k`` / ``bench-arg-1m``: one tool call whose argument text is
@@ -94,7 +96,7 @@ def stream_frames(pieces: list[str]) -> list[bytes]:
     return frames
 
 
-SCRIPT_NAMES = ("bench-fast", "bench-short", "bench-slow", "bench-arg-100k", "bench-arg-1m")
+SCRIPT_NAMES = ("bench-fast", "bench-short", "bench-text", "bench-slow", "bench-arg-100k", "bench-arg-1m")
 
 
 def script(name: str) -> dict:
@@ -109,6 +111,9 @@ def script(name: str) -> dict:
     elif name == "bench-short":
         call, arguments = tool_call_text(600)
         text = PROSE + call
+        pieces = split_even(text, SHORT_CHUNKS - 3)
+    elif name == "bench-text":
+        text, arguments = (PROSE + TAIL) * 5, {}
         pieces = split_even(text, SHORT_CHUNKS - 3)
     elif name == "bench-slow":
         call, arguments = tool_call_text(300)

@@ -47,7 +47,10 @@ def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[
     check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
     config = parser_config(req, context.settings)
-    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config))
+    settings = context.settings
+    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config),
+                                     manifest=settings.tool_manifest_for(req.model),
+                                     examples=settings.example_exchanges_for(req.model))
     chars = sum(len(message["content"]) for message in prompt)
     return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
 

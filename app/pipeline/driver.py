@@ -136,9 +136,10 @@ class ChoiceDriver:
                 if chunk.usage:
                     self.usage = chunk.usage
                 for delta in chunk.choices:
-                    if delta.index not in self._finished:
+                    index = delta.index
+                    if index not in self._finished:
                         # A list, not a generator per delta, and no event stays bound here through the next wait.
-                        yield from self._delta_events(delta)
+                        yield from [(index, event) for event in self._delta_events(index, delta)]
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
@@ -157,20 +158,18 @@ class ChoiceDriver:
         finally:
             self._stream.close()
 
-    def _delta_events(self, delta: ChoiceDelta) -> list[tuple[int, Event]]:
-        """The events of one choice's delta, each with the choice's index."""
-        index = delta.index
-        choice = self._choice(index)
-        events: list[Event] = []
-        if delta.reasoning:
-            events.append(ReasoningDelta(delta.reasoning))
-        natives = self._natives.get(index)
-        if delta.content:
+    def _delta_events(self, index: int, delta: ChoiceDelta) -> list[Event]:
+        """The events of choice ``index``'s ``delta``, as they go out."""
+        choice = self._choices.get(index) or self._choice(index)
+        events: list[Event] = [ReasoningDelta(delta.reasoning)] if delta.reasoning else []
+        natives = self._natives.get(index) if self._natives else None
+        content = delta.content
+        if content:
             if self.texts is not None:
-                self.texts.setdefault(index, []).append(delta.content)
+                self.texts.setdefault(index, []).append(content)
             if natives is not None:
                 events += natives.close()
-            events += choice.feed(delta.content)
+            events += choice.feed(content)
         if delta.tool_calls:
             if natives is None:
                 natives = self._natives[index] = NativeCalls(choice)
@@ -180,8 +179,7 @@ class ChoiceDriver:
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
-        events = self._output(index, events)
-        return [(index, event) for event in events]
+        return self._output(index, events) if events else events
 
     def _choice(self, index: int) -> ChoiceStream:
         choice = self._choices.get(index)

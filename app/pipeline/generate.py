@@ -172,6 +172,8 @@ def open_in_tool_mode(generation: Generation,
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
+                                       manifest=settings.tool_manifest_for(model),
+                                       examples=settings.example_exchanges_for(model),
                                        system_in=settings.system_in_for(model))
     if settings.constrain_calls_for(model) and "response_format" not in fields:
         constraint = forced_call_format(config)

@@ -109,17 +109,27 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
         tool_choice = (ChoiceRequest(tool_choice, "function_call", tools_param="functions") if legacy_functions
                        else ChoiceRequest(tool_choice))
     check_tool_choice(tool_choice, {t.name for t in tools})
+    # The registry is part of the key: a format registered later can change what "all" or "auto" mean.
+    formats, policy, starts_in_reasoning = settings.derived(
+        ("parsing", model, registered_formats()), lambda: _model_parsing(settings, model))
     return ParserConfig(
         tools=shared_tool_set(tools),
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
-        formats=_one_copy(parser_formats(settings, model)),
-        policy=_one_copy(policy_from_settings(settings, model)),
+        formats=formats,
+        policy=policy,
         marker=request_marker(settings, marker_requested) if tools else None,
         bare_json=not json_output,
-        starts_in_reasoning=settings.opens_reasoning(model),
+        starts_in_reasoning=starts_in_reasoning,
     )
+
+
+def _model_parsing(settings: "Settings", model: str) -> tuple[tuple[str, ...], Policy, bool]:
+    """What the settings say a client's ``model`` is parsed with: its formats, its policy, and whether its
+    answers start in reasoning."""
+    return (_one_copy(parser_formats(settings, model)), _one_copy(policy_from_settings(settings, model)),
+            settings.opens_reasoning(model))
 
 
 def _one_copy(value: T) -> T:

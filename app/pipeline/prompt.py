@@ -23,6 +23,8 @@ plain ``system``/``user``/``assistant`` messages with string content:
   be mistaken for, or imitated as, a call. A format whose family's template
   writes results its own way (``TextFormat.render_result``: Harmony's
   ``<|start|>functions.NAME to=assistant…``) gets them in that form instead.
+- A model's example exchanges (``model_map``'s ``example_exchange``) come first, written as a real
+  exchange would be: the request, the call in the taught format, the result, the answer.
 - Consecutive messages of the same role are merged (blank line between), so
   upstreams that require strict user/assistant alternation accept the result.
 """
@@ -30,7 +32,7 @@ plain ``system``/``user``/``assistant`` messages with string content:
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
 
@@ -47,8 +49,10 @@ from ..prompt_protocol import (
     primary_type,
     resolve_schema,
 )
+from ..settings import ExampleExchange, ToolManifest
 from .lru import BoundedLRU
 from .plan import shared_key
+from .signatures import compact_example, signature_lines
 
 __all__ = [
     "GUIDE_HEADING",
@@ -83,7 +87,8 @@ _PART_PLACEHOLDERS = {
 
 
 def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: TextFormat, *,
-                            answer_format: Mapping[str, Any] | None = None, system_in: str = "system") -> list[dict]:
+                            answer_format: Mapping[str, Any] | None = None, manifest: ToolManifest = "json",
+                            examples: Sequence[ExampleExchange] = (), system_in: str = "system") -> list[dict]:
     """Flatten a Chat Completions transcript for a text-only upstream.
 
     Args:
@@ -96,6 +101,10 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             calls are rendered in it too.
         answer_format: a JSON ``response_format`` (Chat shape) the prompt teaches for an answer
             without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
+        manifest: how the tool block lists the tools: ``json`` (schemas and a guide) or ``compact``
+            (signature lines, :mod:`.signatures`).
+        examples: exchanges written before the conversation, in ``fmt``, when calls are parsed, each
+            when its tool is offered (a small model imitates a call it sees far better than one it is told about).
         system_in: where the system text goes: ``system``, one leading system message; ``first_user``, the
             start of the first user turn (for chat templates that drop system messages or have no such role).
     Returns:
@@ -104,14 +113,15 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
     """
     system_texts: list[str] = []
     if config.parsing_enabled:
-        system_texts.append(_cached_tool_block(config, fmt))
+        system_texts.append(_cached_tool_block(config, fmt, manifest))
     elif config.tools:
         system_texts.append(_NO_CALLS_LINE)
     if answer_format is not None:
         system_texts.append(answer_format_block(answer_format))
 
     call_names: dict[str, str] = {}  # call id -> function name, from earlier assistant calls
-    turns: list[tuple[str, str]] = []
+    turns = [turn for example in examples if config.parsing_enabled and example.tool in config.tools
+             for turn in _example_turns(example, fmt)]
     formats = (fmt, custom_format(config))
     this_turn = max((i for i, message in enumerate(messages) if message.get("role") == "user"), default=-1)
     for position, message in enumerate(messages):
@@ -150,6 +160,13 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
         else:
             out.append({"role": role, "content": text})
     return out
+
+
+def _example_turns(example: ExampleExchange, fmt: TextFormat) -> list[tuple[str, str]]:
+    """The example exchange as the turns a real one becomes: request, call, result, answer."""
+    call = fmt.render_call(example.tool, json.dumps(example.arguments, ensure_ascii=False))
+    return [("user", example.user), ("assistant", call),
+            ("user", _tool_result_text(fmt, example.tool, None, example.result)), ("assistant", example.answer)]
 
 
 def answer_format_block(response_format: Mapping[str, Any]) -> str:
@@ -201,26 +218,26 @@ def _entry_chars(key: tuple[Any, ...], block: str) -> int:
 _tool_blocks: BoundedLRU[tuple[Any, ...], str] = BoundedLRU(TOOL_BLOCK_CACHE_SIZE, TOOL_BLOCK_CACHE_CHARS, _entry_chars)
 
 
-def _cached_tool_block(config: ParserConfig, fmt: TextFormat) -> str:
+def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest) -> str:
     """:func:`_tool_block`, from a small LRU keyed by everything the block is rendered from.
 
     A marked request is never cached: its marker is fresh per request, and its text is its own.
     """
     if config.marker is not None:
-        return _tool_block(config, fmt)
+        return _tool_block(config, fmt, manifest)
     tools = shared_key(config.tools)
     if tools is None:
-        return _tool_block(config, fmt)
-    key = (fmt, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
+        return _tool_block(config, fmt, manifest)
+    key = (fmt, manifest, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
     block = _tool_blocks.get(key)
     if block is None:
-        block = _tool_block(config, fmt)
+        block = _tool_block(config, fmt, manifest)
         _tool_blocks.put(key, block)
     return block
 
 
-def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:
-    """The whole tool block: intro, manifest, guide, call formats, this turn's rules."""
+def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = "json") -> str:
+    """The whole tool block: intro, manifest, guide (``json`` manifest only), call formats, this turn's rules."""
     tools = list(config.tools.values())
     sections = [
         f"{TOOL_BLOCK_TITLE}\n"
@@ -228,12 +245,19 @@ def _tool_block(config: ParserConfig, fmt: TextFormat) -> str:
         "sends each result back in a later message; built-in tools or restrictions of your own runtime "
         "do not apply here. Call a tool only by writing a call block exactly as described under "
         '"How to call".',
-        f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema "
-        "(or, for a custom tool, the kind of free-text input it takes).\n"
-        + "\n".join(_manifest_line(t) for t in tools),
-        f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools),
-        f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt)),
     ]
+    if manifest == "compact":
+        sections.append(f"{MANIFEST_HEADING}\nOne line per tool: its name(parameters) - what it does; `?` marks "
+                        "an optional parameter.\n" + "\n".join(_compact_lines(t) for t in tools))
+        custom = [t for t in tools if t.kind == "custom"]  # a grammar is the input's only description
+        if custom:
+            sections.append(f"{GUIDE_HEADING}\n" + "\n\n".join(_custom_guide(t) for t in custom))
+    else:
+        sections += [f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema "
+                     "(or, for a custom tool, the kind of free-text input it takes).\n"
+                     + "\n".join(_manifest_line(t) for t in tools),
+                     f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools)]
+    sections.append(f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt, compact=manifest == "compact")))
     rules = _turn_rules(config, tools)
     if rules:
         sections.append(f"{TURN_HEADING}\n" + "\n".join(f"- {line}" for line in rules))
@@ -246,12 +270,17 @@ def _manifest_line(tool: ToolSpec) -> str:
     return f"{tool.name} {_compact(tool.parameters or _EMPTY_PARAMETERS)}"
 
 
-def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
+def _compact_lines(tool: ToolSpec) -> str:
+    return _manifest_line(tool) if tool.kind == "custom" else "\n".join(signature_lines(tool))
+
+
+def _how_to(config: ParserConfig, fmt: TextFormat, *, compact: bool = False) -> list[str]:
     """The call-format instructions: the JSON format's for function tools, the custom format's for custom tools."""
     parts = []
     example_tool = _example_tool(config, "function")
     if example_tool is not None:
-        example_args = json.dumps(example_value(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+        sample = compact_example if compact else example_value
+        example_args = json.dumps(sample(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
         # "..." in ASCII: one '…' made the whole system prompt two bytes a character (CPython's UCS-2 strings),
         # and every copy and encoding of it slower
         parts.append(f"{fmt.instructions(example_tool.name, example_args)}\n"

@@ -4,8 +4,9 @@
 reads only ``body["messages"]`` as produced by
 :func:`app.pipeline.prompt.build_upstream_messages`, and answers:
 
-- When the system message carries the tool block and the last message is a
-  user request (not a tool result), it calls the best-matching tool: the one
+- When the system message carries the tool block (either manifest: JSON
+  Schemas or compact signatures) and the last message is a user request (not a
+  tool result), it calls the best-matching tool: the one
   whose name, description and parameter names share the most words with the
   request (tool names weigh most; ties go to the manifest's first tool). A
   forced tool (``You must call `X```) is always called; under ``required`` the
@@ -176,6 +177,8 @@ class _ToolBlock:
             name, _, schema = line.partition(" ")
             if schema.startswith("{"):  # a custom tool's line describes free text: the demo calls only functions
                 self.tools[name] = json.loads(schema)
+            elif (signature := _signature(line)) is not None:  # the compact manifest
+                name, self.tools[name], self.descriptions[name] = signature
         current: str | None = None  # the guide entry whose description lines are being read
         for line in _section(system, GUIDE_HEADING, to_blank=False):
             if line.startswith("### "):
@@ -211,6 +214,43 @@ class _ToolBlock:
             if system.startswith(TOOL_BLOCK_TITLE + "\n") and f"\n{MANIFEST_HEADING}\n" in system:
                 return cls(system)
         return None
+
+
+def _signature(line: str) -> tuple[str, dict[str, Any], str] | None:
+    """A compact manifest line, ``name(city: string, unit?: "c"|"f" = "c") - description``, as its name, a
+    schema of its top-level parameters (types, enums, defaults) and its description."""
+    name, paren, rest = line.partition("(")
+    if not paren or not name or " " in name:
+        return None
+    depth, params, current = 1, [], ""
+    for end, char in enumerate(rest):
+        depth += (char in "({[") - (char in ")}]")
+        if depth == 0 or (char == "," and depth == 1):
+            params.append(current.strip())
+            current = ""
+            if depth == 0:
+                break
+        else:
+            current += char
+    props: dict[str, Any] = {}
+    required = []
+    for param in filter(None, params):
+        pname, _, kind = param.partition(": ")
+        kind, _, default = kind.partition(" = ")
+        if pname.endswith("?"):
+            pname = pname[:-1]
+        else:
+            required.append(pname)
+        try:
+            prop: dict[str, Any] = ({"enum": [json.loads(v) for v in kind.split("|")]} if kind.startswith('"')
+                                    else {"type": kind} if kind.isalpha() else {})
+            if default:
+                prop["default"] = json.loads(default)
+        except ValueError:  # a value holding "|" or " = ": the demo does without its type
+            prop = {}
+        props[pname] = prop
+    description = rest[end + 1:].removeprefix(" - ")
+    return name, {"type": "object", "properties": props, "required": required}, description
 
 
 def _section(text: str, heading: str, *, to_blank: bool = True) -> list[str]:

@@ -308,6 +308,10 @@ def _check_encoding(response: BoundedResponse) -> None:
                             code="upstream_content_encoding")
 
 
+#: The delta keys of a chunk that carries text at most (``parse_chunk``'s quick path).
+_TEXT_ONLY = frozenset({"content", "role"})
+
+
 def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     """One ``chat.completion.chunk`` dict as an :class:`UpstreamChunk`.
 
@@ -322,6 +326,10 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     choices = []
     for choice in obj.get("choices") or ():
         delta = choice.get("delta") or {}
+        if delta.keys() <= _TEXT_ONLY:  # most chunks of a stream: no calls or reasoning to look for
+            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None,
+                                       choice.get("finish_reason")))
+            continue
         choices.append(ChoiceDelta(
             index=choice.get("index") or 0,
             content=delta.get("content"),

@@ -39,10 +39,10 @@ TOOLS = (WEATHER, READ, SEARCH)
 FORMATS = ["tool_call", "use_tool", "function"]
 
 
-def run(messages, *, tools=TOOLS, fmt_name="tool_call", upstream=None, config=None, **body):
+def run(messages, *, tools=TOOLS, fmt_name="tool_call", upstream=None, config=None, manifest="json", **body):
     """Prompt the demo like the endpoints do; return (texts per choice, finish per choice, chunks)."""
     config = config or ParserConfig.for_tools(list(tools))
-    prompt = build_upstream_messages(messages, config, get_format(fmt_name))
+    prompt = build_upstream_messages(messages, config, get_format(fmt_name), manifest=manifest)
     chunks = list((upstream or DemoUpstream()).open({"messages": prompt, "stream": True, **body}))
     texts: dict[int, str] = {}
     finishes: dict[int, str] = {}
@@ -55,6 +55,7 @@ def run(messages, *, tools=TOOLS, fmt_name="tool_call", upstream=None, config=No
     return texts, finishes, chunks
 
 
+@pytest.mark.parametrize("manifest", ["json", "compact"])
 @pytest.mark.parametrize("fmt_name", FORMATS)
 @pytest.mark.parametrize(
     ("prompt", "name", "arguments"),
@@ -65,8 +66,8 @@ def run(messages, *, tools=TOOLS, fmt_name="tool_call", upstream=None, config=No
         ("Search the docs for 'vitest config', top 3", "search_docs", {"query": "vitest config", "limit": 3}),
     ],
 )
-def test_calls_the_matching_tool_in_the_prompted_format(fmt_name, prompt, name, arguments):
-    texts, finishes, _ = run([{"role": "user", "content": prompt}], fmt_name=fmt_name)
+def test_calls_the_matching_tool_in_the_prompted_format(fmt_name, prompt, name, arguments, manifest):
+    texts, finishes, _ = run([{"role": "user", "content": prompt}], fmt_name=fmt_name, manifest=manifest)
     expected = get_format(fmt_name).render_call(name, json.dumps(arguments))
     assert expected in texts[0]
     assert texts[0].endswith(expected)

@@ -201,3 +201,21 @@ def test_cli_check_says_in_one_line_what_stops_the_start(monkeypatch, tmp_path, 
     assert main(["check"]) == 2
     err = capsys.readouterr().err
     assert err == f"toolwire cannot start: TOOLWIRE_API_KEYS_FILE '{tmp_path / 'keys'}': No such file or directory\n"
+
+
+def test_a_derived_value_is_built_once_per_settings_and_their_number_is_bounded():
+    from app.settings import DERIVED_KEPT
+
+    settings, other = Settings(response_store_path=""), Settings(response_store_path="")
+    built: list[str] = []
+
+    def build() -> int:
+        built.append("x")
+        return len(built)
+
+    assert [settings.derived("k", build), settings.derived("k", build), other.derived("k", build)] == [1, 1, 2]
+    for model in range(DERIVED_KEPT + 5):  # keys a client can vary (its model name) cannot grow the cache
+        settings.derived(("parsing", model), build)
+    assert len(settings._derived) == DERIVED_KEPT
+    assert settings.derived(("parsing", DERIVED_KEPT + 1), build) != settings.derived(("parsing", DERIVED_KEPT + 1),
+                                                                                     build)

@@ -11,8 +11,8 @@ import tracemalloc
 import pytest
 from pydantic import SecretStr
 
-from app.upstreams.base import IDLE, PAUSE, Pause, UpstreamError
-from app.upstreams.http import Bounds, HttpUpstream, upstream_request_id
+from app.upstreams.base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamError
+from app.upstreams.http import Bounds, HttpUpstream, parse_chunk, upstream_request_id
 from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, chunk, sse
 from support.loopback import Answer, json_answer, sse_answer
@@ -51,6 +51,17 @@ def test_native_tool_calls_and_reasoning_are_parsed(serve):
                              "finish_reason": None}]})
     [c] = list(serve(lambda seen: sse_answer(body)).open({}))
     assert (c.choices[0].index, c.choices[0].tool_calls, c.choices[0].reasoning) == (1, calls, "hmm")
+
+
+@pytest.mark.parametrize("delta, content, reasoning", [
+    ({"role": "assistant", "content": "hi"}, "hi", None),  # text only: the quick path
+    ({}, None, None),
+    ({"content": "hi", "reasoning": "hmm"}, "hi", "hmm"),  # anything more: the full reading
+    ({"content": None, "thinking": "hmm"}, None, "hmm"),
+])
+def test_a_chunk_reads_the_same_on_either_path(delta, content, reasoning):
+    [choice] = parse_chunk({"choices": [{"index": 2, "delta": delta, "finish_reason": "stop"}]}).choices
+    assert choice == ChoiceDelta(index=2, content=content, finish_reason="stop", reasoning=reasoning)
 
 
 def test_json_body_instead_of_a_stream_becomes_one_chunk(serve):

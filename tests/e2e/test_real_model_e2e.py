@@ -24,7 +24,7 @@ import pytest
 from support.endpoints import CHAT, RESPONSES, Outcome, send
 from support.llama_server import LlamaServer
 from support.model_tap import ModelTap
-from support.real_model import HISTORY, MAX_TOKENS, MODELS, NAMES, PROMPTS, TOOLS, request
+from support.real_model import EXAMPLE_EXCHANGE, HISTORY, MAX_TOKENS, MODELS, NAMES, PROMPTS, TOOLS, request
 from support.server import ToolwireServer
 
 pytestmark = pytest.mark.e2e
@@ -113,6 +113,25 @@ def test_prompt_mode_with_a_real_model(request: pytest.FixtureRequest, model: st
     outcomes = four_ways(toolwire_for(toolwire_factory, tap), model, PROMPTS[prompt])
     assert_one_model_text(outcomes, tap, before)
     record(recordings, tap, model, known, outcomes["chat", False])
+
+
+def test_the_compact_manifest_and_the_example_exchange_with_a_real_model(
+        smollm2: ModelTap, toolwire_factory: Callable[..., ToolwireServer]) -> None:
+    """A first turn (no history from the client) to SmolLM2 taught by its model_map entry: the model gets the
+    signatures and the example exchange before the question; the answer is well-formed, streamed = not."""
+    server = toolwire_for(toolwire_factory, smollm2)
+    question = [{"role": "user", "content": "What's the weather in Madrid?"}]
+    outcomes = []
+    for stream in (True, False):
+        body = {**request(CHAT, "smollm2-taught", "", stream=stream), "messages": question}
+        outcomes.append(send(server.v1_url, CHAT, body, within=100, headers={"X-Request-Id": f"taught-{stream}"}))
+        assert outcomes[-1].kind == "completed", (outcomes[-1].error, outcomes[-1].body[-800:])
+    assert seen(outcomes[0]) == seen(outcomes[1])
+    assert all(name in NAMES for name, _ in outcomes[0].calls)
+    sent = next(body for body, _ in reversed(smollm2.answers) if body["messages"][-1] == question[0])
+    assert "get_weather(city: string) - " in sent["messages"][0]["content"]
+    assert [m["content"].splitlines()[0] for m in sent["messages"][1:3]] == [
+        EXAMPLE_EXCHANGE["user"], '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>']
 
 
 def test_native_mode_forced_call_and_its_follow_up_turn(smollm2: ModelTap,

@@ -13,11 +13,6 @@ TIME = {"name": "get_time", "description": "Current time in a time zone.",
         "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]}}
 TOOLS = [WEATHER, TIME]
 NAMES = {tool["name"] for tool in TOOLS}
-# The route per client model name: llama-cpp-python serves its one model under any name.
-MODELS = {"smollm2": {"model": "smollm2", "tool_format": "tool_call"},
-          "gemma3": {"model": "gemma3", "tool_format": "gemma"},
-          "smollm2-native": {"model": "smollm2", "tool_mode": "native"}}
-
 # An earlier call and its result in the transcript: the small models imitate a call they see (real-model.md).
 EXAMPLE_CALL = {"id": "call_rome", "type": "function", "function": {"name": "get_weather",
                                                                     "arguments": '{"city": "Rome"}'}}
@@ -25,6 +20,15 @@ HISTORY = [{"role": "user", "content": "What's the weather in Rome?"},
            {"role": "assistant", "content": None, "tool_calls": [EXAMPLE_CALL]},
            {"role": "tool", "tool_call_id": "call_rome", "content": '{"temperature_c": 18, "sky": "clear"}'},
            {"role": "assistant", "content": "It is 18 °C and clear in Rome."}]
+# The same exchange as a model_map example_exchange: toolwire writes it before the conversation.
+EXAMPLE_EXCHANGE = {"user": HISTORY[0]["content"], "tool": "get_weather", "arguments": {"city": "Rome"},
+                    "result": HISTORY[2]["content"], "answer": HISTORY[3]["content"]}
+# The route per client model name: llama-cpp-python serves its one model under any name.
+MODELS = {"smollm2": {"model": "smollm2", "tool_format": "tool_call"},
+          "gemma3": {"model": "gemma3", "tool_format": "gemma"},
+          "smollm2-native": {"model": "smollm2", "tool_mode": "native"},
+          "smollm2-taught": {"model": "smollm2", "tool_format": "tool_call", "tool_manifest": "compact",
+                             "example_exchange": EXAMPLE_EXCHANGE}}
 PROMPTS = {"followup_next_call": "And what's the weather in Paris?", "no_tool": "Write one short line about the sea."}
 
 
