@@ -327,8 +327,9 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     for choice in obj.get("choices") or ():
         delta = choice.get("delta") or {}
         if delta.keys() <= _TEXT_ONLY:  # most chunks of a stream: no calls or reasoning to look for
-            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None,
-                                       choice.get("finish_reason")))
+            finish = choice.get("finish_reason")
+            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None, finish,
+                                       stop_sequence=None if finish is None else _stop_sequence(choice)))
             continue
         choices.append(ChoiceDelta(
             index=choice.get("index") or 0,
