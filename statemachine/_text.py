@@ -251,7 +251,7 @@ class TextReader:
                             self._hold_from(buf, pos, i, fed)  # undecided: held for the next characters
                             return n
                         if refuted:  # what follows shows it opens no call: it is text (no block opened and released)
-                            pos, fed = self._refuted(buf, pos, i, fed, refuted)
+                            pos, fed = self._refuted(buf, pos, i, fed, refuted, s)
                             break
                     self._fences.feed(buf[fed:end])  # a sentinel ends no line: no fence changes in it
                     if i > pos:
@@ -268,19 +268,26 @@ class TextReader:
         self._emit_text(buf[pos:])
         return n
 
-    def _refuted(self, buf: str, pos: int, i: int, fed: int, refuted: Refutation) -> tuple[int, int]:
+    def _refuted(self, buf: str, pos: int, i: int, fed: int, refuted: Refutation, opener: str) -> tuple[int, int]:
         """The opener at ``buf[i]`` opens no call: the fences as its block's release would leave them, and its
         note (``tool_open_refuted``) after the text before it; returns where the text and the fences now are."""
         fences = self._fences
         fences.feed(buf[fed:i])
+        # The text before it goes out first, as before a block, where that decides what the opener is: text ends a
+        # held message-start fence's wait (the opener is then in that fence's example), and the whitespace left
+        # held is what a released block feeds again before its opener (after a line break, ```tool_code is then
+        # a fence line).
+        fence_like = opener.lstrip(" ").startswith(("`", "~"))
+        if i > pos and (self._fence or fence_like or isinstance(refuted, tuple)):
+            self._emit_text(buf[pos:i])
+            pos = i
         if fences.inside and not self._fence:  # an example in a fenced block: text, as every sentinel there
             return pos, i
         fences.reset()  # an opener ends any fence line
+        if fence_like:
+            fences.feed(self._ws)
         if isinstance(refuted, tuple):
-            if i > pos:
-                self._emit_text(buf[pos:i])
             self._take_direct("tool_open_refuted", kind=refuted[0], message=refuted[1])
-            pos = i
         return pos, i
 
     def _hold_from(self, buf: str, pos: int, i: int, fed: int) -> None:

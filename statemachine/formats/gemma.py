@@ -35,7 +35,7 @@ from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to, skip_ws
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions
-from .pythonic import PythonicBody, python_call
+from .pythonic import PythonicBody, python_call, refutes_start
 
 _HEADER = re.compile(r"\s*(?:call:)?([A-Za-z_][\w.\-]*)\s*")
 _HEADER_LIMIT = 256
@@ -71,9 +71,9 @@ class Gemma3Format(TextFormat):
     def new_body(self, opener: str, sink: CallSink) -> BodyReader:
         return PythonicBody(sink, "```")
 
-    # No ``refutes``: the opener is a fence line, and whether its released block opens a fenced example depends
-    # on the whitespace the block took in before it, which only the release knows (test_sentinels found a
-    # refuted ```tool_code that left a following call outside the fence its block would have opened).
+    def refutes(self, opener: str, buf: str, pos: int) -> bool | None:
+        """No call's name (or ``[``) starts the fence's body: the reader's ``not_a_call``."""
+        return refutes_start(buf, pos)
 
 
 class GemmaState(str, enum.Enum):

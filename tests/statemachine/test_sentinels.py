@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -229,6 +230,29 @@ def test_a_refuted_opener_is_what_its_block_would_have_been(data, which):
     got = [e for chunk in chunks for e in refuting.feed(chunk)] + refuting.finish(finish)
     want = [e for chunk in chunks for e in reading.feed(chunk)] + reading.finish(finish)
     assert merged(got) == merged(want), (text, chunks, finish)
+
+
+@pytest.mark.parametrize("which, text, finish, want", [
+    (6, "\n```tool_code\n<tool_call>", "length", "\n```tool_code\n<tool_call>"),
+    (6, "\n```tool_code\n<tool_call>", "stop", "\n```tool_code\n<tool_call>"),
+    (0, "\n  ```tool_code\n<tool_call>", "length", "\n  ```tool_code\n<tool_call>"),
+    (0, "x\n```tool_code\n<tool_call>", "length", None),  # the line break went out with the text: no fence
+    (6, "<function=get_weather>```\n```tool_code", "length", None),
+    (0, "```\nx<tool_call><tool_call>", "length", "```\nx<tool_call><tool_call>"),
+])
+def test_a_refuted_opener_leaves_the_fences_as_its_release(which, text, finish, want):
+    """A refuted ```tool_code after a line break is a fence line, as the text its released block feeds to the
+    fence tracker again (the whitespace it took in, then the opener) makes it: what follows is a fenced example,
+    so a ``<tool_call>`` cut by the finish stays text. An opener after text that follows a held message-start
+    fence is in that fence's example, as it is once that text has gone out before a block (the fuzz test above
+    found these cases, the last at 5000 examples)."""
+    config = SENTINEL_CONFIGS[which]
+    refuting, reading = ChoiceStream(config, id_factory=lambda: "call_1"), unrefuted_stream(config)
+    got = merged(refuting.feed(text) + refuting.finish(finish))
+    assert got == merged(reading.feed(text) + reading.finish(finish))
+    if want is not None:
+        assert got[:-1] == [TextDelta(want)]
+        assert [edge for edge in refuting.path if edge[1] != "upstream_finished"] == []  # no block opened
 
 
 def test_repeated_rejected_openers_keep_their_text_and_notes():
