@@ -152,12 +152,10 @@ class ChatChunker:
         head = orjson.dumps(self._head)[:-1]  # the object left open
         start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
         end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if self._include_usage else b"") + b"}\n\n"
-        if kind is TextDelta:
-            parts = (start + b'{"content":', end)
-        elif kind is ReasoningDelta:
-            parts = (start + b'{"reasoning_content":', end)
-        else:
+        if isinstance(kind, int):  # a call's index
             parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind, b"}}]" + end)
+        else:
+            parts = (start + (b'{"content":' if kind is TextDelta else b'{"reasoning_content":'), end)
         if self._frame_parts is None:
             self._frame_parts = {}
         self._frame_parts.setdefault(index, {})[kind] = parts
