@@ -126,6 +126,19 @@ class JsonCallsBody(TableReader):
         self.ctx.call_abort("not_a_call", "the block does not start a call")
         return DONE, pos
 
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        """Read ``buf[pos:]``; inside a call object its parser is called directly (the arguments' path per chunk)."""
+        if self.state is OBJECT:
+            parser = self.parser
+            assert parser is not None
+            status, pos = parser.feed(buf, pos)
+            if status is MORE or status is Stop.PARTIAL:
+                return MORE, pos
+            outcome, pos = self._object_read(parser, status, pos)
+            if outcome is not None:
+                return outcome, pos
+        return TableReader.feed(self, buf, pos)
+
     def _read_object(self, buf: str, pos: int) -> Step:
         """In a call object: its parser reads it; the block goes on after it, or ends if it broke."""
         parser = self.parser
@@ -133,6 +146,10 @@ class JsonCallsBody(TableReader):
         status, pos = parser.feed(buf, pos)
         if status is MORE or status is Stop.PARTIAL:
             return MORE, pos
+        return self._object_read(parser, status, pos)
+
+    def _object_read(self, parser: JsonCallParser, status: Outcome | Stop | None, pos: int) -> Step:
+        """The call object ended (``status``) at ``pos``: the block goes on after it, or ends if it broke."""
         self.parser = None
         self.calls += 1
         self.state = BETWEEN

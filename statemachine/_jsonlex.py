@@ -29,7 +29,6 @@ from ._scanning import NON_WS, Stop, opener_at
 # A string's run of plain characters and escapes sent as they are: it ends at the closing quote, a raw
 # control character, or a backslash that starts a ``\\u`` escape, an invalid one, or the chunk's end.
 _STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
-_IN_STRING = re.compile(r'["\\\x00-\x1f]')  # what may end such a run
 _LITERAL = re.compile(r"[\w.+-]*")
 _KEYWORDS = frozenset(("true", "false", "null"))
 _OPENING = {"}": "{", "]": "["}
@@ -95,8 +94,9 @@ class ValueLexer:
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
         """Read ``buf`` from ``pos``: the text to send, and where the value ended (see the class docstring)."""
         self.stopped = None
-        if self.state is STRING and _IN_STRING.search(buf, pos) is None:
-            return (buf[pos:] if self.emit else ""), None  # the hot path: the chunk goes on inside a string
+        if self.state is STRING and _STRING_RUN.match(buf, pos).end() == len(buf):  # type: ignore[union-attr]
+            # the hot path: the chunk goes on inside a string (its escapes valid and complete), as _lex_string reads it
+            return (buf[pos:] if self.emit else ""), None
         out: list[str] = []
         n = len(buf)
         while pos < n:

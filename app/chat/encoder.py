@@ -120,41 +120,46 @@ class ChatChunker:
         self._include_usage = include_usage
         self._role_sent: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._opened_below = 0
-        self._frame_ends: dict[int, tuple[bytes, bytes]] | None = None  # per choice, see delta_frame
+        # per choice, then per kind of fragment (the event's class, or a call's index): the bytes around it
+        self._frame_parts: dict[int, dict[type | int, tuple[bytes, bytes]]] | None = None
 
     def delta_frame(self, index: int, event: Event) -> bytes | None:
         """The ``data:`` frame of a text or argument fragment once its choice is open, else ``None``.
 
         This is a stream's hot path: the frame is the JSON of the chunk :meth:`chunks` would build, byte
-        for byte, written from the choice's fixed start and end around the one encoded string, with no
-        chunk dict built or dumped.
+        for byte, written from the fixed bytes before and after the one encoded string (made once per choice
+        and kind of fragment), with no chunk dict built or dumped.
         """
+        kind: type | int
         if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
-            key, fragment, close = b'{"content":', event.text, b""
+            kind, fragment = TextDelta, event.text
         elif isinstance(event, ReasoningDelta):
-            key, fragment, close = b'{"reasoning_content":', event.text, b""
+            kind, fragment = ReasoningDelta, event.text
         elif isinstance(event, ToolCallArgumentsDelta) and not self._legacy:
-            key = b'{"tool_calls":[{"index":%d,"function":{"arguments":' % event.index
-            fragment, close = event.fragment, b"}}]"
+            kind, fragment = event.index, event.fragment
         else:
             return None
         if index not in self._role_sent or index > self._opened_below:
             return None
-        ends = self._frame_ends.get(index) if self._frame_ends is not None else None
-        if ends is None:
-            ends = self._frame_ends_for(index)
-        start, end = ends
-        return start + key + orjson.dumps(fragment) + close + end
+        choice_parts = self._frame_parts.get(index) if self._frame_parts is not None else None
+        parts = choice_parts.get(kind) if choice_parts is not None else None
+        if parts is None:
+            parts = self._frame_parts_for(index, kind)
+        return parts[0] + orjson.dumps(fragment) + parts[1]
 
-    def _frame_ends_for(self, index: int) -> tuple[bytes, bytes]:
-        """Choice ``index``'s frame start (up to its ``delta``) and end (from the delta's closing brace)."""
+    def _frame_parts_for(self, index: int, kind: type | int) -> tuple[bytes, bytes]:
+        """Choice ``index``'s frame up to a ``kind`` of fragment's string, and from after it."""
         head = orjson.dumps(self._head)[:-1]  # the object left open
         start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
         end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if self._include_usage else b"") + b"}\n\n"
-        if self._frame_ends is None:
-            self._frame_ends = {}
-        self._frame_ends[index] = (start, end)
-        return start, end
+        if isinstance(kind, int):  # a call's index
+            parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind, b"}}]" + end)
+        else:
+            parts = (start + (b'{"content":' if kind is TextDelta else b'{"reasoning_content":'), end)
+        if self._frame_parts is None:
+            self._frame_parts = {}
+        self._frame_parts.setdefault(index, {})[kind] = parts
+        return parts
 
     def chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
         """The chunks that carry ``event`` for choice ``index`` (none for invisible events)."""

@@ -169,7 +169,10 @@ class ChoiceDriver:
                 self.texts.setdefault(index, []).append(content)
             if natives is not None:
                 events += natives.close()
-            events += choice.feed(content)
+            if events:
+                events += choice.feed(content)
+            else:  # the common case: the choice's fresh list of events is this delta's
+                events = choice.feed(content)
         if delta.tool_calls:
             if natives is None:
                 natives = self._natives[index] = NativeCalls(choice)

@@ -91,6 +91,13 @@ class GlmBody(TableReader):
             START: (self.NAME_START,), PAIRS: (self.KEY, self.CALL_END), BEFORE_VALUE: (self.VALUE,),
             BETWEEN: (self.NAME_START, self.SECTION_END)}
 
+    def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
+        """Read ``buf[pos:]``; a format-A body's reader is called directly (the arguments' path per chunk)."""
+        if self.state is FORMAT_A:
+            assert self.inner is not None
+            return self.inner.feed(buf, pos)
+        return TableReader.feed(self, buf, pos)
+
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
     def _read_start(self, buf: str, pos: int) -> Step:

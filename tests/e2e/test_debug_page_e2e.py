@@ -37,6 +37,7 @@ EXPECTED_COUNTS = {
     ("in_tool_call", "name_completed", "args_streaming"): 2,
     ("in_tool_call", "tool_open_disproved", "text"): 1,
     ("args_streaming", "tool_close_seen", "text"): 2,
+    ("text", "tool_open_refuted", "text"): 0,  # every edge of the table is listed, taken or not
     ("text", "upstream_finished", "done"): 4,
     ("in_tool_call", "upstream_finished", "done"): 0,
     ("args_streaming", "upstream_finished", "done"): 0,
