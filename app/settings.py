@@ -59,9 +59,6 @@ ReasoningOutput = Literal["show", "hide", "inline"]
 ToolManifest = Literal["json", "compact"]
 #: Where a model's system text goes in prompt mode (``auto``: by its family, :meth:`Settings.system_in_for`).
 SystemIn = Literal["auto", "system", "first_user"]
-#: The formats taught to model families whose chat template has no system role (Gemma 3's writes the system
-#: text into the first user turn; llama-cpp-python's ``gemma`` chat format drops it).
-SYSTEMLESS_FORMATS = frozenset({"gemma"})
 
 
 class SettingsError(ValueError):
@@ -639,11 +636,11 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     def system_in_for(self, client_model: str) -> Literal["system", "first_user"]:
         """Where a client's ``model``'s system text goes in prompt mode: its ``model_map`` object's ``system_in``,
         else ``system_in``; ``auto`` is ``first_user`` for a model taught a format of a family without a system
-        role (:data:`SYSTEMLESS_FORMATS`), else ``system``."""
+        role (``TextFormat.system_role``), else ``system``."""
         place = self._per_model(client_model, "system_in")
         if place != "auto":
             return place
-        return "first_user" if self.tool_format_for(client_model) in SYSTEMLESS_FORMATS else "system"
+        return "system" if get_format(self.tool_format_for(client_model)).system_role else "first_user"
 
     def constrain_calls_for(self, client_model: str) -> bool:
         """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""

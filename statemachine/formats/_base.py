@@ -67,6 +67,9 @@ class TextFormat(abc.ABC):
     end_tokens: tuple[str, ...] = ()
     #: The special tokens a call of the format is written in: a block that goes back to text goes without them.
     call_tokens: tuple[str, ...] = ()
+    #: Whether the family's chat template has a system role; without one (Gemma 3's writes the system text into
+    #: the first user turn) toolwire's ``system_in: auto`` puts the tool block there too.
+    system_role: bool = True
     #: Whether :meth:`bare_start` may find calls written without an opener at a message's start (after
     #: whitespace, reasoning or dropped headers, before anything visible; never in marker mode).
     reads_bare: bool = False

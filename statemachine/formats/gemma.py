@@ -53,6 +53,7 @@ class Gemma3Format(TextFormat):
 
     name = "gemma"
     model_names = ("gemma-3",)
+    system_role = False
     openers = ("```tool_code",)
     end_tokens = ("<end_of_turn>",)
     closer = ""  # the fence's closing ``` is read by the body: as a sentinel it would be every fence's
