@@ -9,10 +9,11 @@ from typing import Any, Mapping
 import gevent
 from flask import Blueprint, Response, jsonify, request
 
-from ..chat.views import chat_completions
+from ..chat.views import plan_chat_completion
 from ..messages.models import anthropic_model_list
 from ..messages.views import count_message_tokens, create_message, unsupported_messages_path
 from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
+from ..pipeline.generate import generate
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
 from . import limits
@@ -56,7 +57,10 @@ def _before_request() -> None:
 
 def _chat_completions() -> Response:
     body = json_body()
-    return send(chat_completions(body, request_context(body)))
+    context = request_context(body)
+    generation, encoder = plan_chat_completion(body, context)
+    del body  # the plan holds what is needed: a request waiting for its back end holds no more
+    return send(generate(generation, encoder, context))
 
 
 def _create_response() -> Response:

@@ -8,7 +8,7 @@ import orjson
 from app.chat.encoder import ChatEncoder
 from app.chat.plan import chat_generation
 from app.chat.schemas import parse_chat_request
-from app.chat.views import chat_completions
+from app.chat.views import plan_chat_completion
 from app.observability.record import RequestRecord
 from app.pipeline.context import RequestContext
 from app.pipeline.generate import generate
@@ -28,7 +28,8 @@ def test_a_chat_completion_outside_any_flask_context():
     assert not flask.has_app_context()
     upstream = FakeUpstream(text_chunks("Sure." + CALL))
     record = RequestRecord("req-1", "POST", "/v1/chat/completions")
-    reply = chat_completions(_body(), RequestContext(Settings(), upstream, record=record))
+    context = RequestContext(Settings(), upstream, record=record)
+    reply = generate(*plan_chat_completion(_body(), context), context)
     message = reply["choices"][0]["message"]
     assert message["tool_calls"][0]["function"]["name"] == "get_weather"
     assert reply["choices"][0]["finish_reason"] == "tool_calls"
@@ -40,7 +41,7 @@ def test_a_stream_outside_any_flask_context_reports_to_its_record():
     record = RequestRecord("req-2", "POST", "/v1/chat/completions")
     context = RequestContext(Settings(heartbeat_seconds=5), FakeUpstream(text_chunks("Hello there.")), record=record,
                              keepalive=False)
-    reply = chat_completions(_body(stream=True), context)
+    reply = generate(*plan_chat_completion(_body(stream=True), context), context)
     assert isinstance(reply, SSEBody)
     frames = b"".join(reply).split(b"\n\n")
     assert frames[-2] == b"data: [DONE]"
