@@ -89,7 +89,7 @@ class HttpUpstream:
         headers = {**_STREAM_HEADERS, "X-Request-Id": upstream_request_id(request_id)} if request_id \
             else _STREAM_HEADERS
         with _mapped_errors():
-            response = self.connection.request("POST", "/chat/completions", orjson.dumps(body), headers=headers,
+            response = self.connection.request("POST", "/chat/completions", body, headers=headers,
                                                read_timeout=self._stream_read_timeout,
                                                max_buffer=self.bounds.max_event_bytes)
             if response.status_code >= 300:

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 import certifi
+import orjson
 import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
@@ -184,30 +185,26 @@ class UpstreamConnection:
             self._pid = os.getpid()
         return self._pool
 
-    def request(self, method: str, path: str, body: bytes = b"", *, headers: Mapping[str, str] | None = None,
-                read_timeout: float | None = None, max_buffer: int = DEFAULT_MAX_BUFFER) -> BoundedResponse:
+    def request(self, method: str, path: str, body: bytes | dict[str, Any] = b"", *,
+                headers: Mapping[str, str] | None = None, read_timeout: float | None = None,
+                max_buffer: int = DEFAULT_MAX_BUFFER) -> BoundedResponse:
         """Send one request and return the response once its headers are in.
 
         The body is then received with :meth:`BoundedResponse.receive` (or ``read_body``); the
         connection goes back to the pool when the body is complete, and is closed by ``release()``
         before that. At most ``max_buffer`` body bytes are held unread.
 
-        ``body`` is let go once it is copied into the request, before connecting: a caller should
-        hand it over inline. An ``orjson.dumps`` result keeps its whole growth buffer (16 KiB for a
-        2 KiB prompt with one non-ASCII character); held through the connect and the wait for the
-        answer, a burst of streams leaves those buffers as holes in the heap (docs/upstream-client.md).
+        A ``dict`` body is sent as JSON, written once the connection is had: a burst of requests waiting
+        for their connections (a resolver thread, the connect) holds none of their bytes, and each
+        request's bytes are let go once written, before the wait for the answer. An ``orjson.dumps``
+        result keeps its whole growth buffer (16 KiB for a 2 KiB prompt with one non-ASCII character);
+        held through those waits, a burst of streams leaves such buffers as holes in the heap
+        (docs/upstream-client.md).
 
         Raises:
             OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
             geventhttpclient.response.HTTPParseError: the answer is not HTTP.
         """
-        head = f"{method} {self._target}{path} HTTP/1.1\r\n{self._fixed}"
-        for name, value in (headers or {}).items():
-            head += f"{name}: {value}\r\n"
-        if body or method == "POST":
-            head += f"Content-Length: {len(body)}\r\n"
-        message = head.encode("latin-1") + b"\r\n" + body  # exactly its size
-        del body
         pool = self.pool
         try:
             sock = pool.get_socket()
@@ -215,8 +212,7 @@ class UpstreamConnection:
             raise ConnectionError(str(exc)) from None
         try:
             sock.settimeout(self.timeouts.write)
-            sock.sendall(message)
-            del message  # not held through the wait for the answer either
+            sock.sendall(self._message(method, path, body, headers))
             read_timeout = read_timeout or self.timeouts.read
             sock.settimeout(read_timeout)
         except BaseException:
@@ -225,6 +221,17 @@ class UpstreamConnection:
         # Reads the status and headers; on failure it closes the socket and gives its slot back.
         return BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout, block_size=READ_BYTES,
                                method=method)
+
+    def _message(self, method: str, path: str, body: bytes | dict[str, Any],
+                 headers: Mapping[str, str] | None) -> bytes:
+        """The request's bytes: its head and ``body`` (a ``dict`` as JSON), exactly their size."""
+        content = orjson.dumps(body) if isinstance(body, dict) else body
+        head = f"{method} {self._target}{path} HTTP/1.1\r\n{self._fixed}"
+        for name, value in (headers or {}).items():
+            head += f"{name}: {value}\r\n"
+        if content or method == "POST":
+            head += f"Content-Length: {len(content)}\r\n"
+        return head.encode("latin-1") + b"\r\n" + content
 
     def close(self) -> None:
         """Close this process's idle connections."""
