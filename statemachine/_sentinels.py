@@ -33,9 +33,13 @@ class SentinelFinder:
         clear: ``clear(text)`` is how much of ``text``, from its start, no sentinel starts in: ``len(text)``
             for most text, where a sentinel's start cut by the text's end begins (the rest is to be held),
             or -1 when a sentinel may start inside it.
+        find: ``find(buf, pos)`` is the first position from ``pos`` where a sentinel, or the start of one cut
+            by ``buf``'s end, may stand; -1 if none. Every position skipped is certainly not one.
+        held: ``held(buf, i)`` says whether ``buf[i:]``, the rest of the text, may be the start of a sentinel
+            (to hold it for more).
     """
 
-    __slots__ = ("keys", "index", "prefixes", "longest", "clear", "_search")
+    __slots__ = ("keys", "index", "prefixes", "longest", "clear", "find", "held")
 
     def __init__(self, sentinels: tuple[str, ...]):
         keys: dict[str, int] = {}
@@ -52,7 +56,10 @@ class SentinelFinder:
         whole = {s[:keys[s[0]]] for s in sentinels}  # one length per start character: none starts another
         cut = frozenset(index) - whole
         # the first match is a whole key, or else the longest cut one (only the text's end cuts)
-        search = self._search = re.compile(_trie(whole) or "(?!)").search
+        search = re.compile(_trie(whole) or "(?!)").search
+        prefixes, longest = self.prefixes, self.longest
+        # Functions made once per finder (shared by every stream), not methods: each stream's parser keeps
+        # them in its slots, and a bound method there would be one more object per open stream.
 
         def clear(text: str) -> int:
             m = search(text)
@@ -60,17 +67,16 @@ class SentinelFinder:
                 return len(text)
             return m.start() if m.group() in cut else -1
 
+        def find(buf: str, pos: int) -> int:
+            m = search(buf, pos)
+            return -1 if m is None else m.start()
+
+        def held(buf: str, i: int) -> bool:
+            return len(buf) - i < longest and buf[i:] in prefixes
+
         self.clear: Callable[[str], int] = clear
-
-    def find(self, buf: str, pos: int) -> int:
-        """The first position from ``pos`` where a sentinel, or the start of one cut by ``buf``'s end, may
-        stand; -1 if none. Every position skipped is certainly not one."""
-        m = self._search(buf, pos)
-        return -1 if m is None else m.start()
-
-    def held(self, buf: str, i: int) -> bool:
-        """Whether ``buf[i:]``, the rest of the text, may be the start of a sentinel (to hold it for more)."""
-        return len(buf) - i < self.longest and buf[i:] in self.prefixes
+        self.find: Callable[[str, int], int] = find
+        self.held: Callable[[str, int], bool] = held
 
 
 def _trie(words: Iterable[str]) -> str:

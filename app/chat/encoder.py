@@ -50,6 +50,8 @@ class ChatEncoder:
         include_usage: a streamed answer ends with a usage chunk (``stream_options.include_usage``).
     """
 
+    __slots__ = ("_include_usage", "_chunker", "_accumulator")
+
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):
         self._include_usage = include_usage
@@ -111,6 +113,9 @@ class ChatChunker:
         legacy_functions: answer in the ``delta.function_call`` shape.
         include_usage: every chunk carries ``usage: null``; see :meth:`usage_chunk`.
     """
+
+    __slots__ = ("completion_id", "created", "model", "_head", "_legacy", "_include_usage", "_role_sent",
+                 "_opened_below", "_frame_parts")
 
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):

@@ -94,6 +94,11 @@ class ChoiceDriver:
         reasoning: per choice, its spans of reasoning (kept only for the debug view), else ``None``.
     """
 
+    # One per open stream: no instance dict.
+    __slots__ = ("_stream", "_reasoning", "_inline_open", "_config", "_n", "_id_factory", "_choices", "_natives",
+                 "_finished", "_cut", "_broken", "usage", "output_chars", "outcomes", "first_output_at", "texts",
+                 "outcome_events", "step_times", "reasoning")
+
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
                  id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
                  record: RequestRecord | None = None):
@@ -131,6 +136,7 @@ class ChoiceDriver:
         try:
             for chunk in self._stream:
                 if isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
+                    delta = None  # the last chunk's is not held through the wait that follows
                     yield None, chunk
                     continue
                 if chunk.usage:

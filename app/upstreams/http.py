@@ -150,6 +150,8 @@ class HttpUpstream:
 class HttpStream:
     """An open upstream response: iterate :class:`UpstreamChunk` objects, then close."""
 
+    __slots__ = ("_response", "_bounds", "_secret", "_json", "_pauses", "_wait", "_received")
+
     def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None):
         self._response = response
         self._bounds = bounds or Bounds()

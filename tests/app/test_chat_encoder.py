@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.chat.encoder import ChatEncoder
+from app.chat.encoder import ChatChunker, ChatEncoder
 from statemachine import ChoiceFinished, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 
 NASTY = 'wörld "quoted" \\ back\nslash <tag> \u2028 \x01 🎉'
@@ -29,12 +29,23 @@ def events() -> list[tuple[int, object]]:
     ]
 
 
+class GeneralChunker(ChatChunker):
+    """The chunker with its hot path switched off."""
+
+    __slots__ = ()
+
+    def delta_frame(self, index, event):
+        return None
+
+
 class GeneralOnly(ChatEncoder):
     """The encoder with its hot path switched off."""
 
+    __slots__ = ()
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._chunker.delta_frame = lambda index, event: None
+        self._chunker.__class__ = GeneralChunker
 
 
 @pytest.mark.parametrize("include_usage", [False, True])
