@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import orjson
 
-from . import record as request_records  # a module: record.py writes its access line with write_direct
+from .current import current_request_id
 
 
 class RequestIdFilter(logging.Filter):
@@ -27,7 +27,7 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
-            record.request_id = request_records.current_request_id()
+            record.request_id = current_request_id()
         return True
 
 

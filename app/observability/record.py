@@ -23,6 +23,7 @@ from typing import Any, Mapping, Protocol
 from statemachine import ChoiceFinished, ChoiceStream, Event, ToolCallEnded, ToolCallNote
 
 from . import logs, metrics
+from .current import current_record
 from .debug import DebugStore
 
 access_log = logging.getLogger("toolwire.access")
@@ -30,7 +31,7 @@ access_log = logging.getLogger("toolwire.access")
 #: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
-_current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
+_current: contextvars.ContextVar[RequestRecord | None] = current_record
 
 
 @dataclass(slots=True)
@@ -240,12 +241,6 @@ def _ms(seconds: float) -> float:
 def current() -> RequestRecord | None:
     """The record of the request this code runs for, if any."""
     return _current.get()
-
-
-def current_request_id() -> str | None:
-    """The current request's id, for log lines."""
-    record = _current.get()
-    return record.request_id if record is not None else None
 
 
 def start(record: RequestRecord) -> RequestRecord:
