@@ -351,6 +351,8 @@ class StringReader:
     def decoded(self) -> str | None:
         """The decoded string, or ``None`` when its escapes are invalid."""
         raw = self.raw()
+        if "\\" not in raw and raw.isprintable():  # no escapes and no control characters: the text itself
+            return raw
         for ch, esc in CONTROL.items():
             raw = raw.replace(ch, esc)
         try:
