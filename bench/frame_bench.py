@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from app.chat.encoder import ChatEncoder  # noqa: E402
+from app.pipeline import driver as driver_module  # noqa: E402
 from app.pipeline.driver import ChoiceDriver  # noqa: E402
 from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder  # noqa: E402
 from app.upstreams.http import HttpStream  # noqa: E402
@@ -132,6 +133,39 @@ def responses(body: bytes, size: int) -> Callable[[], Any]:
     return run
 
 
+class _Replay:
+    """A ``ChoiceStream`` stand-in that answers each feed with the events the real one gave (fresh lists), so a
+    row can time the app's share alone."""
+
+    wants_more = True
+
+    def __init__(self, feeds: list[list[Any]], finish: list[Any]):
+        self._feeds = iter(feeds)
+        self._finish = finish
+
+    def feed(self, text: str) -> list[Any]:
+        return list(next(self._feeds))
+
+    def finish(self, reason: str | None) -> list[Any]:
+        return list(self._finish)
+
+
+def app_share(body: bytes, size: int, pieces: list[str], endpoint: Callable[[], Any]) -> Callable[[], Any]:
+    """``endpoint``'s row with the core's answers replayed: decoding, driver and encoder alone."""
+    choice = ChoiceStream(_config())
+    feeds = [choice.feed(piece) for piece in pieces]
+    finish = choice.finish("stop")
+    real = driver_module.ChoiceStream
+
+    def run() -> Any:
+        driver_module.ChoiceStream = lambda config, id_factory: _Replay(feeds, finish)  # type: ignore
+        try:
+            return endpoint()
+        finally:
+            driver_module.ChoiceStream = real  # type: ignore[misc]
+    return run
+
+
 def measure(runs: dict[str, Callable[[], Any]], requests: int) -> dict[str, float]:
     """Per run, CPU microseconds per call: the lowest of ``ROUNDS`` rounds' medians, the runs taking turns."""
     clock = time.thread_time
@@ -161,12 +195,14 @@ def main() -> None:
     frames = len(pieces) + 3  # role, the pieces, finish, usage ([DONE] not counted)
     runs = {"decode": decode(body, args.read_bytes), "core": core(pieces), "chat": chat(body, args.read_bytes),
             "responses": responses(body, args.read_bytes)}
+    runs["chat, core replayed"] = app_share(body, args.read_bytes, pieces, runs["chat"])
+    runs["responses, replayed"] = app_share(body, args.read_bytes, pieces, runs["responses"])
     result = {name: us / frames for name, us in measure(runs, args.requests).items()}
     print(f"{args.script}: {frames} frames, {len(body)} bytes, receives of {args.read_bytes} bytes")
     for name in runs:
-        print(f"{name:<18}{result[name]:>8.2f} µs/frame")
+        print(f"{name:<22}{result[name]:>8.2f} µs/frame")
     for name in ("chat", "responses"):
-        print(f"{name + ' - core':<18}{result[name] - result['core']:>8.2f} µs/frame")
+        print(f"{name + ' - core':<22}{result[name] - result['core']:>8.2f} µs/frame")
     if args.profile:
         profiler = cProfile.Profile()
         profiler.runcall(lambda: [runs["chat"]() for _ in range(args.requests)])

@@ -122,6 +122,8 @@ class ChoiceDriver:
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         self.step_times: dict[int, list[float]] | None = {} if debugging else None
         self.reasoning: dict[int, list[ReasoningSpan]] | None = {} if debugging else None
+        # Nothing kept for the debug view and reasoning passed on as it is: an event is only counted.
+        self._plain = not debugging and reasoning == "show"
         if record is not None:
             record.drivers.append(self)
 
@@ -136,7 +138,7 @@ class ChoiceDriver:
                 if isinstance(chunk, str):  # choice 0's text alone: most chunks
                     if 0 not in self._finished:
                         # A list, not a generator per delta, and no event stays bound here through the next wait.
-                        yield from [(0, event) for event in self._delta_events(0, chunk)]
+                        yield from [(0, event) for event in self._text_events(chunk)]
                 elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     yield None, chunk
                     continue
@@ -166,6 +168,20 @@ class ChoiceDriver:
             raise
         finally:
             self._stream.close()
+
+    def _text_events(self, text: str) -> list[Event]:
+        """The events of choice 0's ``text`` alone (the common chunk), as they go out: :meth:`_delta_events`
+        without the checks that only other chunks need."""
+        if not text or self._natives or not self._plain:
+            return self._delta_events(0, text)
+        choice = self._choices[0]
+        events = choice.feed(text)
+        if not choice.wants_more:
+            events += self._finish(0, None)
+            self._cut = True
+        if events:
+            self._account(0, events)  # all that _output does for a plain driver
+        return events
 
     def _delta_events(self, index: int, content: str | None, reasoning: str | None = None,
                       tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None,

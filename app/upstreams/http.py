@@ -207,7 +207,7 @@ class HttpStream:
         reads without a data event (keep-alive comments) for ``idle_content`` seconds; the clock is read
         only after a silent tick or such a read, never per receive or event.
         """
-        response, secret, pauses, read = self._response, self._secret, self._pauses, self._read
+        response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
         decoder = SSEDecoder(self._bounds.max_event_bytes)
         idle_limit = self._bounds.idle_content
         read_limit = response.read_timeout
@@ -231,7 +231,11 @@ class HttpStream:
                                 else:
                                     response.release()  # not kept (its body ends at the close): no wait for that
                                 return
-                            yield read(_event_json(payload), secret)
+                            try:  # (orjson.loads inline, not _event_json: this is every frame's path)
+                                obj = loads(payload)
+                            except orjson.JSONDecodeError:
+                                raise _malformed(payload) from None
+                            yield read(obj, secret)
                     if payload is not None:
                         delivered = True
                         idle_since = None
@@ -328,9 +332,9 @@ def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str
             choice = choices[0]
             if choice.__class__ is dict and not choice.get("index") and choice.get("finish_reason") is None:
                 delta = choice.get("delta")
-                if delta.__class__ is dict and delta.keys() <= _TEXT_ONLY:
+                if delta.__class__ is dict:
                     text = delta.get("content")
-                    if text.__class__ is str:
+                    if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY):
                         return text
     return parse_chunk(obj, secret)
 
@@ -411,11 +415,16 @@ def _event_json(payload: bytes) -> Any:
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError:
-        try:
-            payload.decode()
-        except UnicodeDecodeError:
-            raise UpstreamError("protocol", "The upstream stream is not valid UTF-8.") from None
-        raise UpstreamError("protocol", "The upstream sent malformed JSON.") from None
+        raise _malformed(payload) from None
+
+
+def _malformed(payload: bytes) -> UpstreamError:
+    """The error of an event's data that orjson refused: not UTF-8, or not JSON."""
+    try:
+        payload.decode()
+    except UnicodeDecodeError:
+        return UpstreamError("protocol", "The upstream stream is not valid UTF-8.")
+    return UpstreamError("protocol", "The upstream sent malformed JSON.")
 
 
 def _loads(payload: str | bytes) -> Any:

@@ -20,11 +20,22 @@ from hypothesis import strategies as st
 
 from app.chat.encoder import ChatEncoder
 from app.pipeline.driver import ChoiceDriver
-from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder
+from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder, encode_sse
+from app.responses.tools import ToolOrigin
 from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
 from app.upstreams.http import HttpStream, parse_chunk, read_chunk
 from app.upstreams.sse import SSEDecoder
-from statemachine import ParserConfig, ToolSpec
+from statemachine import (
+    ChoiceFinished,
+    ParserConfig,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallInputDelta,
+    ToolCallStarted,
+    ToolSpec,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from frame_bench import ArrivingResponse  # noqa: E402
@@ -90,7 +101,7 @@ def _expanded(chunk: UpstreamChunk | str) -> UpstreamChunk:
 def _outcome(call: Any) -> Any:
     try:
         return call()
-    except (UpstreamError, TypeError, AttributeError) as exc:
+    except (UpstreamError, TypeError, AttributeError, RuntimeError) as exc:
         return type(exc).__name__, str(exc)
 
 
@@ -215,3 +226,28 @@ def test_a_streams_frames_are_those_of_its_chunks_read_the_general_way(data, end
         error = UpstreamError("server_error", "The upstream ended its stream without sending an event.")
     stream = HttpStream(ArrivingResponse(_splits(data.draw, body)))  # type: ignore[arg-type]
     assert _frames(stream, endpoint) == _frames(_Chunks(general, error), endpoint)
+
+
+_CORE_EVENTS = st.lists(st.one_of(
+    _TEXT.map(TextDelta), _TEXT.map(ReasoningDelta), _TEXT.map(lambda text: ToolCallArgumentsDelta(0, text)),
+    _TEXT.map(lambda text: ToolCallInputDelta(0, text)), st.sampled_from([
+        ToolCallStarted(0, "call_1", "get_weather"), ToolCallStarted(0, "call_2", "grammar", kind="custom"),
+        ToolCallStarted(0, "call_3", "lookup"), ToolCallEnded(0, "call_1", "get_weather", "{}"),
+        ToolCallEnded(0, "call_1", "get_weather", "{", valid=False),
+        ChoiceFinished("stop")])), max_size=12)
+
+
+def _responses_encoder() -> ResponsesEncoder:
+    ids = iter(range(100))
+    return ResponsesEncoder("resp_1", "m", {}, created_at=1, id_factory=lambda prefix: f"{prefix}_{next(ids)}",
+                            tools={"lookup": ToolOrigin("tool_search", "lookup")})
+
+
+@given(_CORE_EVENTS)
+def test_responses_delta_frames_are_the_events_feed_makes(events):
+    quick, general = ResponsesWireEncoder(_responses_encoder()), _responses_encoder()
+    assert quick.opening({}) == [encode_sse(event) for event in general.start()]
+    for event in events:
+        assert _outcome(lambda: quick.frames(0, event)) == _outcome(
+            lambda: [encode_sse(out) for out in general.feed(event)])
+    assert quick.closing({}) == [encode_sse(event) for event in general.finish({})]
