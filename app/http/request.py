@@ -57,16 +57,18 @@ def request_context(body: dict[str, Any]) -> RequestContext:
     backend = state.backend_for(model)
     observe.note_upstream(backend.name)
     limits.take_backend_slot(backend)
-    headers = request.headers
+    environ = request.environ  # the two headers read from it, without EnvironHeaders' lookup
     context = RequestContext(
         settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=observe.current(),
-        keepalive=headers.get("X-No-Keepalive", "").strip().lower() not in _YES,
-        marker_requested=headers.get("X-Toolwire-Marker", "").strip().lower() in _YES,
-        client_socket=request.environ.get("gunicorn.socket"))
-    fallbacks = (state.upstreams[name] for name in state.settings.fallbacks(model))
+        keepalive=environ.get("HTTP_X_NO_KEEPALIVE", "").strip().lower() not in _YES,
+        marker_requested=environ.get("HTTP_X_TOOLWIRE_MARKER", "").strip().lower() in _YES,
+        client_socket=environ.get("gunicorn.socket"))
+    fallbacks = state.settings.fallbacks(model)
+    if not fallbacks:
+        return context
     return dataclasses.replace(context, fallbacks=tuple(
         dataclasses.replace(context, settings=b.settings, upstream=b.upstream, upstream_name=b.name)
-        for b in fallbacks))
+        for b in (state.upstreams[name] for name in fallbacks)))
 
 
 def owned_store() -> OwnedStore | None:

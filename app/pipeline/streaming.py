@@ -176,11 +176,14 @@ class SSEBody:
         try:
             try:
                 batch += encoder.opening(self._usage())
+                # The first event's frames go out at once, with what is left of the opening (the client's
+                # first content waits for no batch); after them, ready frames go out COOPERATE_EVERY at a time.
+                flush_at = len(batch) + 1
                 for index, item in self._events:
                     if index is not None:
                         # Events pairs an index with an event only; mypy cannot tell without a check per event
                         batch += encoder.frames(index, item)  # type: ignore[arg-type]
-                        if len(batch) < COOPERATE_EVERY:
+                        if len(batch) < flush_at:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
                     if batch:
@@ -190,8 +193,11 @@ class SSEBody:
                         yield b"".join(batch)
                         batch = []
                         written = now
-                        if index is not None:  # a long run of ready frames went out: now the other streams run
-                            gevent.sleep(0)
+                        if flush_at == COOPERATE_EVERY:
+                            if index is not None:  # a long run of ready frames went out: now the other streams run
+                                gevent.sleep(0)
+                        else:  # the first content went out (or, at a pause, the opening alone: content is next)
+                            flush_at = COOPERATE_EVERY if index is not None else 1
                     elif cast(Pause, item).idle and heartbeat is not None and now - written >= heartbeat:
                         yield encoder.keepalive
                         written = now
