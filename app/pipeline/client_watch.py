@@ -12,9 +12,8 @@ after the request and still waits for the answer would be taken for gone; HTTP c
 
 from __future__ import annotations
 
-import contextlib
 import socket
-from typing import Any, Iterator
+from typing import Any
 
 import gevent
 
@@ -55,17 +54,29 @@ class _Watch:
         self.waiting.throw(ClientLeft())
 
 
-@contextlib.contextmanager
-def abandon_if_client_leaves(client: socket.socket | None) -> Iterator[None]:
-    """Raise :class:`ClientLeft` in the body of the ``with`` when ``client`` (gunicorn's socket; ``None``
-    outside gunicorn: nothing is watched) reaches its end of file meanwhile."""
-    if client is None:
-        yield
-        return
-    io = gevent.get_hub().loop.io(client.fileno(), _READ)
-    io.start(_Watch(gevent.getcurrent(), client, io).readable)
-    try:
-        yield
-    finally:
-        io.stop()
-        io.close()
+class abandon_if_client_leaves:
+    """Context manager: raise :class:`ClientLeft` in the body of the ``with`` when ``client`` (gunicorn's socket;
+    ``None`` outside gunicorn: nothing is watched) reaches its end of file meanwhile.
+
+    A slotted class, not a generator-based context manager: every request holds one through its wait for the
+    back end, and a generator's frame and its wrapper are several times its size.
+    """
+
+    __slots__ = ("_client", "_io")
+
+    def __init__(self, client: socket.socket | None) -> None:
+        self._client = client
+        self._io: Any = None
+
+    def __enter__(self) -> None:
+        client = self._client
+        if client is not None:
+            io = self._io = gevent.get_hub().loop.io(client.fileno(), _READ)
+            io.start(_Watch(gevent.getcurrent(), client, io).readable)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        io = self._io
+        if io is not None:
+            self._io = None
+            io.stop()
+            io.close()

@@ -81,9 +81,7 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
                           record=context.record)
-
-    def usage() -> Usage:
-        return usage_of(driver.usage, prompt_chars, driver.output_chars)
+    usage = UsageSoFar(driver, prompt_chars)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
@@ -93,6 +91,20 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
         return encoder.body(usage())
 
     return stream_body(driver, encoder, usage, stream, context, max_seconds=left)
+
+
+class UsageSoFar:
+    """The usage of a generation so far (:func:`~app.pipeline.encoder.usage_of`), for its encoder's closing or error
+    frames: a slotted callable, where a closure over the driver would be three objects an open stream holds."""
+
+    __slots__ = ("_driver", "_prompt_chars")
+
+    def __init__(self, driver: ChoiceDriver, prompt_chars: int):
+        self._driver = driver
+        self._prompt_chars = prompt_chars
+
+    def __call__(self) -> Usage:
+        return usage_of(self._driver.usage, self._prompt_chars, self._driver.output_chars)
 
 
 #: The failures after which a model's next fallback back end is tried: nothing was read (a refused
