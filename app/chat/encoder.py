@@ -17,6 +17,7 @@ SGLang and llama.cpp's server send; a message without reasoning has no such key.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import orjson
@@ -156,11 +157,12 @@ class ChatChunker:
         """Choice ``index``'s frame up to a ``kind`` of fragment's string, and from after it."""
         head = orjson.dumps(self._head)[:-1]  # the object left open
         start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
-        end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if self._include_usage else b"") + b"}\n\n"
         if isinstance(kind, int):  # a call's index
-            parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind, b"}}]" + end)
+            parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind,
+                     _frame_end(self._include_usage, call=True))
         else:
-            parts = (start + (b'{"content":' if kind is TextDelta else b'{"reasoning_content":'), end)
+            parts = (start + (b'{"content":' if kind is TextDelta else b'{"reasoning_content":'),
+                     _frame_end(self._include_usage, call=False))
         if self._frame_parts is None:
             self._frame_parts = {}
         self._frame_parts.setdefault(index, {})[kind] = parts
@@ -235,6 +237,13 @@ class ChatChunker:
         if self._include_usage:
             chunk["usage"] = None
         return chunk
+
+
+@functools.lru_cache(maxsize=4)
+def _frame_end(include_usage: bool, *, call: bool) -> bytes:
+    """A fragment frame's bytes after its string: the same for every stream, so made once (not per open stream)."""
+    end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if include_usage else b"") + b"}\n\n"
+    return b"}}]" + end if call else end
 
 
 def _call_head(event: ToolCallStarted) -> dict[str, Any]:

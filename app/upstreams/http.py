@@ -262,7 +262,7 @@ class HttpStream:
                         elif now - idle_since > idle_limit:
                             raise UpstreamError("timeout", f"The upstream sent no content for {idle_limit:g} "
                                                            "seconds.", status=504)
-                    data = payload = None  # not held through the next wait
+                    data = payload = obj = None  # not held through the next wait
                 if response.message_complete:
                     for payload in decoder.end():  # a last event that lacked its blank line
                         if payload == b"[DONE]":
