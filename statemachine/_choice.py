@@ -338,7 +338,7 @@ class ChoiceStream(TextReader):
     def _trigger(self, name: str, **kwargs: Any) -> None:
         source = self.state
         self.trigger(name, **kwargs)
-        self.path.append((source.value, name, self.state.value))
+        self.path.append(_EDGES[source, name])
         self.spans.append((self._span_start, self._fed))
 
     def _take_direct(self, name: str, **kwargs: Any) -> None:
@@ -403,6 +403,10 @@ class ChoiceStream(TextReader):
             reason = "stop"
         self._out.append(ChoiceFinished(reason))
 
+
+#: Each edge's ``path`` entry, by its source and trigger.
+_EDGES: dict[tuple[ChoiceState, str], tuple[str, str, str]] = {
+    (t.source, t.trigger): (t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS}
 
 #: The edges the scanner takes itself, by trigger: their callback's name and their ``path`` entry.
 _DIRECT: dict[str, tuple[str, tuple[str, str, str]]] = {
