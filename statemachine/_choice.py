@@ -337,7 +337,7 @@ class ChoiceStream(TextReader):
 
     def _trigger(self, name: str, **kwargs: Any) -> None:
         source = self.state
-        self.trigger(name, **kwargs)
+        _MACHINE.events[name].trigger(self, **kwargs)  # as trigger() does, for the scanner's own names
         self.path.append(_EDGES[source, name])
         self.spans.append((self._span_start, self._fed))
 
