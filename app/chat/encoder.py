@@ -115,13 +115,12 @@ class ChatChunker:
         include_usage: every chunk carries ``usage: null``; see :meth:`usage_chunk`.
     """
 
-    __slots__ = ("completion_id", "created", "model", "_head", "_legacy", "_include_usage", "_role_sent",
+    __slots__ = ("completion_id", "created", "model", "_legacy", "_include_usage", "_role_sent",
                  "_opened_below", "_frame_parts")
 
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):
         self.completion_id, self.created, self.model = completion_id, created, model
-        self._head = {"id": completion_id, "object": CHUNK, "created": created, "model": model}
         self._legacy = legacy_functions
         self._include_usage = include_usage
         self._role_sent: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
@@ -155,7 +154,7 @@ class ChatChunker:
 
     def _frame_parts_for(self, index: int, kind: type | int) -> tuple[bytes, bytes]:
         """Choice ``index``'s frame up to a ``kind`` of fragment's string, and from after it."""
-        head = orjson.dumps(self._head)[:-1]  # the object left open
+        head = orjson.dumps(self._head())[:-1]  # the object left open
         start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
         if isinstance(kind, int):  # a call's index
             parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind,
@@ -219,7 +218,11 @@ class ChatChunker:
 
     def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
         """The final ``choices: []`` chunk carrying ``usage``."""
-        return {**self._head, "choices": [], "usage": usage}
+        return {**self._head(), "choices": [], "usage": usage}
+
+    def _head(self) -> dict[str, Any]:
+        """The fields every chunk opens with: made when a chunk is (a dict kept per open stream is ~180 bytes)."""
+        return {"id": self.completion_id, "object": CHUNK, "created": self.created, "model": self.model}
 
     def _with_role(self, index: int, delta: dict[str, Any]) -> dict[str, Any]:
         """Prefix the choice's first delta with the role (and ``content`` as OpenAI sends it)."""
@@ -232,7 +235,7 @@ class ChatChunker:
         return {"role": "assistant", "content": None if delta else "", **delta}
 
     def _chunk(self, index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        chunk = {**self._head, "choices": [{"index": index, "delta": delta, "logprobs": None,
+        chunk = {**self._head(), "choices": [{"index": index, "delta": delta, "logprobs": None,
                                             "finish_reason": finish_reason}]}
         if self._include_usage:
             chunk["usage"] = None
