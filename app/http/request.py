@@ -4,7 +4,7 @@ client's view of the response store; and how a generation's reply goes back."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 from flask import Response, jsonify, request
@@ -94,17 +94,21 @@ class StreamResponse(Response):
     def get_app_iter(self, environ: dict[str, Any]) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] == "HEAD" or self.status_code != 200:
             return super().get_app_iter(environ)
-        return _StreamIterable(self.response, self.close)  # type: ignore[arg-type]
+        return _StreamIterable(self.response, self)  # type: ignore[arg-type]
 
 
 class _StreamIterable:
     """Iterating it iterates the SSE body; closing it closes the response (the body, then the hooks' callbacks)."""
 
-    __slots__ = ("_body", "close")
+    __slots__ = ("_body", "_response")
 
-    def __init__(self, body: SSEBody, close: Callable[[], None]):
+    def __init__(self, body: SSEBody, response: Response):
         self._body = body
-        self.close = close
+        self._response = response
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._body)
+
+    def close(self) -> None:
+        """Close the response (the server calls this once the body is done or the client left)."""
+        self._response.close()

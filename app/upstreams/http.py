@@ -88,7 +88,7 @@ class HttpUpstream:
         """
         headers = {**_STREAM_HEADERS, "X-Request-Id": upstream_request_id(request_id)} if request_id \
             else _STREAM_HEADERS
-        with _mapped_errors():
+        with MAPPED_ERRORS:
             response = self.connection.request("POST", "/chat/completions", body, headers=headers,
                                                read_timeout=self._stream_read_timeout,
                                                max_buffer=self.bounds.max_event_bytes)
@@ -99,7 +99,7 @@ class HttpUpstream:
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
-        with _mapped_errors():
+        with MAPPED_ERRORS:
             response = self.connection.request("GET", "/models", headers=_JSON_HEADERS,
                                                max_buffer=self.bounds.max_body_bytes)
             if response.status_code >= 300:
@@ -200,7 +200,7 @@ class HttpStream:
         response = self._response
         if self._json:
             return
-        with _mapped_errors():
+        with MAPPED_ERRORS:
             while not response.unread and not response.message_complete:
                 if not response.receive(response.read_timeout):
                     response.release()
@@ -210,7 +210,7 @@ class HttpStream:
 
     def _whole(self) -> Iterator[UpstreamChunk]:
         """A JSON answer: some servers ignore ``stream: true``; their whole completion is one chunk."""
-        with _mapped_errors():
+        with MAPPED_ERRORS:
             self._response.max_buffer = self._bounds.max_body_bytes
             yield from _whole_completion(_loads(self._response.read_body()), self._secret)
 
@@ -233,7 +233,7 @@ class HttpStream:
         fresh = True  # something may have been produced since the last pause
         data: bytes | None
         delivered = False  # a data event came
-        with _mapped_errors():
+        with MAPPED_ERRORS:
             while True:
                 if response.unread:
                     fresh = True
@@ -455,9 +455,10 @@ def _loads(payload: str | bytes) -> Any:
         raise UpstreamError("protocol", "The upstream sent malformed JSON.") from None
 
 
-class _mapped_errors:
+class _MappedErrors:
     """Context manager: transport exceptions → :class:`UpstreamError`; every one leaving it is counted
-    in ``toolwire_upstream_errors_total`` by kind (so do not nest it)."""
+    in ``toolwire_upstream_errors_total`` by kind (so do not nest it). Stateless: the one
+    :data:`MAPPED_ERRORS` serves every ``with`` (an open stream's upstream holds none of its own)."""
 
     def __enter__(self) -> None:
         return None
@@ -478,6 +479,9 @@ class _mapped_errors:
             mapped = UpstreamError("connect", "Could not reach the upstream.")
         UPSTREAM_ERRORS.labels(mapped.kind).inc()
         raise mapped from None
+
+
+MAPPED_ERRORS = _MappedErrors()
 
 
 def status_error(status: int, content: bytes, *, retry_after: str | None = None,
