@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from flask import request
 
@@ -100,7 +100,7 @@ def authorize_request() -> None:
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
     """
-    _authorize(bearer_token() or api_key_header(), "Bearer")
+    _authorize(_api_key, "Bearer")
 
 
 def authorize_debug() -> None:
@@ -113,13 +113,22 @@ def authorize_debug() -> None:
     Raises:
         ApiError: 401 ``invalid_api_key`` with a Basic challenge.
     """
-    _authorize(bearer_token() or basic_password(), 'Basic realm="toolwire debug", charset="UTF-8"')
+    _authorize(_debug_key, 'Basic realm="toolwire debug", charset="UTF-8"')
 
 
-def _authorize(token: str | None, challenge: str) -> None:
+def _api_key() -> str | None:
+    return bearer_token() or api_key_header()
+
+
+def _debug_key() -> str | None:
+    return bearer_token() or basic_password()
+
+
+def _authorize(presented_key: Callable[[], str | None], challenge: str) -> None:
     ring = current_state().api_keys
     if not ring:
-        return
+        return  # an open API: no header is read
+    token = presented_key()
     if token is None:
         raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' "
                             "(or 'x-api-key: YOUR_KEY').", challenge)
@@ -132,9 +141,10 @@ def _unauthorized(message: str, challenge: str) -> ApiError:
     return ApiError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": challenge})
 
 
-def api_before_request() -> None:
-    """Blueprint hook: every ``/v1`` route needs a key, except CORS preflights (``OPTIONS``)."""
-    if request.method != "OPTIONS":
+def authorize_api_request(method: str) -> None:
+    """Every ``/v1`` route needs a key, except CORS preflights (``OPTIONS``): the API Blueprint's hook calls this
+    with the request's ``method``."""
+    if method != "OPTIONS":
         authorize_request()
 
 

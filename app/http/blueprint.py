@@ -16,7 +16,7 @@ from ..responses.views import create_response, delete_response, get_response, un
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
 from . import limits
-from .auth import api_before_request
+from .auth import authorize_api_request
 from .errors import register_error_handlers
 from .recording import open_record, stamp_response
 from .request import json_body, owned_store, request_context, send
@@ -30,9 +30,8 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     """The API Blueprint (register it with a ``url_prefix`` such as ``/v1``)."""
     bp = Blueprint(name, __name__)
     bp.before_request(_before_request)
-    bp.before_request(api_before_request)  # auth: before the limits, so a refused client takes no slot
-    limits.install(bp)
-    bp.after_request(stamp_response)
+    bp.after_request(_after_request)
+    bp.teardown_request(limits.release_unhanded_slots)
     register_error_handlers(bp)
     # The views get what they need of the request from here (HTTP's job); the endpoint names stay theirs.
     bp.add_url_rule("/chat/completions", "chat_completions", view_func=_chat_completions, methods=["POST"])
@@ -50,8 +49,21 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     return bp
 
 
+# One hook each way: Flask's cost is per hook and request.
 def _before_request() -> None:
-    open_record()  # not the hook itself: a before_request hook's return value would be the response
+    """The request's record, then its key (before the limits, so a refused client takes no slot), then the
+    declared body size."""
+    req = request._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
+    settings = current_state().settings
+    open_record(req, settings)
+    authorize_api_request(req.method)
+    limits.check_declared_size(req, settings.max_body_bytes)
+
+
+def _after_request(response: Response) -> Response:
+    """The response stamped with the request's id (its record finished when the body closes), then the
+    limits' part: an unread body finished, the slots handed to a stream."""
+    return limits.after_response(request._get_current_object(), stamp_response(response))  # type: ignore[attr-defined]
 
 
 def _chat_completions() -> Response:

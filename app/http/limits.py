@@ -1,8 +1,9 @@
 """Request limits: body size (413), nesting depth, messages / tools / tool-schema size (400), concurrent streams (429).
 
-The declared body size and the early-refusal close run as Blueprint hooks
-(see :func:`install`), so every ``/v1`` route gets them by construction; the
-stream slot is taken by :func:`read_body`, once the body is in. The count
+The declared body size (:func:`check_declared_size`) and the early-refusal close
+(:func:`after_response`) run in the API Blueprint's hooks, so every ``/v1`` route
+gets them by construction; the stream slot is taken by :func:`read_body`, once
+the body is in. The count
 checks need the parsed body: they are part of the validation layer
 (:mod:`app.validation`).
 
@@ -33,7 +34,7 @@ from itertools import accumulate
 from typing import Any, Iterable, Iterator
 
 import gevent
-from flask import Blueprint, Response, g, request
+from flask import Request, Response, g, request
 
 from ..errors import ApiError, body_too_large
 from .state import Backend, current_state
@@ -48,43 +49,45 @@ LINGER_BODY_LIMITS = 4
 
 
 
-def install(bp: Blueprint) -> None:
-    """Add the body-size limit, the stream cap and the early-refusal close to ``bp`` (after auth)."""
-    bp.before_request(_check_declared_size)
-    bp.after_request(_hand_slot_to_response)
-    bp.after_request(_close_if_body_unread)
-    bp.teardown_request(_release_unhanded_slot)
-
-
-def _check_declared_size() -> None:
-    limit = current_state().settings.max_body_bytes
-    request.max_content_length = limit  # chunked bodies: Werkzeug raises 413 while reading
-    if request.content_length is not None and request.content_length > limit:
+def check_declared_size(req: Request, limit: int) -> None:
+    """Refuse the request ``req`` when its declared body is over ``limit`` bytes (413); a chunked one is
+    refused while it is read (Werkzeug raises 413 past ``max_content_length``)."""
+    req.max_content_length = limit
+    declared = req.content_length
+    if declared is not None and declared > limit:
         raise body_too_large(limit)
 
 
-def _take_stream_slot() -> None:
+def _take_stream_slot(method: str, request_globals: Any) -> None:
     """A stream slot for a ``POST`` (a generation), or 429."""
-    if request.method != "POST":
+    if method != "POST":
         return
     slot = current_state().streams.try_acquire()
     if slot is None:
         raise ApiError(429, "Too many concurrent requests on this server; retry shortly.", type="rate_limit_error",
                        code="concurrency_limit_exceeded", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-    g.toolwire_slot = slot
+    request_globals.toolwire_slot = slot
 
 
-def _close_if_body_unread(response: Response) -> Response:
-    """After a response that left a declared body unread, finish the body cooperatively or close the
-    connection (see the module docstring)."""
-    declared = request.content_length
-    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-    client = request.environ.get("gunicorn.socket")
-    if (declared or chunked) and client is not None and not g.get("toolwire_body_read"):
-        budget = LINGER_BODY_LIMITS * current_state().settings.max_body_bytes
-        if declared and declared > budget:
-            budget = 0
-        response.response = _then_finish_body(response.response, client, request.environ["wsgi.input"], budget)
+def after_response(req: Request, response: Response) -> Response:
+    """``response`` to ``req`` as the limits send it: after a response that left a declared body unread,
+    the body is finished cooperatively or the connection closed (see the module docstring); a streamed
+    response takes the request's slots along (released when its body closes, any other's at teardown)."""
+    request_globals = g._get_current_object()  # once: each proxy access resolves it
+    environ = req.environ
+    client = environ.get("gunicorn.socket")
+    if client is not None and not request_globals.get("toolwire_body_read"):
+        declared = req.content_length
+        if declared or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            budget = LINGER_BODY_LIMITS * current_state().settings.max_body_bytes
+            if declared and declared > budget:
+                budget = 0
+            response.response = _then_finish_body(response.response, client, environ["wsgi.input"], budget)
+    if response.is_streamed:  # the work happens while the body is sent; a whole body leaves it to teardown
+        for key in _SLOT_KEYS:
+            slot = request_globals.pop(key, None)
+            if slot is not None:
+                response.call_on_close(slot.release)
     return response
 
 
@@ -126,16 +129,8 @@ def take_backend_slot(backend: Backend) -> None:
 _SLOT_KEYS = ("toolwire_slot", "toolwire_backend_slot")
 
 
-def _hand_slot_to_response(response: Response) -> Response:
-    if response.is_streamed:  # the work happens while the body is sent; a whole body leaves it to teardown
-        for key in _SLOT_KEYS:
-            slot = g.pop(key, None)
-            if slot is not None:
-                response.call_on_close(slot.release)
-    return response
-
-
-def _release_unhanded_slot(exc: BaseException | None) -> None:
+def release_unhanded_slots(exc: BaseException | None) -> None:
+    """Teardown: give back the slots a response did not take along (:func:`after_response`)."""
     for key in _SLOT_KEYS:
         slot = g.pop(key, None)
         if slot is not None:
@@ -151,17 +146,18 @@ def read_body() -> bytes:
             without saying the body was longer; 408 when the whole body took longer than
             ``body_timeout_seconds``; 429 when every stream slot is taken.
     """
+    req = request._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
     try:
         with gevent.Timeout(current_state().settings.body_timeout_seconds or None):
-            data = request.get_data(cache=False)
+            data = req.get_data(cache=False)
     except gevent.Timeout:
         raise ApiError(408, "The request body did not arrive in time.", code="request_timeout") from None
-    limit = request.max_content_length
-    if request.content_length is None and limit is not None and len(data) >= limit \
-            and request.environ["wsgi.input"].read(1):
+    limit = req.max_content_length
+    if req.content_length is None and limit is not None and len(data) >= limit and req.environ["wsgi.input"].read(1):
         raise body_too_large(limit)
-    g.toolwire_body_read = True
-    _take_stream_slot()
+    request_globals = g._get_current_object()
+    request_globals.toolwire_body_read = True
+    _take_stream_slot(req.method, request_globals)
     return data
 
 

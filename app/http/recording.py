@@ -9,32 +9,33 @@ from __future__ import annotations
 import re
 import uuid
 
-from flask import Response, request
+from flask import Request, Response
 
 from ..observability import record as observe
 from ..observability.debug import debug_store
-from .state import client_owner, current_state
+from ..settings import Settings
+from .state import client_owner
 
 #: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-def open_record() -> observe.RequestRecord:
-    """Open the record of the current request (from a ``before_request`` hook).
+def open_record(req: Request, settings: Settings) -> observe.RequestRecord:
+    """Open the record of the request ``req`` (from the API Blueprint's ``before_request`` hook).
 
     Its id is the request's ``X-Request-Id`` when that is sane, else a new ``uuid4`` hex.
     """
-    settings = current_state().settings
-    incoming = request.headers.get("X-Request-Id", "")
+    incoming = req.environ.get("HTTP_X_REQUEST_ID", "")  # the header, without EnvironHeaders' lookup
     request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
-    rule = request.url_rule
+    rule = req.url_rule
     return observe.start(observe.RequestRecord(
-        request_id, request.method, rule.rule if rule is not None else request.path,
+        request_id, req.method, rule.rule if rule is not None else req.path,
         debug=debug_store(settings) if settings.debug else None))
 
 
 def stamp_response(response: Response) -> Response:
-    """Stamp the response and finish the record when its body closes (an ``after_request`` hook)."""
+    """Stamp the response and finish the record when its body closes (from the API Blueprint's
+    ``after_request`` hook)."""
     record = observe.current()
     if record is None:
         return response

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from typing import IO, Any
 
 import orjson
 
-from .record import current_request_id
+from .current import current_request_id
 
 
 class RequestIdFilter(logging.Filter):
@@ -56,20 +57,65 @@ class JsonFormatter(logging.Formatter):
     (the gunicorn worker), then the record's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": utc_timestamp(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-            "request_id": getattr(record, "request_id", None),
-            "pid": record.process,
-        }
-        fields = getattr(record, "fields", None)
-        if fields:
-            line.update(fields)
-        if record.exc_info:
-            line["exc_info"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        return json_line(record.created, record.levelname, record.name, record.getMessage(),
+                         getattr(record, "request_id", None), record.process, getattr(record, "fields", None),
+                         self.formatException(record.exc_info) if record.exc_info else None)
+
+
+def json_line(created: float, level: str, logger: str, msg: str, request_id: str | None, pid: int | None,
+              fields: dict[str, Any] | None, exc_text: str | None = None) -> str:
+    """One line as :class:`JsonFormatter` writes it (without its newline)."""
+    line: dict[str, Any] = {"ts": utc_timestamp(created), "level": level, "logger": logger, "msg": msg,
+                            "request_id": request_id, "pid": pid}
+    if fields:
+        line.update(fields)
+    if exc_text:
+        line["exc_info"] = exc_text
+    return orjson.dumps(line, default=str).decode()
+
+
+def direct_json_handler(logger: logging.Logger, level: int) -> logging.StreamHandler | None:
+    """The handler a ``level`` line of ``logger`` reaches when it is the only one, and a :func:`make_handler`
+    JSON handler nobody changed (no other filter, no other formatter), with no logger filter on the way: that
+    line can then be written to it directly (:func:`write_direct`). ``None`` otherwise (a host's or a test's
+    handlers: they get the line through ``logging``)."""
+    if logger.disabled or logger.filters:
+        return None
+    found = None
+    node: logging.Logger | None = logger
+    while node is not None:
+        for handler in node.handlers:
+            if level >= handler.level:
+                if found is not None:
+                    return None
+                found = handler
+        node = node.parent if node.propagate else None
+    if type(found) is not logging.StreamHandler or type(found.formatter) is not JsonFormatter \
+            or any(type(f) is not RequestIdFilter for f in found.filters):
+        return None
+    return found
+
+
+def write_direct(logger: logging.Logger, level: int, msg: str, request_id: str | None,
+                 fields: dict[str, Any]) -> bool:
+    """Write a log line of ``logger`` straight to its one JSON handler (:func:`direct_json_handler`): the bytes
+    ``logger.log(level, msg, extra={"request_id": …, "fields": …})`` would write, without a ``LogRecord``, the
+    logger's walk and the formatter (the access line: once a request). Whether it was written (if not, log it
+    the ordinary way; a write that fails is left to that way's error handling)."""
+    handler = direct_json_handler(logger, level)
+    if handler is None:
+        return False
+    text = json_line(time.time(), logging.getLevelName(level), logger.name, msg, request_id,
+                     os.getpid() if logging.logMultiprocessing else None, fields)
+    try:
+        with handler.lock:  # type: ignore[union-attr]  # a handler's lock exists from its creation
+            handler.stream.write(text + handler.terminator)
+            handler.flush()
+    except RecursionError:
+        raise
+    except Exception:
+        return False
+    return True
 
 
 #: C0 and C1 control characters (newlines, ESC, CSI…) as visible escapes: a client-chosen value (a model or

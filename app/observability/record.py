@@ -22,7 +22,8 @@ from typing import Any, Mapping, Protocol
 
 from statemachine import ChoiceFinished, ChoiceStream, Event, ToolCallEnded, ToolCallNote
 
-from . import metrics
+from . import logs, metrics
+from .current import current_record
 from .debug import DebugStore
 
 access_log = logging.getLogger("toolwire.access")
@@ -30,7 +31,7 @@ access_log = logging.getLogger("toolwire.access")
 #: An incoming ``X-Request-Id`` is echoed when it matches this, else a fresh one is made.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
-_current: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar("toolwire_request", default=None)
+_current: contextvars.ContextVar[RequestRecord | None] = current_record
 
 
 @dataclass(slots=True)
@@ -182,17 +183,19 @@ class RequestRecord:
         for (source, dest), count in moves.items():
             metrics.child(metrics.FSM_TRANSITIONS, source, dest).inc(count)
         if access_log.isEnabledFor(logging.INFO):
-            # A record made here: Logger.info would also walk the stack to find this line. The id is the
-            # record's own: a body may be closed outside its request's context (another request's, or none).
-            access_log.handle(access_log.makeRecord(
-                access_log.name, logging.INFO, __file__, 0, "%s %s %s", (self.method, self.route, self.status),
-                None, "finish", {"request_id": self.request_id, "fields": {
-                    "method": self.method, "route": self.route, "status": self.status, "model": self.model,
-                    "stream": self.stream if self.stream_requested is None else self.stream_requested,
-                    "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
-                    "disconnected": self.disconnected,
-                    "outcome": ended, "ttfb_ms": self.ttfb_ms,
-                    "duration_ms": _ms(duration)}}))
+            # The id is the record's own: a body may be closed outside its request's context (another
+            # request's, or none). Straight to the one JSON handler when that is where it goes, else a record
+            # made here (Logger.info would also walk the stack to find this line).
+            fields = {"method": self.method, "route": self.route, "status": self.status, "model": self.model,
+                      "stream": self.stream if self.stream_requested is None else self.stream_requested,
+                      "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
+                      "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
+                      "duration_ms": _ms(duration)}
+            if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",
+                                     self.request_id, fields):
+                access_log.handle(access_log.makeRecord(
+                    access_log.name, logging.INFO, __file__, 0, "%s %s %s", (self.method, self.route, self.status),
+                    None, "finish", {"request_id": self.request_id, "fields": fields}))
         if self.debug is not None:
             try:
                 self.debug.save(self.request_id, self.debug_view(duration, outcomes), owner=self.owner)
@@ -238,12 +241,6 @@ def _ms(seconds: float) -> float:
 def current() -> RequestRecord | None:
     """The record of the request this code runs for, if any."""
     return _current.get()
-
-
-def current_request_id() -> str | None:
-    """The current request's id, for log lines."""
-    record = _current.get()
-    return record.request_id if record is not None else None
 
 
 def start(record: RequestRecord) -> RequestRecord:

@@ -157,7 +157,8 @@ class HttpStream:
         self._secret = secret
         self._json = (_header(response, "content-type") or "").startswith("application/json")
         self._pauses = False
-        self._tick: float | None = None
+        self._wait = response.read_timeout  # the longest one wait for bytes: a tick when pausing
+        self._received: bool | Exception | None = None  # what :meth:`wait` received, for the next pull
         self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str] = parse_chunk
 
     def plain_texts(self) -> None:
@@ -168,7 +169,21 @@ class HttpStream:
     def pause_every(self, tick: float | None) -> None:
         """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
         self._pauses = True
-        self._tick = tick
+        if tick:
+            self._wait = min(tick, self._wait)
+
+    def wait(self) -> None:
+        """Right after a pause (:meth:`pause_every`), wait here for the back end's next bytes (or a tick of
+        silence), as the next pull would; that pull then goes on with what came, or fails as it would have.
+
+        The caller's frame is the stream's shallowest: a greenlet suspended there keeps a smaller copy
+        of its C stack through the wait than one suspended inside this stream's generator, below every
+        generator between (each nested one is ~400 bytes an open stream).
+        """
+        try:
+            self._received = self._response.receive(self._wait)
+        except Exception as exc:  # raised by the next pull, where its errors are mapped
+            self._received = exc
 
     def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]:
         return self._whole() if self._json else self._events()
@@ -210,8 +225,7 @@ class HttpStream:
         response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
         decoder = SSEDecoder(self._bounds.max_event_bytes)
         idle_limit = self._bounds.idle_content
-        read_limit = response.read_timeout
-        wait = min(self._tick, read_limit) if pauses and self._tick else read_limit
+        read_limit, wait = response.read_timeout, self._wait
         silent_since: float | None = None  # no bytes since
         idle_since: float | None = None  # bytes, but no data event, since
         fresh = True  # something may have been produced since the last pause
@@ -259,7 +273,12 @@ class HttpStream:
                 if pauses and fresh:
                     yield PAUSE
                     fresh = False
-                if response.receive(wait):
+                received, self._received = self._received, None  # the consumer may have waited (see wait)
+                if received is None:
+                    received = response.receive(wait)
+                elif isinstance(received, Exception):
+                    raise received
+                if received:
                     silent_since = None
                     continue
                 now = time.monotonic()
