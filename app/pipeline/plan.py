@@ -52,7 +52,7 @@ TOOL_SET_CACHE_SIZE = 64
 #: Bytes of tool JSON kept in all; a larger set is not shared.
 TOOL_SET_CACHE_BYTES = 4 * 1024 * 1024
 
-_tool_sets: BoundedLRU[bytes, dict[str, ToolSpec]] = BoundedLRU(TOOL_SET_CACHE_SIZE, TOOL_SET_CACHE_BYTES,
+_tool_sets: BoundedLRU[bytes, ToolSet] = BoundedLRU(TOOL_SET_CACHE_SIZE, TOOL_SET_CACHE_BYTES,
                                                                  lambda key, _: len(key))
 #: The parts of a config made from the settings (policy, formats): one object per distinct value.
 _from_settings: dict[Any, Any] = {}
@@ -84,13 +84,14 @@ class FunctionLike(Protocol):
     strict: bool | None
 
 
-def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | ToolChoice, *, parallel_tool_calls: bool,
+def build_parser_config(tools: list[ToolSpec] | ToolSet, tool_choice: ChoiceRequest | ToolChoice, *,
+                        parallel_tool_calls: bool,
                         legacy_functions: bool, settings: "Settings", model: str = "", marker_requested: bool = False,
                         json_output: bool = False) -> ParserConfig:
     """The parser configuration for one request.
 
     Args:
-        tools: the offered function tools.
+        tools: the offered function tools (or their :func:`shared_tool_set`, made already).
         tool_choice: the normalised choice (a bare ``ToolChoice``: one sent as
             ``tool_choice``, or ``function_call`` in a legacy request); names it allows must be offered.
         parallel_tool_calls: ``False`` keeps one call per choice.
@@ -109,12 +110,13 @@ def build_parser_config(tools: list[ToolSpec], tool_choice: ChoiceRequest | Tool
     if isinstance(tool_choice, ToolChoice):
         tool_choice = (ChoiceRequest(tool_choice, "function_call", tools_param="functions") if legacy_functions
                        else ChoiceRequest(tool_choice))
-    check_tool_choice(tool_choice, {t.name for t in tools})
+    offered = tools if isinstance(tools, ToolSet) else shared_tool_set(tools)
+    check_tool_choice(tool_choice, set(offered))
     # The registry is part of the key: a format registered later can change what "all" or "auto" mean.
     formats, policy, starts_in_reasoning = settings.derived(
         ("parsing", model, registered_formats()), lambda: _model_parsing(settings, model))
     return ParserConfig(
-        tools=shared_tool_set(tools),
+        tools=offered,
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
@@ -166,7 +168,7 @@ def shared_key(tools: Mapping[str, ToolSpec]) -> bytes | None:
     return tools.key if isinstance(tools, ToolSet) else tools_key(tools.values())
 
 
-def shared_tool_set(tools: list[ToolSpec]) -> dict[str, ToolSpec]:
+def shared_tool_set(tools: list[ToolSpec]) -> ToolSet:
     """``tools`` by name: the very mapping an earlier request offering the same tools got, if it is still
     kept. Shared mappings (and the schemas in them) are never changed."""
     key = tools_key(tools)
