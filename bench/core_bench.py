@@ -33,6 +33,7 @@ import time
 from types import ModuleType
 
 import statemachine
+import upstream  # bench/upstream.py: the scripts the load bench's upstream sends
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WRITE_FILE_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
@@ -193,6 +194,7 @@ def run(old: ModuleType | None, rev: str | None) -> None:
     print(f"{'100 KB argument, 1-char (linearity)':<36} {t_small * 1e6 / len(small):>9.2f}")
     ratio = t_large / t_small
     print(f"time ratio 1 MB / 100 KB: {ratio:.1f} (linear ≈ 10, target ≤ 12): {'ok' if ratio <= 12 else 'OVER'}")
+    short_table(old)
     family_table(old)
     format_table()
     worst_table()
@@ -214,6 +216,35 @@ def family_table(old: ModuleType | None) -> None:
         us = t_new / len(chunks) * 1e6
         versus = f" {t_old / len(chunks) * 1e6:>9.2f} {t_new / t_old:>7.2f}" if old else ""
         print(f"{name:<36} {us:>9.2f}{versus}")
+
+
+#: The load bench's short streams (bench/upstream.py), fed piece by piece as its upstream sends them.
+SHORT_SCRIPTS = ("bench-short", "bench-text")
+SHORT_REPEATS = 20  # streams per timing: one is ~0.5 ms, too short to time alone
+
+
+def app_config(core: ModuleType):
+    """The gateway's config for the load bench's request: ``write_file`` offered, ``tool_call`` taught and
+    every other registered format accepted (the default ``accept_formats=all``)."""
+    every = dict(format_sets(core))["all"]
+    return tools_of(core, formats=("tool_call", *(f for f in every if f != "tool_call")))
+
+
+def short_table(old: ModuleType | None) -> None:
+    """µs per whole stream (pieces fed, then ``finish()``) of ``SHORT_SCRIPTS`` with the gateway's config,
+    beside the core at ``--against``'s revision (alternating, best of 9)."""
+    print(f"{'load bench stream, app config':<36} {'µs/stream':>9}" + (f" {'old':>9} {'new/old':>7}" if old else ""))
+    cores = [(statemachine, app_config(statemachine))] + ([(old, app_config(old))] if old else [])
+    for name in SHORT_SCRIPTS:
+        pieces = upstream.script(name)["pieces"]
+        best = [float("inf")] * len(cores)
+        for _ in range(9):
+            for i, (core, config) in enumerate(cores):
+                best[i] = min(best[i], best_of(1, lambda: [feed_all(core, config, pieces)
+                                                           for _ in range(SHORT_REPEATS)]))
+        us = [t / SHORT_REPEATS * 1e6 for t in best]
+        versus = f" {us[1]:>9.1f} {us[0] / us[1]:>7.2f}" if old else ""
+        print(f"{name + f' ({len(pieces)} pieces)':<36} {us[0]:>9.1f}{versus}")
 
 
 def worst_table() -> None:

@@ -114,7 +114,7 @@ class CallBook:
         call = self.call
         if call is None or not text:
             return
-        if call.header_sent:  # the arguments' path per chunk: _args_out, inlined
+        if call.index >= 0:  # the header went out; the arguments' path per chunk: _args_out, inlined
             call.args.append(text)
             self.out.append((ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta)(call.index, text))
         elif call.decision == ACCEPT:

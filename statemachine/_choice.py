@@ -7,38 +7,44 @@ to is the choice's :class:`~statemachine._calls.CallBook`.
 
 from __future__ import annotations
 
+import functools
+import re
 import secrets
 import weakref
 from typing import Any, Callable
-
-from transitions import Machine
 
 from ._calls import Call, CallBook
 from ._config import ParserConfig
 from ._errors import UsageError
 from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
+from ._machine import build_machine
 from ._reader import DONE, BodyReader
-from ._table import DONE as DONE_STATE, INITIAL, ON_ENTER, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
+from ._table import DONE as DONE_STATE, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
 from ._scan_tables import reader_opens_reasoning
 from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
-from .formats import get_format
+from .formats import TextFormat, get_format, on_register
 from .formats.custom import CustomToolFormat
 
 #: The one machine every choice runs on, built once from the table with the callbacks it names.
 #: Per-choice machines cost about 70 µs and 10 KiB each; a model-less machine keeps no per-choice
 #: state, so each :class:`ChoiceStream` fires the table's events on itself (:meth:`ChoiceStream.trigger`)
 #: and ``transitions`` finds the callbacks by name on that stream.
-_MACHINE = Machine(
-    model=None,
-    states=list(ChoiceState),
-    transitions=[{"trigger": t.trigger, "source": t.source, "dest": t.dest, "after": t.after or None}
-                 for t in TRANSITIONS],
-    initial=INITIAL,
-    auto_transitions=False,
-)
-for _state, _callback in ON_ENTER.items():
-    _MACHINE.get_state(_state).add_callback("enter", _callback)
+_MACHINE = build_machine()
+
+
+@functools.lru_cache(maxsize=256)
+def formats_of(names: tuple[str, ...], custom: bool, parsing: bool) -> tuple[TextFormat, ...]:
+    """The registered formats a choice reads: ``names``, with ``custom_tool_call`` when custom tools are offered;
+    without ``parsing`` only those whose reader opens reasoning (Harmony's headers still split it). Cleared
+    when a format is registered."""
+    if custom and CustomToolFormat.name not in names:
+        names += (CustomToolFormat.name,)
+    formats = tuple(get_format(name) for name in names)
+    return formats if parsing else tuple(fmt for fmt in formats if reader_opens_reasoning(fmt))
+
+
+on_register(formats_of.cache_clear)
 
 
 def new_call_id() -> str:
@@ -66,23 +72,22 @@ class ChoiceStream(TextReader):
     """
 
     # One per choice per request: no instance dict (~1 KiB less per open stream).
-    __slots__ = ("path", "spans", "state", "_block_tokens", "_body", "_calls", "_fed", "_native_index", "_raw",
-                 "_span_start", "__weakref__")
+    __slots__ = ("path", "spans", "state", "_argument_run", "_block_tokens", "_body", "_calls", "_fed", "_lane",
+                 "_native_index", "_raw", "_span_start", "__weakref__")
 
     def __init__(self, config: ParserConfig, *, id_factory: Callable[[], str] = new_call_id):
         self.config = config
         self.state = INITIAL
-        names = list(config.formats)
-        if CustomToolFormat.name not in names and any(t.kind == CUSTOM for t in config.tools.values()):
-            names.append(CustomToolFormat.name)  # custom tools have no other format
-        formats = tuple(get_format(name) for name in names)
-        if not config.parsing_enabled:  # no calls to read; a format whose reader opens reasoning (Harmony's
-            formats = tuple(fmt for fmt in formats if reader_opens_reasoning(fmt))  # headers) still splits them
-        self._init_text(config, formats)
+        custom = any(t.kind == CUSTOM for t in config.tools.values())  # custom tools have no other format
+        scan = self._init_text(config, formats_of(config.formats, custom, config.parsing_enabled))
         # the book reaches the machine through a weak proxy: no reference cycle outlives a stream
-        self._calls = CallBook(weakref.proxy(self), config, tuple(self._openers), id_factory)
+        self._calls = CallBook(weakref.proxy(self), config, scan.opener_names, id_factory)
         self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
         self._raw: list[str] | None = None  # the block's text while it could still be released
+        #: what the open block's reader said the next chunk is, if it matches whole: its call's argument text as it
+        #: is, which leaves the reader as it is (the arguments' path per chunk, see ``BodyReader.argument_run``)
+        self._lane: re.Pattern[str] | None = None
+        self._argument_run: Callable[[], re.Pattern[str] | None] | None = None  # the open block's, if it has one
         self._block_tokens: tuple[str, ...] = ()  # the open block's format's call tokens: never released
         self._native_index: int | None = None
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
@@ -111,6 +116,12 @@ class ChoiceStream(TextReader):
         out = self._out = calls.out = []
         self._span_start = self._fed - len(self._pending)
         self._fed += len(text)
+        lane = self._lane
+        if lane is not None:
+            if lane.fullmatch(text):  # what the block's reader would do with it, without asking it
+                calls.call_args(text)
+                return out
+            self._lane = None
         if text and not calls.cut:
             if self._native_index is not None:
                 self._end_native()  # text after native fragments: that call is complete
@@ -154,6 +165,7 @@ class ChoiceStream(TextReader):
         calls = self._calls
         out = self._out = calls.out = []
         self._span_start = self._fed
+        self._lane = None
         if calls.cut:
             return out
         if self._native_index != index and not self._begin_native(index):
@@ -183,6 +195,7 @@ class ChoiceStream(TextReader):
         calls = self._calls
         out = self._out = calls.out = []
         self._span_start = self._fed
+        self._lane = None
         upstream = normalize_finish_reason(reason)
         calls.truncated = upstream in ("length", "content_filter")
         self._end_native()
@@ -255,10 +268,14 @@ class ChoiceStream(TextReader):
             self._end_block()
             return end
         self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
+        argument_run = self._argument_run
+        if argument_run is not None and self._out and end == len(buf):  # it sent what it took: all of the chunk
+            self._lane = argument_run() if self._raw is None and not self._calls.cut else None  # once committed
         return len(buf)
 
     def _open_block(self, body: BodyReader, opener: str, tokens: tuple[str, ...] = ()) -> None:
         self._body = body
+        self._argument_run = getattr(body, "argument_run", None)  # optional in the protocol
         self._calls.bare = getattr(body, "bare", False)
         self._block_tokens = tokens
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
@@ -282,7 +299,7 @@ class ChoiceStream(TextReader):
 
     def _end_block(self) -> None:
         """The open block is over: the machine leaves the call state the way its last call went."""
-        self._body = None
+        self._body = self._argument_run = None
         self._calls.bare = False
         self._leave_call()
 

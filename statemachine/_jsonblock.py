@@ -7,6 +7,7 @@ registered format whose block holds JSON call objects reuses it.
 from __future__ import annotations
 
 import enum
+import re
 from typing import TYPE_CHECKING, Callable
 
 from ._jsoncall import JsonCallParser
@@ -138,6 +139,10 @@ class JsonCallsBody(TableReader):
             if outcome is not None:
                 return outcome, pos
         return TableReader.feed(self, buf, pos)
+
+    def argument_run(self) -> re.Pattern[str] | None:
+        """In a call object: what its parser says (see ``BodyReader.argument_run``)."""
+        return self.parser.argument_run() if self.state is OBJECT and self.parser is not None else None
 
     def _read_object(self, buf: str, pos: int) -> Step:
         """In a call object: its parser reads it; the block goes on after it, or ends if it broke."""

@@ -28,7 +28,7 @@ from ._scanning import NON_WS, Stop, opener_at
 
 # A string's run of plain characters and escapes sent as they are: it ends at the closing quote, a raw
 # control character, or a backslash that starts a ``\\u`` escape, an invalid one, or the chunk's end.
-_STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
+STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
 _LITERAL = re.compile(r"[\w.+-]*")
 _KEYWORDS = frozenset(("true", "false", "null"))
 _OPENING = {"}": "{", "]": "["}
@@ -94,7 +94,7 @@ class ValueLexer:
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
         """Read ``buf`` from ``pos``: the text to send, and where the value ended (see the class docstring)."""
         self.stopped = None
-        if self.state is STRING and _STRING_RUN.match(buf, pos).end() == len(buf):  # type: ignore[union-attr]
+        if self.state is STRING and STRING_RUN.match(buf, pos).end() == len(buf):  # type: ignore[union-attr]
             # the hot path: the chunk goes on inside a string (its escapes valid and complete), as _lex_string reads it
             return (buf[pos:] if self.emit else ""), None
         out: list[str] = []
@@ -111,7 +111,7 @@ class ValueLexer:
     def _lex_string(self, buf: str, pos: int, out: list[str]) -> Step:
         """Inside a string: a run of plain characters and valid escapes (one regex match), up to the closing
         quote, a backslash to decide or a raw control character."""
-        m = _STRING_RUN.match(buf, pos)
+        m = STRING_RUN.match(buf, pos)
         assert m is not None  # the pattern matches the empty string
         i = m.end()
         if self.emit and i > pos:
@@ -351,6 +351,8 @@ class StringReader:
     def decoded(self) -> str | None:
         """The decoded string, or ``None`` when its escapes are invalid."""
         raw = self.raw()
+        if "\\" not in raw and raw.isprintable():  # no escapes and no control characters: the text itself
+            return raw
         for ch, esc in CONTROL.items():
             raw = raw.replace(ch, esc)
         try:

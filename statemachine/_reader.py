@@ -123,6 +123,12 @@ class BodyReader(Protocol):
     position where the block ended (the rest is read as text again).
     ``at_eof()`` is called when the stream ends inside the block. Work per
     chunk must stay O(len(chunk)): never re-read consumed text.
+
+    A reader may also have ``argument_run() -> re.Pattern | None`` (optional: the scanner looks it up), asked
+    after a ``feed`` that consumed the whole chunk: a pattern such that a next chunk that matches it whole is
+    its call's argument text exactly as the reader would send it (``call_args(chunk)`` and nothing else) and
+    leaves the reader as it is. The scanner then sends such a chunk itself, without feeding the reader (the
+    arguments' path per chunk: inside a JSON string, a chunk is one regex match and one ``call_args``).
     """
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:

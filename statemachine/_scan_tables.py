@@ -31,6 +31,8 @@ class ScanTables(NamedTuple):
     think_opens: tuple[str, ...]  # what opens reasoning in text: ``<think>`` and the formats' own openers
     think_closes: tuple[str, ...]  # what ends it: ``</think>`` and the formats' own closers
     end_tokens: frozenset[str]  # the formats' tokens that end a message or turn: dropped in visible text
+    opener_names: tuple[str, ...]  # the openers, in ``openers``' order
+    bare_formats: tuple[TextFormat, ...]  # the formats that read calls with no opener at a message's start
 
 
 @functools.lru_cache(maxsize=256)
@@ -63,7 +65,8 @@ def scan_tables(formats: tuple[TextFormat, ...], marker: str | None, reasoning: 
         closers=closers, sentinels=tuple(sentinels), lt_only={s[0] for s in sentinels} <= {"<"},
         finder=SentinelFinder(tuple(sentinels)), think=SentinelFinder((*think_closes, *think_opens, *openers)),
         opener_index=_index(tuple(openers)), think_opens=think_opens, think_closes=think_closes,
-        end_tokens=frozenset(end_tokens))
+        end_tokens=frozenset(end_tokens), opener_names=tuple(openers),
+        bare_formats=tuple(fmt for fmt in formats if fmt.reads_bare))
 
 
 def _refutable(openers: dict[str, TextFormat], taught: TextFormat | None) -> frozenset[str]:

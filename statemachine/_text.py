@@ -18,7 +18,7 @@ from ._fences import FenceTracker
 from ._jsonblock import JsonCallsBody
 from ._reader import BodyReader, Pending
 from ._scanning import opener_at
-from ._scan_tables import reader_opens_reasoning, scan_tables
+from ._scan_tables import ScanTables, reader_opens_reasoning, scan_tables
 from .formats import Refutation, TextFormat
 
 if TYPE_CHECKING:
@@ -74,11 +74,12 @@ class TextReader:
     config: ParserConfig
     _calls: CallBook
 
-    def _init_text(self, config: ParserConfig, formats: tuple[TextFormat, ...]) -> None:
+    def _init_text(self, config: ParserConfig, formats: tuple[TextFormat, ...]) -> ScanTables:
+        """Set up the text reader for ``formats``; returns the scan tables it reads with."""
         scan = scan_tables(formats, config.marker, config.reasoning)
         self._parsing = config.parsing_enabled
         self._suppress_tail = config.policy.text_after_calls == "suppress"
-        self._bare_formats = tuple(fmt for fmt in formats if fmt.reads_bare)  # calls with no opener at the start
+        self._bare_formats = scan.bare_formats  # calls with no opener at the start
         self._taught = formats[0].name if formats else None  # its special tokens only are structure (scan_tables)
         self._openers = scan.openers
         self._refutable = scan.refutable
@@ -111,6 +112,7 @@ class TextReader:
         self._draft_text_is_reasoning = False  # at the end, unclosed reasoning's held draft is read again
         self._fence = ""  # a held fence line that may wrap the message's call
         self._fences = FenceTracker()  # sentinels inside a fenced block are text (case 29)
+        return scan
 
     def _open_block(self, body: BodyReader, opener: str, tokens: tuple[str, ...] = ()) -> None:
         raise NotImplementedError  # the machine's (ChoiceStream)

@@ -29,7 +29,7 @@ from statemachine import (
 )
 
 from ..observability.record import ReasoningSpan, RequestRecord
-from ..upstreams.base import ChoiceDelta, Pause, UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -98,6 +98,9 @@ class ChoiceDriver:
                  id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
                  record: RequestRecord | None = None):
         self._stream = stream
+        plain_texts = getattr(stream, "plain_texts", None)
+        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream)
+            plain_texts()
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
@@ -119,6 +122,8 @@ class ChoiceDriver:
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         self.step_times: dict[int, list[float]] | None = {} if debugging else None
         self.reasoning: dict[int, list[ReasoningSpan]] | None = {} if debugging else None
+        # Nothing kept for the debug view and reasoning passed on as it is: an event is only counted.
+        self._plain = not debugging and reasoning == "show"
         if record is not None:
             record.drivers.append(self)
 
@@ -130,16 +135,22 @@ class ChoiceDriver:
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         try:
             for chunk in self._stream:
-                if isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
+                if isinstance(chunk, str):  # choice 0's text alone: most chunks
+                    if 0 not in self._finished:
+                        # A list, not a generator per delta, and no event stays bound here through the next wait.
+                        yield from [(0, event) for event in self._text_events(chunk)]
+                elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     yield None, chunk
                     continue
-                if chunk.usage:
-                    self.usage = chunk.usage
-                for delta in chunk.choices:
-                    index = delta.index
-                    if index not in self._finished:
-                        # A list, not a generator per delta, and no event stays bound here through the next wait.
-                        yield from [(index, event) for event in self._delta_events(index, delta)]
+                else:
+                    if chunk.usage:
+                        self.usage = chunk.usage
+                    for delta in chunk.choices:
+                        index = delta.index
+                        if index not in self._finished:
+                            yield from [(index, event) for event in self._delta_events(
+                                index, delta.content, delta.reasoning, delta.tool_calls, delta.finish_reason,
+                                delta.stop_sequence)]
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
@@ -158,12 +169,27 @@ class ChoiceDriver:
         finally:
             self._stream.close()
 
-    def _delta_events(self, index: int, delta: ChoiceDelta) -> list[Event]:
-        """The events of choice ``index``'s ``delta``, as they go out."""
+    def _text_events(self, text: str) -> list[Event]:
+        """The events of choice 0's ``text`` alone (the common chunk), as they go out: :meth:`_delta_events`
+        without the checks that only other chunks need."""
+        if not text or self._natives or not self._plain:
+            return self._delta_events(0, text)
+        choice = self._choices[0]
+        events = choice.feed(text)
+        if not choice.wants_more:
+            events += self._finish(0, None)
+            self._cut = True
+        if events:
+            self._account(0, events)  # all that _output does for a plain driver
+        return events
+
+    def _delta_events(self, index: int, content: str | None, reasoning: str | None = None,
+                      tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None,
+                      stop_sequence: str | None = None) -> list[Event]:
+        """The events of choice ``index``'s delta (the fields of a :class:`ChoiceDelta`), as they go out."""
         choice = self._choices.get(index) or self._choice(index)
-        events: list[Event] = [ReasoningDelta(delta.reasoning)] if delta.reasoning else []
+        events: list[Event] = [ReasoningDelta(reasoning)] if reasoning else []
         natives = self._natives.get(index) if self._natives else None
-        content = delta.content
         if content:
             if self.texts is not None:
                 self.texts.setdefault(index, []).append(content)
@@ -173,12 +199,12 @@ class ChoiceDriver:
                 events += choice.feed(content)
             else:  # the common case: the choice's fresh list of events is this delta's
                 events = choice.feed(content)
-        if delta.tool_calls:
+        if tool_calls:
             if natives is None:
                 natives = self._natives[index] = NativeCalls(choice)
-            events += natives.feed(delta.tool_calls)
-        if delta.finish_reason:
-            events += self._finish(index, delta.finish_reason, delta.stop_sequence)
+            events += natives.feed(tool_calls)
+        if finish_reason:
+            events += self._finish(index, finish_reason, stop_sequence)
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True

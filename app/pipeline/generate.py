@@ -245,4 +245,5 @@ def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], st
     stream.pause_every(tick_seconds(heartbeat, max_seconds))
     return sse_body(events, encoder, usage, heartbeat_seconds=heartbeat, on_abandon=stream.close,
                     max_seconds=max_seconds, limit_seconds=settings.stream_max_seconds, client=context.client_socket,
-                    write_timeout=settings.stream_write_timeout_seconds, record=context.record)
+                    write_timeout=settings.stream_write_timeout_seconds, record=context.record,
+                    wait=getattr(stream, "wait", None))  # an HTTP stream's (the others wait in their own way)

@@ -7,7 +7,11 @@ of C stack an open stream holds through every wait). The upstream stream says
 when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
-socket write, not a hundred. While the upstream is silent it says ``IDLE`` once
+socket write, not a hundred. An HTTP upstream then waits for its next bytes in
+the body's own frame (``wait``), which the server's write loop iterates directly
+(:class:`~app.http.request.StreamResponse`): the greenlet of an open stream is
+suspended at its shallowest, and keeps that much less C stack through the wait.
+While the upstream is silent it says ``IDLE`` once
 a tick: the encoder's keep-alive (an SSE comment; Anthropic's ``ping``) goes out
 when nothing was written for the heartbeat interval. Closing the body (the client
 left) closes the events, which close the upstream. The body reports to the request's
@@ -93,13 +97,15 @@ class SSEBody:
 
     __slots__ = ("_events", "_encoder", "_usage", "_heartbeat", "_on_abandon", "_started", "_ended", "_record",
                  "_limit_seconds", "_deadline", "_client", "_client_timeout", "_relaying", "_greenlet", "_stopping",
-                 "__weakref__")
+                 "_wait", "__weakref__")
 
     def __init__(self, events: Events, encoder: Encoder, usage: Callable[[], Usage], *,
                  heartbeat_seconds: float | None, on_abandon: Callable[[], None], max_seconds: float | None = None,
                  limit_seconds: float | None = None, client: socket.socket | None = None,
-                 write_timeout: float | None = None, record: RequestRecord | None = None):
+                 write_timeout: float | None = None, record: RequestRecord | None = None,
+                 wait: Callable[[], None] | None = None):
         self._events = iter(events)
+        self._wait = wait
         self._encoder = encoder
         self._usage = usage
         self._heartbeat = heartbeat_seconds or None
@@ -164,17 +170,20 @@ class SSEBody:
     def _relay(self) -> Generator[bytes, None, None]:
         self._started = True
         record = self._record
-        heartbeat, deadline, encoder = self._heartbeat, self._deadline, self._encoder
+        heartbeat, deadline, encoder, wait = self._heartbeat, self._deadline, self._encoder, self._wait
         batch: list[bytes] = []
         written = time.monotonic()
         try:
             try:
                 batch += encoder.opening(self._usage())
+                # The first event's frames go out at once, with what is left of the opening (the client's
+                # first content waits for no batch); after them, ready frames go out COOPERATE_EVERY at a time.
+                flush_at = len(batch) + 1
                 for index, item in self._events:
                     if index is not None:
                         # Events pairs an index with an event only; mypy cannot tell without a check per event
                         batch += encoder.frames(index, item)  # type: ignore[arg-type]
-                        if len(batch) < COOPERATE_EVERY:
+                        if len(batch) < flush_at:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
                     if batch:
@@ -184,8 +193,11 @@ class SSEBody:
                         yield b"".join(batch)
                         batch = []
                         written = now
-                        if index is not None:  # a long run of ready frames went out: now the other streams run
-                            gevent.sleep(0)
+                        if flush_at == COOPERATE_EVERY:
+                            if index is not None:  # a long run of ready frames went out: now the other streams run
+                                gevent.sleep(0)
+                        else:  # the first content went out (or, at a pause, the opening alone: content is next)
+                            flush_at = COOPERATE_EVERY if index is not None else 1
                     elif cast(Pause, item).idle and heartbeat is not None and now - written >= heartbeat:
                         yield encoder.keepalive
                         written = now
@@ -194,6 +206,8 @@ class SSEBody:
                     if deadline is not None and now >= deadline:
                         raise UpstreamError("timeout", f"The stream went past its {self._limit_seconds:g}-second "
                                                        "limit.", status=504, code="stream_time_limit")
+                    if index is None and wait is not None:
+                        wait()  # the upstream's wait for its next bytes, in this shallow frame
                 batch += encoder.closing(self._usage())
             except (Exception, ServerStopping) as exc:  # the endpoint's error frame ends the stream, after
                 # what was ready
@@ -213,7 +227,7 @@ class SSEBody:
 def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, heartbeat_seconds: float | None,
              on_abandon: Callable[[], None], max_seconds: float | None = None, limit_seconds: float | None = None,
              client: socket.socket | None = None, write_timeout: float | None = None,
-             record: RequestRecord | None = None) -> SSEBody:
+             record: RequestRecord | None = None, wait: Callable[[], None] | None = None) -> SSEBody:
     """The WSGI iterable that streams ``events`` as ``encoder``'s frames.
 
     Args:
@@ -228,7 +242,10 @@ def sse_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], *, he
             after the wait for the first output); default ``max_seconds``.
         client: the client's socket (gunicorn's), to bound each write by ``write_timeout`` seconds.
         record: the request's record, told when the stream opens, sends its first frame and is left.
+        wait: the upstream's wait for its next bytes, called after each of its pauses (its next pull then goes
+            on with what came; see :meth:`~app.upstreams.http.HttpStream.wait`): the stream then waits in the
+            body's frame, not below the driver's and the upstream's generators.
     """
     return SSEBody(events, encoder, usage, heartbeat_seconds=heartbeat_seconds, on_abandon=on_abandon,
                    max_seconds=max_seconds, limit_seconds=limit_seconds, client=client, write_timeout=write_timeout,
-                   record=record)
+                   record=record, wait=wait)

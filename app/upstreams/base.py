@@ -140,9 +140,14 @@ IDLE = Pause(idle=True)
 
 
 class UpstreamStream(Protocol):
-    """An open upstream response: iterate chunks, then (or on abandon) close."""
+    """An open upstream response: iterate chunks, then (or on abandon) close.
 
-    def __iter__(self) -> Iterator[UpstreamChunk | Pause]: ...
+    A stream that offers ``plain_texts()`` (:meth:`~app.upstreams.http.HttpStream.plain_texts`) yields, once it
+    is called, a ``str`` for ``UpstreamChunk([ChoiceDelta(0, text)])``: choice 0's text and nothing else, most
+    chunks of a stream, with no objects built for them.
+    """
+
+    def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]: ...
 
     def pause_every(self, tick: float | None) -> None:
         """From now on yield :data:`PAUSE` before each wait for the back end and :data:`IDLE` after

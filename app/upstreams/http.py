@@ -13,7 +13,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gevent
 import orjson
@@ -150,7 +150,8 @@ class HttpUpstream:
 
 
 class HttpStream:
-    """An open upstream response: iterate :class:`UpstreamChunk` objects, then close."""
+    """An open upstream response: iterate :class:`UpstreamChunk` objects (the common one as its text once
+    asked, see :meth:`plain_texts`), then close."""
 
     def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None):
         self._response = response
@@ -158,14 +159,35 @@ class HttpStream:
         self._secret = secret
         self._json = (_header(response, "content-type") or "").startswith("application/json")
         self._pauses = False
-        self._tick: float | None = None
+        self._wait = response.read_timeout  # the longest one wait for bytes: a tick when pausing
+        self._received: bool | Exception | None = None  # what :meth:`wait` received, for the next pull
+        self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str] = parse_chunk
+
+    def plain_texts(self) -> None:
+        """From now on yield the common chunk (choice 0's text and nothing else) as that text alone, a ``str``
+        (see :func:`read_chunk`); the driver asks for it, so most chunks of a stream build no objects."""
+        self._read = read_chunk
 
     def pause_every(self, tick: float | None) -> None:
         """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
         self._pauses = True
-        self._tick = tick
+        if tick:
+            self._wait = min(tick, self._wait)
 
-    def __iter__(self) -> Iterator[UpstreamChunk | Pause]:
+    def wait(self) -> None:
+        """Right after a pause (:meth:`pause_every`), wait here for the back end's next bytes (or a tick of
+        silence), as the next pull would; that pull then goes on with what came, or fails as it would have.
+
+        The caller's frame is the stream's shallowest: a greenlet suspended there keeps a smaller copy
+        of its C stack through the wait than one suspended inside this stream's generator, below every
+        generator between (each nested one is ~400 bytes an open stream).
+        """
+        try:
+            self._received = self._response.receive(self._wait)
+        except Exception as exc:  # raised by the next pull, where its errors are mapped
+            self._received = exc
+
+    def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]:
         return self._whole() if self._json else self._events()
 
     def confirm(self) -> None:
@@ -192,7 +214,7 @@ class HttpStream:
             self._response.max_buffer = self._bounds.max_body_bytes
             yield from _whole_completion(_loads(self._response.read_body()), self._secret)
 
-    def _events(self) -> Iterator[UpstreamChunk | Pause]:
+    def _events(self) -> Iterator[UpstreamChunk | str | Pause]:
         """The chunks of the SSE body as it arrives, with the pauses asked for (see :meth:`pause_every`).
 
         One generator receives, decodes and parses, so an open stream holds one frame, and nothing of
@@ -202,11 +224,10 @@ class HttpStream:
         reads without a data event (keep-alive comments) for ``idle_content`` seconds; the clock is read
         only after a silent tick or such a read, never per receive or event.
         """
-        response, secret, pauses = self._response, self._secret, self._pauses
+        response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
         decoder = SSEDecoder(self._bounds.max_event_bytes)
         idle_limit = self._bounds.idle_content
-        read_limit = response.read_timeout
-        wait = min(self._tick, read_limit) if pauses and self._tick else read_limit
+        read_limit, wait = response.read_timeout, self._wait
         silent_since: float | None = None  # no bytes since
         idle_since: float | None = None  # bytes, but no data event, since
         fresh = True  # something may have been produced since the last pause
@@ -219,14 +240,18 @@ class HttpStream:
                     data = response.take()
                     payload = None
                     for start in range(0, len(data), DECODE_BYTES):
-                        for payload in _decode(decoder, data[start:start + DECODE_BYTES]):
-                            if payload == "[DONE]":
+                        for payload in decoder.feed(data[start:start + DECODE_BYTES]):
+                            if payload == b"[DONE]":
                                 if response.should_keep_alive():
                                     response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
                                 else:
                                     response.release()  # not kept (its body ends at the close): no wait for that
                                 return
-                            yield parse_chunk(_loads(payload), secret)
+                            try:  # (orjson.loads inline, not _event_json: this is every frame's path)
+                                obj = loads(payload)
+                            except orjson.JSONDecodeError:
+                                raise _malformed(payload) from None
+                            yield read(obj, secret)
                     if payload is not None:
                         delivered = True
                         idle_since = None
@@ -239,18 +264,23 @@ class HttpStream:
                                                            "seconds.", status=504)
                     data = payload = None  # not held through the next wait
                 if response.message_complete:
-                    for payload in _decode(decoder, None):  # a last event that lacked its blank line
-                        if payload == "[DONE]":
+                    for payload in decoder.end():  # a last event that lacked its blank line
+                        if payload == b"[DONE]":
                             return
                         delivered = True
-                        yield parse_chunk(_loads(payload), secret)
+                        yield read(_event_json(payload), secret)
                     if not delivered:
                         raise _empty_stream()
                     return
                 if pauses and fresh:
                     yield PAUSE
                     fresh = False
-                if response.receive(wait):
+                received, self._received = self._received, None  # the consumer may have waited (see wait)
+                if received is None:
+                    received = response.receive(wait)
+                elif isinstance(received, Exception):
+                    raise received
+                if received:
                     silent_since = None
                     continue
                 now = time.monotonic()
@@ -312,8 +342,24 @@ def _check_encoding(response: BoundedResponse) -> None:
                             code="upstream_content_encoding")
 
 
-#: The delta keys of a chunk that carries text at most (``parse_chunk``'s quick path).
+#: The delta keys of a chunk that carries text at most (the quick path of ``read_chunk`` and ``parse_chunk``).
 _TEXT_ONLY = frozenset({"content", "role"})
+
+
+def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str:
+    """:func:`parse_chunk`'s reading of ``obj``, except that the common chunk (choice 0's text and nothing else:
+    no finish reason, usage, calls or reasoning) is its text alone, with no objects built for it."""
+    if obj.__class__ is dict and obj.get("usage") is None:
+        choices = obj.get("choices")
+        if choices.__class__ is list and len(choices) == 1 and not obj.get("error"):
+            choice = choices[0]
+            if choice.__class__ is dict and not choice.get("index") and choice.get("finish_reason") is None:
+                delta = choice.get("delta")
+                if delta.__class__ is dict:
+                    text = delta.get("content")
+                    if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY):
+                        return text
+    return parse_chunk(obj, secret)
 
 
 def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
@@ -387,11 +433,21 @@ def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamCh
     yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 
 
-def _decode(decoder: SSEDecoder, raw: bytes | None) -> list[str]:
+def _event_json(payload: bytes) -> Any:
+    """An event's data parsed (orjson checks its UTF-8, which the SSE decoder leaves as it came)."""
     try:
-        return decoder.feed(raw) if raw is not None else decoder.end()
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise _malformed(payload) from None
+
+
+def _malformed(payload: bytes) -> UpstreamError:
+    """The error of an event's data that orjson refused: not UTF-8, or not JSON."""
+    try:
+        payload.decode()
     except UnicodeDecodeError:
-        raise UpstreamError("protocol", "The upstream stream is not valid UTF-8.") from None
+        return UpstreamError("protocol", "The upstream stream is not valid UTF-8.")
+    return UpstreamError("protocol", "The upstream sent malformed JSON.")
 
 
 def _loads(payload: str | bytes) -> Any:

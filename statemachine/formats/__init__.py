@@ -18,6 +18,7 @@ JSON call objects can reuse the core's reader, :class:`JsonCallsReader`.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from .._jsonblock import JsonCallsBody as JsonCallsReader
 from .._reader import BodyReader, CallSink, Outcome, Pending
@@ -64,6 +65,16 @@ def register_format(fmt: TextFormat, *, replace: bool = False) -> None:
     if fmt.name in _REGISTRY and not replace:
         raise ValueError(f"text format {fmt.name!r} is already registered")
     _REGISTRY[fmt.name] = fmt
+    for hook in _ON_REGISTER:
+        hook()
+
+
+def on_register(hook: Callable[[], None]) -> None:
+    """Call ``hook`` whenever a format is registered (the core's caches of formats by name clear themselves)."""
+    _ON_REGISTER.append(hook)
+
+
+_ON_REGISTER: list[Callable[[], None]] = []
 
 
 def get_format(name: str) -> TextFormat:

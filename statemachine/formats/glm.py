@@ -81,6 +81,7 @@ class GlmBody(TableReader):
     def __init__(self, sink: CallSink):
         self.sink = sink
         self.inner: BodyReader | None = None
+        self.json_body: JsonCallsBody | None = None  # ``inner`` when it is format A's reader
         self.state = START
         self.key = ""
         self.text: list[str] = []  # the current key's or value's text so far
@@ -98,6 +99,10 @@ class GlmBody(TableReader):
             return self.inner.feed(buf, pos)
         return TableReader.feed(self, buf, pos)
 
+    def argument_run(self) -> re.Pattern[str] | None:
+        """In a format-A body: what its reader says (see ``BodyReader.argument_run``)."""
+        return self.json_body.argument_run() if self.json_body is not None else None
+
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
     def _read_start(self, buf: str, pos: int) -> Step:
@@ -110,7 +115,7 @@ class GlmBody(TableReader):
             if ch.isalpha() or ch == "_":
                 self.state = NAME
             else:  # no name: a format-A body
-                self.inner = JsonCallsBody(self.sink, CLOSER)
+                self.inner = self.json_body = JsonCallsBody(self.sink, CLOSER)
                 self.state = FORMAT_A
         return None, pos
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
 from statemachine import ModelOutputError
-from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
 from support.invariants import check_chat_stream
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]
@@ -310,16 +310,63 @@ def test_keepalive_opt_out_header(make_app):
 
 
 def test_frames_ready_together_go_out_in_one_write(make_app):
-    """The body writes at the upstream's pauses: everything produced before a wait goes out as one write."""
+    """The body writes at the upstream's pauses: after the first content (which goes out at once), everything
+    produced before a wait goes out as one write."""
     upstream = FakeUpstream([*text_chunks("one two three ", size=3, finish=None), 0.05,
                              *text_chunks("four five", size=3)])
     client = make_app(upstream, heartbeat_seconds=0).test_client()
     response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER, "stream": True},
                            buffered=False)
     writes = list(response.response)
-    assert len(writes) == 2
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(writes[0])) == "one two three "
-    assert frames(writes[1])[-1] == "[DONE]"
+    assert len(writes) == 3
+    assert [content(write) for write in writes] == ["one", " two three ", "four five"]
+    assert frames(writes[2])[-1] == "[DONE]"
+
+
+def content(write: bytes) -> str:
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(write) if c["choices"])
+
+
+#: In a :class:`_StallingUpstream`'s script: the next event takes longer than the test, with no pause before it
+#: (the rest of a large read already in is still being parsed, or a receive that never comes).
+STALL = "stall"
+
+
+class _StallingStream(FakeStream):
+    def __iter__(self):
+        for item in super().__iter__():
+            if item == STALL:
+                gevent.sleep(30)
+            else:
+                yield item
+
+
+class _StallingUpstream(FakeUpstream):
+    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+        stream = _StallingStream(self)
+        self.streams.append(stream)
+        return stream
+
+
+@pytest.mark.parametrize("path, body, wait", [
+    ("/v1/chat/completions", {"messages": USER, "stream": True}, []),
+    ("/v1/responses", {"input": "hi", "stream": True}, []),
+    ("/v1/messages", {"messages": USER, "max_tokens": 64, "stream": True}, [0.05]),  # the opening goes first
+])
+def test_the_first_content_goes_out_before_the_rest_of_a_ready_batch(make_app, path, body, wait):
+    """Issue 30: the first content frame is written as soon as it is made, not with the ready frames behind it
+    (a batch of them cost a 500-chunk stream's first content a millisecond at concurrency 1); also when the
+    opening frames went out alone at a wait before it."""
+    upstream = _StallingUpstream([*wait, *text_chunks("Hello", finish=None), STALL, *text_chunks(" world")])
+    client = make_app(upstream, heartbeat_seconds=0).test_client()
+    sent = b""
+    with gevent.Timeout(2):  # a BaseException: the body cannot turn it into an error frame
+        response = client.post(path, json={"model": "m", **body}, buffered=False)
+        writes = iter(response.response)
+        while b"Hello" not in sent:
+            sent += next(writes)
+    response.close()
+    assert upstream.streams[0].closed
 
 
 def test_a_long_run_of_ready_frames_goes_out_before_the_other_streams_run(make_app, monkeypatch):
@@ -336,7 +383,7 @@ def test_a_long_run_of_ready_frames_goes_out_before_the_other_streams_run(make_a
                            buffered=False)
     for write in response.response:
         order.append(len(frames(write)))
-    assert order[:3] == [streaming.COOPERATE_EVERY, "turn", streaming.COOPERATE_EVERY]
+    assert order[:4] == [1, streaming.COOPERATE_EVERY, "turn", streaming.COOPERATE_EVERY]  # the first content at once
     assert order[-1] != "turn" and frames(write)[-1] == "[DONE]"
 
 

@@ -381,16 +381,28 @@ def test_a_4xx_envelope_keeps_its_type_and_nothing_else_does(serve):
 # -- pauses: the stream says when it waits, and keeps its connection through silences ------------------------------
 
 
-def test_a_pausing_stream_says_pause_before_each_wait_and_idle_once_a_tick(serve):
+def pulled(stream, *, waiting: bool) -> list:
+    """The stream's items (chunks by their text or finish); when ``waiting``, its consumer waits for the back
+    end itself after each pause (``wait``), in its own frame."""
+    items = []
+    for item in stream:
+        items.append(item if isinstance(item, Pause) else item.choices[0].content or item.choices[0].finish_reason)
+        if waiting and isinstance(item, Pause):
+            stream.wait()
+    return items
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_a_pausing_stream_says_pause_before_each_wait_and_idle_once_a_tick(serve, waiting):
     """Silences shorter than the read timeout are IDLE ticks, not failures: the response stays usable
-    and, complete, gives its connection back."""
+    and, complete, gives its connection back; a consumer that waits after each pause gets the same."""
     pieces = [sse(chunk("a")), sse(chunk("b"), chunk(finish="stop"), b"[DONE]")]
     upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces,
                                          piece_delay=0.35), timeouts=Timeouts(read=2.0))
     for _ in range(2):
         stream = upstream.open({})
         stream.pause_every(0.1)
-        items = [c if isinstance(c, Pause) else c.choices[0].content or c.choices[0].finish_reason for c in stream]
+        items = pulled(stream, waiting=waiting)
         stream.close()
         assert items[items.index("a") + 1] is PAUSE  # the event that came is followed by a pause, then ticks
         ticks = items[items.index("a") + 2:items.index("b")]
@@ -398,6 +410,18 @@ def test_a_pausing_stream_says_pause_before_each_wait_and_idle_once_a_tick(serve
         assert items[-2:] == ["b", "stop"]
     ports = [seen.port for seen in upstream.server.seen]
     assert len(ports) == 2 and ports[0] == ports[1]
+
+
+@pytest.mark.parametrize("then, kind", [("hang", "timeout"), ("close", "protocol"), ("reset", "connect")])
+def test_a_failure_met_while_the_consumer_waits_is_the_next_pull_s(serve, then, kind):
+    upstream = serve(lambda seen: sse_answer(sse(chunk("a")), then=then, hang_seconds=3.0),
+                     timeouts=Timeouts(read=0.5))
+    for waiting in (False, True):
+        stream = upstream.open({})
+        stream.pause_every(0.1)
+        with pytest.raises(UpstreamError) as info:
+            pulled(stream, waiting=waiting)
+        assert info.value.kind == kind
 
 
 def test_a_pausing_stream_still_times_out_after_the_whole_silence(serve):

@@ -189,3 +189,16 @@ def test_a_direct_edge_is_a_self_loop_whose_callback_is_all_the_machine_does():
 
     direct = [t for t in TRANSITIONS if t.direct]
     assert direct and all(t.source is t.dest and t.source not in ON_ENTER and t.after for t in direct)
+
+
+def test_the_machine_uses_only_what_its_narrowed_classes_run():
+    """The machine is ``transitions``' with its state, transition and event classes narrowed to what the table
+    uses (``_machine.py``): nothing it is configured with is left out by them."""
+    from statemachine._choice import _MACHINE
+    from statemachine._machine import ChoiceMachine, build_machine, unused_features
+
+    assert isinstance(_MACHINE, ChoiceMachine) and unused_features(_MACHINE) == []
+    machine = build_machine()
+    machine.add_transition("tool_close_seen", ChoiceState.TEXT, ChoiceState.DONE, conditions="_hold_call")
+    machine.before_state_change = ["_hold_call"]
+    assert unused_features(machine) == ["before_state_change", "tool_close_seen from TEXT: conditions"]

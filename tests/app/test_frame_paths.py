@@ -1,0 +1,253 @@
+"""The per-frame quick paths of a relayed stream yield exactly what the general paths yield.
+
+Upstream bodies made of random chunk shapes (the common text chunk among role, finish, usage, native call,
+reasoning and error chunks), written with random line ends, comments and fields, and delivered in random
+receives: the SSE decoder agrees with a plain reading of the SSE rules, ``read_chunk`` with ``parse_chunk``,
+and the frames the Chat and Responses endpoints send are the frames of the same chunks given as
+``parse_chunk`` objects.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.chat.encoder import ChatEncoder
+from app.pipeline.driver import ChoiceDriver
+from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder, encode_sse
+from app.responses.tools import ToolOrigin
+from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.http import HttpStream, parse_chunk, read_chunk
+from app.upstreams.sse import SSEDecoder
+from statemachine import (
+    ChoiceFinished,
+    ParserConfig,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallInputDelta,
+    ToolCallStarted,
+    ToolSpec,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from frame_bench import ArrivingResponse  # noqa: E402
+
+_TEXT = st.text(alphabet=st.sampled_from(['a', ' ', '"', '\\', '\n', 'é', '<', '>', '{', '}', '😀']), max_size=6)
+_CALL = st.fixed_dictionaries({"index": st.sampled_from([0, 1])}, optional={
+    "id": st.just("call_1"), "type": st.just("function"),
+    "function": st.fixed_dictionaries({}, optional={"name": st.just("get_weather"), "arguments": _TEXT})})
+_DELTA = st.fixed_dictionaries({}, optional={
+    "role": st.just("assistant"), "content": st.one_of(st.none(), _TEXT, _TEXT, st.integers(0, 2)),
+    "reasoning_content": _TEXT, "tool_calls": st.lists(_CALL, max_size=2), "function_call": st.just(
+        {"name": "f", "arguments": "{}"})})
+_CHOICE = st.fixed_dictionaries({"delta": st.one_of(_DELTA, _DELTA, _DELTA, st.none())}, optional={
+    "index": st.sampled_from([0, 0, 0, 1, None]), "logprobs": st.none(),
+    "finish_reason": st.sampled_from([None, None, "stop", "length", "tool_calls"]),
+    "stop_reason": st.sampled_from([None, "END", 7])})
+_CHUNK = st.fixed_dictionaries({"choices": st.lists(_CHOICE, max_size=2)}, optional={
+    "id": st.just("chatcmpl-1"), "object": st.just("chat.completion.chunk"),
+    "usage": st.sampled_from([None, {}, {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}, 7]),
+    "error": st.sampled_from([None, {"message": "overloaded"}])})
+#: The common text chunk, most of a real stream.
+_TEXT_CHUNK = _TEXT.map(lambda text: {"id": "c", "object": "chat.completion.chunk", "choices": [
+    {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}]})
+
+
+
+@st.composite
+def _near_text_chunks(draw: Any) -> dict[str, Any]:
+    """A text chunk with one thing more or different: what the quick path must leave to the general one."""
+    chunk = draw(_TEXT_CHUNK)
+    choice = chunk["choices"][0]
+    change = draw(st.sampled_from(["finish", "index", "usage", "error", "role", "reasoning", "call", "content",
+                                   "delta", "choices", "stop"]))
+    if change == "finish":
+        choice["finish_reason"] = draw(st.sampled_from(["stop", "length", ""]))
+    elif change == "index":
+        choice["index"] = draw(st.sampled_from([1, None, False]))
+    elif change == "usage":
+        chunk["usage"] = draw(st.sampled_from([{}, {"prompt_tokens": 1, "completion_tokens": 1}, None, 3]))
+    elif change == "error":
+        chunk["error"] = draw(st.sampled_from([{"message": "boom"}, None, "", "boom"]))
+    elif change == "role":
+        choice["delta"]["role"] = "assistant"
+    elif change == "reasoning":
+        choice["delta"][draw(st.sampled_from(["reasoning_content", "reasoning", "thinking"]))] = draw(_TEXT)
+    elif change == "call":
+        choice["delta"]["tool_calls"] = draw(st.lists(_CALL, max_size=1))
+    elif change == "content":
+        choice["delta"]["content"] = draw(st.sampled_from([None, 0, 1, ["a"]]))
+    elif change == "delta":
+        choice["delta"] = draw(st.sampled_from([None, {}, "text"]))
+    elif change == "choices":
+        chunk["choices"] = draw(st.sampled_from([[], [choice, choice], choice, None]))
+    else:
+        choice.update(stop_reason="END", finish_reason=draw(st.sampled_from([None, "stop"])))
+    return chunk
+
+
+def _expanded(chunk: UpstreamChunk | str) -> UpstreamChunk:
+    return UpstreamChunk([ChoiceDelta(0, chunk)]) if isinstance(chunk, str) else chunk
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return call()
+    except (UpstreamError, TypeError, AttributeError, RuntimeError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=300)
+@given(st.one_of(_CHUNK, _TEXT_CHUNK, _near_text_chunks()))
+def test_read_chunk_is_parse_chunk(obj):
+    assert _outcome(lambda: _expanded(read_chunk(obj))) == _outcome(lambda: parse_chunk(obj))
+
+
+def reference_events(body: bytes) -> list[bytes]:
+    """The data of ``body``'s events by the SSE rules, the whole body at once, line by line."""
+    out, data = [], []
+    for line in re.split(rb"\r\n|\r|\n", body.removeprefix(b"\xef\xbb\xbf")):
+        if not line:
+            if data:
+                out.append(b"\n".join(data))
+            data = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
+        elif line == b"data":
+            data.append(b"")
+    if data:
+        out.append(b"\n".join(data))
+    return out
+
+
+_LINE_END = st.sampled_from([b"\n", b"\n", b"\n", b"\r\n", b"\r"])
+
+
+@st.composite
+def sse_bodies(draw: Any, payloads: st.SearchStrategy[bytes]) -> bytes:
+    """Events of ``payloads``, mostly ``data: …`` and a blank line, sometimes with what else SSE allows."""
+    body = b"\xef\xbb\xbf" if draw(st.integers(0, 9)) == 0 else b""
+    for payload in draw(st.lists(payloads, max_size=8)):
+        end = draw(_LINE_END) if draw(st.integers(0, 3)) == 0 else b"\n"
+        if draw(st.integers(0, 5)) == 0:
+            body += draw(st.sampled_from([b": keep-alive", b"event: message", b"id: 7", b"retry: 10"])) + end
+        lines = payload.split(b"\n") if draw(st.booleans()) else [payload]  # a multi-line event, now and then
+        for line in lines:
+            body += draw(st.sampled_from([b"data: ", b"data: ", b"data:"])) + line + end
+        body += end * draw(st.sampled_from([1, 1, 1, 2]))
+    return body
+
+
+def _splits(draw: Any, body: bytes) -> list[bytes]:
+    cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=6)))
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_the_decoder_reads_every_body_by_the_rules_however_it_arrives(data):
+    body = data.draw(sse_bodies(st.one_of(_TEXT.map(str.encode), st.just(b"[DONE]"))))
+    decoder = SSEDecoder()
+    out = []
+    for piece in _splits(data.draw, body):
+        out += decoder.feed(piece)
+    assert out + decoder.end() == reference_events(body)
+
+
+class _Chunks:
+    """An upstream stream of ready chunks (the general path's reading of the same body), then its error."""
+
+    def __init__(self, chunks: list[UpstreamChunk], error: Exception | None):
+        self._chunks = chunks
+        self._error = error
+
+    def __iter__(self) -> Iterator[UpstreamChunk]:
+        yield from self._chunks
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        pass
+
+
+_CONFIG = ParserConfig.for_tools([ToolSpec("get_weather", parameters={"type": "object"})])
+
+
+def _frames(stream: Any, endpoint: str) -> tuple[bytes, Any]:
+    """The frames an endpoint sends for ``stream``'s events, and how the events ended."""
+    if endpoint == "chat":
+        encoder: Any = ChatEncoder("chatcmpl-1", 1, "m", include_usage=True)
+    else:
+        encoder = ResponsesWireEncoder(ResponsesEncoder("resp_1", "m", {}, created_at=1,
+                                                        id_factory=lambda prefix: prefix + "_1"))
+    frames: list[bytes] = []
+    driver = ChoiceDriver(stream, _CONFIG, id_factory=lambda: "call_x")
+    try:
+        for index, event in driver:
+            if index is not None:
+                frames += encoder.frames(index, event)
+        end: Any = None
+    except Exception as exc:  # whatever ends the stream (a model error, or a back end's nonsense) ends both alike
+        end = type(exc).__name__, str(exc)
+    return b"".join(frames), (end, driver.usage, driver.output_chars, dict(driver.outcomes))
+
+
+_DRIVEN = st.one_of(_TEXT_CHUNK, _TEXT_CHUNK, _near_text_chunks(), _CHUNK).map(orjson.dumps)
+_TOOL_TEXT = st.sampled_from(['<tool_call>{"name": "get_weather", "arguments": {"city": "P', 'aris"}}</tool_call>',
+                              "Sure.", " "])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["chat", "responses"]))
+def test_a_streams_frames_are_those_of_its_chunks_read_the_general_way(data, endpoint):
+    texts = _TOOL_TEXT.map(lambda text: orjson.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}))
+    body = data.draw(sse_bodies(st.one_of(_DRIVEN, texts)))
+    events = reference_events(body)
+    general: list[UpstreamChunk] = []
+    error: Exception | None = None
+    for payload in events:
+        if payload == b"[DONE]":
+            break
+        try:
+            general.append(parse_chunk(orjson.loads(payload)))
+        except Exception as exc:  # an error chunk (or nonsense the general reading fails on): both end there
+            error = exc
+            break
+    if not events:
+        error = UpstreamError("server_error", "The upstream ended its stream without sending an event.")
+    stream = HttpStream(ArrivingResponse(_splits(data.draw, body)))  # type: ignore[arg-type]
+    assert _frames(stream, endpoint) == _frames(_Chunks(general, error), endpoint)
+
+
+_CORE_EVENTS = st.lists(st.one_of(
+    _TEXT.map(TextDelta), _TEXT.map(ReasoningDelta), _TEXT.map(lambda text: ToolCallArgumentsDelta(0, text)),
+    _TEXT.map(lambda text: ToolCallInputDelta(0, text)), st.sampled_from([
+        ToolCallStarted(0, "call_1", "get_weather"), ToolCallStarted(0, "call_2", "grammar", kind="custom"),
+        ToolCallStarted(0, "call_3", "lookup"), ToolCallEnded(0, "call_1", "get_weather", "{}"),
+        ToolCallEnded(0, "call_1", "get_weather", "{", valid=False),
+        ChoiceFinished("stop")])), max_size=12)
+
+
+def _responses_encoder() -> ResponsesEncoder:
+    ids = iter(range(100))
+    return ResponsesEncoder("resp_1", "m", {}, created_at=1, id_factory=lambda prefix: f"{prefix}_{next(ids)}",
+                            tools={"lookup": ToolOrigin("tool_search", "lookup")})
+
+
+@given(_CORE_EVENTS)
+def test_responses_delta_frames_are_the_events_feed_makes(events):
+    quick, general = ResponsesWireEncoder(_responses_encoder()), _responses_encoder()
+    assert quick.opening({}) == [encode_sse(event) for event in general.start()]
+    for event in events:
+        assert _outcome(lambda: quick.frames(0, event)) == _outcome(
+            lambda: [encode_sse(out) for out in general.feed(event)])
+    assert quick.closing({}) == [encode_sse(event) for event in general.finish({})]
