@@ -12,6 +12,10 @@ name from a temporary directory) and times it beside this one, scenario by
 scenario and alternating, so a refactor's cost is measured in one run:
 ``python bench/core_bench.py --against main``.
 
+The load bench's short streams (``bench/upstream.py``'s ``bench-short`` and ``bench-text``, fed piece by
+piece as that upstream sends them, then ``finish()``) are timed whole with the gateway's config, in µs per
+stream (issue 30: the core's share of a short request).
+
 The second table prices ``TOOLWIRE_ACCEPT_FORMATS``: the same text read with
 ``tool_call`` alone, with the default formats and with every registered format,
 the three runs interleaved round by round; each ratio is the median of the

@@ -8,7 +8,6 @@ to is the choice's :class:`~statemachine._calls.CallBook`.
 from __future__ import annotations
 
 import functools
-import re
 import secrets
 import weakref
 from typing import Any, Callable
@@ -72,7 +71,7 @@ class ChoiceStream(TextReader):
     """
 
     # One per choice per request: no instance dict (~1 KiB less per open stream).
-    __slots__ = ("path", "spans", "state", "_argument_run", "_block_tokens", "_body", "_calls", "_fed", "_lane",
+    __slots__ = ("path", "spans", "state", "_argument_lane", "_block_tokens", "_body", "_calls", "_fed", "_lane",
                  "_native_index", "_raw", "_span_start", "__weakref__")
 
     def __init__(self, config: ParserConfig, *, id_factory: Callable[[], str] = new_call_id):
@@ -84,10 +83,10 @@ class ChoiceStream(TextReader):
         self._calls = CallBook(weakref.proxy(self), config, scan.opener_names, id_factory)
         self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
         self._raw: list[str] | None = None  # the block's text while it could still be released
-        #: what the open block's reader said the next chunk is, if it matches whole: its call's argument text as it
-        #: is, which leaves the reader as it is (the arguments' path per chunk, see ``BodyReader.argument_run``)
-        self._lane: re.Pattern[str] | None = None
-        self._argument_run: Callable[[], re.Pattern[str] | None] | None = None  # the open block's, if it has one
+        #: what the open block's reader offered to read the next chunk with, if it stays in the argument text the
+        #: reader is in (the arguments' path per chunk, see ``BodyReader.argument_lane``)
+        self._lane: Callable[[str], str | None] | None = None
+        self._argument_lane: Callable[[], Callable[[str], str | None] | None] | None = None  # the open block's
         self._block_tokens: tuple[str, ...] = ()  # the open block's format's call tokens: never released
         self._native_index: int | None = None
         self.path: list[tuple[str, str, str]] = []  # (source, trigger, dest) as taken
@@ -118,8 +117,8 @@ class ChoiceStream(TextReader):
         self._fed += len(text)
         lane = self._lane
         if lane is not None:
-            if lane.fullmatch(text):  # what the block's reader would do with it, without asking it
-                calls.call_args(text)
+            if (arguments := lane(text)) is not None:  # what the block's readers would send for it, without them
+                calls.call_args(arguments)
                 return out
             self._lane = None
         if text and not calls.cut:
@@ -268,14 +267,14 @@ class ChoiceStream(TextReader):
             self._end_block()
             return end
         self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
-        argument_run = self._argument_run
-        if argument_run is not None and self._out and end == len(buf):  # it sent what it took: all of the chunk
-            self._lane = argument_run() if self._raw is None and not self._calls.cut else None  # once committed
+        argument_lane = self._argument_lane
+        if argument_lane is not None and self._out and end == len(buf):  # it sent what it took: all of the chunk
+            self._lane = argument_lane() if self._raw is None and not self._calls.cut else None  # once committed
         return len(buf)
 
     def _open_block(self, body: BodyReader, opener: str, tokens: tuple[str, ...] = ()) -> None:
         self._body = body
-        self._argument_run = getattr(body, "argument_run", None)  # optional in the protocol
+        self._argument_lane = getattr(body, "argument_lane", None)  # optional in the protocol
         self._calls.bare = getattr(body, "bare", False)
         self._block_tokens = tokens
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
@@ -299,7 +298,7 @@ class ChoiceStream(TextReader):
 
     def _end_block(self) -> None:
         """The open block is over: the machine leaves the call state the way its last call went."""
-        self._body = self._argument_run = None
+        self._body = self._argument_lane = None
         self._calls.bare = False
         self._leave_call()
 
@@ -338,8 +337,8 @@ class ChoiceStream(TextReader):
 
     def _trigger(self, name: str, **kwargs: Any) -> None:
         source = self.state
-        self.trigger(name, **kwargs)
-        self.path.append((source.value, name, self.state.value))
+        _MACHINE.events[name].trigger(self, **kwargs)  # as trigger() does, for the scanner's own names
+        self.path.append(_EDGES[source, name])
         self.spans.append((self._span_start, self._fed))
 
     def _take_direct(self, name: str, **kwargs: Any) -> None:
@@ -404,6 +403,10 @@ class ChoiceStream(TextReader):
             reason = "stop"
         self._out.append(ChoiceFinished(reason))
 
+
+#: Each edge's ``path`` entry, by its source and trigger.
+_EDGES: dict[tuple[ChoiceState, str], tuple[str, str, str]] = {
+    (t.source, t.trigger): (t.source.value, t.trigger, t.dest.value) for t in TRANSITIONS}
 
 #: The edges the scanner takes itself, by trigger: their callback's name and their ``path`` entry.
 _DIRECT: dict[str, tuple[str, tuple[str, str, str]]] = {

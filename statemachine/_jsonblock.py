@@ -7,7 +7,6 @@ registered format whose block holds JSON call objects reuses it.
 from __future__ import annotations
 
 import enum
-import re
 from typing import TYPE_CHECKING, Callable
 
 from ._jsoncall import JsonCallParser
@@ -140,9 +139,9 @@ class JsonCallsBody(TableReader):
                 return outcome, pos
         return TableReader.feed(self, buf, pos)
 
-    def argument_run(self) -> re.Pattern[str] | None:
-        """In a call object: what its parser says (see ``BodyReader.argument_run``)."""
-        return self.parser.argument_run() if self.state is OBJECT and self.parser is not None else None
+    def argument_lane(self) -> Callable[[str], str | None] | None:
+        """In a call object: its parser's (see ``BodyReader.argument_lane``)."""
+        return self.parser.argument_lane() if self.state is OBJECT and self.parser is not None else None
 
     def _read_object(self, buf: str, pos: int) -> Step:
         """In a call object: its parser reads it; the block goes on after it, or ends if it broke."""

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, nameless_call, object_text
-from ._jsonlex import STRING, STRING_RUN, StringReader, ValueLexer
+from ._jsonlex import ESCAPE, STRING, StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
 from ._reader import DONE, MORE, Outcome
 from ._scanning import NON_WS, Stop, opener_at
@@ -359,13 +359,15 @@ class JsonCallParser:
         if self.bare and self.name is not None and self.saw_args:
             self.ctx.call_name(self.name)
 
-    def argument_run(self) -> re.Pattern[str] | None:
-        """Inside a string of the arguments that go out as they are: the text that stays in it (see
-        ``BodyReader.argument_run``); a chunk that matches it whole is the lexer's hot path and ``_args``'s."""
+    def argument_lane(self) -> Callable[[str], str | None] | None:
+        """Inside a string of the arguments that go out as they are: the lexer's ``string_chunk`` (see
+        ``BodyReader.argument_lane``), which reads a chunk that stays in the string as ``feed`` would, for
+        ``_args``."""
         lexer = self.lexer
-        if (self.reading is Reading.ARGS and lexer is not None and lexer.state is STRING and self.raw is None
-                and self.unnamed is None and not self.holding_alias and not (self.bare and self.name is None)):
-            return STRING_RUN
+        if (self.reading is Reading.ARGS and lexer is not None and (lexer.state is STRING or lexer.state is ESCAPE)
+                and self.raw is None and self.unnamed is None and not self.holding_alias
+                and not (self.bare and self.name is None)):
+            return lexer.string_chunk
         return None
 
     def _args(self, text: str) -> None:

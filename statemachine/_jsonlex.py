@@ -28,7 +28,8 @@ from ._scanning import NON_WS, Stop, opener_at
 
 # A string's run of plain characters and escapes sent as they are: it ends at the closing quote, a raw
 # control character, or a backslash that starts a ``\\u`` escape, an invalid one, or the chunk's end.
-STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
+_STRING_RUN = re.compile(r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt])*+')
+_SIMPLE_ESCAPES = frozenset('"\\/bfnrt')  # the valid escapes but ``\u``: a backslash and one character
 _LITERAL = re.compile(r"[\w.+-]*")
 _KEYWORDS = frozenset(("true", "false", "null"))
 _OPENING = {"}": "{", "]": "["}
@@ -94,7 +95,7 @@ class ValueLexer:
     def feed(self, buf: str, pos: int) -> tuple[str, int | None]:
         """Read ``buf`` from ``pos``: the text to send, and where the value ended (see the class docstring)."""
         self.stopped = None
-        if self.state is STRING and STRING_RUN.match(buf, pos).end() == len(buf):  # type: ignore[union-attr]
+        if self.state is STRING and _STRING_RUN.match(buf, pos).end() == len(buf):  # type: ignore[union-attr]
             # the hot path: the chunk goes on inside a string (its escapes valid and complete), as _lex_string reads it
             return (buf[pos:] if self.emit else ""), None
         out: list[str] = []
@@ -105,13 +106,33 @@ class ValueLexer:
                 return "".join(out), pos if outcome is DONE else None
         return "".join(out), None
 
+    def string_chunk(self, text: str) -> str | None:
+        """The text ``feed`` would send for a chunk inside the string it is in (emit mode), reading it as
+        ``feed`` does: valid escapes, one cut by the chunk's end held and one cut by its start completed;
+        ``None`` (and nothing read) for any other chunk. The arguments' path per chunk (``argument_lane``)."""
+        start, escaped = 0, ""
+        if self.state is ESCAPE:
+            if not text or text[0] not in _SIMPLE_ESCAPES:
+                return None
+            start, escaped = 1, "\\" + text[0]
+        elif self.state is not STRING:
+            return None
+        end = _STRING_RUN.match(text, start).end()  # type: ignore[union-attr]  # it matches the empty string
+        if end == len(text):
+            self.state = STRING
+            return escaped + text[start:] if start else text
+        if end == len(text) - 1 and text[end] == "\\":
+            self.state = ESCAPE  # decided by the next chunk's first character
+            return escaped + text[start:end]
+        return None
+
     # one method per state: each returns DONE and where the value ended or stopped, MORE when the chunk is used
     # up, or ``None`` and where to read on; ``out`` collects the text to send
 
     def _lex_string(self, buf: str, pos: int, out: list[str]) -> Step:
         """Inside a string: a run of plain characters and valid escapes (one regex match), up to the closing
         quote, a backslash to decide or a raw control character."""
-        m = STRING_RUN.match(buf, pos)
+        m = _STRING_RUN.match(buf, pos)
         assert m is not None  # the pattern matches the empty string
         i = m.end()
         if self.emit and i > pos:

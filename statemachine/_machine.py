@@ -56,7 +56,7 @@ class ChoiceEvent(Event):
 
     def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
         machine = self.machine
-        state = machine.get_model_state(model)
+        state = machine.state_of.get(getattr(model, machine.model_attribute)) or machine.get_model_state(model)
         edges = self.transitions.get(state.name)
         if not edges:
             raise MachineError(f"Can't trigger event {self.name} from state {state.name}!")
@@ -72,6 +72,11 @@ class ChoiceMachine(Machine):
     state_cls = ChoiceMachineState
     transition_cls = ChoiceTransition
     event_cls = ChoiceEvent
+
+    def __init__(self, **kwargs: Any):
+        self.state_of: dict[Any, State] = {}  # each state by its value, as models hold it
+        super().__init__(**kwargs)
+        self.state_of = {state.value: state for state in self.states.values()}
 
 
 def build_machine() -> Machine:

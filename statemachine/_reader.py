@@ -124,11 +124,12 @@ class BodyReader(Protocol):
     ``at_eof()`` is called when the stream ends inside the block. Work per
     chunk must stay O(len(chunk)): never re-read consumed text.
 
-    A reader may also have ``argument_run() -> re.Pattern | None`` (optional: the scanner looks it up), asked
-    after a ``feed`` that consumed the whole chunk: a pattern such that a next chunk that matches it whole is
-    its call's argument text exactly as the reader would send it (``call_args(chunk)`` and nothing else) and
-    leaves the reader as it is. The scanner then sends such a chunk itself, without feeding the reader (the
-    arguments' path per chunk: inside a JSON string, a chunk is one regex match and one ``call_args``).
+    A reader may also have ``argument_lane()`` (optional: the scanner looks it up), asked after a ``feed`` that
+    consumed the whole chunk and sent argument text: ``None``, or a function that takes the next chunk and,
+    when the chunk stays in the argument text the reader is in, reads it as ``feed`` would (its ``call_args``
+    being the only report) and returns the text to send, else returns ``None`` and reads nothing. The scanner
+    then sends that text itself, without feeding the reader (the arguments' path per chunk: inside a JSON
+    string, a chunk is one regex match and one ``call_args``).
     """
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:

@@ -99,9 +99,9 @@ class GlmBody(TableReader):
             return self.inner.feed(buf, pos)
         return TableReader.feed(self, buf, pos)
 
-    def argument_run(self) -> re.Pattern[str] | None:
-        """In a format-A body: what its reader says (see ``BodyReader.argument_run``)."""
-        return self.json_body.argument_run() if self.json_body is not None else None
+    def argument_lane(self) -> Callable[[str], str | None] | None:
+        """In a format-A body: its reader's (see ``BodyReader.argument_lane``)."""
+        return self.json_body.argument_lane() if self.json_body is not None else None
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
