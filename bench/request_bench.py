@@ -18,7 +18,8 @@ short figure (likely colder CPU caches); ``--short`` streams the ~100-chunk
 tool-call script of ``make bench``'s short-stream section, ``--text`` its ~100-chunk prose script. Figures are this thread's CPU
 microseconds (``time.thread_time``: other processes do not count): per phase,
 the lowest of five rounds' medians (the apps take turns). Run:
-``.venv/bin/python bench/request_bench.py [--requests N] [--long | --short] [--profile]``
+``.venv/bin/python bench/request_bench.py [--requests N] [--long | --short | --text] [--wire] [--profile]``
+(``--wire``: the stream decodes the script's SSE body, as from a real upstream, so ``rest`` includes decoding)
 (``--profile`` prints the top cProfile entries of the toolwire requests).
 """
 
@@ -56,6 +57,8 @@ from app.http import extension  # noqa: E402
 from app.observability.logs import make_handler  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.upstreams.base import ChoiceDelta, UpstreamChunk  # noqa: E402
+from app.upstreams.http import HttpStream  # noqa: E402
+from frame_bench import ArrivingResponse  # noqa: E402
 import upstream as scripted  # noqa: E402
 from run import request_body  # noqa: E402
 
@@ -78,10 +81,17 @@ class _Stream:
         pass
 
 
-class _Upstream:
-    """An upstream that answers every request with :data:`CHUNKS` at once."""
+#: ``--wire``: the SSE body of the script, which each request's stream decodes (see :class:`_Upstream`).
+WIRE: bytes | None = None
 
-    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> _Stream:
+
+class _Upstream:
+    """An upstream that answers every request with :data:`CHUNKS` at once (with ``--wire``, with their SSE
+    body, decoded by a real :class:`~app.upstreams.http.HttpStream` as it would be from a fast server)."""
+
+    def open(self, body: dict[str, Any], *, request_id: str | None = None) -> Any:
+        if WIRE is not None:
+            return HttpStream(ArrivingResponse([WIRE]))  # type: ignore[arg-type]
         return _Stream()
 
     def models(self) -> list[dict[str, Any]]:
@@ -173,12 +183,17 @@ def main() -> None:
                              "~100 chunks)")
     parser.add_argument("--text", action="store_true",
                         help="stream bench/upstream.py's bench-text script (~100 chunks of prose, no call)")
+    parser.add_argument("--wire", action="store_true",
+                        help="with a script: hand the stream its SSE body (role, pieces, finish, usage, [DONE]) to "
+                             "decode, as bench/upstream.py sends it, instead of ready chunks")
     args = parser.parse_args()
     script = MODEL if args.long else "bench-short" if args.short else "bench-text" if args.text else None
     if script:
-        global CHUNKS
+        global CHUNKS, WIRE
         pieces = scripted.script(script)["pieces"]
         CHUNKS = (*(UpstreamChunk([ChoiceDelta(content=piece)]) for piece in pieces), *CHUNKS[2:])
+        if args.wire:
+            WIRE = b"".join(scripted.stream_frames(pieces))
     body = request_body(MODEL)
     tw = toolwire_app()
     rows = list(zip(("bare Flask view", "toolwire"), measure([bare_app(), tw], body, args.requests)))

@@ -322,6 +322,8 @@ class ChoiceStream(TextReader):
     def _begin_native(self, index: int) -> bool:
         """A fragment of another native call: the text and the call before it end, and it begins; ``False``
         when ending the call before reached the policy's limit (this one never begins)."""
+        if self._body is not None:
+            self._interrupt_block()
         self._flush_text()
         self._end_native()
         if self._calls.cut:
@@ -329,6 +331,15 @@ class ChoiceStream(TextReader):
         self._native_index = index
         self._calls.call_begin(native=True)
         return True
+
+    def _interrupt_block(self) -> None:
+        """A native call begins inside a text call block: the block's call ends as a malformed one does
+        (invalid once its header went out, its text released before that)."""
+        if self._raw is not None:
+            self._raw.append(self._pending)
+        self._pending = ""
+        self._calls.call_abort("incomplete", "a native call began inside the call block")
+        self._end_block()
 
     def _end_native(self) -> None:
         if self._native_index is not None:

@@ -138,10 +138,12 @@ class ChatChunker:
         kind: type | int
         if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
             kind, fragment = TextDelta, event.text
+        elif isinstance(event, ToolCallArgumentsDelta):  # (before reasoning: most frames of a tool-call stream)
+            if self._legacy:
+                return None
+            kind, fragment = event.index, event.fragment
         elif isinstance(event, ReasoningDelta):
             kind, fragment = ReasoningDelta, event.text
-        elif isinstance(event, ToolCallArgumentsDelta) and not self._legacy:
-            kind, fragment = event.index, event.fragment
         else:
             return None
         if index not in self._role_sent or index > self._opened_below:

@@ -13,12 +13,25 @@ from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
 from ..pipeline.generate import Generation
-from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool, is_json_format, tool_specs
+from ..pipeline.lru import BoundedLRU
+from ..pipeline.plan import (
+    TOOL_SET_CACHE_SIZE,
+    ChoiceRequest,
+    ToolSet,
+    build_parser_config,
+    check_tool,
+    is_json_format,
+    shared_tool_set,
+    tool_specs,
+)
 from .schemas import AllowedToolsChoice, ChatRequest, CustomTool, NamedCustomToolChoice, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
+#: The shared tool set of each validated ``tools`` list, by the list's id (with the list, which it checks).
+_tool_sets_by_list: BoundedLRU[int, tuple[list[Any], ToolSet]] = BoundedLRU(TOOL_SET_CACHE_SIZE,
+                                                                             TOOL_SET_CACHE_SIZE, lambda *_: 1)
 #: Request keys toolwire consumes; everything else goes to the upstream as sent.
 _CONSUMED_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice",
                             "parallel_tool_calls", "functions", "function_call"})
@@ -51,6 +64,7 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
         raise InputError("Use either 'tools' or the legacy 'functions', not both.", "functions", "invalid_value")
     json_output = is_json_format((req.model_extra or {}).get("response_format"))
     choice: ChoiceRequest | ToolChoice
+    tools: list[ToolSpec] | ToolSet
     if req.functions:
         tools = tool_specs(req.functions)
         for i, spec in enumerate(tools):
@@ -58,16 +72,28 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
                        definition=f"functions[{i}].parameters")
         choice, parallel, legacy = _legacy_choice(req.function_call), False, True
     else:
-        tools = _offered_tools(req)
+        tools = _offered_tool_set(req.tools) if req.tools else []
         choice, parallel, legacy = _chat_choice(req.tool_choice), req.parallel_tool_calls is not False, False
     return build_parser_config(tools, choice, parallel_tool_calls=parallel, legacy_functions=legacy, settings=settings,
                                model=req.model, marker_requested=marker_requested, json_output=json_output)
 
 
-def _offered_tools(req: ChatRequest) -> list[ToolSpec]:
+def _offered_tool_set(tools: list[Any]) -> ToolSet:
+    """The validated ``tools`` as the shared tool set (:func:`~app.pipeline.plan.shared_tool_set`), each
+    checked: once per list, since :func:`~app.chat.schemas.parse_chat_request` hands every request with the
+    same tools JSON the same validated list (never changed)."""
+    known = _tool_sets_by_list.get(id(tools))
+    if known is not None and known[0] is tools:
+        return known[1]
+    tool_set = shared_tool_set(_offered_tools(tools))
+    _tool_sets_by_list.put(id(tools), (tools, tool_set))  # the list held: its id is not reused meanwhile
+    return tool_set
+
+
+def _offered_tools(tools: list[Any]) -> list[ToolSpec]:
     """The ``tools`` as core specs, each checked (:func:`~app.pipeline.plan.check_tool`)."""
     specs: dict[str, ToolSpec] = {}
-    for i, tool in enumerate(req.tools or ()):
+    for i, tool in enumerate(tools):
         if isinstance(tool, CustomTool):
             spec, base = _custom_spec(tool), f"tools[{i}].custom"
             nested = isinstance((tool.custom.format or {}).get("grammar"), dict)  # Chat's nested grammar shape

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
+from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import Generation
 from ..validation import check_chat_limits
@@ -25,7 +25,7 @@ def plan_chat_completion(body: dict[str, Any], context: RequestContext) -> tuple
     check_chat_limits(body, context.settings)
     req = parse_chat_request(body)
     generation = chat_generation(body, req, context.settings, marker_requested=context.marker_requested)
-    encoder = ChatEncoder(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), req.model,
+    encoder = ChatEncoder(f"chatcmpl-{uuid4_hex()}", int(time.time()), req.model,
                           legacy_functions=generation.config.legacy_functions,
                           include_usage=req.include_usage)
     return generation, encoder

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator
 
 import gevent
 from flask import Request, Response, g, request
+from werkzeug.wsgi import get_content_length
 
 from ..errors import ApiError, body_too_large
 from .state import Backend, current_state
@@ -53,7 +54,7 @@ def check_declared_size(req: Request, limit: int) -> None:
     """Refuse the request ``req`` when its declared body is over ``limit`` bytes (413); a chunked one is
     refused while it is read (Werkzeug raises 413 past ``max_content_length``)."""
     req.max_content_length = limit
-    declared = req.content_length
+    declared = get_content_length(req.environ)  # req.content_length, without EnvironHeaders' lookups
     if declared is not None and declared > limit:
         raise body_too_large(limit)
 
@@ -77,7 +78,7 @@ def after_response(req: Request, response: Response) -> Response:
     environ = req.environ
     client = environ.get("gunicorn.socket")
     if client is not None and not request_globals.get("toolwire_body_read"):
-        declared = req.content_length
+        declared = get_content_length(environ)
         if declared or "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             budget = LINGER_BODY_LIMITS * current_state().settings.max_body_bytes
             if declared and declared > budget:
@@ -153,7 +154,8 @@ def read_body() -> bytes:
     except gevent.Timeout:
         raise ApiError(408, "The request body did not arrive in time.", code="request_timeout") from None
     limit = req.max_content_length
-    if req.content_length is None and limit is not None and len(data) >= limit and req.environ["wsgi.input"].read(1):
+    if limit is not None and len(data) >= limit and get_content_length(req.environ) is None \
+            and req.environ["wsgi.input"].read(1):
         raise body_too_large(limit)
     request_globals = g._get_current_object()
     request_globals.toolwire_body_read = True

@@ -7,10 +7,10 @@ method and route, and learns the response's status and when its body closes.
 from __future__ import annotations
 
 import re
-import uuid
 
 from flask import Request, Response
 
+from ..ids import uuid4_hex
 from ..observability import record as observe
 from ..observability.debug import debug_store
 from ..settings import Settings
@@ -26,7 +26,7 @@ def open_record(req: Request, settings: Settings) -> observe.RequestRecord:
     Its id is the request's ``X-Request-Id`` when that is sane, else a new ``uuid4`` hex.
     """
     incoming = req.environ.get("HTTP_X_REQUEST_ID", "")  # the header, without EnvironHeaders' lookup
-    request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+    request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid4_hex()
     rule = req.url_rule
     return observe.start(observe.RequestRecord(
         request_id, req.method, rule.rule if rule is not None else req.path,

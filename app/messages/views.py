@@ -9,12 +9,12 @@ add ``?beta=true`` and any ``anthropic-version`` / ``anthropic-beta`` headers: t
 from __future__ import annotations
 
 import math
-import uuid
 from typing import Any
 
 from flask import Response, request
 
 from ..errors import ApiError
+from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
 from ..pipeline.generate import Reply, generate
@@ -35,7 +35,7 @@ def create_message(body: dict[str, Any], context: RequestContext) -> Reply:
     check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
     generation = messages_generation(req, context.settings)
-    builder = MessageBuilder(f"msg_{uuid.uuid4().hex}", req.model,
+    builder = MessageBuilder(f"msg_{uuid4_hex()}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown,
                              stop_sequences=req.stop_sequences)
     return generate(generation, MessagesEncoder(builder), context)

@@ -109,8 +109,10 @@ def write_direct(logger: logging.Logger, level: int, msg: str, request_id: str |
                      os.getpid() if logging.logMultiprocessing else None, fields)
     try:
         with handler.lock:  # type: ignore[union-attr]  # a handler's lock exists from its creation
-            handler.stream.write(text + handler.terminator)
-            handler.flush()
+            stream = handler.stream
+            stream.write(text + handler.terminator)
+            if hasattr(stream, "flush"):  # as StreamHandler.flush, inside the lock already held
+                stream.flush()
     except RecursionError:
         raise
     except Exception:

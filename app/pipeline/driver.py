@@ -143,7 +143,7 @@ class ChoiceDriver:
                 if isinstance(chunk, str):  # choice 0's text alone: most chunks
                     if 0 not in self._finished:
                         # A list, not a generator per delta, and no event stays bound here through the next wait.
-                        yield from [(0, event) for event in self._text_events(chunk)]
+                        yield from self._text_events(chunk)
                 elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     delta = None  # the last chunk's is not held through the wait that follows
                     yield None, chunk
@@ -175,19 +175,26 @@ class ChoiceDriver:
         finally:
             self._stream.close()
 
-    def _text_events(self, text: str) -> list[Event]:
-        """The events of choice 0's ``text`` alone (the common chunk), as they go out: :meth:`_delta_events`
-        without the checks that only other chunks need."""
-        if not text or self._natives or not self._plain:
-            return self._delta_events(0, text)
+    def _text_events(self, text: str) -> list[tuple[int, Event]]:
+        """The events of choice 0's ``text`` alone (the common chunk), paired with the index as they go out:
+        :meth:`_delta_events` without the checks that only other chunks need."""
+        if not text or self._natives or not self._plain or self.first_output_at is None:
+            return [(0, event) for event in self._delta_events(0, text)]
         choice = self._choices[0]
         events = choice.feed(text)
         if not choice.wants_more:
             events += self._finish(0, None)
             self._cut = True
-        if events:
-            self._account(0, events)  # all that _output does for a plain driver
-        return events
+        out: list[tuple[int, Event]] = []
+        for event in events:  # counted as _account counts them (all _output does for a plain driver), the two
+            if isinstance(event, ToolCallArgumentsDelta):  # common kinds here
+                self.output_chars += len(event.fragment)
+            elif isinstance(event, TextDelta):
+                self.output_chars += len(event.text)
+            else:
+                self._account(0, [event])
+            out.append((0, event))
+        return out
 
     def _delta_events(self, index: int, content: str | None, reasoning: str | None = None,
                       tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None,

@@ -7,7 +7,8 @@ of C stack an open stream holds through every wait). The upstream stream says
 when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
-socket write, not a hundred. An HTTP upstream then waits for its next bytes in
+socket write, not a hundred (at most ``COOPERATE_EVERY`` frames a write; the first
+event's frames go out at once, so the client's first content waits for no batch). An HTTP upstream then waits for its next bytes in
 the body's own frame (``wait``), which the server's write loop iterates directly
 (:class:`~app.http.request.StreamResponse`): the greenlet of an open stream is
 suspended at its shallowest, and keeps that much less C stack through the wait.

@@ -12,7 +12,6 @@ hook that stores the finished response.
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any, Callable, Mapping
 
@@ -32,6 +31,7 @@ from statemachine import (
 from .tools import ToolOrigin
 
 from ..errors import ApiError
+from ..ids import uuid4_hex
 from ..pipeline.encoder import Usage
 from ..pipeline.streaming import KEEPALIVE
 
@@ -40,8 +40,8 @@ __all__ = ["ResponsesEncoder", "ResponsesWireEncoder", "encode_sse", "new_item_i
 
 
 def new_item_id(prefix: str) -> str:
-    """A random, globally unique id such as ``msg_…`` or ``fc_…``."""
-    return f"{prefix}_{secrets.token_hex(16)}"
+    """A random, globally unique id such as ``msg_…`` or ``fc_…`` (32 hex digits, :func:`~app.ids.uuid4_hex`)."""
+    return f"{prefix}_{uuid4_hex()}"
 
 
 def new_response_id() -> str:

@@ -9,6 +9,7 @@ gunicorn forks) with explicit timeouts. Failures become
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ log = logging.getLogger("toolwire.upstream.http")
 _MAX_ERROR_CHARS = 2000
 #: The namespace of the UUIDs sent upstream for request ids that are not UUIDs (see :func:`upstream_request_id`).
 _REQUEST_ID_NAMESPACE = uuid.UUID("5f0c2d7e-3b1a-4e7f-9a51-7d8e2c6b4a90")
+_LOWER_HEX_32 = re.compile(r"[0-9a-f]{32}")
 #: The OpenAI error types of a 4xx passed through as the upstream named them (anything else: invalid_request_error).
 _CLIENT_ERROR_TYPES = frozenset({"invalid_request_error", "not_found_error", "permission_error", "conflict_error",
                                  "unprocessable_entity_error"})
@@ -304,6 +306,8 @@ def upstream_request_id(request_id: str) -> str:
     ``req-abc.1`` goes as ``uuid5(namespace, "req-abc.1")``: the same id always maps to the same UUID, and the
     mapping is logged (``toolwire.upstream.http``, debug) to find the request in the back end's log.
     """
+    if _LOWER_HEX_32.fullmatch(request_id):  # toolwire's own ids: str(UUID(...)) without the object
+        return f"{request_id[:8]}-{request_id[8:12]}-{request_id[12:16]}-{request_id[16:20]}-{request_id[20:]}"
     try:
         return str(uuid.UUID(request_id))
     except ValueError:

@@ -109,3 +109,19 @@ def test_a_quoted_call_of_any_family_turns_marker_mode_on(make_app, accept, mark
     message = message_of(response)
     assert MISTRAL_QUOTE in message["content"] and not message.get("tool_calls")
     assert ("marker=" in str(upstream.bodies[0]["messages"])) is marked
+
+
+def test_the_auto_marker_search_finds_what_a_search_per_opener_finds():
+    """Issue 30: one regex pass over a message instead of one ``in`` per opener; the same answer for
+    every format set, formats without openers included."""
+    from statemachine import get_format, registered_formats
+
+    from app.pipeline.plan import _opener_finder
+
+    sets = [(name,) for name in registered_formats()] + [registered_formats(), ()]
+    for formats in sets:
+        openers = {opener for name in formats for opener in get_format(name).openers}
+        find = _opener_finder(formats)
+        texts = ["plain prose", "", *openers, *(f"quoted: {o[:-1]} and then {o} here" for o in openers)]
+        for text in texts:
+            assert (find(text) is not None) == any(opener in text for opener in openers), (formats, text)

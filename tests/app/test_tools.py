@@ -125,3 +125,26 @@ def test_a_tools_list_is_validated_once_and_errors_still_name_their_parameter():
         with pytest.raises(ApiError) as bad_tool:
             parse_chat_request(dict(body, tools=broken))
         assert bad_tool.value.param == "tools[0].function.name"
+
+
+def test_the_same_tools_json_is_checked_and_shared_once(monkeypatch):
+    """Issue 30: a validated tools list (one per distinct JSON) is turned into its checked, shared tool set
+    once; a list that fails its check is refused every time."""
+    from app.chat import plan as chat_plan
+    from app.errors import InputError
+
+    tool = {"type": "function", "function": {"name": "once_only_tool", "parameters": {"type": "object"}}}
+    settings = Settings(response_store_path="")
+    checked = []
+    original = chat_plan._offered_tools
+    monkeypatch.setattr(chat_plan, "_offered_tools", lambda tools: checked.append(tools) or original(tools))
+    first, second = (chat_parser_config(parse_chat_request(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), settings)
+        for _ in range(2))
+    assert first.tools is second.tools and list(first.tools) == ["once_only_tool"] and len(checked) == 1
+    twice = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool, tool]}
+    for _ in range(2):
+        with pytest.raises(InputError) as refused:
+            chat_parser_config(parse_chat_request(twice), settings)
+        assert refused.value.param == "tools[1].function.name"
+    assert len(checked) == 3

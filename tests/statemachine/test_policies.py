@@ -259,6 +259,28 @@ def test_mixed_native_and_text_share_one_index_sequence():
     assert [(c.index, c.name) for c in calls_of(ev)] == [(0, "get_weather"), (1, "get_time"), (2, "get_time")]
 
 
+def test_a_native_call_inside_an_open_text_call_ends_that_call_as_invalid():
+    # The text call's header went out: it ends, invalid (its arguments never closed), and the native call follows.
+    s = ChoiceStream(CFG, id_factory=counter_ids())
+    ev = s.feed('Sure: <tool_call>{"name": "get_weather", "arguments": {"ci')
+    ev += s.feed_tool_call(0, name="get_time", arguments="{}")
+    ev += s.finish()
+    check_invariants(ev)
+    assert [(c.index, c.name, c.valid) for c in calls_of(ev)] == [(0, "get_weather", False), (1, "get_time", True)]
+    assert [n.kind for n in ev if isinstance(n, ToolCallNote)] == ["invalid_json"]
+
+
+def test_a_native_call_inside_a_text_block_before_its_name_releases_the_block_as_text():
+    s = ChoiceStream(CFG, id_factory=counter_ids())
+    ev = s.feed('Sure: <tool_call>{"na')
+    ev += s.feed_tool_call(0, name="get_time", arguments="{}")
+    ev += s.finish()
+    check_invariants(ev, leak_ok=True)
+    assert visible(ev) == 'Sure: <tool_call>{"na'
+    assert [(c.index, c.name) for c in calls_of(ev)] == [(0, "get_time")]
+    assert ev[-1].finish_reason == "tool_calls"
+
+
 def test_native_unknown_name_not_emitted():
     s = ChoiceStream(CFG)
     ev = s.feed_tool_call(0, name="nope", arguments="{}") + s.finish()
