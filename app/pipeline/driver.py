@@ -103,9 +103,10 @@ class ChoiceDriver:
                  id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
                  record: RequestRecord | None = None):
         self._stream = stream
+        debugging = record is not None and record.keeps_text
         plain_texts = getattr(stream, "plain_texts", None)
-        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream)
-            plain_texts()
+        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream); joined when
+            plain_texts(join=not debugging)  # they came together, unless the debug view shows each
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
@@ -122,7 +123,6 @@ class ChoiceDriver:
         self.output_chars = 0
         self.outcomes: Counter[str] = Counter()
         self.first_output_at: float | None = None
-        debugging = record is not None and record.keeps_text
         self.texts: dict[int, list[str]] | None = {} if debugging else None
         self.outcome_events: dict[int, list[Event]] | None = {} if debugging else None
         self.step_times: dict[int, list[float]] | None = {} if debugging else None

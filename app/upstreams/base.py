@@ -144,7 +144,7 @@ class UpstreamStream(Protocol):
 
     A stream that offers ``plain_texts()`` (:meth:`~app.upstreams.http.HttpStream.plain_texts`) yields, once it
     is called, a ``str`` for ``UpstreamChunk([ChoiceDelta(0, text)])``: choice 0's text and nothing else, most
-    chunks of a stream, with no objects built for them.
+    chunks of a stream, with no objects built for them (a run of them that arrived together as one ``str``).
     """
 
     def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]: ...

@@ -153,7 +153,7 @@ class HttpStream:
     """An open upstream response: iterate :class:`UpstreamChunk` objects (the common one as its text once
     asked, see :meth:`plain_texts`), then close."""
 
-    __slots__ = ("_response", "_bounds", "_secret", "_json", "_pauses", "_wait", "_received", "_read")
+    __slots__ = ("_response", "_bounds", "_secret", "_json", "_pauses", "_wait", "_received", "_read", "_join")
 
     def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None):
         self._response = response
@@ -164,11 +164,15 @@ class HttpStream:
         self._wait = response.read_timeout  # the longest one wait for bytes: a tick when pausing
         self._received: bool | Exception | None = None  # what :meth:`wait` received, for the next pull
         self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str] = parse_chunk
+        self._join = False  # a run of plain texts that arrived together goes on as one (see plain_texts)
 
-    def plain_texts(self) -> None:
+    def plain_texts(self, *, join: bool = False) -> None:
         """From now on yield the common chunk (choice 0's text and nothing else) as that text alone, a ``str``
-        (see :func:`read_chunk`); the driver asks for it, so most chunks of a stream build no objects."""
+        (see :func:`read_chunk`); the driver asks for it, so most chunks of a stream build no objects. With
+        ``join``, a run of them that arrived together is one ``str`` (a debug view that shows each chunk
+        does not ask for that)."""
         self._read = read_chunk
+        self._join = join
 
     def pause_every(self, tick: float | None) -> None:
         """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
@@ -222,11 +226,15 @@ class HttpStream:
         One generator receives, decodes and parses, so an open stream holds one frame, and nothing of
         its last read, through each wait. A read can hold hundreds of events (up to 64 KB from a fast
         upstream); it is decoded in :data:`DECODE_BYTES` pieces, so the first event goes on before the
-        rest are decoded. Silence longer than the response's ``read_timeout`` is a timeout, and so are
-        reads without a data event (keep-alive comments) for ``idle_content`` seconds; the clock is read
-        only after a silent tick or such a read, never per receive or event.
+        rest are decoded. Once :meth:`plain_texts` was asked to join them, a piece's run of plain texts (choice 0's
+        text alone) goes on as one text: a client reads the same, in fewer frames, and each chunk that
+        arrived together is not driven, parsed and encoded on its own. Silence longer than the response's
+        ``read_timeout`` is a timeout, and so are reads without a data event (keep-alive comments) for
+        ``idle_content`` seconds; the clock is read only after a silent tick or such a read, never per
+        receive or event.
         """
         response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
+        join = self._join
         decoder = SSEDecoder(self._bounds.max_event_bytes)
         idle_limit = self._bounds.idle_content
         read_limit, wait = response.read_timeout, self._wait
@@ -242,18 +250,35 @@ class HttpStream:
                     data = response.take()
                     payload = None
                     for start in range(0, len(data), DECODE_BYTES):
-                        for payload in decoder.feed(data[start:start + DECODE_BYTES]):
-                            if payload == b"[DONE]":
-                                if response.should_keep_alive():
-                                    response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
-                                else:
-                                    response.release()  # not kept (its body ends at the close): no wait for that
-                                return
-                            try:  # (orjson.loads inline, not _event_json: this is every frame's path)
-                                obj = loads(payload)
-                            except orjson.JSONDecodeError:
-                                raise _malformed(payload) from None
-                            yield read(obj, secret)
+                        texts: list[str] = []  # plain texts of this piece's run of events, yielded as one
+                        try:
+                            for payload in decoder.feed(data[start:start + DECODE_BYTES]):
+                                if payload == b"[DONE]":
+                                    if texts:
+                                        yield "".join(texts)
+                                    if response.should_keep_alive():
+                                        response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
+                                    else:
+                                        response.release()  # not kept (its body ends at the close): no wait for that
+                                    return
+                                try:  # (orjson.loads inline, not _event_json: this is every frame's path)
+                                    obj = loads(payload)
+                                except orjson.JSONDecodeError:
+                                    raise _malformed(payload) from None
+                                chunk = read(obj, secret)
+                                if join and chunk.__class__ is str:
+                                    texts.append(chunk)
+                                    continue
+                                if texts:
+                                    yield "".join(texts)
+                                    texts = []
+                                yield chunk
+                        except Exception:
+                            if texts:  # what came before a broken event goes out before its error
+                                yield "".join(texts)
+                            raise
+                        if texts:
+                            yield "".join(texts)
                     if payload is not None:
                         delivered = True
                         idle_since = None

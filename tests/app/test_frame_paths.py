@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -211,6 +212,28 @@ _TOOL_TEXT = st.sampled_from(['<tool_call>{"name": "get_weather", "arguments": {
 def test_a_streams_frames_are_those_of_its_chunks_read_the_general_way(data, endpoint):
     texts = _TOOL_TEXT.map(lambda text: orjson.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}))
     body = data.draw(sse_bodies(st.one_of(_DRIVEN, texts)))
+    _assert_read_alike(body, _splits(data.draw, body), endpoint)
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "responses"])
+def test_plain_texts_that_come_at_once_go_on_as_one_in_their_place(endpoint):
+    def event(delta: dict, finish: str | None = None) -> bytes:
+        return b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + b"\n\n"
+    native = {"tool_calls": [{"index": 0, "id": "u", "function": {"name": "get_weather", "arguments": "{}"}}]}
+    body = (event({"role": "assistant", "content": "Hi"}) + event({"content": " there"}) + event(native)
+            + event({"content": "after"}) + event({"content": "."}) + event({}, "stop") + b"data: [DONE]\n\n")
+    # fewer frames when the events come in one receive than when each comes alone
+    assert _assert_read_alike(body, [body], endpoint) < _assert_read_alike(body, list(_each_event(body)), endpoint)
+
+
+def _each_event(body: bytes) -> Iterator[bytes]:
+    for piece in body.split(b"\n\n")[:-1]:
+        yield piece + b"\n\n"
+
+
+def _assert_read_alike(body: bytes, receives: list[bytes], endpoint: str) -> int:
+    """Assert ``body`` arriving in ``receives`` reads as the general path reads its chunks one by one; the
+    number of frames sent."""
     events = reference_events(body)
     general: list[UpstreamChunk] = []
     error: Exception | None = None
@@ -224,8 +247,71 @@ def test_a_streams_frames_are_those_of_its_chunks_read_the_general_way(data, end
             break
     if not events:
         error = UpstreamError("server_error", "The upstream ended its stream without sending an event.")
-    stream = HttpStream(ArrivingResponse(_splits(data.draw, body)))  # type: ignore[arg-type]
-    assert _frames(stream, endpoint) == _frames(_Chunks(general, error), endpoint)
+    stream = HttpStream(ArrivingResponse(receives))  # type: ignore[arg-type]
+    (quick, quick_end), (slow, slow_end) = _frames(stream, endpoint), _frames(_Chunks(general, error), endpoint)
+    # the plain texts one receive brings at once go on as one (fewer frames): what a client reads is the same
+    assert _client_view(quick) == _client_view(slow)
+    assert quick_end == slow_end
+    return quick.count(b"data: ")
+
+
+def _client_view(frames: bytes) -> list[Any]:
+    """What a client reads from a stream's frames, in order: the frames with their delta strings left out (a
+    header, a finish, an item, an error; Responses' ``sequence_number`` left out, as fewer deltas number the
+    rest), and between them each run of delta strings of one choice or item and kind, joined."""
+    view: list[Any] = []
+    for frame in frames.split(b"\n\n")[:-1]:
+        data = frame[frame.index(b"data: ") + 6:]
+        obj = "[DONE]" if data == b"[DONE]" else orjson.loads(data)
+        strings = list(_delta_strings(obj)) if isinstance(obj, dict) else []
+        if isinstance(obj, dict):
+            obj = _without_delta_strings(obj)
+        if obj is not None:
+            view.append(obj)
+        for path, value in strings:
+            if view and isinstance(view[-1], tuple) and view[-1][0] == path:
+                view[-1] = (path, view[-1][1] + value)
+            else:
+                view.append((path, value))
+    return view
+
+
+def _delta_strings(obj: dict) -> Iterator[tuple[tuple, str]]:
+    """The delta strings of a frame (Chat ``delta.content`` etc., Responses ``delta``), keyed by where they go."""
+    if obj.get("type", "").endswith(".delta"):
+        yield (obj["type"], obj.get("item_id"), obj.get("output_index"), obj.get("content_index")), obj["delta"]
+    for choice in obj.get("choices") or ():
+        delta = choice.get("delta") or {}
+        for key, value in delta.items():
+            if isinstance(value, str) and key != "role":
+                yield ("choice", choice["index"], key), value
+        for call in delta.get("tool_calls") or ():
+            arguments = (call.get("function") or {}).get("arguments")
+            if arguments:
+                yield ("call", choice["index"], call["index"]), arguments
+
+
+def _without_delta_strings(obj: dict) -> dict | None:
+    """``obj`` without its delta strings; ``None`` for a frame that was those alone."""
+    if obj.get("type", "").endswith(".delta"):
+        return None
+    out = {k: v for k, v in obj.items() if k != "sequence_number"}
+    if "choices" in out:
+        out["choices"] = [_bare_choice(choice) for choice in out["choices"]]
+        if out["choices"] and not out.get("usage") and all(
+                not choice["delta"] and not choice.get("finish_reason") for choice in out["choices"]):
+            return None
+    return out
+
+
+def _bare_choice(choice: dict) -> dict:
+    delta = {key: value for key, value in (choice.get("delta") or {}).items()
+             if not isinstance(value, str) or key == "role"}
+    calls = [{**call, "function": {k: v for k, v in call["function"].items() if k != "arguments"}}
+             for call in delta.pop("tool_calls", ()) if call.get("id") or call["function"].get("name")]
+    if calls:
+        delta["tool_calls"] = calls
+    return {**choice, "delta": delta}
 
 
 _CORE_EVENTS = st.lists(st.one_of(

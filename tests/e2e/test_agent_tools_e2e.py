@@ -48,7 +48,8 @@ def test_stream_helpers_parse_every_call_item_into_typed_models(upstream: Script
     upstream.enqueue(Script(text="On it.\n" + custom_call_text("apply_patch", PATCH)
                             + tool_call_text("multi_agent_v1__spawn_agent", {"task": "review"})
                             + tool_call_text("tool_search", {"query": "calendar"})
-                            + tool_call_text("local_shell", {"command": ["ls", "-la"]}), chunks=5))
+                            + tool_call_text("local_shell", {"command": ["ls", "-la"]}), chunks=5,
+                            delay_between_chunks=0.002))  # apart, so the patch arrives in several deltas
     final, events = stream_final(openai_client, input="fix app.py", tools=CODEX_TOOLS, store=False,
                                  reasoning={"effort": "medium"}, include=["reasoning.encrypted_content"],
                                  prompt_cache_key="thread-1", text={"verbosity": "low"})
@@ -132,7 +133,7 @@ def test_chat_custom_tool_call_parses_into_the_sdk_model(upstream: ScriptedUpstr
 
 def test_chat_custom_tool_call_streams_input_fragments(upstream: ScriptedUpstream,
                                                        openai_client: openai.OpenAI) -> None:
-    upstream.enqueue(Script(text=custom_call_text("apply_patch", PATCH), chunks=4))
+    upstream.enqueue(Script(text=custom_call_text("apply_patch", PATCH), chunks=4, delay_between_chunks=0.002))
     tool = {"type": "custom", "custom": {"name": "apply_patch", "format": {"type": "text"}}}
     fragments = []
     with openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "fix"}],

@@ -140,7 +140,9 @@ def test_text_before_a_call(upstream: ScriptedUpstream, openai_client: openai.Op
 
 
 def test_call_split_into_one_character_chunks(upstream: ScriptedUpstream, openai_client: openai.OpenAI, stream_recorder) -> None:
-    upstream.enqueue(Script(text="Sure.\n" + tool_call_text("get_weather", {"city": "San Francisco"}), chunks=1))
+    # paced, so each piece arrives on its own (pieces that arrive together go on as one)
+    upstream.enqueue(Script(text="Sure.\n" + tool_call_text("get_weather", {"city": "San Francisco"}), chunks=1,
+                            delay_between_chunks=0.002))
     final, _ = stream_final(openai_client, messages=USER, tools=[WEATHER])
     choice = final.choices[0]
     assert choice.message.content.strip() == "Sure."

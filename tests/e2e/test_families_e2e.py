@@ -107,9 +107,10 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
 def test_by_default_an_untaught_family_is_read_and_prose_keeps_its_chunks(
         toolwire_server: ToolwireServer, upstream: ScriptedUpstream, make_openai_client) -> None:
     """Default settings teach ``<tool_call>`` and read every family (``accept_formats=all``): a Mistral call is
-    a call; the prose before it, whose ``<`` and ``[`` start no sentinel, arrives in the upstream's pieces."""
+    a call; the prose before it, whose ``<`` and ``[`` start no sentinel, arrives in the upstream's pieces (sent
+    apart: pieces that arrive together go on as one)."""
     pieces = ["See <b>this</b> and ", "[the docs](x) | a < b | ", '[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}']
-    upstream.enqueue(Script(text="".join(pieces), chunks=pieces))
+    upstream.enqueue(Script(text="".join(pieces), chunks=pieces, delay_between_chunks=0.01))
     client = make_openai_client(toolwire_server)
     with client.chat.completions.stream(model="m", messages=USER, tools=[WEATHER]) as stream:
         deltas = [e.delta for e in stream if e.type == "content.delta"]

@@ -43,7 +43,8 @@ def shape(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_call_streams_as_a_function_call_item(upstream: ScriptedUpstream, openai_client: openai.OpenAI) -> None:
-    upstream.enqueue(Script(text="Checking.\n" + SF_CALL, chunks=5))
+    # paced, so each piece arrives on its own (pieces that arrive together go on as one)
+    upstream.enqueue(Script(text="Checking.\n" + SF_CALL, chunks=5, delay_between_chunks=0.005))
     final, events = stream_final(openai_client, input=QUESTION, tools=[WEATHER])
     assert final.status == "completed"
     assert calls_of(final) == [("get_weather", {"city": "SF"})]
