@@ -127,11 +127,12 @@ class CallBook:
                 call.valved = True  # the size valve: this block will go back to text
                 call.pre_args = []
 
-    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
-        """The call's arguments are complete: it is closed when its block ends (a rejected one disproved)."""
+    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> bool:
+        """The call's arguments are complete: it is closed when its block ends (a rejected one disproved); whether
+        it was a call."""
         call = self.call
         if call is None:
-            return
+            return False
         self.call = None
         if call.decision != ACCEPT:  # never accepted (a valved call never gets a decision)
             self._ended(call, Verdict.DISPROVED, "invalid_json" if call.name is None else None)
@@ -141,6 +142,7 @@ class CallBook:
             call.repaired = repaired
             call.invalid |= invalid
             self._ended(call, Verdict.CLOSED)
+        return call.verdict is Verdict.CLOSED
 
     def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
         """The stream ended after a complete call whose block never closed (4.11).

@@ -162,10 +162,11 @@ class JsonCallsBody(TableReader):
             return DONE, pos
         if status is Stop.INVALID:
             return self._invalid_call(pos)
-        if parser.complete():
+        complete = parser.complete()
+        if complete:
             self.ending = (parser.repaired, parser.invalid)
-            if self.bare:
-                self._end_call()
+        if self.bare and not (complete and self._end_call()):
+            return DONE, pos  # bare JSON that is no call: the block, text, ends with it (what follows is prose)
         return None, pos
 
     def _read_function(self, buf: str, pos: int) -> Step:
@@ -241,12 +242,13 @@ class JsonCallsBody(TableReader):
             self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
         return DONE, end
 
-    def _end_call(self) -> None:
-        """End the call whose object closed, now that the block is known to go on or end."""
-        if self.ending is not None:
-            repaired, invalid = self.ending
-            self.ending = None
-            self.ctx.call_end(repaired=repaired, invalid=invalid)
+    def _end_call(self) -> bool:
+        """End the call whose object closed, now that the block is known to go on or end; whether it was a call."""
+        if self.ending is None:
+            return False
+        repaired, invalid = self.ending
+        self.ending = None
+        return self.ctx.call_end(repaired=repaired, invalid=invalid)
 
     def _ended(self, pos: int) -> tuple[Outcome, int]:
         """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""

@@ -82,8 +82,8 @@ class CallSink(Protocol):
     def call_args(self, text: str) -> None:
         """The next fragment of the call's arguments (JSON object text) or custom input (raw text)."""
 
-    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> None:
-        """The call is complete and its block showed it is over."""
+    def call_end(self, *, repaired: bool = False, invalid: bool = False) -> bool:
+        """The call is complete and its block showed it is over; whether it was a call (``False``: disproved)."""
 
     def call_unclosed(self, *, repaired: bool = False, invalid: bool = False, tail: str = "") -> None:
         """The stream ended after a complete call whose block never closed; ``tail`` completes its arguments."""

@@ -78,3 +78,12 @@ def test_bare_or_fenced_json_without_a_name_stays_text_when_no_call_is_forced(te
 def test_a_named_call_is_unchanged() -> None:
     tr(TOOLS, '<tool_call>{"arguments": {"city": "Paris"}, "name": "get_weather"}</tool_call>', [PARIS],
        finish="tool_calls", notes=[])
+
+
+@pytest.mark.parametrize("text", [
+    "{}{", "{} {", "{}{}", '{"a": 1}{"b": 2}', '{"a": 1}\n{"b": 2}\nok', '[{"a": 1}, {"b": 2}] done', "{}\n{",
+], ids=["empty-then-brace", "empty-space-brace", "two-empty", "two-objects", "json-lines", "array", "empty-line-brace"])
+def test_bare_json_objects_that_are_no_calls_stay_text_in_full(text: str) -> None:
+    # the first object at the message start is no call: the block ends with it, and the next object is prose
+    # (it was read as the block's next call, and the text of both was lost)
+    tr(TOOLS, text, [text], notes=[])
