@@ -127,30 +127,26 @@ class JsonCallsBody(TableReader):
         return DONE, pos
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        """Read ``buf[pos:]``; inside a call object its parser is called directly (the arguments' path per chunk)."""
-        if self.state is OBJECT:
-            parser = self.parser
-            assert parser is not None
-            status, pos = parser.feed(buf, pos)
-            if status is MORE or status is Stop.PARTIAL:
-                return MORE, pos
-            outcome, pos = self._object_read(parser, status, pos)
-            if outcome is not None:
+        """Read ``buf[pos:]``; a call object's parser is called from here, never from the table: the arguments'
+        path per chunk, and two frames less under all it reports (a stream's deepest stack is resident in every
+        open stream: docs/upstream-client.md)."""
+        while True:
+            if self.state is OBJECT:
+                parser = self.parser
+                assert parser is not None
+                status, pos = parser.feed(buf, pos)
+                if status is MORE or status is Stop.PARTIAL:
+                    return MORE, pos
+                outcome, pos = self._object_read(parser, status, pos)
+                if outcome is not None:
+                    return outcome, pos
+            outcome, pos = TableReader.feed(self, buf, pos)
+            if self.state is not OBJECT:  # else an object began: its parser reads on, above
                 return outcome, pos
-        return TableReader.feed(self, buf, pos)
 
     def argument_lane(self) -> Callable[[str], str | None] | None:
         """In a call object: its parser's (see ``BodyReader.argument_lane``)."""
         return self.parser.argument_lane() if self.state is OBJECT and self.parser is not None else None
-
-    def _read_object(self, buf: str, pos: int) -> Step:
-        """In a call object: its parser reads it; the block goes on after it, or ends if it broke."""
-        parser = self.parser
-        assert parser is not None
-        status, pos = parser.feed(buf, pos)
-        if status is MORE or status is Stop.PARTIAL:
-            return MORE, pos
-        return self._object_read(parser, status, pos)
 
     def _object_read(self, parser: JsonCallParser, status: Outcome | Stop | None, pos: int) -> Step:
         """The call object ended (``status``) at ``pos``: the block goes on after it, or ends if it broke."""
@@ -223,7 +219,7 @@ class JsonCallsBody(TableReader):
             self.ctx.call_begin()
         self.parser = JsonCallParser(self.ctx, bare=self.bare)
         self.state = OBJECT
-        return None, pos
+        return MORE, pos  # feed reads the object on
 
     def _invalid_call(self, pos: int) -> Step:
         """The call object broke its grammar: the block ends, or a lone call in tags is skipped to the closer."""
@@ -276,7 +272,6 @@ class JsonCallsBody(TableReader):
 #: Each state's reader.
 _READERS: dict[JsonBlockState, Callable[[JsonCallsBody, str, int], Step]] = {
     START: JsonCallsBody._read_start,
-    OBJECT: JsonCallsBody._read_object,
     FUNCTION: JsonCallsBody._read_function,
     BETWEEN: JsonCallsBody._read_between,
     SKIP: JsonCallsBody._read_skip,

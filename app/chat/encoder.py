@@ -116,7 +116,7 @@ class ChatChunker:
     """
 
     __slots__ = ("completion_id", "created", "model", "_legacy", "_include_usage", "_role_sent",
-                 "_opened_below", "_frame_parts")
+                 "_opened_below", "_frame_heads", "_text_end", "_call_end")
 
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):
@@ -125,49 +125,41 @@ class ChatChunker:
         self._include_usage = include_usage
         self._role_sent: tuple[int, ...] = ()  # a few indexes at most: a set would cost 216 bytes an open stream
         self._opened_below = 0
-        # per choice, then per kind of fragment (the event's class, or a call's index): the bytes around it
-        self._frame_parts: dict[int, dict[type | int, tuple[bytes, bytes]]] | None = None
+        # per choice, its fragment frames' bytes up to the delta (made at its first fragment); what follows the
+        # delta's key is the same for every stream, so it is shared (kept per open stream it cost ~1 KiB)
+        self._frame_heads: tuple[bytes, ...] = ()
+        self._text_end = _FRAGMENT_ENDS[include_usage, False]
+        self._call_end = _FRAGMENT_ENDS[include_usage, True]
 
     def delta_frame(self, index: int, event: Event) -> bytes | None:
         """The ``data:`` frame of a text or argument fragment once its choice is open, else ``None``.
 
         This is a stream's hot path: the frame is the JSON of the chunk :meth:`chunks` would build, byte
-        for byte, written from the fixed bytes before and after the one encoded string (made once per choice
-        and kind of fragment), with no chunk dict built or dumped.
+        for byte, written from the fixed bytes before and after the one encoded string (the choice's head made
+        once, the delta's key and the frame's end shared by every stream), with no chunk dict built or dumped.
         """
-        kind: type | int
         if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
-            kind, fragment = TextDelta, event.text
+            key, fragment, end = _CONTENT_KEY, event.text, self._text_end
         elif isinstance(event, ToolCallArgumentsDelta):  # (before reasoning: most frames of a tool-call stream)
             if self._legacy:
                 return None
-            kind, fragment = event.index, event.fragment
+            key, fragment, end = _arguments_key(event.index), event.fragment, self._call_end
         elif isinstance(event, ReasoningDelta):
-            kind, fragment = ReasoningDelta, event.text
+            key, fragment, end = _REASONING_KEY, event.text, self._text_end
         else:
             return None
         if index not in self._role_sent or index > self._opened_below:
             return None
-        choice_parts = self._frame_parts.get(index) if self._frame_parts is not None else None
-        parts = choice_parts.get(kind) if choice_parts is not None else None
-        if parts is None:
-            parts = self._frame_parts_for(index, kind)
-        return parts[0] + orjson.dumps(fragment) + parts[1]
+        heads = self._frame_heads
+        head = heads[index] if index < len(heads) else self._frame_head(index)
+        return b"".join((head, key, orjson.dumps(fragment), end))
 
-    def _frame_parts_for(self, index: int, kind: type | int) -> tuple[bytes, bytes]:
-        """Choice ``index``'s frame up to a ``kind`` of fragment's string, and from after it."""
-        head = orjson.dumps(self._head())[:-1]  # the object left open
-        start = b"data: " + head + b',"choices":[{"index":%d,"delta":' % index
-        if isinstance(kind, int):  # a call's index
-            parts = (start + b'{"tool_calls":[{"index":%d,"function":{"arguments":' % kind,
-                     _frame_end(self._include_usage, call=True))
-        else:
-            parts = (start + (b'{"content":' if kind is TextDelta else b'{"reasoning_content":'),
-                     _frame_end(self._include_usage, call=False))
-        if self._frame_parts is None:
-            self._frame_parts = {}
-        self._frame_parts.setdefault(index, {})[kind] = parts
-        return parts
+    def _frame_head(self, index: int) -> bytes:
+        """Choice ``index``'s fragment frames up to their delta's value (made once per choice)."""
+        heads = self._frame_heads
+        start = b"data: " + orjson.dumps(self._head())[:-1] + b',"choices":[{"index":'  # the object left open
+        self._frame_heads = heads + tuple(start + b'%d,"delta":' % i for i in range(len(heads), index + 1))
+        return self._frame_heads[index]
 
     def chunks(self, index: int, event: Event) -> list[dict[str, Any]]:
         """The chunks that carry ``event`` for choice ``index`` (none for invisible events)."""
@@ -244,11 +236,24 @@ class ChatChunker:
         return chunk
 
 
-@functools.lru_cache(maxsize=4)
-def _frame_end(include_usage: bool, *, call: bool) -> bytes:
-    """A fragment frame's bytes after its string: the same for every stream, so made once (not per open stream)."""
+_CONTENT_KEY = b'{"content":'
+_REASONING_KEY = b'{"reasoning_content":'
+
+
+@functools.lru_cache(maxsize=256)
+def _arguments_key(call_index: int) -> bytes:
+    """An argument fragment's delta up to its string: a few calls' worth, shared by every stream."""
+    return b'{"tool_calls":[{"index":%d,"function":{"arguments":' % call_index
+
+
+def _fragment_end(include_usage: bool, call: bool) -> bytes:
+    """A fragment frame's bytes after its string."""
     end = b'},"logprobs":null,"finish_reason":null}]' + (b',"usage":null' if include_usage else b"") + b"}\n\n"
     return b"}}]" + end if call else end
+
+
+#: by (include_usage, is a call's arguments)
+_FRAGMENT_ENDS = {(usage, call): _fragment_end(usage, call) for usage in (False, True) for call in (False, True)}
 
 
 def _call_head(event: ToolCallStarted) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..chat.views import plan_chat_completion
 from ..messages.models import anthropic_model_list
-from ..messages.views import count_message_tokens, create_message, unsupported_messages_path
-from ..responses.views import create_response, delete_response, get_response, unsupported_subpath
+from ..messages.views import count_message_tokens, plan_message, unsupported_messages_path
+from ..responses.views import delete_response, get_response, plan_response, unsupported_subpath
 from ..pipeline.generate import generate
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
@@ -77,7 +77,10 @@ def _chat_completions() -> Response:
 
 def _create_response() -> Response:
     body = json_body()
-    return send(create_response(body, request_context(body), owned_store()))
+    context = request_context(body)
+    generation, encoder = plan_response(body, context, owned_store())
+    del body  # as for Chat
+    return send(generate(generation, encoder, context))
 
 
 def _get_response(response_id: str) -> Response:
@@ -90,7 +93,10 @@ def _delete_response(response_id: str) -> Response:
 
 def _create_message() -> Response:
     body = json_body()
-    return send(create_message(body, request_context(body)))
+    context = request_context(body)
+    generation, encoder = plan_message(body, context)
+    del body  # as for Chat
+    return send(generate(generation, encoder, context))
 
 
 def _count_message_tokens() -> Response:

@@ -17,7 +17,7 @@ from ..errors import ApiError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Reply, generate
+from ..pipeline.generate import Generation
 from ..pipeline.plan import prompt_format
 from ..pipeline.prompt import build_upstream_messages
 from ..validation import check_messages_limits
@@ -30,15 +30,17 @@ from .transcript import to_chat_messages
 ENDPOINTS = frozenset({"create_message", "count_message_tokens", "unsupported_messages_path"})
 
 
-def create_message(body: dict[str, Any], context: RequestContext) -> Reply:
-    """``POST /messages`` on the request's JSON ``body``, streaming or not."""
+def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generation, MessagesEncoder]:
+    """``POST /messages`` on the request's JSON ``body``, streaming or not: the generation and the encoder to
+    run it with (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion`
+    plans a Chat one."""
     check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
     generation = messages_generation(req, context.settings)
     builder = MessageBuilder(f"msg_{uuid4_hex()}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown,
                              stop_sequences=req.stop_sequences)
-    return generate(generation, MessagesEncoder(builder), context)
+    return generation, MessagesEncoder(builder)
 
 
 def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import orjson
 from statemachine import ParserConfig
 
 from ..observability import metrics
+from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
 from .context import RequestContext
@@ -131,27 +132,27 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
         UpstreamError: the last back end tried refused (or one refused in another way).
     """
     *earlier, last = (context, *context.fallbacks)
+    # Each attempt calls open_in_tool_mode itself: the wait for the back end's answer is the deepest point of a
+    # request, and each Python frame below it grows every open stream's data stack (docs/upstream-client.md).
     for attempt in earlier:
         try:
-            return _open_on(generation, attempt)
+            return (*open_in_tool_mode(generation, attempt), attempt)
         except UpstreamError as exc:
             if exc.kind not in FALLS_BACK:
                 raise
-            log.warning("back end %s failed before its first byte (%s); trying the next", attempt.upstream_name,
-                        exc.kind, extra={"fields": {"upstream": attempt.upstream_name, "status": exc.status}})
-    return _open_on(generation, last)
+            _falling_back(attempt, exc)
+    return (*open_in_tool_mode(generation, last), last)
 
 
-def _open_on(generation: Generation, context: RequestContext
-             ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext]:
-    if context.record is not None:
-        context.record.upstream = context.upstream_name
-    return (*open_in_tool_mode(generation, context), context)
+def _falling_back(context: RequestContext, error: UpstreamError) -> None:
+    log.warning("back end %s failed before its first byte (%s); trying the next", context.upstream_name,
+                error.kind, extra={"fields": {"upstream": context.upstream_name, "status": error.status}})
 
 
 def open_in_tool_mode(generation: Generation,
                       context: RequestContext) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
-    """Open the upstream in the model's tool mode (docs/tool-modes.md; :mod:`app.pipeline.native`).
+    """Open the request's back end (``context``'s) in the model's tool mode (docs/tool-modes.md;
+    :mod:`app.pipeline.native`).
 
     Returns:
         The open stream, the parser configuration for it (no marker in native mode: the model never
@@ -164,13 +165,16 @@ def open_in_tool_mode(generation: Generation,
     model, config = generation.model, generation.config
     mode = settings.tool_mode_for(model)
     record = context.record
+    if record is not None:
+        record.upstream = context.upstream_name
     refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(context.upstream), settings.upstream_model(model))
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
-                stream = open_upstream(model, messages, {**generation.fields, **native_tools(config)}, context)
+                body = upstream_body(model, messages, {**generation.fields, **native_tools(config)}, context)
+                stream = context.upstream.open(body, request_id=context.request_id)
                 if mode == "auto":
                     stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
@@ -181,6 +185,22 @@ def open_in_tool_mode(generation: Generation,
                 if record is not None:
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
+    config, messages, fields = prompt_mode_request(generation, config, settings)
+    stream = context.upstream.open(upstream_body(model, messages, fields, context), request_id=context.request_id)
+    if refusal is not None:
+        # Remembered (for every client of this worker) only now: the same request without tools was taken,
+        # so the tools were what the back end refused, not some other field of this one client's request.
+        _remember_refusal(key, refusal, context)
+    if record is not None:
+        record.tool_mode = "prompt"
+    return stream, config, messages
+
+
+def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings
+                        ) -> tuple[ParserConfig, list[dict[str, Any]], dict[str, Any]]:
+    """Prompt mode's parser configuration (its marker, if any), the messages that teach the tools and the
+    back end's other fields."""
+    model = generation.model
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
@@ -190,17 +210,14 @@ def open_in_tool_mode(generation: Generation,
     if settings.constrain_calls_for(model) and "response_format" not in fields:
         constraint = forced_call_format(config)
         fields = {**fields, "response_format": constraint} if constraint else fields
-    stream = open_upstream(model, messages, fields, context)
-    if refusal is not None:
-        # Remembered (for every client of this worker) only now: the same request without tools was taken,
-        # so the tools were what the back end refused, not some other field of this one client's request.
-        FALLBACKS.remember(key)
-        metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
-        log.warning("the back end refused tools: prompt mode for %s", key[1],
-                    extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
-    if record is not None:
-        record.tool_mode = "prompt"
-    return stream, config, messages
+    return config, messages, fields
+
+
+def _remember_refusal(key: tuple[str, str], refusal: UpstreamError, context: RequestContext) -> None:
+    FALLBACKS.remember(key)
+    metrics.child(metrics.TOOL_MODE_FALLBACKS, context.model_label).inc()
+    log.warning("the back end refused tools: prompt mode for %s", key[1],
+                extra={"fields": {"upstream_model": key[1], "status": refusal.status}})
 
 
 def prompt_mode_fields(fields: dict[str, Any], config: ParserConfig) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -223,16 +240,13 @@ def _content_chars(content: Any) -> int:
     return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
-def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, Any],
-                  context: RequestContext) -> UpstreamStream:
-    """Open the upstream's answer to ``messages`` for the client's ``model``.
+def upstream_body(model: str, messages: list[dict[str, Any]], fields: dict[str, Any],
+                  context: RequestContext) -> dict[str, Any]:
+    """The back end's request for ``messages`` to the client's ``model``.
 
     ``fields`` are the other request parameters the back end gets (an output limit above the model's
     ``max_output_tokens`` clamped to it); it is always asked for a stream with usage (a non-streaming
     answer is accumulated from it).
-
-    Raises:
-        UpstreamError: the upstream refused (an ordinary HTTP error: the client got nothing yet).
     """
     body = {**fields, "model": context.settings.upstream_model(model), "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
@@ -241,7 +255,7 @@ def open_upstream(model: str, messages: list[dict[str, Any]], fields: dict[str, 
         for key in OUTPUT_LIMITS:
             if isinstance(body.get(key), int) and body[key] > limit:
                 body[key] = limit
-    return context.upstream.open(body, request_id=context.request_id)
+    return body
 
 
 def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream,

@@ -23,7 +23,7 @@ from statemachine import ParserConfig
 
 from ..errors import ApiError
 from ..pipeline.context import RequestContext
-from ..pipeline.generate import Generation, Reply, generate
+from ..pipeline.generate import Generation
 from ..pipeline.plan import build_parser_config, is_json_format
 from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
@@ -42,9 +42,11 @@ _PASSTHROUGH = ("temperature", "top_p", "user")
 _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
-def create_response(body: dict[str, Any], context: RequestContext, store: OwnedStore | None) -> Reply:
+def plan_response(body: dict[str, Any], context: RequestContext,
+                  store: OwnedStore | None) -> tuple[Generation, ResponsesWireEncoder]:
     """``POST /responses`` on the request's JSON ``body``, streaming or not, with the client's view of the
-    response ``store`` (``None`` when storing is off)."""
+    response ``store`` (``None`` when storing is off): the generation and the encoder to run it with
+    (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion` plans a Chat one."""
     settings = context.settings
     check_responses_limits(body, settings)
     req = parse_responses_request(body)
@@ -59,7 +61,7 @@ def create_response(body: dict[str, Any], context: RequestContext, store: OwnedS
 
     keep = functools.partial(_keep, store, input_items) if store is not None and input_items is not None else None
     encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
-    return generate(generation, ResponsesWireEncoder(encoder, keep), context)
+    return generation, ResponsesWireEncoder(encoder, keep)
 
 
 def get_response(response_id: str, store: OwnedStore | None) -> Response:

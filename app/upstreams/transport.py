@@ -18,6 +18,7 @@ else certifi's bundle (as httpx did).
 
 from __future__ import annotations
 
+import _socket
 import base64
 import os
 import urllib.request
@@ -29,7 +30,7 @@ import certifi
 import orjson
 import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
-from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse, HTTPSocketResponse
 
 #: Bytes asked of one receive.
 READ_BYTES = 65536
@@ -77,6 +78,15 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self._unread_bytes = 0
         self._socket = sock
         super().__init__(sock, pool, **kw)
+
+    def _read_headers(self, pre_buffered: bytes = b"") -> None:
+        """Nothing while the response is made: :meth:`UpstreamConnection.request` reads the head right after,
+        with :meth:`read_head`, from its own frame. The wait for the back end's answer is the deepest point of
+        a request, and three constructors' frames below it would grow every open stream's data stack by a
+        page (docs/upstream-client.md)."""
+
+    #: Read the status and headers (geventhttpclient's own reader); on failure the socket is given up.
+    read_head = HTTPSocketResponse._read_headers
 
     def _on_body(self, buf: bytearray) -> None:
         self._unread_bytes += len(buf)
@@ -218,9 +228,10 @@ class UpstreamConnection:
         except BaseException:
             pool.release_socket(sock)
             raise
-        # Reads the status and headers; on failure it closes the socket and gives its slot back.
-        return BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout, block_size=READ_BYTES,
-                               method=method)
+        response = BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout,
+                                   block_size=READ_BYTES, method=method)
+        response.read_head()  # on failure it closes the socket and gives its slot back
+        return response
 
     def _message(self, method: str, path: str, body: bytes | dict[str, Any],
                  headers: Mapping[str, str] | None) -> bytes:
@@ -247,10 +258,24 @@ class UpstreamConnection:
             options.update(use_proxy=True, proxy_user=unquote(proxy.username) if proxy.username else None,
                            proxy_password=unquote(proxy.password) if proxy.password else None)
         address = (proxy.hostname or "", proxy.port or 80) if proxy is not None else (self.host, self.port)
-        if not self.tls:
-            return ConnectionPool(*address, self.host, self.port, **options)
-        return SSLConnectionPool(*address, self.host, self.port, ssl_options={"ca_certs": ca_bundle()},
-                                 ssl_context_factory=gevent.ssl.create_default_context, **options)
+        pool = ConnectionPool(*address, self.host, self.port, **options) if not self.tls else SSLConnectionPool(
+            *address, self.host, self.port, ssl_options={"ca_certs": ca_bundle()},
+            ssl_context_factory=gevent.ssl.create_default_context, **options)
+        numeric = numeric_address_info(*address)
+        if numeric:
+            # An IP address needs no lookup: not one by a resolver thread per new connection (a hand-off and a
+            # wait, deep in the request's stack), the pool's own lookup step answers with this (geventhttpclient
+            # has no option for it).
+            pool._resolve = lambda: numeric  # type: ignore[method-assign]
+        return pool
+
+
+def numeric_address_info(host: str, port: int) -> list[tuple[Any, ...]]:
+    """``getaddrinfo``'s answer for ``host`` when it is an IP address (made without a lookup); else empty."""
+    try:  # _socket's own: a numeric host never blocks (gevent patches socket's, which takes a resolver thread)
+        return _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM, _socket.SOL_TCP, _socket.AI_NUMERICHOST)
+    except _socket.gaierror:
+        return []
 
 
 def proxy_for(scheme: str, host: str) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from typing import Callable
+from typing import Callable, ClassVar
 
 from .._coerce import coerce_value
 from .._jsonblock import JsonCallsBody, refutes_start
@@ -77,6 +77,8 @@ class GlmBody(TableReader):
     NAME_END = _NAME_END
     #: what ends the block after a call when several calls share it (``""``: the call's end ends the block)
     SECTION_END = ""
+    #: the tags each tag-reading state may meet (see :meth:`_tag_table`)
+    tags: ClassVar[dict[GlmState, tuple[str, ...]]]
 
     def __init__(self, sink: CallSink):
         self.sink = sink
@@ -87,17 +89,27 @@ class GlmBody(TableReader):
         self.text: list[str] = []  # the current key's or value's text so far
         self.pairs = 0  # pairs of the current call
         self.calls = 0  # calls named in this block
-        #: the tags each tag-reading state may meet
-        self.tags: dict[GlmState, tuple[str, ...]] = {
-            START: (self.NAME_START,), PAIRS: (self.KEY, self.CALL_END), BEFORE_VALUE: (self.VALUE,),
-            BETWEEN: (self.NAME_START, self.SECTION_END)}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.tags = cls._tag_table()
+
+    @classmethod
+    def _tag_table(cls) -> dict[GlmState, tuple[str, ...]]:
+        """The tags each tag-reading state may meet (a class's, made once: not per block)."""
+        return {START: (cls.NAME_START,), PAIRS: (cls.KEY, cls.CALL_END), BEFORE_VALUE: (cls.VALUE,),
+                BETWEEN: (cls.NAME_START, cls.SECTION_END)}
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
-        """Read ``buf[pos:]``; a format-A body's reader is called directly (the arguments' path per chunk)."""
-        if self.state is FORMAT_A:
-            assert self.inner is not None
-            return self.inner.feed(buf, pos)
-        return TableReader.feed(self, buf, pos)
+        """Read ``buf[pos:]``; a format-A body's reader is called from here, never from the table: the arguments'
+        path per chunk, and two frames less under all it reports (a stream's deepest stack is resident in every
+        open stream: docs/upstream-client.md)."""
+        if self.state is not FORMAT_A:
+            outcome, pos = TableReader.feed(self, buf, pos)
+            if self.state is not FORMAT_A:
+                return outcome, pos
+        assert self.inner is not None
+        return self.inner.feed(buf, pos)
 
     def argument_lane(self) -> Callable[[str], str | None] | None:
         """In a format-A body: its reader's (see ``BodyReader.argument_lane``)."""
@@ -114,14 +126,11 @@ class GlmBody(TableReader):
             ch = buf[pos]
             if ch.isalpha() or ch == "_":
                 self.state = NAME
-            else:  # no name: a format-A body
+            else:  # no name: a format-A body, which feed reads on with
                 self.inner = self.json_body = JsonCallsBody(self.sink, CLOSER)
                 self.state = FORMAT_A
+                return MORE, pos
         return None, pos
-
-    def _read_format_a(self, buf: str, pos: int) -> Step:
-        assert self.inner is not None
-        return self.inner.feed(buf, pos)
 
     def _read_name(self, buf: str, pos: int) -> Step:
         """A call's name, up to the end of its line: the call's header goes out."""
@@ -213,6 +222,9 @@ class GlmBody(TableReader):
             self.sink.call_incomplete()
 
 
+GlmBody.tags = GlmBody._tag_table()
+
+
 def render_pairs(arguments: str, key_open: str, key_close: str, value_close: str) -> str:
     """Each argument as ``key_open K key_close V value_close`` and a newline: strings as they are, others as JSON."""
     pairs = json.loads(compact_object(arguments))
@@ -262,6 +274,5 @@ _READERS: dict[GlmState, Callable[[GlmBody, str, int], Step]] = {
     BEFORE_VALUE: GlmBody._read_tags,
     VALUE_TEXT: GlmBody._read_text,
     BETWEEN: GlmBody._read_tags,
-    FORMAT_A: GlmBody._read_format_a,
 }
 GlmBody.READERS = _READERS
