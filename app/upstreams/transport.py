@@ -23,11 +23,12 @@ import base64
 import os
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
 import certifi
 import orjson
+import gevent
 import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse, HTTPSocketResponse
@@ -261,13 +262,50 @@ class UpstreamConnection:
         pool = ConnectionPool(*address, self.host, self.port, **options) if not self.tls else SSLConnectionPool(
             *address, self.host, self.port, ssl_options={"ca_certs": ca_bundle()},
             ssl_context_factory=gevent.ssl.create_default_context, **options)
+        # geventhttpclient looks the host up for each new connection, on a resolver thread (a hand-off and a wait,
+        # deep in the request's stack); the pool's lookup step is replaced (it has no option for it): an IP
+        # address needs no lookup, and a name's runs beside the requests that need it.
         numeric = numeric_address_info(*address)
-        if numeric:
-            # An IP address needs no lookup: not one by a resolver thread per new connection (a hand-off and a
-            # wait, deep in the request's stack), the pool's own lookup step answers with this (geventhttpclient
-            # has no option for it).
-            pool._resolve = lambda: numeric  # type: ignore[method-assign]
+        pool._resolve = (lambda: numeric) if numeric else SharedLookup(pool._resolve)  # type: ignore[method-assign]
         return pool
+
+
+class SharedLookup:
+    """A host name's address lookup, run in a greenlet of its own and shared by the new connections that need it
+    while it runs.
+
+    A lookup goes to a resolver thread; from the request's own stack that hand-off was the deepest point of a
+    request, a page of every open stream's data stack (docs/upstream-client.md). In a greenlet of its own its
+    frames go with that greenlet, the requests wait for the answer in a shallow frame, and a burst of new
+    connections makes one lookup, not one each. A request that leaves while it waits (the client left, the
+    time limit) ends no lookup. Nothing is kept after one: the next connection looks up again.
+
+    Args:
+        lookup: the pool's own lookup (``getaddrinfo``'s answer for its host and port).
+    """
+
+    __slots__ = ("_lookup", "_running")
+
+    def __init__(self, lookup: Callable[[], list[tuple[Any, ...]]]):
+        self._lookup = lookup
+        self._running: gevent.Greenlet | None = None
+
+    def __call__(self) -> list[tuple[Any, ...]]:
+        running = self._running
+        if running is None:
+            running = self._running = gevent.spawn(self._look_up)
+        answer, error = running.get()
+        if error is not None:
+            raise error  # the name's failure: the same for every connection that waited on it
+        return answer
+
+    def _look_up(self) -> tuple[list[tuple[Any, ...]], Exception | None]:
+        try:
+            return self._lookup(), None
+        except Exception as exc:  # returned, not raised: gevent would print a failed greenlet's traceback
+            return [], exc
+        finally:
+            self._running = None
 
 
 def numeric_address_info(host: str, port: int) -> list[tuple[Any, ...]]:
