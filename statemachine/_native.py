@@ -101,30 +101,24 @@ class NativeCalls:
         Raises:
             ModelOutputError: a ``fail`` policy rejected a call.
         """
-        if len(fragments) == 1:  # the usual delta: one piece of the open call's arguments
-            fast = self._next_piece(fragments[0])
-            if fast is not None:
-                return fast
+        slot = self._slot
+        if len(fragments) == 1 and slot is not None and slot.name_sent and not (slot.cumulative or slot.broken):
+            # the usual delta: one piece of the open call's incremental arguments, read here (every fragment's path)
+            fragment = fragments[0]
+            function = fragment.get("function") if fragment.__class__ is dict else None
+            if function.__class__ is dict and not function.get("name") \
+                    and fragment.get("index", slot.upstream_index) == slot.upstream_index:
+                text = function.get("arguments")
+                # (a longer fragment may be a cumulative repeat: the full path checks)
+                if text.__class__ is str and text and len(text) < slot.length:
+                    slot._parts.append(text)  # slot.add, inline
+                    slot.length += len(text)
+                    return self._choice.feed_tool_call(slot.number, None, None, text)
         out: list[Event] = []
         for fragment in fragments:
             if isinstance(fragment, dict):
                 self._fragment(fragment, out)
         return out
-
-    def _next_piece(self, fragment: Any) -> list[Event] | None:
-        """The events of a fragment that only continues the open call's incremental arguments, else ``None``."""
-        slot = self._slot
-        if slot is None or not slot.name_sent or slot.cumulative or slot.broken or not isinstance(fragment, dict):
-            return None
-        function = fragment.get("function")
-        if not isinstance(function, dict) or function.get("name") or fragment.get("index", slot.upstream_index) \
-                != slot.upstream_index:
-            return None
-        text = function.get("arguments")
-        if not isinstance(text, str) or not text or len(text) >= slot.length:
-            return None  # (a longer fragment may be a cumulative repeat: the full path checks)
-        slot.add(text)
-        return self._choice.feed_tool_call(slot.number, arguments=text)
 
     def close(self) -> list[Event] | tuple[Event, ...]:
         """End the open call and any held ones (text or the finish follows); held names reach the core now."""

@@ -215,7 +215,10 @@ class ChoiceDriver:
         if tool_calls:
             if natives is None:
                 natives = self._natives[index] = NativeCalls(choice)
-            events += natives.feed(tool_calls)
+            if events:
+                events += natives.feed(tool_calls)
+            else:  # a native call's next fragment: its events are this delta's
+                events = natives.feed(tool_calls)
         if finish_reason:
             events += self._finish(index, finish_reason, stop_sequence)
         elif not choice.wants_more:

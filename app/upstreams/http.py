@@ -371,6 +371,8 @@ def _check_encoding(response: BoundedResponse) -> None:
 
 #: The delta keys of a chunk that carries text at most (the quick path of ``read_chunk`` and ``parse_chunk``).
 _TEXT_ONLY = frozenset({"content", "role"})
+#: … and of one that carries native calls at most.
+_CALLS_ONLY = frozenset({"content", "role", "tool_calls"})
 
 
 def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str:
@@ -403,21 +405,17 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
     choices = []
     for choice in obj.get("choices") or ():
         delta = choice.get("delta") or {}
+        finish = choice.get("finish_reason")
+        stop = None if finish is None else _stop_sequence(choice)
         if delta.keys() <= _TEXT_ONLY:  # most chunks of a stream: no calls or reasoning to look for
-            finish = choice.get("finish_reason")
-            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None, finish,
-                                       stop_sequence=None if finish is None else _stop_sequence(choice)))
+            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None, finish, None, stop))
             continue
-        choices.append(ChoiceDelta(
-            index=choice.get("index") or 0,
-            content=delta.get("content"),
-            tool_calls=_native_calls(delta),
-            finish_reason=choice.get("finish_reason"),
-            reasoning=_reasoning_of(delta),
-            stop_sequence=_stop_sequence(choice),
-        ))
+        calls = delta.get("tool_calls")  # (_native_calls inline for the usual list; a call's fragments: no reasoning)
+        choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"),
+                                   calls if calls and calls.__class__ is list else _native_calls(delta), finish,
+                                   None if delta.keys() <= _CALLS_ONLY else _reasoning_of(delta), stop))
     usage = obj.get("usage")
-    return UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
+    return UpstreamChunk(choices, usage if isinstance(usage, dict) else None)
 
 
 def _stop_sequence(choice: dict[str, Any]) -> str | None:
