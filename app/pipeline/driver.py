@@ -144,6 +144,9 @@ class ChoiceDriver:
                     if 0 not in self._finished:
                         # A list, not a generator per delta, and no event stays bound here through the next wait.
                         yield from self._text_events(chunk)
+                elif isinstance(chunk, list):  # choice 0's native call fragments alone: most chunks of a native call
+                    if 0 not in self._finished:
+                        yield from self._native_events(chunk)
                 elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     delta = None  # the last chunk's is not held through the wait that follows
                     yield None, chunk
@@ -185,9 +188,26 @@ class ChoiceDriver:
         if not choice.wants_more:
             events += self._finish(0, None)
             self._cut = True
+        return self._counted(events)
+
+    def _native_events(self, fragments: list[dict[str, Any]]) -> list[tuple[int, Event]]:
+        """The events of choice 0's native call ``fragments`` alone (the common chunk of a native call), paired
+        with the index as they go out: :meth:`_delta_events` without the checks that only other chunks need."""
+        natives = self._natives.get(0)
+        if natives is None or not self._plain or self.first_output_at is None:
+            return [(0, event) for event in self._delta_events(0, None, None, fragments)]
+        events = natives.feed(fragments)
+        if not self._choices[0].wants_more:
+            events += self._finish(0, None)
+            self._cut = True
+        return self._counted(events)
+
+    def _counted(self, events: list[Event]) -> list[tuple[int, Event]]:
+        """Choice 0's ``events`` counted as :meth:`_account` counts them (all :meth:`_output` does for a plain
+        driver), paired with the index as they go out."""
         out: list[tuple[int, Event]] = []
-        for event in events:  # counted as _account counts them (all _output does for a plain driver), the two
-            if isinstance(event, ToolCallArgumentsDelta):  # common kinds here
+        for event in events:
+            if isinstance(event, ToolCallArgumentsDelta):  # the two common kinds here
                 self.output_chars += len(event.fragment)
             elif isinstance(event, TextDelta):
                 self.output_chars += len(event.text)

@@ -144,10 +144,12 @@ class UpstreamStream(Protocol):
 
     A stream that offers ``plain_texts()`` (:meth:`~app.upstreams.http.HttpStream.plain_texts`) yields, once it
     is called, a ``str`` for ``UpstreamChunk([ChoiceDelta(0, text)])``: choice 0's text and nothing else, most
-    chunks of a stream, with no objects built for them (a run of them that arrived together as one ``str``).
+    chunks of a stream, with no objects built for them (a run of them that arrived together as one ``str``);
+    and a ``list`` for ``UpstreamChunk([ChoiceDelta(0, tool_calls=fragments)])``: choice 0's native call
+    fragments and nothing else, most chunks of a native call, as that list.
     """
 
-    def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]: ...
+    def __iter__(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]: ...
 
     def pause_every(self, tick: float | None) -> None:
         """From now on yield :data:`PAUSE` before each wait for the back end and :data:`IDLE` after

@@ -163,12 +163,13 @@ class HttpStream:
         self._pauses = False
         self._wait = response.read_timeout  # the longest one wait for bytes: a tick when pausing
         self._received: bool | Exception | None = None  # what :meth:`wait` received, for the next pull
-        self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str] = parse_chunk
+        self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str | list[dict[str, Any]]] = parse_chunk
         self._join = False  # a run of plain texts that arrived together goes on as one (see plain_texts)
 
     def plain_texts(self, *, join: bool = False) -> None:
-        """From now on yield the common chunk (choice 0's text and nothing else) as that text alone, a ``str``
-        (see :func:`read_chunk`); the driver asks for it, so most chunks of a stream build no objects. With
+        """From now on yield the common chunks (choice 0's text and nothing else, choice 0's native call fragments
+        and nothing else) as that text alone, a ``str``, and that list (see :func:`read_chunk`); the driver asks for
+        it, so most chunks of a stream build no objects. With
         ``join``, a run of them that arrived together is one ``str`` (a debug view that shows each chunk
         does not ask for that)."""
         self._read = read_chunk
@@ -193,7 +194,7 @@ class HttpStream:
         except Exception as exc:  # raised by the next pull, where its errors are mapped
             self._received = exc
 
-    def __iter__(self) -> Iterator[UpstreamChunk | str | Pause]:
+    def __iter__(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]:
         return self._whole() if self._json else self._events()
 
     def confirm(self) -> None:
@@ -220,7 +221,7 @@ class HttpStream:
             self._response.max_buffer = self._bounds.max_body_bytes
             yield from _whole_completion(_loads(self._response.read_body()), self._secret)
 
-    def _events(self) -> Iterator[UpstreamChunk | str | Pause]:
+    def _events(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]:
         """The chunks of the SSE body as it arrives, with the pauses asked for (see :meth:`pause_every`).
 
         One generator receives, decodes and parses, so an open stream holds one frame, and nothing of
@@ -375,9 +376,11 @@ _TEXT_ONLY = frozenset({"content", "role"})
 _CALLS_ONLY = frozenset({"content", "role", "tool_calls"})
 
 
-def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str:
-    """:func:`parse_chunk`'s reading of ``obj``, except that the common chunk (choice 0's text and nothing else:
-    no finish reason, usage, calls or reasoning) is its text alone, with no objects built for it."""
+def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str | list[dict[str, Any]]:
+    """:func:`parse_chunk`'s reading of ``obj``, except that the common chunks are read alone, with no objects
+    built for them: choice 0's text and nothing else (no finish reason, usage, calls or reasoning) as that text,
+    and choice 0's native call fragments and nothing else (no text, finish reason, usage or reasoning) as their
+    ``tool_calls`` list."""
     if obj.__class__ is dict and obj.get("usage") is None:
         choices = obj.get("choices")
         if choices.__class__ is list and len(choices) == 1 and not obj.get("error"):
@@ -388,6 +391,9 @@ def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str
                     text = delta.get("content")
                     if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY):
                         return text
+                    calls = delta.get("tool_calls")
+                    if calls.__class__ is list and calls and text is None and delta.keys() <= _CALLS_ONLY:
+                        return calls
     return parse_chunk(obj, secret)
 
 

@@ -95,8 +95,39 @@ def _near_text_chunks(draw: Any) -> dict[str, Any]:
     return chunk
 
 
-def _expanded(chunk: UpstreamChunk | str) -> UpstreamChunk:
-    return UpstreamChunk([ChoiceDelta(0, chunk)]) if isinstance(chunk, str) else chunk
+#: The common chunk of a native call: choice 0's ``tool_calls`` fragments alone.
+_NATIVE_CHUNK = st.lists(_CALL, min_size=1, max_size=2).map(lambda calls: {
+    "id": "c", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"tool_calls": calls}, "logprobs": None, "finish_reason": None}]})
+
+
+@st.composite
+def _near_native_chunks(draw: Any) -> dict[str, Any]:
+    """A native fragments chunk with one thing more or different: what its quick path must leave to the general one."""
+    chunk = draw(_NATIVE_CHUNK)
+    choice = chunk["choices"][0]
+    change = draw(st.sampled_from(["content", "role", "reasoning", "finish", "index", "usage", "calls"]))
+    if change == "content":
+        choice["delta"]["content"] = draw(st.sampled_from([None, "", "a", 0]))
+    elif change == "role":
+        choice["delta"]["role"] = "assistant"
+    elif change == "reasoning":
+        choice["delta"][draw(st.sampled_from(["reasoning_content", "reasoning", "thinking"]))] = draw(_TEXT)
+    elif change == "finish":
+        choice["finish_reason"] = draw(st.sampled_from(["tool_calls", "stop", ""]))
+    elif change == "index":
+        choice["index"] = draw(st.sampled_from([1, None, False]))
+    elif change == "usage":
+        chunk["usage"] = draw(st.sampled_from([{}, {"prompt_tokens": 1, "completion_tokens": 1}, None]))
+    else:
+        choice["delta"]["tool_calls"] = draw(st.sampled_from([[], None, {"index": 0}, "x"]))
+    return chunk
+
+
+def _expanded(chunk: UpstreamChunk | str | list[dict[str, Any]]) -> UpstreamChunk:
+    if isinstance(chunk, str):
+        return UpstreamChunk([ChoiceDelta(0, chunk)])
+    return UpstreamChunk([ChoiceDelta(0, None, chunk)]) if isinstance(chunk, list) else chunk
 
 
 def _outcome(call: Any) -> Any:
@@ -106,8 +137,8 @@ def _outcome(call: Any) -> Any:
         return type(exc).__name__, str(exc)
 
 
-@settings(max_examples=300)
-@given(st.one_of(_CHUNK, _TEXT_CHUNK, _near_text_chunks()))
+@settings(max_examples=400)
+@given(st.one_of(_CHUNK, _TEXT_CHUNK, _near_text_chunks(), _NATIVE_CHUNK, _near_native_chunks()))
 def test_read_chunk_is_parse_chunk(obj):
     assert _outcome(lambda: _expanded(read_chunk(obj))) == _outcome(lambda: parse_chunk(obj))
 
