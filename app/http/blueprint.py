@@ -4,7 +4,7 @@ limits, errors) and its routes."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import gevent
 from flask import Blueprint, Response, jsonify, request
@@ -13,7 +13,9 @@ from ..chat.views import plan_chat_completion
 from ..messages.models import anthropic_model_list
 from ..messages.views import count_message_tokens, plan_message, unsupported_messages_path
 from ..responses.views import delete_response, get_response, plan_response, unsupported_subpath
-from ..pipeline.generate import generate
+from ..pipeline.context import RequestContext
+from ..pipeline.encoder import Encoder
+from ..pipeline.generate import Generation, generate
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
 from . import limits
@@ -35,13 +37,14 @@ def create_blueprint(name: str = "toolwire") -> Blueprint:
     bp.teardown_request(limits.release_unhanded_slots)
     register_error_handlers(bp)
     # The views get what they need of the request from here (HTTP's job); the endpoint names stay theirs.
-    bp.add_url_rule("/chat/completions", "chat_completions", view_func=_chat_completions, methods=["POST"])
-    bp.add_url_rule("/responses", "create_response", view_func=_create_response, methods=["POST"])
+    bp.add_url_rule("/chat/completions", "chat_completions", view_func=_generating(plan_chat_completion),
+                    methods=["POST"])
+    bp.add_url_rule("/responses", "create_response", view_func=_generating(_plan_response), methods=["POST"])
     bp.add_url_rule("/responses/<response_id>", "get_response", view_func=_get_response, methods=["GET"])
     bp.add_url_rule("/responses/<response_id>", "delete_response", view_func=_delete_response, methods=["DELETE"])
     bp.add_url_rule("/responses/<path:subpath>", view_func=unsupported_subpath,
                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-    bp.add_url_rule("/messages", "create_message", view_func=_create_message, methods=["POST"])
+    bp.add_url_rule("/messages", "create_message", view_func=_generating(plan_message), methods=["POST"])
     bp.add_url_rule("/messages/count_tokens", "count_message_tokens", view_func=_count_message_tokens,
                     methods=["POST"])
     bp.add_url_rule("/messages/<path:subpath>", view_func=unsupported_messages_path,
@@ -67,20 +70,26 @@ def _after_request(response: Response) -> Response:
     return limits.after_response(request._get_current_object(), stamp_response(response))  # type: ignore[attr-defined]
 
 
-def _chat_completions() -> Response:
-    body = json_body()
-    context = request_context(body)
-    generation, encoder = plan_chat_completion(body, context)
-    del body  # the plan holds what is needed: a request waiting for its back end holds no more
-    return send(generate(generation, encoder, context))
+#: A generating endpoint's planning: the request's JSON body and context to the generation and its encoder.
+Plan = Callable[[dict[str, Any], RequestContext], tuple[Generation, Encoder]]
 
 
-def _create_response() -> Response:
-    body = json_body()
-    context = request_context(body)
-    generation, encoder = plan_response(body, context, owned_store())
-    del body  # as for Chat
-    return send(generate(generation, encoder, context))
+def _generating(plan: Plan) -> Callable[[], Response]:
+    """The view of a generating endpoint: the request's JSON body planned by ``plan`` (validated, the generation
+    and the encoder to answer with), the body let go, then the generation's reply."""
+
+    def view() -> Response:
+        body = json_body()
+        context = request_context(body)
+        generation, encoder = plan(body, context)
+        del body  # the plan holds what is needed: a request waiting for its back end holds no more
+        return send(generate(generation, encoder, context))
+
+    return view
+
+
+def _plan_response(body: dict[str, Any], context: RequestContext) -> tuple[Generation, Encoder]:
+    return plan_response(body, context, owned_store())
 
 
 def _get_response(response_id: str) -> Response:
@@ -89,14 +98,6 @@ def _get_response(response_id: str) -> Response:
 
 def _delete_response(response_id: str) -> Response:
     return delete_response(response_id, owned_store())
-
-
-def _create_message() -> Response:
-    body = json_body()
-    context = request_context(body)
-    generation, encoder = plan_message(body, context)
-    del body  # as for Chat
-    return send(generate(generation, encoder, context))
 
 
 def _count_message_tokens() -> Response:
