@@ -183,12 +183,7 @@ class ChoiceDriver:
         :meth:`_delta_events` without the checks that only other chunks need."""
         if not text or self._natives or not self._plain or self.first_output_at is None:
             return [(0, event) for event in self._delta_events(0, text)]
-        choice = self._choices[0]
-        events = choice.feed(text)
-        if not choice.wants_more:
-            events += self._finish(0, None)
-            self._cut = True
-        return self._counted(events)
+        return self._plain_out(self._choices[0].feed(text))
 
     def _native_events(self, fragments: list[dict[str, Any]]) -> list[tuple[int, Event]]:
         """The events of choice 0's native call ``fragments`` alone (the common chunk of a native call), paired
@@ -196,15 +191,15 @@ class ChoiceDriver:
         natives = self._natives.get(0)
         if natives is None or not self._plain or self.first_output_at is None:
             return [(0, event) for event in self._delta_events(0, None, None, fragments)]
-        events = natives.feed(fragments)
+        return self._plain_out(natives.feed(fragments))
+
+    def _plain_out(self, events: list[Event]) -> list[tuple[int, Event]]:
+        """Choice 0's ``events`` of a common chunk as they go out of a plain driver: the choice finished if its
+        policy cut the output, each event counted as :meth:`_account` counts it (all :meth:`_output` does for a
+        plain driver) and paired with the index."""
         if not self._choices[0].wants_more:
             events += self._finish(0, None)
             self._cut = True
-        return self._counted(events)
-
-    def _counted(self, events: list[Event]) -> list[tuple[int, Event]]:
-        """Choice 0's ``events`` counted as :meth:`_account` counts them (all :meth:`_output` does for a plain
-        driver), paired with the index as they go out."""
         out: list[tuple[int, Event]] = []
         for event in events:
             if isinstance(event, ToolCallArgumentsDelta):  # the two common kinds here
