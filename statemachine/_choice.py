@@ -145,7 +145,7 @@ class ChoiceStream(TextReader):
                 self._scan(buf)
         return out
 
-    def feed_tool_call(self, index: int, id: str | None = None, name: str | None = None,
+    def feed_tool_call(self, index: int, *, id: str | None = None, name: str | None = None,
                        arguments: str | None = None, invalid: bool = False) -> list[Event]:
         """Feed one native ``delta.tool_calls[]`` fragment from the upstream.
 

@@ -111,9 +111,8 @@ class NativeCalls:
                 text = function.get("arguments")
                 # (a longer fragment may be a cumulative repeat: the full path checks)
                 if text.__class__ is str and text and len(text) < slot.length:
-                    slot._parts.append(text)  # slot.add, inline
-                    slot.length += len(text)
-                    return self._choice.feed_tool_call(slot.number, None, None, text)
+                    slot.add(text)
+                    return self._choice.feed_tool_call(slot.number, arguments=text)
         out: list[Event] = []
         for fragment in fragments:
             if isinstance(fragment, dict):

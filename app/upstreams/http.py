@@ -416,10 +416,8 @@ def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
         if delta.keys() <= _TEXT_ONLY:  # most chunks of a stream: no calls or reasoning to look for
             choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None, finish, None, stop))
             continue
-        calls = delta.get("tool_calls")  # (_native_calls inline for the usual list; a call's fragments: no reasoning)
-        choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"),
-                                   calls if calls and calls.__class__ is list else _native_calls(delta), finish,
-                                   None if delta.keys() <= _CALLS_ONLY else _reasoning_of(delta), stop))
+        choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), _native_calls(delta), finish,
+                                   _reasoning_of(delta), stop))
     usage = obj.get("usage")
     return UpstreamChunk(choices, usage if isinstance(usage, dict) else None)
 
