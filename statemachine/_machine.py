@@ -58,7 +58,7 @@ class ChoiceEvent(Event):
 
     def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
         machine = self.machine
-        state = machine.state_of.get(getattr(model, machine.model_attribute)) or machine.get_model_state(model)
+        state = machine.state_of[getattr(model, machine.model_attribute)]
         edges = self.transitions.get(state.name)
         if not edges:
             raise MachineError(f"Can't trigger event {self.name} from state {state.name}!")
@@ -76,9 +76,9 @@ class ChoiceMachine(Machine):
     event_cls = ChoiceEvent
 
     def __init__(self, **kwargs: Any):
-        self.state_of: dict[Any, State] = {}  # each state by its value, as models hold it
         super().__init__(**kwargs)
-        self.state_of = {state.value: state for state in self.states.values()}
+        #: each state by its value, as models hold it
+        self.state_of: dict[Any, State] = {state.value: state for state in self.states.values()}
 
 
 def build_machine() -> Machine:
