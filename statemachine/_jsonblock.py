@@ -7,15 +7,14 @@ registered format whose block holds JSON call objects reuses it.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from ._jsoncall import JsonCallParser
 from ._reader import DONE, MORE, Outcome, Step, TableReader
-from ._scanning import NON_WS, Stop, skip_to
+from ._scanning import FUNCTION_OPENERS, NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
-    from ._reader import CallSink
-    from .formats.function import FunctionBody
+    from ._reader import BodyReader, CallSink
 
 
 class JsonBlockState(str, enum.Enum):
@@ -44,10 +43,8 @@ def _skip_ws(buf: str, pos: int) -> int:
 
 def function_opener_at(buf: str, pos: int) -> str | None:
     """The ``<function=…>`` opener at ``buf[pos]``; ``""`` while ``buf[pos:]`` may still become one; else ``None``."""
-    from .formats.function import OPENERS  # the formats package imports this module
-
-    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
-    if opener is None and any(op.startswith(buf[pos:]) for op in OPENERS):
+    opener = next((op for op in FUNCTION_OPENERS if buf.startswith(op, pos)), None)
+    if opener is None and any(op.startswith(buf[pos:]) for op in FUNCTION_OPENERS):
         return ""
     return opener
 
@@ -87,13 +84,17 @@ class JsonCallsBody(TableReader):
     that is no call, separator or array end.
     """
 
+    #: Reads a ``<function=…>`` block in the block (``(sink, closer)``): format C's reader, which
+    #: :mod:`.formats.function` lends it (the formats import this module, never the other way round).
+    function_body: ClassVar[Callable[[CallSink, str | None], BodyReader]]
+
     def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
         self.ctx = ctx
         self.closer = closer
         self.bare = bare
         self.state = START
         self.parser: JsonCallParser | None = None
-        self.inner: FunctionBody | None = None
+        self.inner: BodyReader | None = None
         self.in_array = False
         self.calls = 0
         self.stray_dropped = False
@@ -114,11 +115,9 @@ class JsonCallsBody(TableReader):
             self.state = BETWEEN
             return None, pos + 1
         if ch == "<" and not self.bare:
-            from .formats.function import FunctionBody  # the formats package imports this module
-
             opener = function_opener_at(buf, pos)
             if opener:
-                self.inner = FunctionBody(self.ctx, self.closer)
+                self.inner = JsonCallsBody.function_body(self.ctx, self.closer)
                 self.state = FUNCTION
                 return None, pos + len(opener)
             if opener is not None:

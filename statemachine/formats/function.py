@@ -14,15 +14,15 @@ from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import NON_WS, NewlineTrim, partial_at_end
+from .._jsonblock import JsonCallsBody
+from .._scanning import FUNCTION_OPENERS, NON_WS, NewlineTrim, partial_at_end
 from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
 from ._base import Refutation, TextFormat, compact_object
 from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
-#: Both spellings of the opener: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both).
-OPENERS = ("<function=", "<function name=")
+OPENERS = FUNCTION_OPENERS
 
 
 class FunctionFormat(TextFormat):
@@ -404,3 +404,5 @@ _READERS: dict[FunctionState, Callable[[FunctionBody, str, int], Step]] = {
     CLOSING: FunctionBody._read_closing,
     ENDED: FunctionBody._read_ended,
 }
+
+JsonCallsBody.function_body = FunctionBody  # a <tool_call> block may hold a <function=…> block (Qwen3-Coder)
