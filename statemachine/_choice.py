@@ -19,8 +19,8 @@ from ._errors import UsageError
 from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._machine import build_machine
-from ._reader import DONE, BodyReader
-from ._table import DONE as DONE_STATE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
+from ._reader import COMPLETE, BodyReader
+from ._table import DONE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
 from ._scan_tables import reader_opens_reasoning
 from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
 from .formats import TextFormat, get_format, on_register
@@ -115,7 +115,7 @@ class ChoiceStream(TextReader):
             UsageError: the stream already finished.
             ModelOutputError: a ``fail`` policy rejected the model's output.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("feed() after finish()", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -165,7 +165,7 @@ class ChoiceStream(TextReader):
             UsageError: the stream already finished.
             ModelOutputError: a ``fail`` policy rejected the call.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("feed_tool_call() after finish()", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -196,7 +196,7 @@ class ChoiceStream(TextReader):
             UsageError: called twice.
             ModelOutputError: a ``fail`` policy rejected the model's output.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("finish() called twice", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -222,7 +222,7 @@ class ChoiceStream(TextReader):
     @property
     def wants_more(self) -> bool:
         """``False`` once policy (stop after the first call, max calls) says to stop reading."""
-        return not self._calls.cut and self.state is not DONE_STATE
+        return not self._calls.cut and self.state is not DONE
 
     # the call book's port (CallMachine) --------------------------------------------
 
@@ -270,7 +270,7 @@ class ChoiceStream(TextReader):
         outcome, end = body.feed(buf, pos)
         if self._raw is not None:
             self._raw.append(buf[pos:end])
-        if outcome is DONE:
+        if outcome is COMPLETE:
             self._end_block()
             return end
         self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk

@@ -10,7 +10,7 @@ import enum
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE, Outcome, Step, TableReader
+from ._reader import COMPLETE, MORE, Outcome, Step, TableReader
 from ._scanning import FUNCTION_OPENERS, NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class JsonCallsBody(TableReader):
             if opener is not None:
                 return MORE, pos
         self.ctx.call_abort("not_a_call", "the block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Read ``buf[pos:]``; a call object's parser is called from here, never from the table: the arguments'
@@ -154,14 +154,14 @@ class JsonCallsBody(TableReader):
         self.state = BETWEEN
         if status is Stop.OPENER:
             self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, pos
+            return COMPLETE, pos
         if status is Stop.INVALID:
             return self._invalid_call(pos)
         complete = parser.complete()
         if complete:
             self.ending = (parser.repaired, parser.invalid)
         if self.bare and not (complete and self._end_call()):
-            return DONE, pos  # bare JSON that is no call: the block, text, ends with it (what follows is prose)
+            return COMPLETE, pos  # bare JSON that is no call: the block, text, ends with it (what follows is prose)
         return None, pos
 
     def _read_function(self, buf: str, pos: int) -> Step:
@@ -208,7 +208,7 @@ class JsonCallsBody(TableReader):
         if hit is None:
             return MORE, end
         self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-        return DONE, end
+        return COMPLETE, end
 
     # transitions between the states
 
@@ -224,7 +224,7 @@ class JsonCallsBody(TableReader):
         """The call object broke its grammar: the block ends, or a lone call in tags is skipped to the closer."""
         if self.bare or self.calls > 1 or not self.closer:
             self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-            return DONE, pos
+            return COMPLETE, pos
         self.state = SKIP
         self.ctx.call_invalid()
         return None, pos
@@ -235,7 +235,7 @@ class JsonCallsBody(TableReader):
             return self._ended(end)
         if tag != self.closer:
             self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
-        return DONE, end
+        return COMPLETE, end
 
     def _end_call(self) -> bool:
         """End the call whose object closed, now that the block is known to go on or end; whether it was a call."""
@@ -249,7 +249,7 @@ class JsonCallsBody(TableReader):
         """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
         if not self.calls:
             self.ctx.call_abort("not_a_call", "the block holds no call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.parser is not None:

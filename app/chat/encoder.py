@@ -36,7 +36,7 @@ from statemachine import (
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage, usage_object
-from ..pipeline.streaming import DONE, KEEPALIVE, data_frame
+from ..pipeline.streaming import DONE_FRAME, KEEPALIVE, data_frame
 
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
@@ -78,12 +78,12 @@ class ChatEncoder:
     def closing(self, usage: Usage) -> list[bytes]:
         """The usage chunk (when asked for), then ``[DONE]``."""
         if not self._include_usage:
-            return [DONE]
-        return [data_frame(self._chunker.usage_chunk(_chat_usage(usage))), DONE]
+            return [DONE_FRAME]
+        return [data_frame(self._chunker.usage_chunk(_chat_usage(usage))), DONE_FRAME]
 
     def error_frames(self, error: ApiError, usage: Usage) -> bytes:
         """One error frame, then ``[DONE]``."""
-        return data_frame(error.body()) + DONE
+        return data_frame(error.body()) + DONE_FRAME
 
     def add(self, index: int, event: Event) -> None:
         """Fold one event into the ``chat.completion`` body."""
