@@ -237,7 +237,7 @@ class ChoiceStream(TextReader):
 
     def complete_name(self) -> None:
         """The call's accepted name is complete: ``name_completed`` (its header goes out)."""
-        _MACHINE.events["name_completed"].trigger(self)  # as _trigger does, one frame less under the readers
+        _MACHINE.events["name_completed"].trigger(self)  # as _trigger does, without its frame under the readers
         self.path.append(_NAME_COMPLETED)
         self.spans.append((self._span_start, self._fed))
 
