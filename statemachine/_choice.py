@@ -85,7 +85,7 @@ class ChoiceStream(TextReader):
         self.state = INITIAL
         custom = any(t.kind == CUSTOM for t in config.tools.values())  # custom tools have no other format
         scan = self._init_text(config, formats_of(config.formats, custom, config.parsing_enabled))
-        machine: CallMachine = self  # the book's port; held weakly, the stream owning the book: no cycle
+        machine: CallMachine = self  # the book's port, held weakly: the stream owns the book (no cycle)
         self._calls = CallBook(weakref.proxy(machine), config, scan.opener_names, id_factory)
         self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
         self._raw: list[str] | None = None  # the block's text while it could still be released

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import pathlib
+import weakref
 
 import pytest
 
@@ -25,6 +27,23 @@ def test_choice_streams_public_names_are_its_api_and_the_call_books_port():
     port = {name for name in dir(CallMachine) if not name.startswith("_")}
     assert port == {"begin_call", "complete_name"}
     assert public - port == {"config", "feed", "feed_tool_call", "finish", "path", "spans", "state", "wants_more"}
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_stream_is_freed_by_its_last_reference(finished):
+    """The call book holds its machine (the stream that owns it) weakly: no reference cycle keeps a stream, open
+    inside a call or finished, for the cycle collector."""
+    gc.disable()
+    try:
+        stream = ChoiceStream(CFG)
+        stream.feed('Hi <tool_call>{"name": "get_time", "arguments": {"a": "x')
+        if finished:
+            stream.finish()
+        gone = weakref.ref(stream)
+        del stream
+        assert gone() is None
+    finally:
+        gc.enable()
 
 
 # Every call-started and call-ended event, every rejection note and the finish go out inside a callback the
