@@ -12,7 +12,8 @@ at a time, a UUID ``X-Request-Id`` each. Modes:
   ``llama-server --no-jinja`` (the baseline);
 - ``native``: BFCL's OpenAI tools to ``llama-server --jinja`` (the model's own template and tool-call parser);
 - ``toolwire``: toolwire's defaults (prompt mode) in front of ``llama-server --no-jinja``;
-- ``toolwire-constrain``: the same with constrained calls on (``constrain_calls``).
+- ``toolwire-constrain``: the same with constrained calls on (``constrain_calls``);
+- ``toolwire-pythonic``: the same taught BFCL's own call syntax (``tool_format: pythonic``).
 
 Each mode's answers go to ``bench/out/bfcl/MODE.json`` (per case: the verdict, BFCL's error, the status,
 prompt tokens, the client's answer and the model's raw text, read by a recording tap between toolwire and
@@ -81,6 +82,7 @@ MODES = {
     "native": Mode(jinja=True, tools=True),
     "toolwire": Mode(jinja=False, tools=True, toolwire={}),
     "toolwire-constrain": Mode(jinja=False, tools=True, toolwire={"constrain_calls": True}),
+    "toolwire-pythonic": Mode(jinja=False, tools=True, toolwire={"tool_format": "pythonic"}),
 }
 
 
@@ -288,7 +290,8 @@ def run_mode(bfcl: Bfcl, name: str, cases: list[dict[str, Any]]) -> list[dict[st
                             "seconds": round(time.monotonic() - started, 1), "answer": got.answer, "raw": got.raw,
                             **got.extra})
             print(f"  {name} {number}/{len(cases)} {case['id']}: {'ok' if ok else 'miss'} "
-                  f"({records[-1]['seconds']} s, {got.prompt_tokens} prompt tokens) {error[:100]}",
+                  f"({records[-1]['seconds']} s, {got.prompt_tokens} prompt tokens) {error[:100]}"
+                  f"{'' if ok else ' ' + repr(got.raw[:200])}",
                   file=sys.stderr, flush=True)
     return records
 
@@ -364,16 +367,20 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only print the table of the saved results")
     parser.add_argument("--check-scorer", action="store_true", help="only check the scorer on BFCL's answers")
     parser.add_argument("--cases", type=int, default=CASES_PER_CATEGORY, help="cases per category")
+    parser.add_argument("--category", action="append", choices=CATEGORIES,
+                        help="only this category (repeatable; the mode's saved answers of the others are kept)")
     args = parser.parse_args()
     bfcl = Bfcl()
     if args.check_scorer:
         sys.exit(1 if check_scorer(bfcl) else 0)
     OUT.mkdir(parents=True, exist_ok=True)
     if not args.report:
-        cases = [case for category in CATEGORIES for case in bfcl.cases(category, args.cases)]
+        cases = [case for category in args.category or CATEGORIES for case in bfcl.cases(category, args.cases)]
         for name in args.mode or list(MODES):
             records = run_mode(bfcl, name, cases)
-            (OUT / f"{name}.json").write_text(json.dumps(records, indent=1, ensure_ascii=False))
+            ran = {case["category"] for case in cases}
+            kept = [r for r in load_results([name]).get(name, []) if r["category"] not in ran]  # other categories
+            (OUT / f"{name}.json").write_text(json.dumps(kept + records, indent=1, ensure_ascii=False))
     table = report(load_results(list(MODES)))
     (OUT / "report.md").write_text(table + "\n")
     print(table)

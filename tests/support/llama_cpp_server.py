@@ -38,6 +38,9 @@ BUILD_TIMEOUT = 3600
 DOWNLOAD_TIMEOUT = 900
 START_TIMEOUT = 120.0
 _VENDORED = f"llama_cpp_python-{LLAMA_VERSION}/vendor/llama.cpp/"
+#: llama.cpp's built-in chat template for a model whose GGUF has none (Gemma 3 270M is a base model): ``gemma``
+#: writes the system text at the start of the first user turn, as Gemma 3's official template does.
+BUILT_IN_TEMPLATES = {"gemma3": "gemma"}
 
 
 def ensure_llama_server() -> Path:
@@ -101,7 +104,9 @@ class LlamaCppServer(ModelServer):
         binary, path = ensure_llama_server(), ensure_model(self.model.name)
         return [str(binary), "--model", str(path), "--alias", self.model.name, "--host", "127.0.0.1",
                 "--port", str(self.port), "--ctx-size", str(self.n_ctx), "--parallel", "1", "--threads", "1",
-                "--threads-batch", "2", "--no-webui", "--jinja" if self.jinja else "--no-jinja", *self.extra_args]
+                "--threads-batch", "2", "--no-webui", "--jinja" if self.jinja else "--no-jinja",
+                *(("--chat-template", BUILT_IN_TEMPLATES[self.model.name]) if self.model.name in BUILT_IN_TEMPLATES
+                  else ()), *self.extra_args]
 
 
 if __name__ == "__main__":
