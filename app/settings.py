@@ -285,8 +285,8 @@ class ToolSettings(BaseModel):
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
     tool_manifest: ToolManifest = Field(
-        "json", description="How the tool block lists the tools: json (each tool's JSON Schema and a guide) or "
-                            "compact (one signature line per tool, about half the prompt tokens)")
+        "json", description="How the tool block lists the tools: json (each tool's description and JSON Schema) or "
+                            "compact (one signature line per tool, fewer prompt tokens)")
     system_in: SystemIn = Field(
         "auto", description="Prompt mode: where the system text (the tool block, the client's system and developer "
                             "messages) goes: system (one leading system message), first_user (the start of the "

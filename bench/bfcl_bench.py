@@ -13,7 +13,10 @@ at a time, a UUID ``X-Request-Id`` each. Modes:
 - ``native``: BFCL's OpenAI tools to ``llama-server --jinja`` (the model's own template and tool-call parser);
 - ``toolwire``: toolwire's defaults (prompt mode) in front of ``llama-server --no-jinja``;
 - ``toolwire-constrain``: the same with constrained calls on (``constrain_calls``);
-- ``toolwire-pythonic``: the same taught BFCL's own call syntax (``tool_format: pythonic``).
+- ``toolwire-pythonic``: the same taught BFCL's own call syntax (``tool_format: pythonic``);
+- ``toolwire-compact``: the same with the signature manifest (``tool_manifest: compact``);
+- ``toolwire-small``: docs/backends.md's settings for a small model (``tool_manifest: compact``,
+  ``stop_after_tools: first``, ``constrain_calls``; its ``example_exchange`` names tools BFCL does not offer).
 
 Each mode's answers go to ``bench/out/bfcl/MODE.json`` (per case: the verdict, BFCL's error, the status,
 prompt tokens, the client's answer and the model's raw text, read by a recording tap between toolwire and
@@ -83,6 +86,9 @@ MODES = {
     "toolwire": Mode(jinja=False, tools=True, toolwire={}),
     "toolwire-constrain": Mode(jinja=False, tools=True, toolwire={"constrain_calls": True}),
     "toolwire-pythonic": Mode(jinja=False, tools=True, toolwire={"tool_format": "pythonic"}),
+    "toolwire-compact": Mode(jinja=False, tools=True, toolwire={"tool_manifest": "compact"}),
+    "toolwire-small": Mode(jinja=False, tools=True, toolwire={"tool_manifest": "compact", "stop_after_tools": "first",
+                                                              "constrain_calls": True}),
 }
 
 

@@ -300,6 +300,17 @@ class PythonicFormat(TextFormat):
             "before any other text; several calls go in the same list, separated by commas.",
             *_ARG_RULES))
 
+    def bare_instructions(self) -> str | None:
+        """One Python list of the calls at the reply's start, in the abstract two-call shape of BFCL's prompt."""
+        return (
+            "To call tools, reply with only a Python list of one or more calls, in this form:\n"
+            "[tool_name1(param1=value1, param2=value2), tool_name2(param=value)]\n"
+            "- Put every call the request asks for in the list: several things asked, several calls.\n"
+            "- Each call's keyword arguments are its tool's parameters with the values from the request.\n"
+            "- Nothing else: no code fence, no comment, no text around the list.\n"
+            "- If no tool fits the request, answer in plain text without any call."
+        )
+
     def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         return bare_pythonic(buf, pos, sink)
 
