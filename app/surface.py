@@ -73,7 +73,8 @@ class Generate:
         model: where the model is named: it routes the request to a back end and labels its metrics.
         stream: where the client asks for a stream (the plan decides; this labels the record).
         media_type: the ``Content-Type`` of a streamed reply (the encoder makes its frames: SSE events,
-            NDJSON lines, pieces of one JSON array).
+            NDJSON lines, pieces of one JSON array), or a function of the current request giving it (Gemini's
+            ``alt=sse`` asks for SSE instead of one JSON array).
         store: the plan is given ``store=``, the response store as the client's key sees it.
     """
 
@@ -82,7 +83,7 @@ class Generate:
     plan: Plan
     model: Source = in_body("model")
     stream: Source = in_body("stream")
-    media_type: str = SSE
+    media_type: str | Callable[[], str] = SSE
     store: bool = False
 
 
@@ -188,6 +189,8 @@ class Surface:
         model_list: the shared ``GET /models`` in its clients' shape, given the model entries (OpenAI's:
             ``id``, ``object``, ``created``, ``owned_by``), or ``None`` when the current request is not from
             its clients; ``None``: its clients read OpenAI's list.
+        url_prefix: where its routes live instead of under the mount's prefix (``""``: at the root, where
+            Ollama's clients look for ``/api/chat``); ``None``: under the mount's.
     """
 
     name: str
@@ -195,4 +198,5 @@ class Surface:
     error_envelope: Callable[[ApiError], dict[str, Any]] = openai_envelope
     keys: tuple[KeySource, ...] = (BEARER,)
     model_list: Callable[[list[dict[str, Any]]], dict[str, Any] | None] | None = None
+    url_prefix: str | None = None
 

@@ -17,9 +17,10 @@ from .mount import surface_blueprint
 from .recording import open_record, stamp_response
 
 
-def create_blueprint(name: str, surfaces: Sequence[Surface]) -> Blueprint:
-    """The API Blueprint serving ``surfaces`` (register it with a ``url_prefix`` such as ``/v1``): each one a
-    child Blueprint named as the surface, so its endpoints are ``NAME.SURFACE.ENDPOINT``."""
+def create_blueprint(name: str, surfaces: Sequence[Surface], url_prefix: str) -> Blueprint:
+    """The API Blueprint serving ``surfaces`` under ``url_prefix`` (such as ``/v1``; register it without one):
+    each one a child Blueprint named as the surface, so its endpoints are ``NAME.SURFACE.ENDPOINT``, under
+    ``url_prefix`` unless it has a prefix of its own."""
     bp = Blueprint(name, __name__)
     # Each surface's routes take its clients' keys; the shared routes take any of them.
     keys = {name: key_sources(surfaces), **{f"{name}.{surface.name}": surface.keys for surface in surfaces}}
@@ -27,9 +28,11 @@ def create_blueprint(name: str, surfaces: Sequence[Surface]) -> Blueprint:
     bp.after_request(_after_request)
     bp.teardown_request(limits.release_unhanded_slots)
     register_error_handlers(bp)
-    bp.add_url_rule("/models", view_func=_list_models(surfaces), endpoint="list_models", methods=["GET"])
+    bp.add_url_rule(url_prefix.rstrip("/") + "/models", view_func=_list_models(surfaces), endpoint="list_models",
+                    methods=["GET"])
     for surface in surfaces:
-        bp.register_blueprint(surface_blueprint(surface))
+        bp.register_blueprint(surface_blueprint(surface),
+                              url_prefix=url_prefix if surface.url_prefix is None else surface.url_prefix)
     return bp
 
 

@@ -112,7 +112,7 @@ class Toolwire:
         mounts[name] = self
 
         prefix = self.url_prefix if url_prefix is None else url_prefix
-        app.register_blueprint(create_blueprint(name, self.surfaces), url_prefix=prefix)
+        app.register_blueprint(create_blueprint(name, self.surfaces, prefix))
 
     def state(self, app: Flask | None = None) -> ToolwireState:
         """The state for ``app`` (default: the current app).

@@ -4,7 +4,7 @@ client's view of the response store; and how a generation's reply goes back."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 from flask import Response, jsonify, request
@@ -77,11 +77,13 @@ def owned_store() -> OwnedStore | None:
     return None if store is None else store.for_owner(client_owner())
 
 
-def send(reply: Reply, media_type: str = SSE) -> Response:
-    """A generation's reply as the HTTP response: its JSON body, or its stream of frames as ``media_type``."""
+def send(reply: Reply, media_type: str | Callable[[], str] = SSE) -> Response:
+    """A generation's reply as the HTTP response: its JSON body, or its stream of frames as ``media_type`` (or as
+    the media type that function of the request gives)."""
     if isinstance(reply, dict):
         return jsonify(reply)
-    return StreamResponse(reply, mimetype=media_type, headers=SSE_HEADERS)
+    return StreamResponse(reply, mimetype=media_type if isinstance(media_type, str) else media_type(),
+                          headers=SSE_HEADERS)
 
 
 class StreamResponse(Response):

@@ -4,6 +4,7 @@ public API alone, with its own route, envelope, key header, model in the URL, st
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,7 +19,7 @@ from app.http.errors import register_error_handlers
 from app.pipeline.encoder import Usage
 from app.pipeline.generate import Generation
 from app.settings import Settings
-from app.surface import Generate, ListModels, Surface, View, fixed, header_key, in_url
+from app.surface import SSE, Generate, ListModels, Surface, View, fixed, header_key, in_url
 from app.surfaces import DEFAULT_SURFACES
 from statemachine import Event, ParserConfig, TextDelta
 from support.fakes import FakeUpstream, text_chunks
@@ -150,7 +151,8 @@ TOY = Surface(
     routes=(Generate("/toy/models/<path:model>:generate", "generate", functools.partial(plan_toy, stream=False),
                      model=in_url("model"), stream=fixed(False)),
             Generate("/toy/models/<path:model>:stream", "stream", functools.partial(plan_toy, stream=True),
-                     model=in_url("model"), stream=fixed(True), media_type="application/x-ndjson"),
+                     model=in_url("model"), stream=fixed(True),
+                     media_type=lambda: SSE if request.args.get("alt") == "sse" else "application/x-ndjson"),
             ListModels("/toy/tags", "tags", toy_models),
             View("/toy/<path:subpath>", "unknown", unknown_toy_path, ("GET", "POST", "DELETE"))),
     error_envelope=toy_envelope,
@@ -187,6 +189,9 @@ def test_a_toy_surface_generates_with_the_model_from_its_url_and_the_stream_from
     assert streamed.status_code == 200 and streamed.mimetype == "application/x-ndjson"
     lines = [orjson.loads(line) for line in streamed.data.splitlines()]
     assert "".join(line.get("text", "") for line in lines) == "Streamed." and lines[-1] == {"done": True}
+    upstream.script = text_chunks("Streamed.")
+    asked = toy.post("/v1/toy/models/small:stream?alt=sse", json={"prompt": "hi"}, headers=TOY_KEY)
+    assert asked.status_code == 200 and asked.mimetype == "text/event-stream"  # the media type the request asks
 
 
 def test_a_toy_surface_refuses_in_its_own_envelope(toy) -> None:
@@ -227,3 +232,15 @@ def test_the_default_surfaces_are_three_child_blueprints(toy) -> None:
     assert {endpoint.split(".")[1] for endpoint in endpoints if endpoint.count(".") == 2} == \
         {"chat", "responses", "messages", "toy"}
     assert [surface.name for surface in DEFAULT_SURFACES] == ["chat", "responses", "messages"]
+
+
+def test_a_surface_may_live_at_the_root_beside_a_prefixed_mount(upstream) -> None:
+    host = Flask(__name__)
+    Toolwire(host, settings=Settings(), upstream=upstream,
+             surfaces=(*DEFAULT_SURFACES, dataclasses.replace(TOY, url_prefix="")))
+    client = host.test_client()
+    assert client.get("/toy/tags").get_json() == {"toys": ["fake-model"]}
+    assert client.post("/toy/models/m:generate", json={"prompt": "hi"}).get_json() == {"text": "Hello from the toy."}
+    assert client.get("/v1/toy/tags").status_code == 404
+    assert client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}) \
+        .status_code == 200
