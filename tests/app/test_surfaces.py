@@ -244,3 +244,22 @@ def test_a_surface_may_live_at_the_root_beside_a_prefixed_mount(upstream) -> Non
     assert client.get("/v1/toy/tags").status_code == 404
     assert client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}) \
         .status_code == 200
+
+
+@pytest.mark.parametrize("path, body, takes_api_key_header", [
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, False),
+    ("/v1/responses", {"model": "m", "input": "hi", "store": False}, False),
+    ("/v1/messages", {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}, True),
+])
+def test_each_default_surface_takes_the_key_where_its_clients_send_it(upstream, path, body,
+                                                                      takes_api_key_header) -> None:
+    host = Flask(__name__)
+    Toolwire(host, settings=Settings(api_keys="sk-one"), upstream=upstream)
+    client = host.test_client()
+    assert client.post(path, json=body, headers={"Authorization": "Bearer sk-one"}).status_code == 200
+    upstream.script = text_chunks("Again.")
+    assert client.post(path, json=body, headers={"x-api-key": "sk-one"}).status_code == \
+        (200 if takes_api_key_header else 401)
+    hint = "'Authorization: Bearer YOUR_KEY'" + (" (or 'x-api-key: YOUR_KEY')" if takes_api_key_header else "")
+    assert f"Send it as {hint}." in client.post(path, json=body).get_data(as_text=True)
+    assert client.get("/v1/models", headers={"x-api-key": "sk-one"}).status_code == 200  # shared: any surface's
