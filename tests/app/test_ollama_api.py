@@ -96,6 +96,34 @@ def test_a_tool_call_is_one_whole_entry_with_object_arguments_at_every_chunking(
     assert last["done_reason"] == "stop"
 
 
+def folded(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stream's lines joined as Ollama's clients join them: content and thinking appended, calls collected."""
+    message = {"role": "assistant", "content": "".join(o["message"]["content"] for o in objects)}
+    thinking = "".join(o["message"].get("thinking", "") for o in objects)
+    calls = [c for o in objects for c in o["message"].get("tool_calls", [])]
+    return {**message, **({"thinking": thinking} if thinking else {}), **({"tool_calls": calls} if calls else {})}
+
+
+ANSWER = ("<think>Paris first.</think>Let me check." + PARIS + "\nand\n"
+          + tool_call_text("get_weather", {"city": "Oslo \"Norway\""}))
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 21, len(ANSWER)])
+def test_the_stream_adds_up_to_the_body_at_every_chunking(make_app, size):
+    app = make_app(FakeUpstream(text_chunks(ANSWER, size=size)))
+    body = {"model": MODEL, "messages": ASK, "tools": [WEATHER_TOOL]}
+    whole = app.test_client().post("/api/chat", json={**body, "stream": False}).get_json()
+    streamed = lines(app.test_client().post("/api/chat", json=body))
+
+    def without_ids(message: dict[str, Any]) -> dict[str, Any]:
+        return {**message, "tool_calls": [c["function"] for c in message.get("tool_calls", [])]}
+
+    assert without_ids(folded(streamed)) == without_ids(whole["message"])
+    assert whole["message"]["thinking"] == "Paris first." and len(whole["message"]["tool_calls"]) == 2
+    assert whole["message"]["tool_calls"][1]["function"]["arguments"] == {"city": 'Oslo "Norway"'}
+    assert streamed[-1]["done_reason"] == whole["done_reason"] == "stop"
+
+
 def test_tool_results_are_paired_by_id_by_name_or_in_order(make_app):
     upstream = FakeUpstream(text_chunks("Paris is sunny, Oslo rainy, Rome warm."))
     calls = [{"id": "call_kept", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
