@@ -15,9 +15,8 @@ fixes when it starts, so it is not sent. ``format: "json"`` is ``response_format
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from statemachine import ParserConfig, ToolSpec
 
@@ -50,7 +49,7 @@ def generate_generation(req: GenerateRequest, settings: "Settings") -> Generatio
     user = _user_message(req.prompt, req.images, "images", takes_images=_takes_images(req.model, settings))
     messages = [user] if req.raw or not req.system else [{"role": "system", "content": req.system}, user]
     config = build_parser_config([], ChoiceRequest(), parallel_tool_calls=False, legacy_functions=False,
-                                 settings=settings, model=req.model, json_output=req.format is not None)
+                                 settings=settings, model=req.model, json_output=bool(req.format))
     return Generation(model=req.model, messages=messages, config=config, fields=chat_fields(req),
                       stream=req.streams)
 
@@ -65,7 +64,7 @@ def parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
                    definition=f"tools[{i}].function.parameters")
         specs.append(spec)
     return build_parser_config(specs, ChoiceRequest(), parallel_tool_calls=True, legacy_functions=False,
-                               settings=settings, model=req.model, json_output=req.format is not None)
+                               settings=settings, model=req.model, json_output=bool(req.format))
 
 
 def chat_fields(req: Generating) -> dict[str, Any]:
@@ -147,4 +146,6 @@ def _takes_images(model: str, settings: "Settings") -> bool:
 
 
 def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    """Arguments as the Messages API writes them back too (``json.dumps``' spacing, the one models write), so the
+    same calls reach the model as the same transcript whichever API the client speaks."""
+    return json.dumps(value, ensure_ascii=False)

@@ -85,6 +85,11 @@ def _listed(entry: dict[str, Any]) -> dict[str, Any]:
             "details": _DETAILS}
 
 
+def running() -> Response:
+    """``GET /`` (and ``HEAD``): what Ollama answers there, and what its clients probe for a live server."""
+    return Response("Ollama is running", mimetype="text/plain")
+
+
 def version() -> Response:
     """``GET /api/version``."""
     return jsonify({"version": OLLAMA_API_VERSION})

@@ -140,7 +140,7 @@ def test_tool_results_are_paired_by_id_by_name_or_in_order(make_app):
     assert "get_weather (call_id call_kept):\nsunny" in prompt
     assert "get_time (call_id call_1_1):\n12:00" in prompt
     assert "get_weather (call_id call_1_2):\nwarm" in prompt
-    assert '{"city":"Rome"}' in prompt  # the assistant's calls written back
+    assert '{"city": "Rome"}' in prompt  # the assistant's calls written back
 
 
 def test_native_mode_sends_the_calls_and_results_as_chat_tool_messages(make_app):
@@ -153,7 +153,7 @@ def test_native_mode_sends_the_calls_and_results_as_chat_tool_messages(make_app)
     assert body["tools"][0]["function"]["name"] == "get_weather"
     assistant, result = body["messages"][1:]
     assert assistant["tool_calls"] == [{"id": "call_1_0", "type": "function", "function": {
-        "name": "get_weather", "arguments": '{"city":"Paris"}'}}]
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}}]
     assert (result["role"], result["tool_call_id"], result["content"]) == ("tool", "call_1_0", "sunny")
 
 
@@ -200,6 +200,13 @@ def test_num_predict_below_zero_is_no_limit(make_app):
     upstream = FakeUpstream(text_chunks("ok"))
     chat(make_app, upstream, {"messages": ASK, "options": {"num_predict": -1}, "stream": False})
     assert "max_tokens" not in sent(upstream)
+
+
+def test_an_empty_format_is_no_format(make_app):
+    upstream = FakeUpstream(text_chunks('{"name": "get_weather", "arguments": {"city": "Paris"}}'))  # a bare JSON call
+    answer = chat(make_app, upstream, {"messages": ASK, "tools": [WEATHER_TOOL], "format": "", "stream": False})
+    assert answer.get_json()["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert "response_format" not in sent(upstream)
 
 
 @pytest.mark.parametrize("fmt, response_format", [
@@ -284,8 +291,12 @@ def test_show_reports_tools_and_completion_and_thinking_where_the_format_reasons
         assert "details" in shown and "model_info" in shown
 
 
-def test_version(make_app):
-    assert make_app(FakeUpstream()).test_client().get("/api/version").get_json() == {"version": "0.32.0"}
+def test_version_and_the_root_probe(make_app):
+    client = make_app(FakeUpstream()).test_client()
+    assert client.get("/api/version").get_json() == {"version": "0.32.0"}
+    root = client.get("/")
+    assert (root.status_code, root.mimetype, root.get_data(as_text=True)) == (200, "text/plain", "Ollama is running")
+    assert client.head("/").status_code == 200  # the ollama CLI's heartbeat
 
 
 # -- /api/embed ----------------------------------------------------------------------------------------
@@ -416,6 +427,7 @@ def test_it_is_at_the_root_beside_v1_and_on_a_prefix_of_its_own():
     client = host.test_client()
     for path in ("/api/version", "/ollama/api/version"):
         assert client.get(path).get_json() == {"version": "0.32.0"}
+    assert client.get("/ollama/").get_data(as_text=True) == "Ollama is running"
     assert client.post("/ollama/api/chat", json={"model": MODEL, "messages": ASK, "stream": False}
                        ).get_json()["message"]["content"] == "ok"
     assert "/ollama/api/pull" in error_of(client.post("/ollama/api/pull", json={}), 404)
