@@ -4,7 +4,7 @@ sees it."""
 
 from __future__ import annotations
 
-from ..surface import Generate, Surface, View
+from ..surface import BEARER, Generate, Surface, View, header_key
 from .views import delete_response, get_response, plan_response, unsupported_subpath
 
 RESPONSES = Surface("responses", routes=(
@@ -13,4 +13,4 @@ RESPONSES = Surface("responses", routes=(
     View("/responses/<response_id>", "delete_response", delete_response, ("DELETE",), store=True),
     View("/responses/<path:subpath>", "unsupported_subpath", unsupported_subpath,
          ("GET", "POST", "PUT", "PATCH", "DELETE")),
-))
+), keys=(BEARER, header_key("x-api-key")))  # both, as Chat's

@@ -249,8 +249,8 @@ def test_a_surface_may_live_at_the_root_beside_a_prefixed_mount(upstream) -> Non
 
 
 @pytest.mark.parametrize("path, body, takes_api_key_header", [
-    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, False),
-    ("/v1/responses", {"model": "m", "input": "hi", "store": False}, False),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, True),
+    ("/v1/responses", {"model": "m", "input": "hi", "store": False}, True),
     ("/v1/messages", {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}, True),
 ])
 def test_each_default_surface_takes_the_key_where_its_clients_send_it(upstream, path, body,
