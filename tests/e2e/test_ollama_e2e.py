@@ -152,6 +152,16 @@ def test_generate_with_system_and_format(client: ollama.Client, upstream: Script
     assert [m["role"] for m in sent["messages"]] == ["system", "user"]
 
 
+@pytest.mark.parametrize("mode", ["prompt"], indirect=True)
+def test_embed_asks_the_back_ends_embeddings(client: ollama.Client, upstream: ScriptedUpstream, mode: str) -> None:
+    upstream.embeddings = True
+    answer = client.embed(model=MODEL, input=["hello", "hi"])
+    assert answer.embeddings == [[5.0, 0.0], [2.0, 1.0]] and answer.model == MODEL
+    [asked] = [e for e in upstream.exchanges if e.path.endswith("/embeddings")]
+    assert asked.body == {"model": MODEL, "input": ["hello", "hi"]}
+    assert client.embeddings(model=MODEL, prompt="hello").embedding == [5.0, 0.0]
+
+
 def test_show_list_and_ps(client: ollama.Client, mode: str) -> None:
     shown = client.show(MODEL)
     assert {"completion", "tools"} <= set(shown.capabilities or ())
