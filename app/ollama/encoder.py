@@ -63,6 +63,8 @@ class OllamaEncoder:
     """
 
     keepalive = b" "
+    __slots__ = ("_model", "_chat", "_show_thinking", "_started", "_first_output", "_content", "_thinking", "_calls",
+                 "_call_count", "_done_reason")
 
     def __init__(self, model: str, *, chat: bool, show_thinking: bool = True):
         self._model = model

@@ -140,6 +140,11 @@ def parse_generate_request(body: dict[str, Any]) -> GenerateRequest:
     return validate(GenerateRequest, body)
 
 
+def parse_model_request(body: dict[str, Any]) -> ModelRequest:
+    """The validated ``/api/show`` body."""
+    return validate(ModelRequest, body)
+
+
 def parse_embed_request(body: dict[str, Any]) -> EmbedRequest:
     """The validated ``/api/embed`` (or ``/api/embeddings``) body."""
     return validate(EmbedRequest, body)

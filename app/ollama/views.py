@@ -20,7 +20,7 @@ from ..pipeline.generate import Generation
 from ..validation import check_chat_limits
 from .encoder import OllamaEncoder
 from .plan import chat_generation, generate_generation
-from .schemas import ModelRequest, parse_chat_request, parse_generate_request
+from .schemas import parse_chat_request, parse_generate_request, parse_model_request
 
 #: The Ollama release whose API this surface answers as (``/api/version``).
 OLLAMA_API_VERSION = "0.32.0"
@@ -58,7 +58,7 @@ def model_named(body: Mapping[str, Any], url_args: Mapping[str, str]) -> object:
 
 def show_model(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     """``POST /api/show``: what the model can do (``capabilities``) and its details."""
-    req = ModelRequest.model_validate(body) if isinstance(body, dict) else ModelRequest()
+    req = parse_model_request(body)
     model = req.model or req.name
     if not model:
         raise ApiError(400, "model is required", param="model", code="missing_required_parameter")

@@ -375,6 +375,13 @@ def test_a_bad_chat_body_is_a_400_naming_the_parameter(make_app, body, param):
     assert upstream.bodies == []
 
 
+@pytest.mark.parametrize("path, body, param", [("/api/show", {"model": 5}, "model"), ("/api/show", {}, "model"),
+                                               ("/api/embed", {"model": MODEL, "input": [1]}, "input"),
+                                               ("/api/generate", {"model": MODEL, "raw": "maybe"}, "raw")])
+def test_a_bad_body_elsewhere_is_a_400_naming_the_parameter(make_app, path, body, param):
+    assert param in error_of(make_app(FakeUpstream()).test_client().post(path, json=body), 400)
+
+
 def test_a_body_that_is_not_json_is_a_400(make_app):
     response = make_app(FakeUpstream()).test_client().post("/api/chat", data="nope",
                                                            content_type="application/json")
