@@ -20,7 +20,7 @@ import pytest
 
 from support.agents import OLLAMA_JS, npm_library
 from support.native_upstream import native_frames
-from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
+from support.scripted_upstream import MODEL_ID, Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer
 
 pytestmark = pytest.mark.e2e
@@ -302,3 +302,24 @@ def test_home_assistant_turns_on_the_kitchen_light(server: ToolwireServer, upstr
     else:
         assert "HassTurnOn" in first["messages"][0]["content"] and "Kitchen Light" in first["messages"][0]["content"]
         assert follow_up[-1]["content"].startswith("Tool result for HassTurnOn")
+
+
+@pytest.mark.parametrize("mode", ["prompt"], indirect=True)
+def test_home_assistant_setup_and_polling_find_the_model_behind_a_key(
+        toolwire_factory: Callable[..., ToolwireServer], mode: str) -> None:
+    """The config flow's connection check and model step (``client.list()``, the model chosen among
+    ``model_info["model"]``, else it would ``pull``) and the coordinator's poll (``list()`` and ``ps()``), with the
+    key Home Assistant sends as a Bearer token; without it, the 401 it reports as ``invalid_auth``."""
+    server = toolwire_factory(TOOLWIRE_API_KEYS="sk-home")
+
+    async def setup(key: str | None) -> tuple[set[str], set[str]]:
+        client = ollama.AsyncClient(host=server.url, headers={"Authorization": f"Bearer {key}"} if key else None)
+        listed = await client.list()
+        loaded = await client.ps()
+        return {m["model"] for m in listed.get("models", [])}, {m.model for m in loaded.models}
+
+    installed, loaded = asyncio.run(setup("sk-home"))
+    assert MODEL_ID in installed and loaded == installed
+    with pytest.raises(ollama.ResponseError) as refused:
+        asyncio.run(setup(None))
+    assert refused.value.status_code == 401
