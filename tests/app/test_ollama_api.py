@@ -410,6 +410,18 @@ def test_a_missing_key_is_a_401_in_ollamas_envelope(make_app):
     assert ok.status_code == 200
 
 
+def test_a_body_over_the_size_limit_is_a_413(make_app):
+    response = chat(make_app, FakeUpstream(), {"messages": [{"role": "user", "content": "x" * 4096}]},
+                    max_body_bytes=1024)
+    assert "1024" in error_of(response, 413)
+
+
+def test_a_length_cut_is_done_reason_length(make_app):
+    upstream = FakeUpstream(text_chunks("Cut sh", finish="length"))
+    answer = chat(make_app, upstream, {"messages": ASK, "stream": False}).get_json()
+    assert (answer["message"]["content"], answer["done_reason"]) == ("Cut sh", "length")
+
+
 def test_a_back_end_refusal_keeps_its_status(make_app):
     upstream = FakeUpstream(open_error=UpstreamError("client_error", "context too long", status=400))
     assert error_of(chat(make_app, upstream, {"messages": ASK}), 400) == "context too long"
