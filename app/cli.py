@@ -9,6 +9,7 @@ from pathlib import Path
 
 from statemachine.diagram import FORMATS
 
+from .routing import routing_table
 from .settings import ENV_PREFIX, SettingsError, load_settings
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
@@ -88,7 +89,7 @@ def _config(args: argparse.Namespace) -> int:
         env = f"{ENV_PREFIX}{name.upper()}"
         print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
     print("\nrouting (client model -> back end; unlisted models go to default):")
-    for backend in settings.routing_table():
+    for backend in routing_table(settings):
         print(f"  {backend['name']} ({backend['kind']}{' ' + backend['url'] if backend['url'] else ''}): "
               f"{', '.join(backend['models']) or '-'}")
     return 0

@@ -13,6 +13,7 @@ from ..chat.views import plan_chat_completion
 from ..messages.models import anthropic_model_list
 from ..messages.views import count_message_tokens, plan_message, unsupported_messages_path
 from ..responses.views import delete_response, get_response, plan_response, unsupported_subpath
+from ..routing import route
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import Encoder
 from ..pipeline.generate import Generation, generate
@@ -116,7 +117,7 @@ def list_models() -> Response:
     for name, models in _model_lists(state.upstreams).items():
         for model in models:
             if isinstance(model, dict) and model.get("id") and str(model["id"]) not in known \
-                    and state.settings.route(str(model["id"])) == name:
+                    and route(state.settings, str(model["id"])) == name:
                 known.add(str(model["id"]))
                 data.append(_model_entry(model))
     configured = [*state.settings.model_map, *(m for up in state.settings.upstreams.values() for m in up.models)]

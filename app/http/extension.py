@@ -23,7 +23,9 @@ import weakref
 from flask import Flask, current_app
 from gevent import monkey
 
+from ..profile import upstream_models
 from ..responses.store import ResponseStore, StoreError, open_store
+from ..routing import upstream_names, upstream_settings
 from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
@@ -124,9 +126,9 @@ def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, the
     ``models`` of ``upstreams``, and ``demo_model`` of each demo back end."""
     names = set(settings.model_map)
-    for name in settings.upstream_names():
-        routed = settings.for_upstream(name)
-        names |= routed.upstream_models()
+    for name in upstream_names(settings):
+        routed = upstream_settings(settings, name)
+        names |= upstream_models(routed)
         if routed.default_upstream_model is not None:
             names.add(routed.default_upstream_model)
         if routed.backend == "demo":
@@ -145,8 +147,8 @@ def make_backends(settings: Settings, default: Upstream | None = None) -> dict[s
         SettingsError, CodexSetupError: as :func:`make_upstream`.
     """
     backends = {}
-    for name in settings.upstream_names():
-        routed = settings.for_upstream(name)
+    for name in upstream_names(settings):
+        routed = upstream_settings(settings, name)
         upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
         backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
     return backends

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from app.cli import main
 from app.settings import Settings, SettingsError, load_settings, mask_url
-from app.pipeline.plan import policy_from_settings
+from app.profile import model_profile
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def test_defaults():
     settings = Settings()
     assert settings.upstream_url is None and settings.upstream_api_key is None
     assert settings.heartbeat_seconds == 10 and settings.tool_format == "tool_call"
-    assert settings.upstream_model("anything") == "anything"
+    assert model_profile(settings, "anything").upstream_model == "anything"
 
 
 def test_environment_parsing(monkeypatch):
@@ -42,9 +42,9 @@ def test_environment_parsing(monkeypatch):
     assert settings.upstream_url == "http://127.0.0.1:11434/v1"
     assert settings.upstream_api_key.get_secret_value() == "sk-secret"
     assert settings.upstream_read_timeout == 42.5 and settings.heartbeat_seconds == 3
-    assert settings.upstream_model("gpt-4o") == "qwen2.5:7b"
-    assert settings.upstream_model("other") == "llama3"
-    policy = policy_from_settings(settings)
+    assert model_profile(settings, "gpt-4o").upstream_model == "qwen2.5:7b"
+    assert model_profile(settings, "other").upstream_model == "llama3"
+    policy = model_profile(settings, "other").policy
     assert (policy.unknown_tool, policy.text_after_calls, policy.stop_after_first_call, policy.max_tool_calls) == \
         ("fail", "suppress", True, 2)
 
@@ -70,7 +70,7 @@ def test_toml_file_with_env_taking_precedence(monkeypatch, tmp_path):
     settings = Settings()
     assert settings.upstream_url == "http://file:8000/v1"
     assert settings.heartbeat_seconds == 2
-    assert settings.upstream_model("gpt-4o") == "from-file"
+    assert model_profile(settings, "gpt-4o").upstream_model == "from-file"
     sources = {name: source for name, _, source in settings.describe()}
     assert sources["upstream_url"] == "file" and sources["heartbeat_seconds"] == "env"
     assert sources["log_level"] == "default"
@@ -192,7 +192,7 @@ def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys
 def test_auto_tool_format_reads_ollama_and_llama_cpp_names(upstream_model, fmt):
     """Issue 31, fault 8: these names fell back to tool_call."""
     settings = Settings(tool_format="auto", model_map={"m": upstream_model})
-    assert settings.tool_format_for("m") == fmt
+    assert model_profile(settings, "m").tool_format == fmt
 
 
 def test_cli_check_says_in_one_line_what_stops_the_start(monkeypatch, tmp_path, capsys):
