@@ -13,7 +13,6 @@ it may also set the model's ``tool_format`` and ``accept_formats``, and name the
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
@@ -34,14 +33,14 @@ from statemachine import get_format
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
-_NESTED = "__"
-_MASK = "**********"
+#: How an environment variable names a key of a nested setting (``TOOLWIRE_MODEL_MAP__GPT_4O``).
+NESTED = "__"
+#: What a secret or a URL's password is shown as.
+MASK = "**********"
 #: The name of the back end ``upstream_url`` & co. describe, which serves every model not routed elsewhere.
 DEFAULT_UPSTREAM = "default"
 #: What a back end's name in ``upstreams`` may hold (it labels metrics and log lines).
 UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-#: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
-STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: The most values :meth:`Settings.derived` keeps per settings object (a key may hold a client's model name).
 DERIVED_KEPT = 256
 
@@ -403,11 +402,6 @@ class StoreSettings(BaseModel):
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds "
                                           "(Redis: the keys' TTL)")
 
-    @field_validator("response_store_url")
-    @classmethod
-    def _known_store(cls, value: str | None) -> str | None:
-        return None if value is None else check_store_url(value.strip())
-
 
 class CodexSettings(BaseModel):
     """Codex back end (upstream_kind = codex): the app-servers toolwire runs."""
@@ -472,7 +466,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     these classes (``toolwire config --describe``).
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=NESTED, extra="ignore")
 
     @classmethod
     def settings_customise_sources(
@@ -542,39 +536,6 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
         return self.upstream_kind or ("openai" if self.upstream_url else "demo")
 
-    def store_url(self) -> str:
-        """The response store's URL: ``response_store_url``, else ``sqlite:///`` + ``response_store_path``
-        (empty: no store)."""
-        if self.response_store_url is not None:
-            return self.response_store_url
-        return f"sqlite:///{self.response_store_path}" if self.response_store_path else ""
-
-    def describe(self) -> list[tuple[str, str, str]]:
-        """``(name, display value, source)`` per field; secrets and URL passwords masked.
-
-        ``source`` is ``env``, ``file`` or ``default`` (``init`` for values
-        passed in code).
-        """
-        file_keys = set(_read_toml(config_file_path()))
-        explicit = self.model_fields_set
-        # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
-        env_keys = {key.upper().split(_NESTED, 1)[0] for key in os.environ}
-        rows = []
-        for name in (name for section in SECTIONS for name in section.model_fields):
-            if f"{ENV_PREFIX}{name.upper()}" in env_keys:
-                source = "env"
-            elif name in file_keys:
-                source = "file"
-            elif name in explicit:
-                source = "init"
-            else:
-                source = "default"
-            display = _display(name, getattr(self, name))
-            if name == "response_store_url" and self.response_store_url is None:
-                display = f"{self.store_url() or 'none'} (from response_store_path)"
-            rows.append((name, display, source))
-        return rows
-
 
 def load_settings(**values: Any) -> Settings:
     """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
@@ -596,7 +557,7 @@ def _error_lines(exc: ValidationError) -> list[str]:
     for error in exc.errors():
         field, *inner = error["loc"] or ("?",)
         name = f"{ENV_PREFIX}{str(field).upper()}"
-        if name not in {key.upper().split(_NESTED, 1)[0] for key in os.environ} and field in in_file:
+        if name not in {key.upper().split(NESTED, 1)[0] for key in os.environ} and field in in_file:
             name = f"{field} in {path}"
         where = ".".join(str(part) for part in inner)
         message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
@@ -643,59 +604,12 @@ def _read_toml(path: Path | None) -> dict[str, Any]:
         return {}
 
 
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///path`` URL: ``sqlite:///var/r.db`` is relative, ``sqlite:////srv/r.db`` absolute.
-
-    Raises:
-        ValueError: not a ``sqlite:///`` URL with a path.
-    """
-    if not url.startswith("sqlite:///") or url == "sqlite:///":
-        raise ValueError(f"a SQLite store URL is sqlite:///relative/path or sqlite:////absolute/path, not {url!r}")
-    return url[len("sqlite:///"):]
-
-
-def check_store_url(url: str) -> str:
-    """``url`` when it names a response store toolwire can open (or is empty: no store), else ``ValueError``."""
-    if url:
-        scheme = urlsplit(url).scheme
-        if scheme not in STORE_SCHEMES:
-            raise ValueError(f"the response store URL must start with sqlite:///, redis:// or rediss://, "
-                             f"not {scheme + '://' if scheme else repr(url)}")
-        if scheme == "sqlite":
-            sqlite_path(url)
-    return url
-
-
 def mask_url(url: str) -> str:
     """``url`` with any password replaced by asterisks."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    netloc = f"{parts.username or ''}:{_MASK}@{parts.hostname or ''}"
+    netloc = f"{parts.username or ''}:{MASK}@{parts.hostname or ''}"
     if parts.port is not None:
         netloc += f":{parts.port}"
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _display(name: str, value: Any) -> str:
-    if isinstance(value, SecretStr):
-        return _MASK if value.get_secret_value() else ""
-    if name in ("upstream_url", "codex_provider_url", "response_store_url") and isinstance(value, str):
-        return mask_url(value)
-    if value is None:
-        return ""
-    if name == "upstreams":
-        return json.dumps({key: _upstream_display(named) for key, named in value.items()})
-    if name == "model_map":
-        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True)
-                           for k, v in value.items()})
-    return str(value)
-
-
-def _upstream_display(named: NamedUpstream) -> dict[str, Any]:
-    """A back end of ``upstreams`` as ``toolwire config`` shows it: set keys only, keys and URL passwords masked."""
-    shown = named.model_dump(mode="json", exclude_defaults=True)
-    for key in ("url", "codex_provider_url"):
-        if key in shown:
-            shown[key] = mask_url(shown[key])
-    return shown

@@ -24,7 +24,7 @@ from flask import Flask, current_app
 from gevent import monkey
 
 from ..profile import upstream_models
-from ..responses.store import ResponseStore, StoreError, open_store
+from ..responses.store import ResponseStore, StoreError, open_store, store_url
 from ..routing import upstream_names, upstream_settings
 from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
@@ -56,7 +56,7 @@ class Toolwire:
             from the settings (HTTP when ``upstream_url`` is set, else the demo). The ``upstreams`` are
             built from the settings.
         store: a :class:`~app.responses.store.ResponseStore`; default the store
-            ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
+            ``response_store_url`` names (see :func:`~app.responses.store.store_url`).
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/v1", name: str = "toolwire",
@@ -190,8 +190,12 @@ def check_store_at_start(store: ResponseStore) -> None:
 
 
 def make_store(settings: Settings) -> ResponseStore | None:
-    """The response store the settings name (``None`` when storing is off); nothing is connected yet."""
-    return open_store(settings.store_url(), settings.response_retention_seconds,
+    """The response store the settings name (``None`` when storing is off); nothing is connected yet.
+
+    Raises:
+        SettingsError: its URL names no store toolwire can open.
+    """
+    return open_store(store_url(settings), settings.response_retention_seconds,
                       shared=settings.response_store_shared, timeout=settings.response_store_timeout,
                       max_bytes=settings.response_store_max_bytes,
                       max_bytes_per_owner=settings.response_store_max_bytes_per_key)

@@ -7,6 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from app.cli import describe
 from app.pipeline.driver import ChoiceDriver
 from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
 from app.profile import model_profile
@@ -30,7 +31,7 @@ def test_model_map_takes_names_and_objects_and_sets_modes_per_model() -> None:
     assert [p.tool_mode for p in profiles] == [
         "auto", "native", "prompt", "auto"]
     assert settings.model_map["qwen"] == ModelRoute(model="qwen3:32b", tool_mode="native")
-    shown = dict((name, value) for name, value, _ in settings.describe())
+    shown = dict((name, value) for name, value, _ in describe(settings))
     assert json.loads(shown["model_map"])["qwen"] == {"model": "qwen3:32b", "tool_mode": "native"}
     assert Settings().tool_mode == "prompt", "prompt stays the default"
 

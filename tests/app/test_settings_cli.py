@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.cli import main
-from app.settings import Settings, SettingsError, load_settings, mask_url
+from app import create_app
+from app.cli import describe, main
 from app.profile import model_profile
+from app.responses.store import store_url
+from app.settings import Settings, SettingsError, load_settings, mask_url
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +73,7 @@ def test_toml_file_with_env_taking_precedence(monkeypatch, tmp_path):
     assert settings.upstream_url == "http://file:8000/v1"
     assert settings.heartbeat_seconds == 2
     assert model_profile(settings, "gpt-4o").upstream_model == "from-file"
-    sources = {name: source for name, _, source in settings.describe()}
+    sources = {name: source for name, _, source in describe(settings)}
     assert sources["upstream_url"] == "file" and sources["heartbeat_seconds"] == "env"
     assert sources["log_level"] == "default"
 
@@ -83,7 +85,7 @@ def test_describe_names_only_the_variables_pydantic_reads(monkeypatch):
     monkeypatch.setenv("TOOLWIRE_MODEL_MAP__gpt-4o", "qwen")  # a nested value
     settings = Settings()
     assert settings.log_level == "DEBUG" and settings.model_map == {"gpt-4o": "qwen"}
-    sources = {name: source for name, _, source in settings.describe()}
+    sources = {name: source for name, _, source in describe(settings)}
     assert (sources["debug_dir"], sources["debug"]) == ("env", "default")
     assert (sources["api_keys_file"], sources["api_keys"]) == ("env", "default")
     assert sources["log_level"] == sources["model_map"] == "env"
@@ -92,7 +94,7 @@ def test_describe_names_only_the_variables_pydantic_reads(monkeypatch):
 def test_secrets_are_masked_everywhere():
     settings = Settings(upstream_api_key="sk-very-secret", upstream_url="http://user:pw123@host:9000/v1")
     assert "sk-very-secret" not in repr(settings) and "sk-very-secret" not in str(settings.model_dump())
-    shown = dict((name, value) for name, value, _ in settings.describe())
+    shown = dict((name, value) for name, value, _ in describe(settings))
     assert shown["upstream_api_key"] == "**********"
     assert "pw123" not in shown["upstream_url"] and "host:9000" in shown["upstream_url"]
     assert mask_url("http://h/v1") == "http://h/v1"
@@ -166,14 +168,18 @@ def test_cli_diagram(tmp_path, capsys):
 def test_the_store_url_and_the_old_path_setting(monkeypatch, env, url):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert Settings().store_url() == url
+    assert store_url(Settings()) == url
 
 
 @pytest.mark.parametrize("url", ["postgres://db/x", "sqlite://relative.db", "sqlite:///", "cache:6379"])
-def test_unknown_store_urls_are_rejected(monkeypatch, url):
+def test_unknown_store_urls_are_rejected(monkeypatch, capsys, url):
     monkeypatch.setenv("TOOLWIRE_RESPONSE_STORE_URL", url)
-    with pytest.raises(ValidationError, match="response store URL|SQLite store URL"):
-        Settings()
+    with pytest.raises(SettingsError, match="TOOLWIRE_RESPONSE_STORE_URL: (the response store URL|a SQLite store URL)"):
+        store_url(Settings())
+    with pytest.raises(SettingsError, match="TOOLWIRE_RESPONSE_STORE_URL"):
+        create_app()
+    assert main(["check"]) == main(["config"]) == 2
+    assert capsys.readouterr().err.count("TOOLWIRE_RESPONSE_STORE_URL") == 2
 
 
 def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys):
