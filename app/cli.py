@@ -15,8 +15,8 @@ from statemachine.diagram import FORMATS
 
 from .responses.store import store_url
 from .routing import routing_table
-from .settings import (ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, config_file_path,
-                       load_settings, mask_url, read_config_file)
+from .loading import config_file_keys, load_settings
+from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, mask_url
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
 GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"
@@ -111,11 +111,7 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
         SettingsError: the response store's URL names no store (:func:`~app.responses.store.store_url`).
     """
     store = store_url(settings)
-    path = config_file_path()
-    try:
-        file_keys = set(read_config_file(path)) if path else set()
-    except SettingsError:
-        file_keys = set()
+    file_keys = set(config_file_keys())
     explicit = settings.model_fields_set
     # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
     env_keys = {key.upper().split(NESTED, 1)[0] for key in os.environ}

@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -537,45 +537,6 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         return self.upstream_kind or ("openai" if self.upstream_url else "demo")
 
 
-def load_settings(**values: Any) -> Settings:
-    """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
-
-    Raises:
-        SettingsError: a value does not validate, or ``TOOLWIRE_CONFIG_FILE`` names a file that cannot be read.
-    """
-    try:
-        return Settings(**values)
-    except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {'; '.join(_error_lines(exc))}") from None
-
-
-def _error_lines(exc: ValidationError) -> list[str]:
-    """One ``VARIABLE: message`` per error; a value read from the config file is named as its key there."""
-    path = config_file_path()
-    in_file = _read_toml(path)
-    lines = []
-    for error in exc.errors():
-        field, *inner = error["loc"] or ("?",)
-        name = f"{ENV_PREFIX}{str(field).upper()}"
-        if name not in {key.upper().split(NESTED, 1)[0] for key in os.environ} and field in in_file:
-            name = f"{field} in {path}"
-        where = ".".join(str(part) for part in inner)
-        message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
-        lines.append(f"{name}{f' ({where})' if where else ''}: {message}")
-    return lines
-
-
-def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
-
-    ``TOOLWIRE_UPSTREAM_URL`` → ``upstream_url``; keys that name no setting (``TOOLWIRE_CONFIG_FILE``…)
-    are left out.
-    """
-    fields = Settings.model_fields
-    names = ((key, key[len(ENV_PREFIX):].lower()) for key in config if key.startswith(ENV_PREFIX))
-    return {name: config[key] for key, name in names if name in fields}
-
-
 def config_file_path() -> Path | None:
     """The TOML config file named by ``TOOLWIRE_CONFIG_FILE``, if any."""
     value = os.environ.get(CONFIG_FILE_ENV)
@@ -595,13 +556,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r} is not TOML: {exc}") from None
-
-
-def _read_toml(path: Path | None) -> dict[str, Any]:
-    try:
-        return {} if path is None else read_config_file(path)
-    except SettingsError:
-        return {}
 
 
 def mask_url(url: str) -> str:

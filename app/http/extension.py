@@ -26,7 +26,8 @@ from gevent import monkey
 from ..profile import upstream_models
 from ..responses.store import ResponseStore, StoreError, open_store, store_url
 from ..routing import upstream_names, upstream_settings
-from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
+from ..loading import load_settings, settings_from_config
+from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.demo import DemoUpstream

@@ -9,7 +9,8 @@ from app import create_app
 from app.cli import describe, main
 from app.profile import model_profile
 from app.responses.store import store_url
-from app.settings import Settings, SettingsError, load_settings, mask_url
+from app.loading import load_settings
+from app.settings import Settings, SettingsError, mask_url
 
 
 @pytest.fixture(autouse=True)

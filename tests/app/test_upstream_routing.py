@@ -8,7 +8,8 @@ from app import create_app
 from app.cli import main
 from app.profile import model_profile
 from app.routing import fallbacks, route, upstream_names, upstream_settings
-from app.settings import Settings, SettingsError, load_settings
+from app.loading import load_settings
+from app.settings import Settings, SettingsError
 from app.upstreams.demo import DemoUpstream
 
 
