@@ -143,18 +143,18 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
     # Each attempt calls open_in_tool_mode itself: the wait for the back end's answer is the deepest point of a
     # request, and each Python frame below it grows every open stream's data stack (docs/upstream-client.md).
     for attempt in earlier:
-        generation = _on(generation, attempt, context)
+        generation = _served_by(generation, attempt, context)
         try:
             return (*open_in_tool_mode(generation, attempt), attempt, generation)
         except UpstreamError as exc:
             if exc.kind not in FALLS_BACK:
                 raise
             _falling_back(attempt, exc)
-    generation = _on(generation, last, context)
+    generation = _served_by(generation, last, context)
     return (*open_in_tool_mode(generation, last), last, generation)
 
 
-def _on(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:
+def _served_by(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:
     """``generation`` as the back end of ``attempt`` serves it: with the model's profile under its settings."""
     if attempt is first:
         return generation
