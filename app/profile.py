@@ -9,6 +9,7 @@ read the model's settings from it and nowhere else.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -21,7 +22,7 @@ T = TypeVar("T")
 
 #: The formats ``accept_formats = "default"`` reads.
 _DEFAULT_FORMATS = ParserConfig().formats
-#: One object per distinct formats tuple or policy: an open stream holds its config (and these) to its end.
+#: One object per distinct policy: an open stream holds its config (and its policy) to its end.
 _shared: dict[Any, Any] = {}
 
 
@@ -84,7 +85,7 @@ def _build(settings: Settings, model: str) -> ModelProfile:
 
     def setting(key: str) -> Any:
         """The model's own value of ``key`` (its ``model_map`` object's), else the setting's."""
-        value = getattr(own, key, None)
+        value = None if own is None else getattr(own, key)
         return getattr(settings, key) if value is None else value
 
     mapped = route.model if isinstance(route, ModelRoute) else route
@@ -99,7 +100,7 @@ def _build(settings: Settings, model: str) -> ModelProfile:
     examples = own.example_exchange if own else None
     return ModelProfile(
         model=model, upstream_model=upstream_model, tool_mode=setting("tool_mode"),
-        formats=_one_copy(_formats(taught, setting("accept_formats"))), reasoning=setting("reasoning"),
+        formats=_formats(taught, setting("accept_formats"), registered_formats()), reasoning=setting("reasoning"),
         opens_reasoning=opens, system_in=system_in, manifest=setting("tool_manifest"),
         examples=(examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ()),
         constrain_calls=bool(own and own.constrain_calls), max_output_tokens=setting("max_output_tokens"),
@@ -114,13 +115,15 @@ def _policy(settings: Settings, *, stop_after_first_call: bool) -> Policy:
                   stop_after_first_call=stop_after_first_call, max_tool_calls=settings.max_tool_calls)
 
 
-def _formats(taught: str, accept: str) -> tuple[str, ...]:
-    """The formats read: the ``taught`` one first, then ``accept``: the defaults, every registered format
-    (but ``custom_tool_call``, offered with custom tools only), or a comma list."""
+@functools.lru_cache(maxsize=64)
+def _formats(taught: str, accept: str, registry: tuple[str, ...]) -> tuple[str, ...]:
+    """The formats read: the ``taught`` one first, then ``accept``: the defaults, every format of the
+    ``registry`` (but ``custom_tool_call``, offered with custom tools only), or a comma list. One tuple per
+    distinct value: an open stream holds its config (and these) to its end."""
     if accept == "default":
         others: tuple[str, ...] = _DEFAULT_FORMATS
     elif accept == "all":
-        others = tuple(f for f in registered_formats() if f != "custom_tool_call")
+        others = tuple(f for f in registry if f != "custom_tool_call")
     else:
         others = tuple(accept.split(","))
     return (taught, *(f for f in others if f != taught))
