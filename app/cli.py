@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from statemachine.diagram import FORMATS
 
-from .responses.store import store_url
+from .store import store_url
 from .routing import routing_table
 from .loading import config_file_keys, load_settings
 from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, mask_url
@@ -108,7 +108,7 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
     passwords masked. ``source`` is ``env``, ``file`` or ``default`` (``init`` for values passed in code).
 
     Raises:
-        SettingsError: the response store's URL names no store (:func:`~app.responses.store.store_url`).
+        SettingsError: the response store's URL names no store (:func:`~app.store.store_url`).
     """
     store = store_url(settings)
     file_keys = set(config_file_keys())

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from app import create_app
 from app.cli import describe, main
 from app.profile import model_profile
-from app.responses.store import store_url
+from app.store import store_url
 from app.loading import load_settings
 from app.settings import Settings, SettingsError, mask_url
 

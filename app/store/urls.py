@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ...settings import ENV_PREFIX, SettingsError
+from ..settings import ENV_PREFIX, SettingsError
 
 if TYPE_CHECKING:
-    from ...settings import Settings
+    from ..settings import Settings
 
 #: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
 STORE_SCHEMES = ("sqlite", "redis", "rediss")
