@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import ApiError
 from ..pipeline.context import RequestContext
+from ..profile import model_profile
 from ..upstreams.base import UpstreamError
 from .schemas import EmbedRequest, parse_embed_request
 
@@ -44,7 +45,7 @@ def _embeddings(req: EmbedRequest, texts: list[str], context: RequestContext) ->
     ask = getattr(context.upstream, "embeddings", None)
     if ask is None:
         raise _no_embeddings(req.model, f"its back end ({context.upstream_name}) has none")
-    body: dict[str, Any] = {"model": context.settings.upstream_model(req.model), "input": texts}
+    body: dict[str, Any] = {"model": model_profile(context.settings, req.model).upstream_model, "input": texts}
     if req.dimensions:
         body["dimensions"] = req.dimensions
     try:

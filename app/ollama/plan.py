@@ -23,6 +23,7 @@ from statemachine import ParserConfig, ToolSpec
 from ..errors import InputError
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
+from ..profile import ModelProfile, model_profile
 from .schemas import ChatRequest, Generating, GenerateRequest, Message, Options
 
 if TYPE_CHECKING:
@@ -32,11 +33,13 @@ if TYPE_CHECKING:
 _SAME_NAME = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty")
 
 
-def chat_generation(req: ChatRequest, settings: "Settings") -> Generation:
-    """The generation a validated ``/api/chat`` request asks for."""
-    takes_images = _takes_images(req.model, settings)
-    messages = to_chat_messages(req.messages, takes_images=takes_images)
-    return Generation(model=req.model, messages=messages, config=parser_config(req, settings),
+def chat_generation(req: ChatRequest, settings: "Settings", *, marker_requested: bool = False) -> Generation:
+    """The generation a validated ``/api/chat`` request asks for (``marker_requested``: the client asked for
+    marker mode)."""
+    profile = model_profile(settings, req.model)
+    messages = to_chat_messages(req.messages, takes_images=_takes_images(profile))
+    return Generation(profile=profile, messages=messages,
+                      config=parser_config(req, settings, profile, marker_requested=marker_requested),
                       fields=chat_fields(req), stream=req.streams)
 
 
@@ -46,15 +49,17 @@ def generate_generation(req: GenerateRequest, settings: "Settings") -> Generatio
     if req.suffix:
         raise InputError("'suffix' is not supported: the back end completes a conversation, not a gap between "
                          "two texts.", "suffix", "unsupported_parameter")
-    user = _user_message(req.prompt, req.images, "images", takes_images=_takes_images(req.model, settings))
+    profile = model_profile(settings, req.model)
+    user = _user_message(req.prompt, req.images, "images", takes_images=_takes_images(profile))
     messages = [user] if req.raw or not req.system else [{"role": "system", "content": req.system}, user]
     config = build_parser_config([], ChoiceRequest(), parallel_tool_calls=False, legacy_functions=False,
-                                 settings=settings, model=req.model, json_output=bool(req.format))
-    return Generation(model=req.model, messages=messages, config=config, fields=chat_fields(req),
+                                 settings=settings, profile=profile, json_output=bool(req.format))
+    return Generation(profile=profile, messages=messages, config=config, fields=chat_fields(req),
                       stream=req.streams)
 
 
-def parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
+def parser_config(req: ChatRequest, settings: "Settings", profile: ModelProfile, *,
+                  marker_requested: bool = False) -> ParserConfig:
     """The offered tools (each checked as the other APIs check theirs) with Ollama's only choice: ``auto``."""
     specs: list[ToolSpec] = []
     for i, tool in enumerate(req.tools or ()):
@@ -64,7 +69,8 @@ def parser_config(req: ChatRequest, settings: "Settings") -> ParserConfig:
                    definition=f"tools[{i}].function.parameters")
         specs.append(spec)
     return build_parser_config(specs, ChoiceRequest(), parallel_tool_calls=True, legacy_functions=False,
-                               settings=settings, model=req.model, json_output=bool(req.format))
+                               settings=settings, profile=profile, marker_requested=marker_requested,
+                               json_output=bool(req.format))
 
 
 def chat_fields(req: Generating) -> dict[str, Any]:
@@ -141,8 +147,8 @@ def _user_message(text: str, images: list[str] | None, param: str, *, takes_imag
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}} for image in images)]}
 
 
-def _takes_images(model: str, settings: "Settings") -> bool:
-    return settings.tool_mode_for(model) == "native"
+def _takes_images(profile: ModelProfile) -> bool:
+    return profile.tool_mode == "native"
 
 
 def _json(value: Any) -> str:

@@ -17,6 +17,7 @@ from statemachine import get_format
 from ..errors import ApiError
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import Generation
+from ..profile import model_profile
 from ..validation import check_chat_limits
 from .encoder import OllamaEncoder
 from .plan import chat_generation, generate_generation
@@ -35,7 +36,7 @@ def plan_chat(body: dict[str, Any], context: RequestContext) -> tuple[Generation
     """``POST /api/chat``: the generation and the encoder to run it with, streamed unless ``stream: false``."""
     check_chat_limits(body, context.settings)
     req = parse_chat_request(body)
-    generation = chat_generation(req, context.settings)
+    generation = chat_generation(req, context.settings, marker_requested=context.marker_requested)
     return generation, OllamaEncoder(req.model, chat=True, show_thinking=req.think is not False)
 
 
@@ -62,9 +63,9 @@ def show_model(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
     model = req.model or req.name
     if not model:
         raise ApiError(400, "model is required", param="model", code="missing_required_parameter")
-    settings = context.settings
-    thinks = settings.reasoning_for(model) != "hide" and (
-        settings.opens_reasoning(model) or get_format(settings.tool_format_for(model)).reasoning_delimiters is not None)
+    profile = model_profile(context.settings, model)
+    thinks = profile.reasoning != "hide" and (
+        profile.opens_reasoning or get_format(profile.formats[0]).reasoning_delimiters is not None)
     return {"modelfile": "", "parameters": "", "template": "", "details": _DETAILS, "model_info": {},
             "capabilities": ["completion", "tools", *(["thinking"] if thinks else [])], "modified_at": EPOCH}
 
