@@ -184,6 +184,13 @@ def test_think_level_is_reasoning_effort_and_an_earlier_thinking_goes_back(make_
     assert "I should call it." in "\n".join(m["content"] for m in body["messages"])
 
 
+def test_the_marker_header_gives_a_marker_as_on_chat(make_app):
+    upstream = FakeUpstream(text_chunks("ok"))
+    make_app(upstream).test_client().post("/api/chat", headers={"X-Toolwire-Marker": "1"}, json={
+        "model": MODEL, "messages": ASK, "tools": [WEATHER_TOOL], "stream": False})
+    assert '<tool_call marker="' in sent(upstream)["messages"][0]["content"]
+
+
 def test_options_map_to_the_back_ends_fields(make_app):
     upstream = FakeUpstream(text_chunks("ok"))
     options = {"temperature": 0.2, "top_p": 0.9, "top_k": 20, "seed": 42, "num_predict": 64, "stop": ["\n\n"],
