@@ -8,6 +8,7 @@ the same API under a prefix of its own."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import ApiError
@@ -23,8 +24,12 @@ def error_body(error: ApiError) -> dict[str, Any]:
     return {"error": error.message}
 
 
-def ollama_surface(url_prefix: str = "", name: str = "ollama") -> Surface:
-    """Ollama's API with its routes under ``url_prefix`` (``""``: at the root, where Ollama's clients look)."""
+def ollama_surface(url_prefix: str = "", name: str | None = None) -> Surface:
+    """Ollama's API with its routes under ``url_prefix`` (``""``: at the root, where Ollama's clients look), named
+    ``name`` (default ``ollama``, and ``ollama_PREFIX`` under a prefix, so that it can be mounted beside the
+    root one)."""
+    if name is None:
+        name = "_".join(["ollama", *re.findall(r"\w+", url_prefix)])
     return Surface(name, routes=(
         Generate("/api/chat", "chat", plan_chat, stream=streams, media_type=NDJSON),
         Generate("/api/generate", "generate", plan_generate, stream=streams, media_type=NDJSON),

@@ -448,7 +448,7 @@ def test_a_mid_stream_failure_ends_the_stream_with_an_error_line(make_app):
 def test_it_is_at_the_root_beside_v1_and_on_a_prefix_of_its_own():
     host = Flask(__name__)
     upstream = FakeUpstream(text_chunks("ok"))
-    surfaces = (*DEFAULT_SURFACES, ollama_surface("/ollama", name="ollama_prefixed"))
+    surfaces = (*DEFAULT_SURFACES, ollama_surface("/ollama"))  # named ollama_ollama: beside the root one
     Toolwire(host, settings=Settings(), upstream=upstream, surfaces=surfaces)
     client = host.test_client()
     for path in ("/api/version", "/ollama/api/version"):
