@@ -12,7 +12,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, nameless_call, object_text
+from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, is_schema, nameless_call, \
+    object_text
 from ._jsonlex import ESCAPE, STRING, StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
 from ._reader import DONE, MORE, Outcome
@@ -405,11 +406,23 @@ class JsonCallParser:
         if self.name is None or (self.bare and not self.saw_args):
             self.ctx.call_abort("invalid_json", "the block has no function name")
             return False
+        if self.holding_alias and self._defines():
+            self.ctx.call_abort("not_a_call", "a function definition: its parameters are a JSON Schema")
+            return False
         self.holding_alias = False  # no "arguments" key came after the alias: its value stands
         self._release_held()
         if not self.saw_args:
             self._send("{}")
         return True
+
+    def _defines(self) -> bool:
+        """The alias key's value (``parameters``: held until the object closed) is a JSON Schema: the object is a
+        function definition, not a call (issue 43 item 6)."""
+        try:
+            value = json.loads("".join(self.held))
+        except ValueError:
+            return False
+        return is_schema(value, self.ctx.schema_for(self.name))
 
     def _name_this_call(self) -> None:
         """The object closed without a name: the one tool its arguments fit names it (a noted repair). Its
