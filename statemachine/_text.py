@@ -203,6 +203,8 @@ class TextReader(LineStarts):
     def _read_forced_prose(self, buf: str, pos: int) -> int:
         """Prose to the end of its line; the next line, outside a fence, starts in ``LINE_START``: a model that
         writes its call in a fence (or, under a forced ``tool_choice``, as bare JSON) after a sentence may mean it."""
+        if self._mode is LINE_START and self._stretch_has_text:
+            self._mode = FORCED_PROSE  # the line's start held nothing: the rest of the line is prose
         line_end = self._next_line_start(buf, pos)
         if not line_end:
             return self._read_prose(buf, pos)
