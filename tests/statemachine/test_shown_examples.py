@@ -18,6 +18,8 @@ from statemachine import ParserConfig, ToolChoice, ToolSpec, registered_formats
 
 #: What the service reads by default: the taught format first, then every registered one (accept_formats=all).
 FORMATS = ("tool_call", *(name for name in registered_formats() if name not in ("tool_call", "custom_tool_call")))
+#: Every answer is also split at every position (the longest is 494 characters).
+EVERY_SPLIT = 500
 SPECS = {name: ToolSpec(name, f"The {name} tool.", schema) for name, schema in TOOLS.items()}
 
 
@@ -33,14 +35,14 @@ def _id(item: Shown | Meant) -> str:
 @pytest.mark.parametrize("shown", SHOWN, ids=_id)
 def test_an_answer_that_shows_json_makes_no_call_under_auto(shown: Shown, offered: str) -> None:
     names = shown.tools if offered == "its_tools" else tuple(TOOLS)
-    tr(config(names), shown.text, [shown.text], finish="stop")
+    tr(config(names), shown.text, [shown.text], finish="stop", two_split_limit=EVERY_SPLIT)
 
 
 @pytest.mark.parametrize("meant", MEANT, ids=_id)
 def test_an_answer_that_means_calls_makes_them_under_auto(meant: Meant) -> None:
     expected: list[object] = [meant.text] if meant.text else []
     expected += [Call(name, args) for name, args in meant.calls]
-    tr(config(meant.tools), meant.answer, expected, finish="tool_calls")
+    tr(config(meant.tools), meant.answer, expected, finish="tool_calls", two_split_limit=EVERY_SPLIT)
 
 
 #: Under a forced choice the answer must be a call, so a call written after text counts (issue 31); but an
@@ -52,7 +54,8 @@ _EXAMPLES_IN_PROSE = [shown for shown in SHOWN if shown.kind in ("api_doc", "api
 
 @pytest.mark.parametrize("shown", _EXAMPLES_IN_PROSE, ids=_id)
 def test_an_example_in_prose_is_no_call_under_a_forced_choice(shown: Shown) -> None:
-    tr(config(shown.tools, tool_choice=ToolChoice("required")), shown.text, [shown.text], finish="stop")
+    tr(config(shown.tools, tool_choice=ToolChoice("required")), shown.text, [shown.text], finish="stop",
+       two_split_limit=EVERY_SPLIT)
 
 
 def test_the_issue_43_refusal_is_no_send_email_call_under_any_choice() -> None:
