@@ -14,7 +14,7 @@ import enum
 from typing import TYPE_CHECKING
 
 from ._fences import FenceTracker
-from ._shown import HeldCall, first_line_end
+from ._shown import BEFORE, HeldCall, first_line_end
 
 if TYPE_CHECKING:
     from ._calls import CallBook
@@ -30,9 +30,12 @@ class TextMode(str, enum.Enum):
     PROSE = "prose"
     #: Nothing visible yet: bare JSON, a bare-reading format's call or a fence line may open a call.
     MESSAGE_START = "message_start"
-    #: Visible text where a call may still start a line (a fence; under a forced ``tool_choice`` before its call,
-    #: bare JSON too): each line is read to its end, and the next one starts in ``LINE_START``.
+    #: Visible text under a forced ``tool_choice`` before its call: each line is read to its end, and the next one
+    #: starts in ``LINE_START`` (bare or fenced JSON there may be the call).
     FORCED_PROSE = "forced_prose"
+    #: Visible text otherwise (a call may start the message without an opener): a line whose first character is a
+    #: backtick starts in ``LINE_START`` (a fenced call may follow); text without a backtick is prose.
+    WATCH = "watch"
     #: The start of such a line: a fence line is held; JSON in it (or, forced, bare) is held as a ``HELD`` block.
     LINE_START = "line_start"
     #: A block that may be a call or a shown example, held with the line after it (``_shown.HeldCall``).
@@ -51,6 +54,7 @@ class TextMode(str, enum.Enum):
 PROSE = TextMode.PROSE
 MESSAGE_START = TextMode.MESSAGE_START
 FORCED_PROSE = TextMode.FORCED_PROSE
+WATCH = TextMode.WATCH
 LINE_START = TextMode.LINE_START
 HELD = TextMode.HELD
 HELD_CALL = TextMode.HELD_CALL
@@ -73,7 +77,7 @@ class LineStarts:
     _watching: bool
     _held_call: HeldCall | None
     _late: bool
-    _tail: str
+    _tail: list[str]
     _ws: str  # whitespace held while the current stretch of text has nothing else
     _stretch_has_text: bool
 
@@ -83,7 +87,7 @@ class LineStarts:
         self._watching = open_start and config.bare_json  # a fenced call may start a line after text (held)
         self._held_call = None  # the block held in ``HELD``
         self._late = False  # the held call came after visible text (a repair)
-        self._tail = ""  # the end of the visible text since the last call: what a held block is judged after
+        self._tail: list[str] = []  # the visible text since the last call, its end: what a held block is judged after
 
     def _after_line_space(self, buf: str, pos: int) -> int:
         """At a line's start after text: its whitespace goes out as text, and a fence line may follow at the returned
@@ -96,6 +100,13 @@ class LineStarts:
         self._fences.feed(buf[pos:j])
         self._emit_text(buf[pos:j])
         return j
+
+    def _text_before(self) -> str:
+        """The end of the visible text since the last call (``BEFORE`` characters)."""
+        tail = self._tail
+        if len(tail) > 1:
+            tail[:] = ["".join(tail)[-BEFORE:]]
+        return tail[0] if tail else ""
 
     def _set_mode(self, mode: TextMode) -> None:
         raise NotImplementedError  # the text reader's
@@ -119,8 +130,9 @@ class LineStarts:
 
     def _hold_block(self, buf: str, pos: int) -> int:
         """Hold the block from ``buf[pos]`` (and its held fence line) with what follows it (``HELD``)."""
-        self._held_call = HeldCall(self.config, self._tail, nameless=self._forced)
-        self._late = bool(self._tail.strip())
+        before = self._text_before()
+        self._held_call = HeldCall(self.config, before, nameless=self._forced)
+        self._late = bool(before.strip())
         text, self._fence, self._ws = self._fence + self._ws + buf[pos:], "", ""
         self._set_mode(HELD)
         self._read_held(text, 0)
@@ -152,18 +164,32 @@ class LineStarts:
         if head:  # text: the line it starts on is no line start any more
             self._fences.feed(text[:head])
             self._emit_text(text[:head])
-        self._set_mode(HELD_CALL if call else FORCED_PROSE)
+        self._set_mode(HELD_CALL if call else self._prose_mode())
         self._scan(text[head:])
 
-    def _next_line_start(self, buf: str, pos: int) -> int:
-        """Where the next line that may start a call begins, ``0`` if none does in ``buf``: any line under a forced
-        choice before its call, else only one holding a backtick (a fence line), or the next chunk's first."""
+    def _prose_mode(self) -> TextMode:
+        """The mode visible text is read in: forced lines before the call, watched lines, or plain prose."""
+        return FORCED_PROSE if self._forced and not self._calls.next_index else WATCH if self._watching else PROSE
+
+    def _next_line_start(self, buf: str, pos: int, examined: bool) -> int:
+        """Where the next line from ``pos`` that may start a call begins, ``-1`` if none does in ``buf``: under a forced
+        choice before its call any line, else one whose first character (past up to three spaces) is a backtick
+        (``examined``: not the line ``pos`` is in, whose start was read already)."""
         if self._forced and not self._calls.next_index:
-            return buf.find("\n", pos) + 1
+            line_end = buf.find("\n", pos)
+            return -1 if line_end == -1 else line_end + 1
         tick = buf.find("`", pos)
         while tick != -1:
             line_start = buf.rfind("\n", pos, tick) + 1
             if line_start:
                 return line_start
+            if not examined and not self._fences.inside and self._line_goes_on(buf[pos:tick]):
+                return pos
             tick = buf.find("`", tick + 1)
-        return len(buf) if buf.endswith("\n") else 0
+        return -1
+
+    def _line_goes_on(self, text: str) -> bool:
+        """The visible text so far, then ``text``, leaves a line's start (a newline, then at most three spaces)."""
+        tail = self._text_before()
+        last = tail.rfind("\n")
+        return last != -1 and not (tail[last + 1:] + text).strip(" ") and len(tail) - last + len(text) <= 4

@@ -19,7 +19,7 @@ from ._reader import BodyReader, Pending
 from ._scanning import opener_at
 from ._scan_tables import ScanTables, reader_opens_reasoning, scan_tables
 from ._lines import FENCED_CALL_END, FORCED_PROSE, HELD, HELD_CALL, LINE_START, MESSAGE_START, NEXT_CALL, PROSE, \
-    REASONING, LineStarts, TextMode
+    REASONING, WATCH, LineStarts, TextMode
 from ._shown import BEFORE
 from .formats import Refutation, TextFormat
 
@@ -121,12 +121,12 @@ class TextReader(LineStarts):
     def _leave_message_start(self) -> None:
         """Something visible went out, or a call: no call starts bare any more (a forced answer's next line may)."""
         if self._base_mode() in (MESSAGE_START, FORCED_PROSE, LINE_START, NEXT_CALL, HELD_CALL):
-            self._set_mode(FORCED_PROSE if self._watching else PROSE)
+            self._set_mode(self._prose_mode())
 
     def _call_committed(self) -> None:
         """A call's header went out: a new stretch of text begins after it; a fence that wrapped it goes."""
         self._stretch_has_text = False
-        self._tail = ""
+        self._tail = []
         if self._base_mode() is HELD_CALL and self._late and self._calls.bare:
             self._calls.note("repaired", "a call written as JSON after text was read as the call")
         self._leave_message_start()
@@ -203,17 +203,18 @@ class TextReader(LineStarts):
     def _read_forced_prose(self, buf: str, pos: int) -> int:
         """Prose to the end of its line; the next line, outside a fence, starts in ``LINE_START``: a model that
         writes its call in a fence (or, under a forced ``tool_choice``, as bare JSON) after a sentence may mean it."""
-        if self._mode is LINE_START and self._stretch_has_text:
-            self._mode = FORCED_PROSE  # the line's start held nothing: the rest of the line is prose
-        line_end = self._next_line_start(buf, pos)
-        if not line_end:
+        examined = self._mode is LINE_START  # this line's start was read already
+        if examined and self._stretch_has_text:
+            self._mode = self._prose_mode()  # the line's start held nothing: the rest of the line is prose
+        line_end = self._next_line_start(buf, pos, examined)
+        if line_end < 0:
             return self._read_prose(buf, pos)
         end = pos + self._read_prose(buf[pos:line_end], 0)  # the line alone: a long chunk is never copied per line
         if self._pending:  # a sentinel held until what follows decides it: read on from it, with what follows
             start = line_end - len(self._pending)
             self._pending = ""
             return self._read_prose(buf, start)
-        if end == line_end and self._mode is FORCED_PROSE and not self._fences.inside:
+        if end == line_end and (self._mode is FORCED_PROSE or self._mode is WATCH) and not self._fences.inside:
             self._mode = LINE_START
             if self._forced:  # a forced answer's call line drops the blank lines before it
                 self._stretch_has_text = False
@@ -417,7 +418,10 @@ class TextReader(LineStarts):
         if text:
             self._out.append(TextDelta(text))
             if self._watching:
-                self._tail = (self._tail + text)[-BEFORE:]
+                tail = self._tail
+                tail.append(text)
+                if len(tail) > 64:  # kept short: only its last BEFORE characters are ever read
+                    tail[:] = ["".join(tail)[-BEFORE:]]
 
     def _take_fence(self) -> str:
         fence, self._fence = self._fence, ""
@@ -474,6 +478,7 @@ _MODE_READERS: dict[TextMode, Callable[[TextReader, str, int], int]] = {
     HELD: TextReader._read_held,
     HELD_CALL: TextReader._read_message_start,
     FORCED_PROSE: TextReader._read_forced_prose,
+    WATCH: TextReader._read_forced_prose,
     FENCED_CALL_END: TextReader._read_fenced_call_end,
     REASONING: TextReader._read_reasoning,
 }
