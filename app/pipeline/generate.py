@@ -79,6 +79,8 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
         stream, config, messages, context = open_with_fallbacks(generation, context)
+    if not generation.stream:  # nothing goes out before the end: a bad call is held back, never sent broken
+        config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, hold_calls=True))
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
                           record=context.record)
