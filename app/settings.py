@@ -61,6 +61,10 @@ ToolManifest = Literal["json", "compact"]
 SystemIn = Literal["auto", "system", "first_user"]
 
 
+#: How calls are constrained by the back end's decoding (:mod:`app.pipeline.constrain`).
+ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
+
+
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
     the config file) to fix."""
@@ -121,9 +125,8 @@ class ModelRoute(BaseModel):
     stop_after_tools: Literal["off", "first"] | None = Field(
         None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
     system_in: SystemIn | None = Field(None, description="Where this model's system text goes; unset = system_in")
-    constrain_calls: bool | None = Field(
-        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
-                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    constrain_calls: bool | ConstrainCalls | None = Field(
+        None, description="This model's constrain_calls (true = on, false = off); unset = constrain_calls")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
@@ -176,6 +179,7 @@ class NamedUpstream(BaseModel):
     accept_formats: str | None = Field(None, description="accept_formats for its models")
     reasoning: ReasoningOutput | None = Field(None, description="reasoning for its models")
     max_output_tokens: int | None = Field(None, description="max_output_tokens for its models")
+    constrain_calls: ConstrainCalls | None = Field(None, description="constrain_calls for its models")
     demo_model: str | None = Field(None, description="demo_model, for a demo back end")
     codex_command: str | None = Field(None, description="codex_command, for a Codex back end")
     codex_home: str | None = Field(None, description="codex_home, for a Codex back end")
@@ -293,6 +297,13 @@ class ToolSettings(BaseModel):
                             "first user turn, for chat templates that drop system messages or have none) or auto "
                             "(first_user for the models taught the gemma format, whose family has no system role; "
                             "else system)")
+    constrain_calls: ConstrainCalls = Field(
+        "auto", description="Prompt mode: the back end's constrained decoding makes each call, once begun, "
+                            "well-formed and of an offered tool, and a forced tool_choice's whole answer calls: "
+                            "llama.cpp (llama-server's GBNF grammar), vllm (structured_outputs), sglang (ebnf, "
+                            "structural tags), response_format (a forced choice only, as a JSON schema: "
+                            "llama-cpp-python), off, on (the back end's own way, else response_format) or auto "
+                            "(the back end's own way when its model list names llamacpp, vllm or sglang, else off)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
@@ -642,10 +653,11 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             return place
         return "system" if get_format(self.tool_format_for(client_model)).system_role else "first_user"
 
-    def constrain_calls_for(self, client_model: str) -> bool:
-        """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
-        route = self.model_map.get(client_model)
-        return isinstance(route, ModelRoute) and bool(route.constrain_calls)
+    def constrain_calls_for(self, client_model: str) -> ConstrainCalls:
+        """How a client's ``model``'s calls are constrained: its ``model_map`` object's ``constrain_calls``
+        (``true`` = ``on``, ``false`` = ``off``), else the setting."""
+        value = self._per_model(client_model, "constrain_calls")
+        return ("on" if value else "off") if isinstance(value, bool) else value
 
     def tool_manifest_for(self, client_model: str) -> ToolManifest:
         """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the

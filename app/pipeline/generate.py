@@ -28,11 +28,12 @@ from ..observability import metrics
 from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
+from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import forced_call_format, is_json_format, prompt_format, with_auto_marker
+from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
@@ -187,7 +188,7 @@ def open_in_tool_mode(generation: Generation,
                 if record is not None:
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
-    config, messages, fields = prompt_mode_request(generation, config, settings)
+    config, messages, fields = prompt_mode_request(generation, config, settings, context.upstream)
     stream = context.upstream.open(upstream_body(model, messages, fields, context), request_id=context.request_id)
     if refusal is not None:
         # Remembered (for every client of this worker) only now: the same request without tools was taken,
@@ -198,10 +199,10 @@ def open_in_tool_mode(generation: Generation,
     return stream, config, messages
 
 
-def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings
+def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings, upstream: Any
                         ) -> tuple[ParserConfig, list[dict[str, Any]], dict[str, Any]]:
     """Prompt mode's parser configuration (its marker, if any), the messages that teach the tools and the
-    back end's other fields."""
+    back end's other fields (with the constraint of ``upstream``'s decoding, :mod:`~app.pipeline.constrain`)."""
     model = generation.model
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
@@ -209,9 +210,9 @@ def prompt_mode_request(generation: Generation, config: ParserConfig, settings: 
                                        manifest=settings.tool_manifest_for(model),
                                        examples=settings.example_exchanges_for(model),
                                        system_in=settings.system_in_for(model))
-    if settings.constrain_calls_for(model) and "response_format" not in fields:
-        constraint = forced_call_format(config)
-        fields = {**fields, "response_format": constraint} if constraint else fields
+    way = resolve(settings.constrain_calls_for(model), upstream)
+    if way is not None and "response_format" not in fields and config.marker is None:
+        fields = {**fields, **constraint_fields(config, way, prompt_format(config).name)}
     return config, messages, fields
 
 
