@@ -65,6 +65,10 @@ SystemIn = Literal["auto", "system", "first_user"]
 ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
 
 
+#: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
+ReaskCalls = Literal["off", "unstreamed", "on"]
+
+
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
     the config file) to fix."""
@@ -127,6 +131,7 @@ class ModelRoute(BaseModel):
     system_in: SystemIn | None = Field(None, description="Where this model's system text goes; unset = system_in")
     constrain_calls: bool | ConstrainCalls | None = Field(
         None, description="This model's constrain_calls (true = on, false = off); unset = constrain_calls")
+    reask_calls: ReaskCalls | None = Field(None, description="This model's reask_calls; unset = reask_calls")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
@@ -334,6 +339,11 @@ class CallPolicySettings(BaseModel):
     strict_mismatch: Literal["emit", "text", "fail"] = Field(
         "fail", description="The same for strict tools; also a call to an unknown tool when every offered "
                             "tool is strict")
+    reask_calls: ReaskCalls = Field(
+        "unstreamed", description="Ask the model once more, telling it the error, when a call's arguments are not "
+                                  "a JSON object or miss its tool's schema, or a forced tool_choice got no call: "
+                                  "unstreamed (non-streamed answers, which hold every call anyway), on (streamed "
+                                  "ones too: a call's arguments then go out only once it checks) or off")
 
 
 class StreamingSettings(BaseModel):
@@ -658,6 +668,10 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
         (``true`` = ``on``, ``false`` = ``off``), else the setting."""
         value = self._per_model(client_model, "constrain_calls")
         return ("on" if value else "off") if isinstance(value, bool) else value
+
+    def reask_calls_for(self, client_model: str) -> ReaskCalls:
+        """``reask_calls`` for a client's ``model``: its ``model_map`` object's, else the setting."""
+        return self._per_model(client_model, "reask_calls")
 
     def tool_manifest_for(self, client_model: str) -> ToolManifest:
         """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the

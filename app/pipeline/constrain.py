@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from typing import Any
 
 from statemachine import ParserConfig, ToolSpec
@@ -37,23 +39,28 @@ ENGINES = {"llamacpp": "llama.cpp", "vllm": "vllm", "sglang": "sglang"}
 #: What llama.cpp's ``grammar_triggers`` calls a trigger word (``COMMON_GRAMMAR_TRIGGER_TYPE_WORD``).
 TRIGGER_WORD = 1
 
-_KNOWN: dict[str, str | None] = {}  # the engine behind each back end, as this worker learnt it
+#: How long a back end that could not say who it is goes unconstrained before it is asked again, seconds.
+RETRY_SECONDS = 60.0
+
+_KNOWN: dict[str, tuple[str | None, float]] = {}  # per back end: its way, and until when (inf: for good)
 
 
 def engine_of(upstream: Any) -> str | None:
     """The constraint way of the back end ``upstream`` (:data:`ENGINES`), or ``None``; its model list is asked once
-    per worker (a failure is not remembered: the next request asks again)."""
+    per worker (once a minute while that fails)."""
     key = upstream_name(upstream)
-    if key in _KNOWN:
-        return _KNOWN[key]
+    known = _KNOWN.get(key)
+    if known is not None and time.monotonic() < known[1]:
+        return known[0]
     try:
         models = upstream.models()
     except (UpstreamError, AttributeError) as exc:
         log.info("could not ask the back end who it is: %s", exc)
+        _KNOWN[key] = (None, time.monotonic() + RETRY_SECONDS)
         return None
     owners = {entry.get("owned_by") for entry in models if isinstance(entry, dict)}
     engine = next((ENGINES[owner] for owner in owners if owner in ENGINES), None)
-    _KNOWN[key] = engine
+    _KNOWN[key] = (engine, math.inf)
     return engine
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeAlias
+from typing import Any, Callable, Protocol, TypeAlias
 
 import gevent
 import orjson
@@ -35,6 +35,7 @@ from .encoder import Encoder, Usage, usage_of
 from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
+from .reask import Reasking, checked
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
@@ -80,21 +81,47 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
         stream, config, messages, context = open_with_fallbacks(generation, context)
-    if not generation.stream:  # nothing goes out before the end: a bad call is held back, never sent broken
-        config = dataclasses.replace(config, policy=dataclasses.replace(config.policy, hold_calls=True))
+    reask = _reasks(generation, config, context.settings)
+    if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
+        config = checked(config, validate=reask)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
                           record=context.record)
-    usage = UsageSoFar(driver, prompt_chars)
+    events: ChoiceDriver | Reasking = driver
+    source: Paced = stream
+    if reask:
+        events = source = Reasking(driver, stream, config, _second_answer(generation, context), context)
+    usage = UsageSoFar(events, prompt_chars)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
-            for index, event in cooperative(driver):
+            for index, event in cooperative(events):
                 encoder.add(index, event)
         return encoder.body(usage())
 
-    return stream_body(driver, encoder, usage, stream, context, max_seconds=left)
+    return stream_body(events, encoder, usage, source, context, max_seconds=left)
+
+
+def _reasks(generation: Generation, config: ParserConfig, settings: Settings) -> bool:
+    """Whether a call failing its check (or a forced choice unmet) is asked for again (``reask_calls``): one choice,
+    tools that may be called."""
+    mode = settings.reask_calls_for(generation.model)
+    return generation.n == 1 and config.parsing_enabled and (mode == "on" or (mode == "unstreamed" and
+                                                                              not generation.stream))
+
+
+def _second_answer(generation: Generation, context: RequestContext
+                   ) -> Callable[[list[dict[str, Any]]], tuple[UpstreamStream, ChoiceDriver]]:
+    """Opens the model's second answer, ``added`` after the transcript, under the operator's own policies."""
+    def again(added: list[dict[str, Any]]) -> tuple[UpstreamStream, ChoiceDriver]:
+        retry = dataclasses.replace(generation, messages=[*generation.messages, *added])
+        stream, config, _ = open_in_tool_mode(retry, context)
+        if not generation.stream:
+            config = checked(config, validate=False)
+        return stream, ChoiceDriver(stream, config, reasoning=context.settings.reasoning_for(generation.model),
+                                    record=context.record)
+    return again
 
 
 class UsageSoFar:
@@ -103,7 +130,7 @@ class UsageSoFar:
 
     __slots__ = ("_driver", "_prompt_chars")
 
-    def __init__(self, driver: ChoiceDriver, prompt_chars: int):
+    def __init__(self, driver: ChoiceDriver | Reasking, prompt_chars: int):
         self._driver = driver
         self._prompt_chars = prompt_chars
 
@@ -261,7 +288,17 @@ def upstream_body(model: str, messages: list[dict[str, Any]], fields: dict[str, 
     return body
 
 
-def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream,
+class Paced(Protocol):
+    """What a streamed body needs of the upstream stream behind its events (an HTTP one also has ``wait``)."""
+
+    def pause_every(self, tick: float | None) -> None:
+        """Pause at least every ``tick`` seconds (``None``: never)."""
+
+    def close(self) -> None:
+        """Close the stream."""
+
+
+def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: Paced,
                 context: RequestContext, *, max_seconds: float | None) -> SSEBody:
     """The SSE body streaming ``events`` (made from ``stream``) as ``encoder``'s frames for at most
     ``max_seconds`` more, with keep-alives unless the client opted out.

@@ -253,7 +253,7 @@ def test_configured_model_names_label_metrics_as_themselves(make_app):
 ])
 def test_tool_call_outcomes(make_app, text, settings, outcome):
     before = sample("toolwire_tool_calls_total", model="other", outcome=outcome)
-    client = make_app(FakeUpstream(text_chunks(text, size=4)), **settings).test_client()
+    client = make_app(FakeUpstream(text_chunks(text, size=4)), reask_calls="off", **settings).test_client()
     post(client, tools=[STRICT_TOOL])
     assert sample("toolwire_tool_calls_total", model="other", outcome=outcome) == before + 1
 
