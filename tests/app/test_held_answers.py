@@ -7,20 +7,12 @@ import json
 
 import pytest
 
-from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, weather_requests, FakeUpstream, text_chunks
 
 BROKEN = '<tool_call>{"name": "get_weather", "arguments": {"city": Paris}}</tool_call>'  # never parses
 CUT = 'Checking.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Par'
 FUNCTION = WEATHER_TOOL["function"]
-REQUESTS = {
-    "chat": ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                      "tools": [WEATHER_TOOL]}),
-    "responses": ("/v1/responses", {"model": "m", "input": "hi", "store": False,
-                                    "tools": [{"type": "function", **FUNCTION}]}),
-    "messages": ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}],
-                                  "tools": [{"name": FUNCTION["name"], "description": FUNCTION["description"],
-                                             "input_schema": FUNCTION["parameters"]}]}),
-}
+REQUESTS = weather_requests("hi")
 
 
 def answer(make_app, api: str, script: str, *, finish: str = "stop", **settings) -> tuple[int, str, list, str]:

@@ -11,7 +11,6 @@ import json
 import logging
 import time
 import uuid
-from typing import Iterator
 
 import gevent
 import pytest
@@ -30,19 +29,6 @@ SECRET = "my-secret-prompt-4711"
 USER = [{"role": "user", "content": f"Weather in Paris? {SECRET}"}]
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 STRICT_TOOL = {"type": "function", "function": {**WEATHER_TOOL["function"], "strict": True}}
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    handler = make_handler("json", buffer)
-    root = logging.getLogger()
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    yield buffer
-    root.removeHandler(handler)
-    root.setLevel(previous)
 
 
 def records(buffer: io.StringIO) -> list[dict]:

@@ -3,16 +3,12 @@ client gets the right call and nothing of the wrong one, streamed and not, on Ch
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-from typing import Iterator
 
 import pytest
 from prometheus_client import REGISTRY
 
-from app.observability.logs import make_handler
-from support.fakes import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
+from support.fakes import WEATHER_TOOL, weather_requests, FakeStream, FakeUpstream, text_chunks
 
 GOOD = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
 WRONG = {
@@ -20,14 +16,7 @@ WRONG = {
     "schema": '<tool_call>{"name": "get_weather", "arguments": {"town": "Oslo"}}</tool_call>',
 }
 FUNCTION = WEATHER_TOOL["function"]
-REQUESTS = {
-    "chat": ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "Oslo?"}],
-                                      "tools": [WEATHER_TOOL]}),
-    "responses": ("/v1/responses", {"model": "m", "input": "Oslo?", "store": False,
-                                    "tools": [{"type": "function", **FUNCTION}]}),
-    "messages": ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "Oslo?"}],
-                                  "tools": [{"name": FUNCTION["name"], "input_schema": FUNCTION["parameters"]}]}),
-}
+REQUESTS = weather_requests("Oslo?")
 
 
 class Answers(FakeUpstream):
@@ -40,19 +29,6 @@ class Answers(FakeUpstream):
     def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
         self.script = self.answers[min(len(self.bodies), len(self.answers) - 1)]
         return super().open(body, request_id=request_id)
-
-
-@pytest.fixture
-def access_log() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    handler = make_handler("json", buffer)
-    root = logging.getLogger()
-    previous = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    yield buffer
-    root.removeHandler(handler)
-    root.setLevel(previous)
 
 
 def calls_in(api: str, response, stream: bool) -> list[dict]:
@@ -99,7 +75,7 @@ def test_a_wrong_call_is_asked_for_again_and_only_the_right_one_goes_out(make_ap
     assert ("city" in told["content"]) if wrong == "schema" else ("JSON object" in told["content"])
 
 
-def test_a_forced_choice_unmet_is_asked_for_again(make_app, access_log) -> None:
+def test_a_forced_choice_unmet_is_asked_for_again(make_app, json_log) -> None:
     upstream = Answers("It is probably cold in Oslo.", GOOD)
     path, body = REQUESTS["chat"]
     forced = {**body, "tool_choice": "required"}
@@ -108,7 +84,7 @@ def test_a_forced_choice_unmet_is_asked_for_again(make_app, access_log) -> None:
     message = response.get_json()["choices"][0]["message"]
     assert [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]] == [{"city": "Oslo"}]
     assert "You must call get_weather" in upstream.bodies[1]["messages"][-1]["content"]
-    access = [json.loads(line) for line in access_log.getvalue().splitlines() if '"toolwire.access"' in line]
+    access = [json.loads(line) for line in json_log.getvalue().splitlines() if '"toolwire.access"' in line]
     assert [(a["request_id"], a["reasked"]) for a in access] == [("rid-reask", "forced_choice_unmet")]
 
 
