@@ -83,25 +83,37 @@ def constraint_fields(config: ParserConfig, way: str, fmt: str) -> dict[str, Any
     allowed = [spec for name, spec in sorted(config.tools.items()) if choice.allowed is None or name in choice.allowed]
     if not allowed:
         return {}
-    forced = choice.mode == "required"
     if way == "response_format":
         constraint = forced_call_format(config)
         return {"response_format": constraint} if constraint else {}
-    if forced:
-        grammar = forced_calls(allowed, fmt, parallel=config.parallel_tool_calls)
+    if choice.mode == "required":
+        if not config.bare_json:  # a JSON answer asked for: bare calls are content
+            return {}
+        grammar = forced_calls(allowed, parallel=config.parallel_tool_calls)
         shapes: dict[str, dict[str, Any]] = {"llama.cpp": {"grammar": grammar}, "sglang": {"ebnf": grammar},
                                              "vllm": {"structured_outputs": {"grammar": grammar}}}
         return shapes.get(way, {})
+    if way == "llama.cpp":
+        return _llama_cpp(allowed, fmt, bare=config.bare_json)
     if fmt not in WRAPPED:
         return {}
-    opener, closer = WRAPPED[fmt]
-    if way == "llama.cpp":
-        return {"grammar": calls_in_prose(allowed, fmt), "grammar_lazy": True,
-                "grammar_triggers": [{"type": TRIGGER_WORD, "value": opener}], "preserved_tokens": [opener, closer]}
-    tag = structural_tag(allowed, opener, closer)
+    tag = structural_tag(allowed, *WRAPPED[fmt])
     if way == "vllm":
         return {"structured_outputs": {"structural_tag": json.dumps(tag)}}
     return {"response_format": tag} if way == "sglang" else {}
+
+
+def _llama_cpp(tools: list[ToolSpec], fmt: str, *, bare: bool) -> dict[str, Any]:
+    """llama-server's fields when a call may come: the grammar of text with well-formed calls, lazy on the
+    opener of a wrapped format."""
+    grammar = calls_in_prose(tools, fmt, bare=bare)
+    if grammar is None:
+        return {}
+    if fmt not in WRAPPED:
+        return {"grammar": grammar}
+    opener, closer = WRAPPED[fmt]
+    return {"grammar": grammar, "grammar_lazy": True, "grammar_triggers": [{"type": TRIGGER_WORD, "value": opener}],
+            "preserved_tokens": [opener, closer]}
 
 
 def structural_tag(tools: list[ToolSpec], opener: str, closer: str) -> dict[str, Any]:

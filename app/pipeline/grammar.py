@@ -135,33 +135,39 @@ def call_object(grammar: Grammar, tools: Sequence[ToolSpec]) -> str:
     return grammar.add("call", f'"{{" ws "\\"name\\"" ws ":" ws ( {" | ".join(options)} ) ws "}}"')
 
 
-def forced_calls(tools: Sequence[ToolSpec], fmt: str, *, parallel: bool) -> str:
-    """The grammar of an answer that is only calls of ``tools``: in ``fmt``'s wrapper (several when
-    ``parallel``), or one bare call object for a format not in :data:`WRAPPED`."""
+def forced_calls(tools: Sequence[ToolSpec], *, parallel: bool) -> str:
+    """The grammar of an answer that is only calls of ``tools``, as the bare-JSON rule reads them at a message's
+    start in every format: a JSON list of call objects, or one object when calls are not ``parallel``."""
     grammar = Grammar()
     call = call_object(grammar, tools)
+    return grammar.text(f'ws "[" ws {call} ( ws "," ws {call} )* ws "]"' if parallel else f"ws {call}")
+
+
+def calls_in_prose(tools: Sequence[ToolSpec], fmt: str, *, bare: bool) -> str | None:
+    """The grammar of free text whose calls of ``tools`` are well-formed: every ``fmt`` block (a format of
+    :data:`WRAPPED`), and with ``bare`` an answer that starts with ``[`` or ``{`` (a JSON list of calls, or one call,
+    as the bare-JSON rule reads it). It fits both ways a back end applies it: from the first token, or lazily
+    from the opener. ``None`` when there is nothing to constrain."""
+    grammar = Grammar()
+    call = call_object(grammar, tools)
+    list_or_call = f'( "[" ws {call} ( ws "," ws {call} )* ws "]" | {call} )'
     if fmt not in WRAPPED:
-        return grammar.text(call)
+        if not bare:
+            return None
+        grammar.rules["free"] = '"" | [^\\x00] free'
+        return grammar.text(f'ws ( {list_or_call} free | "" | [^[{{ \\t\\n] free )')
     opener, closer = WRAPPED[fmt]
     block = grammar.add("block", f"{literal(opener)} ws {call} ws {literal(closer)}")
-    return grammar.text(f"{block} ( ws {block} )*" if parallel else block)
+    prose, start = _without(grammar, opener, not_first="[{ \t\n")
+    if not bare:
+        return grammar.text(f"{prose} ( {block} {prose} )*")
+    return grammar.text(f"ws ( {list_or_call} {prose} | {start} ) ( {block} {prose} )*")
 
 
-def calls_in_prose(tools: Sequence[ToolSpec], fmt: str) -> str:
-    """The grammar of free text in which every ``fmt`` block is a well-formed call of ``tools``: text without the
-    opener, then calls with text between them. It fits both ways a back end applies it: from the first token, or
-    lazily from the opener (the text before the trigger never reaches it)."""
-    opener, closer = WRAPPED[fmt]
-    grammar = Grammar()
-    call = call_object(grammar, tools)
-    block = grammar.add("block", f"{literal(opener)} ws {call} ws {literal(closer)}")
-    prose = _without(grammar, opener)
-    return grammar.text(f"{prose} ( {block} {prose} )*")
-
-
-def _without(grammar: Grammar, word: str) -> str:
-    """A rule for any text in which ``word`` never occurs: one rule per prefix of it matched so far (the
-    Knuth-Morris-Pratt automaton), a character that would complete it never allowed."""
+def _without(grammar: Grammar, word: str, *, not_first: str) -> tuple[str, str]:
+    """Rules for any text in which ``word`` never occurs: one rule per prefix of it matched so far (the
+    Knuth-Morris-Pratt automaton), a character that would complete it never allowed; and the rule for such a text
+    that does not begin with one of ``not_first``."""
     chars = sorted(set(word))
     fail = [0] * (len(word) + 1)
     for i in range(1, len(word)):
@@ -176,13 +182,19 @@ def _without(grammar: Grammar, word: str) -> str:
         return state + 1 if word[state] == char else 0
 
     names = [f"prose-{i}" for i in range(len(word))]
-    for state, name in enumerate(names):
+
+    def options(state: int, excluded: str = "") -> str:
         onward = [c for c in chars if step(state, c)]  # the characters that keep part of the word matched
-        options = ['""', "[^" + "".join(map(_class_char, onward)) + f"] {names[0]}"]
-        options += [f"{literal(c)} {names[step(state, c)]}" for c in onward if step(state, c) < len(word)]
-        grammar.rules[name] = " | ".join(options)
-    return names[0]
+        alternatives = ['""', "[^" + "".join(map(_class_char, [*onward, *excluded])) + f"] {names[0]}"]
+        alternatives += [f"{literal(c)} {names[step(state, c)]}" for c in onward
+                         if step(state, c) < len(word) and c not in excluded]
+        return " | ".join(alternatives)
+
+    for state, name in enumerate(names):
+        grammar.rules[name] = options(state)
+    return names[0], grammar.add("prose-start", options(0, not_first))
 
 
 def _class_char(char: str) -> str:
-    return "\\" + char if char in "^-]\\[" else char
+    """``char`` as it stands inside a GBNF character class."""
+    return {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(char) or ("\\" + char if char in "^-]\\[" else char)

@@ -11,7 +11,7 @@ from app.pipeline import constrain
 from app.settings import Settings
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
-CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+CALL = '[{"name": "get_weather", "arguments": {"city": "Oslo"}}]'
 TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL, TIME_TOOL]}
 KEYS = {"grammar", "structured_outputs", "ebnf", "response_format"}
@@ -50,17 +50,18 @@ def test_llama_server_gets_a_lazy_grammar_on_the_opener(make_app) -> None:
     assert body["grammar_triggers"] == [{"type": 1, "value": "<tool_call>"}]
     assert body["preserved_tokens"] == ["<tool_call>", "</tool_call>"]
     grammar = body["grammar"]
-    assert grammar.startswith("root ::= prose-0 ( block prose-0 )*")
+    assert grammar.startswith('root ::= ws ( ( "[" ws call ( ws "," ws call )* ws "]" | call ) prose-0 | prose-start ) '
+                              '( block prose-0 )*')
     assert '"\\"get_weather\\""' in grammar and '"\\"get_time\\""' in grammar and '"\\"city\\""' in grammar
 
 
 def test_llama_server_under_a_forced_choice_gets_a_grammar_of_calls_only(make_app) -> None:
     body = sent(make_app, "llamacpp", FORCED)
     assert "grammar_lazy" not in body and "grammar_triggers" not in body
-    assert body["grammar"].startswith("root ::= block ( ws block )*")
+    assert body["grammar"].startswith('root ::= ws "[" ws call ( ws "," ws call )* ws "]"')
     assert '"\\"get_weather\\""' in body["grammar"] and "get_time" not in body["grammar"], "only the forced tool"
     no_parallel = sent(make_app, "llamacpp", {**FORCED, "parallel_tool_calls": False})
-    assert no_parallel["grammar"].startswith("root ::= block\n")
+    assert no_parallel["grammar"].startswith("root ::= ws call\n")
 
 
 def test_vllm_gets_structured_outputs(make_app) -> None:
@@ -69,13 +70,13 @@ def test_vllm_gets_structured_outputs(make_app) -> None:
     weather = next(s for s in tag["structures"] if "get_weather" in s["begin"])
     assert weather == {"begin": '<tool_call>{"name": "get_weather", "arguments": ',
                        "schema": WEATHER_TOOL["function"]["parameters"], "end": "}</tool_call>"}
-    assert sent(make_app, "vllm", FORCED)["structured_outputs"]["grammar"].startswith("root ::= block")
+    assert sent(make_app, "vllm", FORCED)["structured_outputs"]["grammar"].startswith('root ::= ws "["')
 
 
 def test_sglang_gets_a_structural_tag_and_ebnf(make_app) -> None:
     fmt = sent(make_app, "sglang", BODY)["response_format"]
     assert fmt["type"] == "structural_tag" and len(fmt["structures"]) == 2 and fmt["triggers"] == ["<tool_call>"]
-    assert sent(make_app, "sglang", FORCED)["ebnf"].startswith("root ::= block")
+    assert sent(make_app, "sglang", FORCED)["ebnf"].startswith('root ::= ws "["')
 
 
 def test_a_back_end_that_names_itself_otherwise_gets_no_constraint(make_app) -> None:
@@ -114,3 +115,9 @@ def test_a_constrained_answer_is_read_as_ever(make_app) -> None:
     message = make_app(upstream).test_client().post("/v1/chat/completions", json=FORCED).get_json()["choices"][0][
         "message"]
     assert [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]] == [{"city": "Oslo"}]
+
+
+def test_a_json_answer_asked_for_keeps_bare_json_free(make_app) -> None:
+    body = sent(make_app, "llamacpp", {**BODY, "response_format": {"type": "json_object"}})
+    assert body["grammar"].startswith("root ::= prose-0 ( block prose-0 )*"), "only tagged blocks are calls then"
+    assert "grammar" not in sent(make_app, "llamacpp", {**FORCED, "response_format": {"type": "json_object"}})
