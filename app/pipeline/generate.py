@@ -32,7 +32,7 @@ from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
-from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
+from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .reask import Reasking, checked
@@ -200,15 +200,16 @@ def open_in_tool_mode(generation: Generation,
     refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(context.upstream), settings.upstream_model(model))
-        if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
+        if not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
                 body = upstream_body(model, messages, {**generation.fields, **native_tools(config)}, context)
                 stream = context.upstream.open(body, request_id=context.request_id)
-                if mode == "auto":
-                    stream.confirm()  # a back end that fails after its 200 headers still falls back
+                stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
-                if mode == "native" or not refuses_tools(exc):
+                # native mode takes only a back end that cannot stream tool calls at all (its stream ends empty:
+                # llama-cpp-python's chatml-function-calling) to prompt mode; auto any refusal of tools
+                if not refuses_tools(exc) or (mode == "native" and exc.code != EMPTY_STREAM):
                     raise
                 refusal = exc
             else:
