@@ -8,6 +8,7 @@ import json
 import pytest
 
 from app.pipeline import constrain
+from app.profile import model_profile
 from app.settings import Settings
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
@@ -107,7 +108,7 @@ def test_off_per_back_end_and_on_per_model(make_app) -> None:
 def test_the_setting_reads_per_model() -> None:
     settings = Settings(model_map={"a": {"constrain_calls": True}, "b": {"constrain_calls": False},
                                    "c": {"constrain_calls": "vllm"}, "d": "x"})
-    assert [settings.constrain_calls_for(m) for m in "abcd"] == ["on", "off", "vllm", "auto"]
+    assert [model_profile(settings, m).constrain_calls for m in "abcd"] == ["on", "off", "vllm", "auto"]
 
 
 def test_a_constrained_answer_is_read_as_ever(make_app) -> None:
