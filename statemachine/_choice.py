@@ -300,8 +300,9 @@ class ChoiceStream(TextReader):
         if self._raw is not None:
             self._raw.append(self._pending)
             due = calls.due
-            if calls.truncated and unnamed and due is not None and due.verdict is Verdict.DISPROVED and not calls.bare:
-                self._raw = None  # a call cut short before its name: its opener is no text (4.11)
+            if calls.truncated and (unnamed or self.config.policy.hold_calls) and due is not None \
+                    and due.verdict is Verdict.DISPROVED and not calls.bare:
+                self._raw = None  # a call cut short (before its name, or held): its opener is no text (4.11)
         self._pending = ""
         self._end_block()
 
