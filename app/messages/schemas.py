@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import BeforeValidator, Discriminator, Field, Tag
 
-from ..validation import RequestModel, ToolName, validate
+from ..validation import RequestModel, StopSequence, ToolName, stop_count, validate
 
 
 class TextBlock(RequestModel):
@@ -135,7 +135,7 @@ class MessagesRequest(CountTokensRequest):
 
     max_tokens: int = Field(ge=1)
     stream: bool = False
-    stop_sequences: list[str] | None = None
+    stop_sequences: Annotated[list[StopSequence] | None, BeforeValidator(stop_count)] = None
     temperature: float | None = Field(None, ge=0, le=1)
     top_p: float | None = Field(None, ge=0, le=1)
     top_k: int | None = Field(None, ge=0)
