@@ -55,3 +55,19 @@ def test_a_long_emulated_stop_sequence_is_held_and_matched_without_recursion(len
     rules = StopRules((stop,))
     assert rules.feed("one " + stop[:-1]) == ("one ", None)
     assert rules.feed("x") == (stop[:-1] + "x", None)  # not it after all: let go
+
+
+# -- item 7: two tools of one name -----------------------------------------------------------------------
+
+WEATHER = {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize(("tools", "param"), [
+    ([WEATHER, {**WEATHER, "description": "the other one"}], "tools[1].name"),
+    ([{"name": "bash", "input_schema": {"type": "object"}}, {"type": "bash_20250124", "name": "bash"}], "tools[1].name"),
+], ids=["custom-twice", "custom-and-bash"])
+def test_two_tools_of_one_name_are_an_anthropic_400(make_app, tools, param):
+    upstream = FakeUpstream(text_chunks("never"))
+    error = anthropic_400(messages(make_app(upstream).test_client(), tools=tools), param, "already used")
+    assert "bash" in error["message"] or "get_weather" in error["message"]
+    assert upstream.bodies == []
