@@ -72,11 +72,11 @@ def parser_config(req: CountTokensRequest, settings: "Settings") -> ParserConfig
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
             spec = ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema)
+        elif (client_run := _client_run_tool(tool)) is not None:
+            spec = client_run
         else:
-            spec = _client_run_tool(tool)
-            if spec is None:
-                _drop(tool, i, settings)
-                continue
+            _drop(tool, i, settings)
+            continue
         check_tool(spec, (s.name for s in specs), name=f"tools[{i}].name", definition=f"tools[{i}].input_schema")
         specs.append(spec)
     choice = req.tool_choice or MessagesChoice(type="auto")

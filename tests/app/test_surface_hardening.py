@@ -3,10 +3,20 @@ old ones' standard. Each section reproduces one finding of the issue."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
 import sys
+import tracemalloc
+from unittest import mock
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
+from app.errors import ApiError
+from app.http import limits
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
 
@@ -71,3 +81,67 @@ def test_two_tools_of_one_name_are_an_anthropic_400(make_app, tools, param):
     error = anthropic_400(messages(make_app(upstream).test_client(), tools=tools), param, "already used")
     assert "bash" in error["message"] or "get_weather" in error["message"]
     assert upstream.bodies == []
+
+
+# -- item 9: the breadth check's cost --------------------------------------------------------------------
+
+def peak_allocated(check, raw: bytes) -> int:
+    """The most bytes ``check(raw)`` held allocated at once (its exception, if any, is swallowed)."""
+    tracemalloc.start()
+    try:
+        check(raw)
+    except ApiError:
+        pass
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+#: 15 MB bodies whose strings are short and many (the costliest case of stripping them), or few and long.
+SHORT_STRINGS = b'{"model": "m", "messages": [' + b'"",' * 5_000_000 + b'""]}'
+BRACKETS_IN_STRINGS = b'{"model": "m", "messages": [' + b'"[{,,,,,,,,,,,,,,,,,,,,,,,,,,]",' * 500_000 + b'""]}'
+ENOUGH_BRACKETS_TO_LOOK = b'{"a": [' + b'[], ' * 200 + b'"x", ' * 3_000_000 + b'"x"]}'
+
+
+@pytest.mark.parametrize("raw, refused", [(SHORT_STRINGS, True), (BRACKETS_IN_STRINGS, False)],
+                         ids=["short-strings", "brackets-in-strings"])
+def test_the_breadth_check_allocates_a_fraction_of_the_body(raw, refused):
+    """Stripping every JSON string with one ``re.sub`` kept each piece between two of them as an object: 15 MB
+    of ``"",`` took 894 MB (60x the body). The check now holds a small part of the body at a time."""
+    with pytest.raises(ApiError) if refused else contextlib.nullcontext():
+        limits.check_breadth(raw)
+    assert peak_allocated(limits.check_breadth, raw) < len(raw) // 4
+
+
+JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # the reference: every string, escapes and all
+json_texts = st.recursive(st.none() | st.text(alphabet='[]{},:"\\ab', max_size=8),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text('",\\a'), inner,
+                                                                                     max_size=3), max_leaves=30)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(json_texts, st.integers(1, 9))
+def test_the_windows_see_what_stands_outside_the_strings(value, window):
+    raw = json.dumps(value).encode()
+    with mock.patch.object(limits, "_WINDOW", window):
+        assert b"".join(limits._outside_strings(raw)) == JSON_STRING.sub(b"", raw)
+
+
+def test_the_nesting_check_allocates_about_the_body():
+    assert not limits.nests_deeper(ENOUGH_BRACKETS_TO_LOOK, limits.MAX_JSON_DEPTH)
+    assert peak_allocated(limits.check_nesting, ENOUGH_BRACKETS_TO_LOOK) < len(ENOUGH_BRACKETS_TO_LOOK) * 2
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+def test_a_15_mb_body_of_short_strings_is_refused_for_a_few_times_its_size(make_app, path):
+    client = make_app(FakeUpstream(text_chunks("never")), max_body_bytes=32 << 20).test_client()
+    client.get("/healthz")  # the app's first request warms what it loads once
+    tracemalloc.start()
+    try:
+        response = client.post(path, data=SHORT_STRINGS, content_type="application/json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 400 and b"values" in response.data
+    assert peak < 3 * len(SHORT_STRINGS)  # the body, its copy in the test client, a window's pieces
