@@ -67,5 +67,5 @@ def is_messages_request() -> bool:
     """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
     one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
     if request.url_rule is None:
-        return request.path.endswith(("/messages", "/messages/count_tokens"))
+        return request.path.rstrip("/").endswith(("/messages", "/messages/count_tokens"))
     return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

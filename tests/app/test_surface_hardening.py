@@ -145,3 +145,28 @@ def test_a_15_mb_body_of_short_strings_is_refused_for_a_few_times_its_size(make_
         tracemalloc.stop()
     assert response.status_code == 400 and b"values" in response.data
     assert peak < 3 * len(SHORT_STRINGS)  # the body, its copy in the test client, a window's pieces
+
+
+# -- item 12: operator gaps ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("field", "param"), [
+    ({"max_tokens": "10"}, "max_tokens"),
+    ({"max_tokens": 10.0}, "max_tokens"),
+    ({"stream": "yes"}, "stream"),
+    ({"stream": 1}, "stream"),
+    ({"thinking": {"type": "enabled", "budget_tokens": -5}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "enabled", "budget_tokens": "2048"}}, "thinking.budget_tokens"),
+], ids=["max_tokens-string", "max_tokens-float", "stream-string", "stream-int", "budget-negative", "budget-string"])
+def test_messages_takes_its_numbers_and_flags_as_json_types_not_coerced(make_app, field, param):
+    upstream = FakeUpstream(text_chunks("never"))
+    anthropic_400(messages(make_app(upstream).test_client(), **field), param)
+    assert upstream.bodies == []
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/"), ("POST", "/v1/messages/count_tokens/"),
+                                          ("GET", "/v1/messages/batches/")])
+def test_a_messages_path_routing_refuses_answers_in_anthropics_envelope(client, method, path):
+    response = client.open(path, method=method, json={})
+    assert response.status_code in (404, 405)
+    body = response.get_json()
+    assert body["type"] == "error" and body["error"]["type"] in ("not_found_error", "invalid_request_error"), body
