@@ -10,15 +10,19 @@ import sys
 import tracemalloc
 from unittest import mock
 
+import gevent
 import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from app import create_app
 from app.errors import ApiError
 from app.http import limits
+from app.settings import load_settings
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
+from support.server import free_port
 
 USER = [{"role": "user", "content": "Hi."}]
 
@@ -170,3 +174,19 @@ def test_a_messages_path_routing_refuses_answers_in_anthropics_envelope(client, 
     assert response.status_code in (404, 405)
     body = response.get_json()
     assert body["type"] == "error" and body["error"]["type"] in ("not_found_error", "invalid_request_error"), body
+
+
+def test_models_leaves_unreachable_back_ends_out_without_a_traceback(tmp_path, capfd, caplog):
+    """Each unreachable back end's failed model list printed gevent's raw traceback to the log."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    app = create_app(load_settings(upstreams={"a": {"kind": "openai", "url": dead, "models": ["model-a"]},
+                                              "b": {"kind": "openai", "url": dead, "models": ["model-b"]}},
+                                   response_store_path=str(tmp_path / "r.sqlite3")))
+    capfd.readouterr()
+    response = app.test_client().get("/v1/models")
+    assert response.status_code == 200
+    assert {m["id"] for m in response.get_json()["data"]} >= {"model-a", "model-b", "toolwire-demo"}
+    gevent.sleep(0)
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err
+    assert sum("left out of /models" in r.getMessage() for r in caplog.records) == 2
