@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from app import create_app
 from app.errors import ApiError
 from app.http import limits
-from app.settings import load_settings
+from app.settings import SettingsError, load_settings
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
 from support.server import free_port
@@ -190,3 +190,25 @@ def test_models_leaves_unreachable_back_ends_out_without_a_traceback(tmp_path, c
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err
     assert sum("left out of /models" in r.getMessage() for r in caplog.records) == 2
+
+
+ROME = {"user": "Weather in Rome?", "tool": "get_weather", "arguments": {"city": "Rome"}, "result": "18 C",
+        "answer": "It is 18 C in Rome."}
+
+
+@pytest.mark.parametrize("examples, named", [
+    ([ROME] * 400, "at most 8"),
+    ({**ROME, "result": "x" * 100_000}, "at most 4096 characters"),
+    ({**ROME, "arguments": {"text": "x" * 100_000}}, "arguments"),
+], ids=["400-examples", "long-result", "long-arguments"])
+def test_example_exchanges_are_bounded_at_start(examples, named):
+    """400 examples made every request of the model a 1.6 MB prompt."""
+    with pytest.raises(SettingsError, match="example_exchange") as refused:
+        load_settings(model_map={"small": {"example_exchange": examples}})
+    assert named in str(refused.value)
+
+
+def test_eight_example_exchanges_of_full_length_are_taken():
+    example = {**ROME, "result": "x" * 4096, "arguments": {"text": "y" * 4000}}
+    assert len(load_settings(model_map={"small": {"example_exchange": [example] * 8}}).example_exchanges_for(
+        "small")) == 8
