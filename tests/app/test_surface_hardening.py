@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from app import create_app
 from app.errors import ApiError
 from app.http import limits
+from app.pipeline.driver import MAX_REASONING_CHARS
 from app.settings import SettingsError, load_settings
+from app.upstreams.base import ChoiceDelta, UpstreamChunk
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
 from support.server import free_port
@@ -212,3 +214,65 @@ def test_eight_example_exchanges_of_full_length_are_taken():
     example = {**ROME, "result": "x" * 4096, "arguments": {"text": "y" * 4000}}
     assert len(load_settings(model_map={"small": {"example_exchange": [example] * 8}}).example_exchanges_for(
         "small")) == 8
+
+
+# -- item 10: a bound on reasoning -----------------------------------------------------------------------
+
+#: 20 MB of reasoning, as a model that never stops thinking writes it: in <think> (prompt mode) or in the back
+#: end's own reasoning field (native reasoning).
+ENDLESS_THOUGHT = "I should think about this some more. " * 2_000  # 74,000 characters a chunk
+THINKING_CHUNKS = 270  # 20 MB
+
+
+def thinking_upstream(native: bool) -> FakeUpstream:
+    if native:
+        script = [UpstreamChunk([ChoiceDelta(index=0, reasoning=ENDLESS_THOUGHT)]) for _ in range(THINKING_CHUNKS)]
+        return FakeUpstream([*script, *text_chunks("Done.")])
+    script = [UpstreamChunk([ChoiceDelta(index=0, content="<think>")])]
+    script += [UpstreamChunk([ChoiceDelta(index=0, content=ENDLESS_THOUGHT)]) for _ in range(THINKING_CHUNKS)]
+    return FakeUpstream([*script, *text_chunks("</think>Done.")])
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["think-tags", "native-field"])
+def test_a_streamed_responses_answer_carries_at_most_a_bounded_reasoning(make_app, native):
+    """50 MB of reasoning went out as 250 MB: its deltas, the part's and the item's done events and the completed
+    response each carry it whole."""
+    client = make_app(thinking_upstream(native)).test_client()
+    response = client.post("/v1/responses", json={"model": "m", "input": "Hi", "stream": True, "store": False})
+    body = response.get_data()
+    assert response.status_code == 200 and b"Done." in body
+    assert len(body) < 6 * MAX_REASONING_CHARS * 1.1  # deltas (with their framing) and four copies at most
+
+
+@pytest.mark.parametrize("path, body, reasoning_of", [
+    ("/v1/chat/completions", {"messages": USER}, lambda r: r["choices"][0]["message"]["reasoning_content"]),
+    ("/v1/messages", {"messages": USER, "max_tokens": 64, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+     lambda r: r["content"][0]["thinking"]),
+], ids=["chat", "messages"])
+def test_every_api_passes_on_reasoning_up_to_the_bound(make_app, path, body, reasoning_of):
+    response = make_app(thinking_upstream(False)).test_client().post(path, json={"model": "m", **body})
+    assert response.status_code == 200
+    reasoning = reasoning_of(response.get_json())
+    assert len(reasoning) == MAX_REASONING_CHARS and ENDLESS_THOUGHT.startswith(reasoning[:len(ENDLESS_THOUGHT)])
+
+
+def test_the_debug_record_of_endless_reasoning_is_bounded(make_app, tmp_path):
+    app = make_app(thinking_upstream(False), debug=True, debug_dir=str(tmp_path / "debug"))
+    client = app.test_client()
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": USER},
+                           headers={"X-Request-Id": "thinking"}, buffered=True)
+    assert response.status_code == 200
+    record = client.get("/debug/requests/thinking").get_data()
+    assert b"Done." in response.get_data() and len(record) < 3 * MAX_REASONING_CHARS
+
+
+def test_a_stored_response_that_reasoned_without_end_can_be_continued(make_app):
+    upstream = thinking_upstream(False)
+    client = make_app(upstream).test_client()
+    first = client.post("/v1/responses", json={"model": "m", "input": "Hi"})
+    assert first.status_code == 200
+    upstream.script = text_chunks("Again.")
+    second = client.post("/v1/responses", json={"model": "m", "input": "And now?",
+                                                "previous_response_id": first.get_json()["id"]})
+    assert second.status_code == 200, second.get_data()[:300]
+    assert second.get_json()["output"][-1]["content"][0]["text"] == "Again."
