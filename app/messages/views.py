@@ -22,6 +22,7 @@ from ..pipeline.plan import prompt_format
 from ..pipeline.prompt import build_upstream_messages
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
+from .errors import is_messages_path
 from .plan import messages_generation, parser_config
 from .schemas import parse_count_tokens_request, parse_messages_request
 from .transcript import to_chat_messages
@@ -67,5 +68,5 @@ def is_messages_request() -> bool:
     """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
     one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
     if request.url_rule is None:
-        return request.path.rstrip("/").endswith(("/messages", "/messages/count_tokens"))
+        return is_messages_path(request.path)
     return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS
