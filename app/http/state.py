@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 from flask import Blueprint, current_app, g, has_request_context, request
 from flask.blueprints import BlueprintSetupState
 
+from ..routing import route
 from ..settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
-    from ..responses.store import ResponseStore
+    from ..store import ResponseStore
     from ..settings import Settings
+    from ..surface import KeySource
     from ..upstreams.base import Upstream
 
 #: The key in ``app.extensions`` of the app's toolwire mounts: ``{mount name: Toolwire}``.
@@ -33,11 +35,12 @@ class ToolwireState:
     Fields:
         settings: the validated settings.
         upstreams: every back end by name (``default`` first), each with the settings it sees
-            (:meth:`~app.settings.Settings.for_upstream`).
+            (:func:`~app.routing.upstream_settings`).
         store: where Responses are kept, or ``None`` when storing is off.
         api_keys: the accepted client keys (empty = open).
         streams: this worker's generations in flight, capped.
         metric_models: the configured model names, which label metrics as themselves (others are ``other``).
+        key_sources: where the mount's surfaces take a client key: the routes they share take any of them.
     """
 
     settings: Settings
@@ -46,6 +49,7 @@ class ToolwireState:
     api_keys: KeyRing
     streams: StreamSlots
     metric_models: frozenset[str]
+    key_sources: tuple[KeySource, ...]
 
     @property
     def upstream(self) -> Upstream:
@@ -53,8 +57,8 @@ class ToolwireState:
         return self.upstreams[DEFAULT_UPSTREAM].upstream
 
     def backend_for(self, client_model: object) -> Backend:
-        """The back end routed to serve a client's ``model`` (:meth:`~app.settings.Settings.route`)."""
-        return self.upstreams[self.settings.route(client_model)]
+        """The back end routed to serve a client's ``model`` (:func:`~app.routing.route`)."""
+        return self.upstreams[route(self.settings, client_model)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +184,8 @@ def current_state() -> ToolwireState:
     owner = None
     if len(mounts) > 1 and has_request_context():
         blueprint = request.blueprint or ""
-        owner = mounts.get(blueprint) or mounts.get(app.extensions.get(BOUND_KEY, {}).get(blueprint, ""))
+        owner = mounts.get(blueprint.partition(".")[0]) \
+            or mounts.get(app.extensions.get(BOUND_KEY, {}).get(blueprint, ""))  # a surface's: its mount's child
     return (owner or next(iter(mounts.values()))).state(app)
 
 

@@ -17,19 +17,11 @@ from ..errors import ApiError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Generation
-from ..pipeline.plan import prompt_format
-from ..pipeline.prompt import build_upstream_messages
+from ..pipeline.generate import Generation, prompt_mode_request
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
-from .errors import is_messages_path
-from .plan import messages_generation, parser_config
+from .plan import messages_generation
 from .schemas import parse_count_tokens_request, parse_messages_request
-from .transcript import to_chat_messages
-
-#: The endpoints answering in Anthropic's error envelope (:mod:`app.messages.errors`).
-ENDPOINTS = frozenset({"create_message", "count_message_tokens", "unsupported_messages_path"})
-
 
 def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generation, MessagesEncoder]:
     """``POST /messages`` on the request's JSON ``body``, streaming or not: the generation and the encoder to
@@ -37,7 +29,7 @@ def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generat
     plans a Chat one."""
     check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
-    generation = messages_generation(req, context.settings)
+    generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
     builder = MessageBuilder(f"msg_{uuid4_hex()}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown,
                              stop_sequences=req.stop_sequences)
@@ -45,15 +37,12 @@ def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generat
 
 
 def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    """``POST /messages/count_tokens``: the prompt the back end would get, estimated as usage is
-    (about four characters a token, tool block included)."""
+    """``POST /messages/count_tokens``: the prompt the back end would get in prompt mode, built as the
+    generation builds it, estimated as usage is (about four characters a token, tool block included)."""
     check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
-    config = parser_config(req, context.settings)
-    settings = context.settings
-    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config),
-                                     manifest=settings.tool_manifest_for(req.model),
-                                     examples=settings.example_exchanges_for(req.model))
+    generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
+    _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
     chars = sum(len(message["content"]) for message in prompt)
     return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
 
@@ -63,10 +52,3 @@ def unsupported_messages_path(subpath: str) -> Response:
     raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
                    "POST /v1/messages and POST /v1/messages/count_tokens.", code="not_supported")
 
-
-def is_messages_request() -> bool:
-    """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
-    one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
-    if request.url_rule is None:
-        return is_messages_path(request.path)
-    return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

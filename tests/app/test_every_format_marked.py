@@ -66,9 +66,6 @@ def messages_calls(client, text: str, headers: dict) -> list:
 
 #: Every format a function call can be taught in (``custom_tool_call`` is offered with custom tools only).
 FUNCTION_FORMATS = [name for name in registered_formats() if name != "custom_tool_call"]
-#: The Messages plan does not read ``X-Toolwire-Marker`` yet (issue 43, item 3: the plan builds its parser
-#: without the request's settings); when it does, this case passes and the mark must go.
-HEADER_ON_MESSAGES = pytest.mark.xfail(strict=True, reason="issue 43 item 3: Messages ignores X-Toolwire-Marker")
 
 
 @pytest.mark.parametrize("api", [chat_calls, responses_calls, messages_calls], ids=["chat", "responses", "messages"])
@@ -76,10 +73,7 @@ HEADER_ON_MESSAGES = pytest.mark.xfail(strict=True, reason="issue 43 item 3: Mes
     (False, {}, False), (True, {}, True), (False, {"X-Toolwire-Marker": "1"}, True)],
     ids=["unmarked", "auto-marker", "marker-header"])
 @pytest.mark.parametrize("format_name", FUNCTION_FORMATS)
-def test_every_format_makes_its_call_with_and_without_a_marker(request, make_app, format_name, api, quoted,
-                                                               headers, marked):
-    if headers and api is messages_calls:
-        request.applymarker(HEADER_ON_MESSAGES)
+def test_every_format_makes_its_call_with_and_without_a_marker(make_app, format_name, api, quoted, headers, marked):
     upstream = TaughtCallUpstream(format_name)
     client = make_app(upstream, tool_format=format_name).test_client()
     assert api(client, user_text(format_name, quoted), headers) == [("get_weather", ARGUMENTS)]

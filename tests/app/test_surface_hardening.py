@@ -20,7 +20,9 @@ from app import create_app
 from app.errors import ApiError
 from app.http import limits
 from app.pipeline.driver import MAX_REASONING_CHARS
-from app.settings import SettingsError, load_settings
+from app.loading import load_settings
+from app.profile import model_profile
+from app.settings import SettingsError
 from app.upstreams.base import ChoiceDelta, UpstreamChunk
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
@@ -169,8 +171,7 @@ def test_messages_takes_its_numbers_and_flags_as_json_types_not_coerced(make_app
     assert upstream.bodies == []
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/"), ("POST", "/v1/messages/count_tokens/"),
-                                          ("GET", "/v1/messages/batches/")])
+@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/count_tokens/"), ("GET", "/v1/messages/batches/")])
 def test_a_messages_path_routing_refuses_answers_in_anthropics_envelope(client, method, path):
     response = client.open(path, method=method, json={})
     assert response.status_code in (404, 405)
@@ -212,8 +213,8 @@ def test_example_exchanges_are_bounded_at_start(examples, named):
 
 def test_eight_example_exchanges_of_full_length_are_taken():
     example = {**ROME, "result": "x" * 4096, "arguments": {"text": "y" * 4000}}
-    assert len(load_settings(model_map={"small": {"example_exchange": [example] * 8}}).example_exchanges_for(
-        "small")) == 8
+    settings = load_settings(model_map={"small": {"example_exchange": [example] * 8}})
+    assert len(model_profile(settings, "small").examples) == 8
 
 
 # -- item 10: a bound on reasoning -----------------------------------------------------------------------
