@@ -13,11 +13,12 @@ it may also set the model's ``tool_format`` and ``accept_formats``, and name the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Annotated, Any, Callable, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -96,17 +97,32 @@ def _check_accept(value: str) -> str:
     return ",".join(names)
 
 
+#: Bounds of the example exchanges of one model: every request of it carries them all in its prompt (400 made
+#: each a 1.6 MB prompt).
+MAX_EXAMPLE_EXCHANGES = 8
+MAX_EXAMPLE_CHARS = 4096
+ExampleText = Annotated[str, Field(max_length=MAX_EXAMPLE_CHARS)]
+
+
 class ExampleExchange(BaseModel):
     """One worked exchange put before a model's conversation in prompt mode (never shown to clients, never
     stored): the user's request, the call the model answers it with, the tool's result, the final answer."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    user: str = Field(description="The example request")
-    tool: str = Field(description="The tool called (the exchange is left out when the request does not offer it)")
+    user: ExampleText = Field(description="The example request")
+    tool: str = Field(max_length=64,
+                      description="The tool called (the exchange is left out when the request does not offer it)")
     arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments")
-    result: str = Field(description="The tool's result")
-    answer: str = Field(description="The model's answer after the result")
+    result: ExampleText = Field(description="The tool's result")
+    answer: ExampleText = Field(description="The model's answer after the result")
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value)) > MAX_EXAMPLE_CHARS:
+            raise ValueError(f"the arguments' JSON must have at most {MAX_EXAMPLE_CHARS} characters")
+        return value
 
 
 class ModelRoute(BaseModel):
@@ -133,14 +149,21 @@ class ModelRoute(BaseModel):
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
-        None, description="Prompt mode: an example exchange (or a list of them) in the taught call format before "
-                          "the conversation (user, tool, arguments, result, answer)")
+        None, description="Prompt mode: an example exchange (or a list of up to 8) in the taught call format before "
+                          "the conversation (user, tool, arguments, result, answer; texts up to 4096 characters)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
         default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
                                           "one before refuses the connection or answers 5xx before its first "
                                           "byte; each gets this entry's settings")
+
+    @field_validator("example_exchange")
+    @classmethod
+    def _few_examples(cls, value: Any) -> Any:
+        if isinstance(value, list) and len(value) > MAX_EXAMPLE_EXCHANGES:
+            raise ValueError(f"at most {MAX_EXAMPLE_EXCHANGES} example exchanges, not {len(value)}")
+        return value
 
     @field_validator("tool_format")
     @classmethod

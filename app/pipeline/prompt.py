@@ -31,7 +31,9 @@ plain ``system``/``user``/``assistant`` messages with string content:
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from typing import Any, Mapping, Sequence
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
@@ -399,7 +401,7 @@ def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextF
     pieces = []
     reasoning = message.get("reasoning_content")
     if with_reasoning and isinstance(reasoning, str) and reasoning:
-        pieces.append(formats[0].render_reasoning(reasoning))
+        pieces.append(formats[0].render_reasoning(quoted(formats[0], reasoning)))
     text = _content_text(message.get("content")) or str(message.get("refusal") or "")
     if text:
         pieces.append(text)
@@ -423,6 +425,40 @@ def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextF
 
 def _tool_result_text(fmt: TextFormat, name: str | None, call_id: str | None, content: Any) -> str:
     """A tool result as the format's family writes it (Harmony), else labelled so that it is clearly not a call."""
-    body = _content_text(content).strip() or "(no output)"
+    body = quoted(fmt, _content_text(content).strip()) or "(no output)"
     rendered = fmt.render_result(name, body)
     return rendered if rendered is not None else f"{tool_result_label(name, call_id)}\n{body}\n{TOOL_RESULT_END}"
+
+
+#: What goes after the first character of a control sequence quoted in a tool result or replayed reasoning: the
+#: model still reads the text, but no tokenizer reads a special token in it and no delimiter ends the quote.
+QUOTE_BREAK = "\u200b"
+#: Special tokens by their shape (``<|im_end|>``, ``<|channel>``, ``<turn|>``, ``<｜end▁of▁sentence｜>``), whichever
+#: family's: a back end's tokenizer turns them into the tokens that end a turn or open a call.
+_TOKEN_SHAPED = r"<[|｜][^<>\s]{1,48}>|<[^<>|｜\s]{1,48}[|｜]>"
+
+
+def quoted(fmt: TextFormat, text: str) -> str:
+    """``text`` (a tool result, reasoning given back) with every control sequence of ``fmt``'s family broken by
+    :data:`QUOTE_BREAK`: special-token-shaped sequences, and the family's literal delimiters (its closer, end
+    and call tokens, reasoning delimiters, ``<think>``). Without it a Harmony or Gemma 4 result could end its
+    message and write an assistant call after it, and reasoning holding ``</think>`` could end itself early.
+    A text holding none of them (the ``in`` checks run at memory speed) is not searched."""
+    literals, pattern = _control_sequences(fmt.name)
+    if any(edge in text for edge in _TOKEN_EDGES) or any(literal in text for literal in literals):
+        return pattern.sub(lambda found: found[0][0] + QUOTE_BREAK + found[0][1:], text)
+    return text
+
+
+#: What a special-token-shaped sequence must hold.
+_TOKEN_EDGES = ("<|", "|>", "<｜", "｜>")
+
+
+@functools.lru_cache(maxsize=64)
+def _control_sequences(name: str) -> tuple[tuple[str, ...], "re.Pattern[str]"]:
+    """The literal delimiters of the registered format ``name`` (a marked one's are its base's), and one search
+    for them and the special-token shapes."""
+    fmt = get_format(name)
+    literals = sorted({fmt.closer, *fmt.end_tokens, *fmt.call_tokens, *(fmt.reasoning_delimiters or ()), "<think>",
+                       "</think>"} - {""}, key=len, reverse=True)
+    return tuple(literals), re.compile("|".join([_TOKEN_SHAPED, *map(re.escape, literals)]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import json
 import re
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._reader import BodyReader, CallSink, Pending
 
@@ -208,10 +208,20 @@ class _MarkedFormat(TextFormat):
         self._unmarked = base.marked_openers(marker)
         self.openers = tuple(self._unmarked)
 
+    def __getattr__(self, name: str) -> Any:
+        # What the base format's own methods read (a delimiter, its rules, its section tag) when they run on
+        # this format (:meth:`instructions`); only attributes this class does not have come here.
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
     def render_call(self, name: str, arguments: str) -> str:
         text = self.base.render_call(name, arguments)
         plain = self.base.openers[0]
-        return self.openers[0] + text[len(plain):] if text.startswith(plain) else text
+        if text.startswith(plain):
+            return self.openers[0] + text[len(plain):]
+        # A call the base format writes bare (a pythonic list) is read in marker mode only inside the opener.
+        return f"{self.openers[0]}{text}{self.closer}"
 
     def render_reasoning(self, text: str) -> str:
         return self.base.render_reasoning(text)
