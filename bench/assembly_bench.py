@@ -59,6 +59,9 @@ class _Upstream:
     def __iter__(self) -> Iterator[UpstreamChunk]:
         return iter(self.chunks)
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass  # every chunk is there at once: it never waits
 

@@ -74,6 +74,9 @@ class _Stream:
     def __iter__(self) -> Iterator[UpstreamChunk]:
         return iter(CHUNKS)
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass  # every chunk is there at once: it never waits
 

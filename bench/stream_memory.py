@@ -55,6 +55,9 @@ class _OpenStream:
         yield PAUSE
         raise AssertionError("an open stream is never pulled past its first frame")
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass
 

@@ -9,7 +9,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, assert_never
 
 from statemachine import (
     ChoiceState,
@@ -29,7 +29,7 @@ from statemachine import (
 )
 
 from ..observability.record import ReasoningSpan, RequestRecord
-from ..upstreams.base import Pause, UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, UpstreamChunk, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -104,9 +104,9 @@ class ChoiceDriver:
                  record: RequestRecord | None = None):
         self._stream = stream
         debugging = record is not None and record.keeps_text
-        plain_texts = getattr(stream, "plain_texts", None)
-        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream); joined when
-            plain_texts(join=not debugging)  # they came together, unless the debug view shows each
+        # The common chunks light (see UpstreamStream); texts joined when they came together, unless the debug
+        # view shows each.
+        stream.plain_texts(join=not debugging)
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
@@ -147,11 +147,7 @@ class ChoiceDriver:
                 elif isinstance(chunk, list):  # choice 0's native call fragments alone: most chunks of a native call
                     if 0 not in self._finished:
                         yield from self._native_events(chunk)
-                elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
-                    delta = None  # the last chunk's is not held through the wait that follows
-                    yield None, chunk
-                    continue
-                else:
+                elif isinstance(chunk, UpstreamChunk):
                     if chunk.usage:
                         self.usage = chunk.usage
                     for delta in chunk.choices:
@@ -160,6 +156,12 @@ class ChoiceDriver:
                             yield from [(index, event) for event in self._delta_events(
                                 index, delta.content, delta.reasoning, delta.tool_calls, delta.finish_reason,
                                 delta.stop_sequence)]
+                elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
+                    delta = None  # the last chunk's is not held through the wait that follows
+                    yield None, chunk
+                    continue
+                else:
+                    assert_never(chunk)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break

@@ -11,7 +11,7 @@ from app.pipeline.driver import ChoiceDriver
 from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
 from app.settings import ModelRoute, Settings
 from app.upstreams.base import UpstreamError
-from app.upstreams.http import parse_chunk
+from app.upstreams.openai_chat import parse_chunk
 from statemachine import ChoiceFinished, ParserConfig, TextDelta, ToolCallEnded, ToolChoice, ToolSpec
 from support.loopback import json_answer
 
