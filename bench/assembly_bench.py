@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     upstream = _Upstream(args.chunk)
-    extension.make_upstream = lambda settings: upstream
+    extension.make_upstream = lambda settings, name: upstream
     app = create_app(Settings(response_store_path="", default_upstream_model=MODEL, log_level="WARNING"))
     variants = [(endpoint, stream) for endpoint in PATHS for stream in (True, False)]
     best: dict[tuple[str, bool], float] = {}

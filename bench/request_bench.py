@@ -109,7 +109,7 @@ def toolwire_app() -> Flask:
     root = logging.getLogger()
     root.addHandler(make_handler("json", open(os.devnull, "w")))
     root.setLevel("INFO")
-    extension.make_upstream = lambda settings: _Upstream()
+    extension.make_upstream = lambda settings, name: _Upstream()
     return create_app(Settings(response_store_path="", log_level="INFO", default_upstream_model=MODEL))
 
 

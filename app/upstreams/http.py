@@ -23,6 +23,7 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from pydantic import SecretStr
 
 from ..observability.metrics import UPSTREAM_ERRORS
+from ..settings import Settings, SettingsError, UpstreamSettings
 from .base import (IDLE, MAX_ERROR_CHARS, PAUSE, ChunkItem, StreamItem, UpstreamChunk, UpstreamError, error_message,
                    redact)
 from .dialect import WireDialect
@@ -60,6 +61,22 @@ class Bounds:
     idle_content: float | None = 300.0
     max_event_bytes: int = 8 * 1024 * 1024
     max_body_bytes: int = 64 * 1024 * 1024
+
+
+def make_http_upstream(settings: Settings, section: UpstreamSettings) -> HttpUpstream:
+    """The ``openai`` kind's factory: an :class:`HttpUpstream` at ``upstream_url``, with the back end's timeouts
+    and bounds.
+
+    Raises:
+        SettingsError: no ``upstream_url``.
+    """
+    if not section.upstream_url:
+        raise SettingsError("needs a url (TOOLWIRE_UPSTREAM_URL, a named back end's url)")
+    timeouts = Timeouts(connect=section.upstream_connect_timeout, read=section.upstream_read_timeout,
+                        write=section.upstream_write_timeout)
+    bounds = Bounds(idle_content=section.upstream_idle_content_seconds or None,
+                    max_event_bytes=section.upstream_max_event_bytes, max_body_bytes=section.upstream_max_body_bytes)
+    return HttpUpstream(section.upstream_url, api_key=section.upstream_api_key, timeouts=timeouts, bounds=bounds)
 
 
 class HttpUpstream:
