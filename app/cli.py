@@ -9,7 +9,7 @@ from pathlib import Path
 
 from statemachine.diagram import FORMATS
 
-from .settings import ENV_PREFIX, SettingsError, load_settings
+from .settings import DEFAULT_UPSTREAM, ENV_PREFIX, SettingsError, load_settings
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
 GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"
@@ -62,9 +62,13 @@ def _serve(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """What gunicorn's master runs before it binds (app/gunicorn.conf.py): the master never imports the app."""
     from .http.auth import load_keyring
+    from .upstreams.kinds import check_backend
 
     try:
-        load_keyring(load_settings())
+        settings = load_settings()
+        load_keyring(settings)
+        for name in [DEFAULT_UPSTREAM, *settings.upstreams]:
+            check_backend(settings.for_upstream(name), name)
     except SettingsError as exc:
         print(f"toolwire cannot start: {exc}", file=sys.stderr)
         return 2

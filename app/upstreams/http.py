@@ -20,10 +20,10 @@ from typing import Any, Callable, Iterator
 import gevent
 import orjson
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr, field_validator
 
 from ..observability.metrics import UPSTREAM_ERRORS
-from ..settings import Settings, SettingsError, UpstreamSettings
+from ..settings import Settings
 from .base import (IDLE, MAX_ERROR_CHARS, PAUSE, ChunkItem, StreamItem, UpstreamChunk, UpstreamError, error_message,
                    redact)
 from .dialect import WireDialect
@@ -63,15 +63,30 @@ class Bounds:
     max_body_bytes: int = 64 * 1024 * 1024
 
 
-def make_http_upstream(settings: Settings, section: UpstreamSettings) -> HttpUpstream:
-    """The ``openai`` kind's factory: an :class:`HttpUpstream` at ``upstream_url``, with the back end's timeouts
-    and bounds.
+class HttpSection(BaseModel):
+    """The ``openai`` kind's section: the back-end settings an :class:`HttpUpstream` is made from (types as the
+    settings have them; ``upstream_url`` required)."""
 
-    Raises:
-        SettingsError: no ``upstream_url``.
-    """
-    if not section.upstream_url:
-        raise SettingsError("needs a url (TOOLWIRE_UPSTREAM_URL, a named back end's url)")
+    upstream_url: str
+    upstream_api_key: SecretStr | None
+    upstream_connect_timeout: float
+    upstream_read_timeout: float
+    upstream_write_timeout: float
+    upstream_idle_content_seconds: float
+    upstream_max_event_bytes: int
+    upstream_max_body_bytes: int
+
+    @field_validator("upstream_url", mode="before")
+    @classmethod
+    def _needed(cls, value: Any) -> Any:
+        if not value:
+            raise ValueError("needs a url (TOOLWIRE_UPSTREAM_URL, a named back end's url)")
+        return value
+
+
+def make_http_upstream(settings: Settings, section: HttpSection) -> HttpUpstream:
+    """The ``openai`` kind's factory: an :class:`HttpUpstream` at ``upstream_url``, with the back end's timeouts
+    and bounds."""
     timeouts = Timeouts(connect=section.upstream_connect_timeout, read=section.upstream_read_timeout,
                         write=section.upstream_write_timeout)
     bounds = Bounds(idle_content=section.upstream_idle_content_seconds or None,

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..settings import DEFAULT_UPSTREAM, CodexSettings, DemoSettings, Settings, SettingsError, UpstreamSettings
+from ..settings import DEFAULT_UPSTREAM, CodexSettings, DemoSettings, Settings, SettingsError
 from .demo import DemoUpstream
-from .http import make_http_upstream
+from .http import HttpSection, make_http_upstream
 
 if TYPE_CHECKING:
     from .base import Upstream
@@ -77,12 +77,31 @@ def make_upstream(settings: Settings, name: str = DEFAULT_UPSTREAM) -> Upstream:
             (each one line naming the variable).
         CodexSetupError: as the Codex kind's factory.
     """
+    kind, section = _checked(settings, name)
+    try:
+        return kind.build(settings, section)
+    except SettingsError as exc:
+        raise SettingsError(f"{_variable(name, f'TOOLWIRE_UPSTREAM_KIND={kind.name}')}: {exc}") from None
+
+
+def check_backend(settings: Settings, name: str = DEFAULT_UPSTREAM) -> None:
+    """What :func:`make_upstream` checks before it builds (the kind, its section), building nothing:
+    ``toolwire check`` runs it before gunicorn binds, so a bad back end stops the start at once.
+
+    Raises:
+        SettingsError: as :func:`make_upstream`.
+    """
+    _checked(settings, name)
+
+
+def _checked(settings: Settings, name: str) -> tuple[BackendKind[Any], BaseModel]:
+    """The back end's kind and its section."""
     kind = _KINDS.get(settings.backend)
     if kind is None:
         raise SettingsError(f"{_variable(name, 'TOOLWIRE_UPSTREAM_KIND')}: no back-end kind named "
                             f"{settings.backend!r}; registered: {', '.join(_KINDS)}")
     try:
-        return kind.build(settings, _section(kind, settings))
+        return kind, _section(kind, settings)
     except SettingsError as exc:
         raise SettingsError(f"{_variable(name, f'TOOLWIRE_UPSTREAM_KIND={kind.name}')}: {exc}") from None
 
@@ -96,7 +115,7 @@ def _section(kind: BackendKind[S], settings: Settings) -> S:
     """``kind``'s section of ``settings``: its fields that are settings from them, the rest from the options.
 
     Raises:
-        SettingsError: an option the section lacks, or a value it refused.
+        SettingsError: an option the section lacks or that is a setting, or a value it refused.
     """
     fields = kind.section.model_fields
     options = settings.upstream_options
@@ -111,7 +130,8 @@ def _section(kind: BackendKind[S], settings: Settings) -> S:
         return kind.section.model_validate({**values, **options})
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise SettingsError(f"options: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+        where = ".".join(map(str, error["loc"]))
+        raise SettingsError(f"{where + ': ' if where else ''}{error['msg'].removeprefix('Value error, ')}") from None
 
 
 def _codex(settings: Settings, section: CodexSettings) -> Upstream:
@@ -124,6 +144,6 @@ def _demo(settings: Settings, section: DemoSettings) -> Upstream:
     return DemoUpstream(model=section.demo_model)
 
 
-register_kind(BackendKind("openai", UpstreamSettings, make_http_upstream))
+register_kind(BackendKind("openai", HttpSection, make_http_upstream))
 register_kind(BackendKind("codex", CodexSettings, _codex))
 register_kind(BackendKind("demo", DemoSettings, _demo))

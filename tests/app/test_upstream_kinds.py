@@ -3,12 +3,14 @@ routed to it, and a back end whose kind or section is unusable is refused at sta
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import pytest
 from pydantic import BaseModel, ConfigDict
 
 from app import create_app
+from app.cli import main
 from app.settings import Settings, SettingsError, load_settings
 from app.upstreams import kinds
 from app.upstreams.base import ChoiceDelta, UpstreamChunk
@@ -114,18 +116,22 @@ def test_the_built_in_kinds_are_registered_and_a_name_is_taken_once():
     ({"upstream_kind": "nope"}, "TOOLWIRE_UPSTREAM_KIND: no back-end kind named 'nope'; registered: openai, codex, "
                                 "demo, echo"),
     ({"upstreams": {"x": {"kind": "nope"}}}, "TOOLWIRE_UPSTREAMS (x): no back-end kind named 'nope'"),
-    ({"upstreams": {"x": {"kind": "openai"}}}, "TOOLWIRE_UPSTREAMS (x): needs a url"),
-    ({"upstream_kind": "openai"}, "TOOLWIRE_UPSTREAM_KIND=openai: needs a url"),
+    ({"upstreams": {"x": {"kind": "openai"}}}, "TOOLWIRE_UPSTREAMS (x): upstream_url: needs a url"),
+    ({"upstream_kind": "openai"}, "TOOLWIRE_UPSTREAM_KIND=openai: upstream_url: needs a url"),
     ({"upstreams": {"x": {"kind": "echo", "options": {"colour": "red"}}}},
      "TOOLWIRE_UPSTREAMS (x): options: colour: not a key of kind 'echo'"),
     ({"upstreams": {"x": {"kind": "demo", "options": {"greeting": "hi"}}}},
      "TOOLWIRE_UPSTREAMS (x): options: greeting: not a key of kind 'demo'"),
-    ({"upstream_kind": "echo", "upstream_options": {"times": "twice"}}, "TOOLWIRE_UPSTREAM_KIND=echo: options: times: "),
+    ({"upstream_kind": "echo", "upstream_options": {"times": "twice"}}, "TOOLWIRE_UPSTREAM_KIND=echo: times: Input should be a valid integer"),
     ({"upstream_kind": "demo", "upstream_options": {"demo_model": "x"}},
      "TOOLWIRE_UPSTREAM_KIND=demo: options: demo_model: a setting of its own"),
 ])
-def test_an_unusable_kind_or_section_is_refused_at_start_in_one_line(settings, named):
+def test_an_unusable_kind_or_section_is_refused_at_start_in_one_line(settings, named, monkeypatch, capsys):
     register_kind(echo_kind())
     with pytest.raises(SettingsError) as caught:
         create_app(Settings(**settings))
     assert named in str(caught.value) and "\n" not in str(caught.value)
+    for key, value in settings.items():  # toolwire check (gunicorn's master, before it binds): the same line
+        monkeypatch.setenv(f"TOOLWIRE_{key.upper()}", value if isinstance(value, str) else json.dumps(value))
+    assert main(["check"]) == 2
+    assert capsys.readouterr().err == f"toolwire cannot start: {caught.value}\n"

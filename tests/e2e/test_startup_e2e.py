@@ -70,3 +70,11 @@ def test_a_config_file_that_is_not_toml_is_refused_naming_it(tmp_path) -> None:
     broken.write_text("upstream_url = http://unquoted\n")
     reason = the_reason(refused_start({"TOOLWIRE_CONFIG_FILE": str(broken)}, LAUNCHERS["gunicorn"]))
     assert f"TOOLWIRE_CONFIG_FILE '{broken}' is not TOML" in reason
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS.values(), ids=LAUNCHERS.keys())
+def test_a_back_end_of_no_registered_kind_is_refused_naming_it(launcher: list[str]) -> None:
+    """The kinds are the registry's (``app/upstreams/kinds.py``), checked when a worker makes the back ends."""
+    reason = the_reason(refused_start({"TOOLWIRE_UPSTREAMS": '{"x": {"kind": "olama", "url": "http://127.0.0.1:9/v1"}}'},
+                                      launcher))
+    assert "TOOLWIRE_UPSTREAMS (x): no back-end kind named 'olama'; registered: openai, codex, demo" in reason
