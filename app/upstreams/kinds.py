@@ -13,22 +13,21 @@ back end's settings with the kind's section and calls its factory. The built-in 
 A section field that is a setting (``codex_command``…) is read from the back end's settings; any other is read
 from its ``upstream_options`` (a named back end's ``options``), so a kind registered outside ``app.settings``
 needs no setting of its own. Nothing outside this package names a kind, except the settings' default
-(``openai`` with an ``upstream_url``, else ``demo``).
+(``openai`` with an ``upstream_url``, else ``demo``) and the routing's knowing that a demo serves its
+``demo_model``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ..settings import DEFAULT_UPSTREAM, CodexSettings, DemoSettings, Settings, SettingsError
+from .base import Upstream
 from .demo import DemoUpstream
 from .http import HttpSection, make_http_upstream
-
-if TYPE_CHECKING:
-    from .base import Upstream
 
 S = TypeVar("S", bound=BaseModel)
 
