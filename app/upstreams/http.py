@@ -26,7 +26,7 @@ from ..observability.metrics import UPSTREAM_ERRORS
 from ..settings import Settings
 from .base import (IDLE, MAX_ERROR_CHARS, PAUSE, ChunkItem, StreamItem, UpstreamChunk, UpstreamError, error_message,
                    redact)
-from .dialect import WireDialect
+from .dialect import EventFraming, WireDialect
 from .openai_chat import OPENAI_CHAT
 from .sse import EventTooLarge
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
@@ -300,10 +300,7 @@ class HttpStream:
                                 if payload == done:
                                     if texts:
                                         yield "".join(texts)
-                                    if response.should_keep_alive():
-                                        response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
-                                    else:
-                                        response.release()  # not kept (its body ends at the close): no wait for that
+                                    _let_go(response)
                                     return
                                 try:  # (orjson.loads inline, not _event_json: this is every frame's path)
                                     obj = loads(payload)
@@ -326,22 +323,11 @@ class HttpStream:
                     if payload is not None:
                         delivered = True
                         idle_since = None
-                    elif idle_limit:
-                        now = time.monotonic()
-                        if idle_since is None:
-                            idle_since = now
-                        elif now - idle_since > idle_limit:
-                            raise UpstreamError("timeout", f"The upstream sent no content for {idle_limit:g} "
-                                                           "seconds.", status=504)
+                    elif idle_limit:  # a read of keep-alive comments only
+                        idle_since = _idle_since(idle_since, idle_limit)
                     data = payload = obj = None  # not held through the next wait
                 if response.message_complete:
-                    for payload in decoder.end():  # a last event that lacked its blank line
-                        if payload == done:
-                            return
-                        delivered = True
-                        yield read(_event_json(payload), secret)
-                    if not delivered:
-                        raise _empty_stream()
+                    yield from self._last(decoder, delivered)
                     return
                 if pauses and fresh:
                     yield PAUSE
@@ -354,14 +340,23 @@ class HttpStream:
                 if received:
                     silent_since = None
                     continue
-                now = time.monotonic()
-                if silent_since is None:
-                    silent_since = now - wait
-                if now - silent_since >= read_limit:
-                    response.release()
-                    raise TimeoutError("the upstream went silent")
+                silent_since = _silent_since(silent_since, wait, read_limit, response)
                 if pauses:
                     yield IDLE
+
+    def _last(self, decoder: EventFraming, delivered: bool) -> Iterator[ChunkItem]:
+        """The end of the body: a last event that lacked its blank line; none at all is a failed stream.
+
+        Raises:
+            UpstreamError: no event came (``upstream_empty_stream``), or the last one is broken.
+        """
+        for payload in decoder.end():
+            if payload == self._dialect.done:
+                return
+            delivered = True
+            yield self._read(_event_json(payload), self._secret)
+        if not delivered:
+            raise _empty_stream()
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
@@ -384,6 +379,44 @@ def upstream_request_id(request_id: str) -> str:
         log.debug("request %s goes upstream as X-Request-Id %s", request_id, mapped,
                   extra={"fields": {"upstream_request_id": mapped}})
         return mapped
+
+
+def _let_go(response: BoundedResponse) -> None:
+    """A stream's end payload came: read the (normally empty) rest so the connection goes back to the pool, or
+    close a connection that is not kept (its body ends at the close: no wait for that)."""
+    if response.should_keep_alive():
+        response.read_body(keep=False)
+    else:
+        response.release()
+
+
+def _idle_since(since: float | None, limit: float) -> float:
+    """When the reads without a data event began (now, at the first of them).
+
+    Raises:
+        UpstreamError: they have gone on for more than ``limit`` seconds (a 504).
+    """
+    now = time.monotonic()
+    if since is None:
+        return now
+    if now - since > limit:
+        raise UpstreamError("timeout", f"The upstream sent no content for {limit:g} seconds.", status=504)
+    return since
+
+
+def _silent_since(since: float | None, wait: float, limit: float, response: BoundedResponse) -> float:
+    """When the silence that a wait of ``wait`` seconds just ended in began.
+
+    Raises:
+        TimeoutError: it has lasted ``limit`` seconds (the response is closed).
+    """
+    now = time.monotonic()
+    if since is None:
+        since = now - wait
+    if now - since >= limit:
+        response.release()
+        raise TimeoutError("the upstream went silent")
+    return since
 
 
 def _empty_stream() -> UpstreamError:
