@@ -37,7 +37,7 @@ import orjson
 from flask import Flask, Response, request
 
 COOPERATE_EVERY = 64
-DONE = b"data: [DONE]\n\n"
+DONE_FRAME = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 READ_BYTES = 65536
 
@@ -82,7 +82,7 @@ def relay(raw: Iterator[bytes], close: Callable[[], None]) -> Iterator[bytes]:
                     continue
                 payload = frame[6:]
                 if payload == b"[DONE]":
-                    yield DONE
+                    yield DONE_FRAME
                     continue
                 yield b"data: " + orjson.dumps(orjson.loads(payload)) + b"\n\n"
                 count += 1

@@ -6,12 +6,16 @@ ended (a :class:`~statemachine._table.Verdict`). The machine fires the edge the
 verdict names when the call's block ends, and the edges' callbacks
 (:meth:`CallBook.commit`, :meth:`CallBook.close`, :meth:`CallBook.settle`) emit
 the call's events: every header, end and rejection goes out inside the table.
+
+The book knows the machine only by its port, :class:`CallMachine`: the two edges a
+reader's report makes due at once (a call begins; its name is accepted). How a call
+ended waits in :attr:`CallBook.due` for the machine to act on.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from ._config import ParserConfig
 from ._errors import ModelOutputError
@@ -21,17 +25,26 @@ from ._regex import RegexError, regex_matches
 from ._schema import schema_errors
 from ._table import Verdict
 
-if TYPE_CHECKING:
-    from ._choice import ChoiceStream
-
 ACCEPT, REJECT, SUPPRESS = "accept", "reject", "suppress"
+
+
+class CallMachine(Protocol):
+    """The call book's port: the machine's edges that a reader's report makes due at once, in the middle of
+    its block (:class:`~statemachine.ChoiceStream` is one)."""
+
+    def begin_call(self, native: bool) -> None:
+        """A call begins (a block's first, or its next): leave the call before it by its verdict's edge, then take
+        ``tool_open_seen``."""
+
+    def complete_name(self) -> None:
+        """The call's accepted name is complete and its header due: take ``name_completed``."""
 
 
 class Call:
     """Book-keeping for one call being read."""
 
     __slots__ = ("name", "kind", "decision", "index", "call_id", "pre_args", "pre_len", "args", "invalid", "native",
-                 "bare", "valved", "verdict", "repaired", "reason")
+                 "bare", "valved", "verdict", "repaired", "reason", "then_reasoning")
 
     def __init__(self, native: bool = False, bare: bool = False):
         self.name: str | None = None
@@ -49,6 +62,7 @@ class Call:
         self.verdict: Verdict | None = None  # how it ended: the edge the machine leaves the call states by
         self.repaired = False
         self.reason: tuple[str | None, str] = (None, "")  # a disproved call's note kind and message
+        self.then_reasoning = False  # a dropped block (a message header) is followed by reasoning
 
     @property
     def header_sent(self) -> bool:
@@ -59,18 +73,18 @@ class CallBook:
     """The choice's calls: the :class:`~statemachine.formats.CallSink` every body reader of the choice gets.
 
     Args:
-        choice: the machine (fires the edges; reached through a weak proxy, so the book keeps it alive never).
+        machine: the machine's port (the stream owns the book, so the book holds its machine weakly).
         config: the request's tools, ``tool_choice`` and policy.
         openers: every call opener of the request's formats.
         new_id: makes call ids.
     """
 
     __slots__ = ("config", "openers", "call", "due", "bare", "cut", "truncated", "incomplete", "valid_calls",
-                 "next_index", "out", "_choice", "_all_strict", "_new_id")
+                 "next_index", "out", "_machine", "_all_strict", "_new_id")
 
-    def __init__(self, choice: ChoiceStream, config: ParserConfig, openers: tuple[str, ...],
+    def __init__(self, machine: CallMachine, config: ParserConfig, openers: tuple[str, ...],
                  new_id: Callable[[], str]):
-        self._choice = choice
+        self._machine = machine
         self.config = config
         self.openers = openers  # bodies stop at these outside JSON strings (case 14)
         self._new_id = new_id
@@ -90,7 +104,7 @@ class CallBook:
 
     def call_begin(self, *, native: bool = False) -> None:
         """A call block (or the next call inside one) begins."""
-        self._choice._call_begins(native)
+        self._machine.begin_call(native)
 
     def call_name(self, name: str, *, kind: str = FUNCTION) -> None:
         """The call's complete name and kind (``function`` or ``custom``); decide whether it is accepted.
@@ -107,7 +121,7 @@ class CallBook:
             return
         call.decision = self._decide(call.name, kind, bare=call.bare)
         if call.decision == ACCEPT and (call.pre_args or kind == CUSTOM):
-            self._choice._trigger("name_completed")
+            self._machine.complete_name()
 
     def call_args(self, text: str) -> None:
         """A fragment of the call's arguments text."""
@@ -118,7 +132,7 @@ class CallBook:
             call.args.append(text)
             self.out.append((ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta)(call.index, text))
         elif call.decision == ACCEPT:
-            self._choice._trigger("name_completed")  # the header waits until the arguments begin
+            self._machine.complete_name()  # the header waits until the arguments begin
             self._args_out(call, text)
         elif call.decision is None and not call.valved:
             call.pre_args.append(text)
@@ -185,8 +199,8 @@ class CallBook:
         if call is None or call.header_sent:
             return
         self.call = None
+        call.then_reasoning = reasoning
         self._ended(call, Verdict.DISPROVED, "dropped")
-        self._choice._drop_block(reasoning=reasoning)
 
     def call_incomplete(self) -> None:
         """The stream ended inside the call's body."""
@@ -222,14 +236,10 @@ class CallBook:
         """Entering ``in_tool_call``: a new call is held (:meth:`call_args` buffers arguments before its name)."""
         self.call = Call(native, self.bare and not native)
 
-    def commit(self) -> bool:
-        """``name_completed``: the call is committed: index and id, ``ToolCallStarted``, the held arguments.
-
-        Returns ``False`` when no call is being read (the edge fired by hand).
-        """
+    def commit(self) -> None:
+        """``name_completed``: the call is committed: index and id, ``ToolCallStarted``, the held arguments."""
         call = self.call
-        if call is None or call.name is None:
-            return False
+        assert call is not None and call.name is not None  # the edge is due only for an accepted name
         call.index = self.next_index
         self.next_index += 1
         call.call_id = self._new_id()
@@ -237,7 +247,6 @@ class CallBook:
         if call.pre_args:
             self._args_out(call, "".join(call.pre_args))
             call.pre_args = []
-        return True
 
     def close(self, call: Call) -> None:
         """``tool_close_seen``: the call's ``ToolCallEnded``, valid or not; a valid one is counted, and may
@@ -284,7 +293,8 @@ class CallBook:
         return kind
 
     def end_native(self) -> None:
-        """The native call being read is complete (its next fragment is another call's, text, or the finish)."""
+        """The native call being read is complete (its next fragment is another call's, text, or the finish);
+        its edge is due (:attr:`due`)."""
         call = self.call
         if call is not None and call.native:
             if call.name is None:
@@ -295,12 +305,11 @@ class CallBook:
     # helpers ------------------------------------------------------------------
 
     def _ended(self, call: Call, verdict: Verdict, kind: str | None = None, message: str = "") -> None:
-        """The call ended with ``verdict``: the machine takes its edge once the block ends (a native call's now)."""
+        """The call ended with ``verdict``: the machine takes its edge once the block ends (a native call's when
+        the report that ended it returns)."""
         call.verdict = verdict
         call.reason = (kind, message)
         self.due = call
-        if call.native:
-            self._choice._leave_call()
 
     def _decide(self, name: str, kind: str, *, bare: bool) -> str:
         config = self.config

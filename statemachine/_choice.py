@@ -11,25 +11,25 @@ import binascii
 import functools
 import os
 import weakref
-from typing import Any, Callable
+from typing import Callable
 
-from ._calls import Call, CallBook
+from ._calls import Call, CallBook, CallMachine
 from ._config import ParserConfig
 from ._errors import UsageError
 from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._machine import build_machine
-from ._reader import DONE, BodyReader
-from ._table import DONE as DONE_STATE, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
+from ._reader import COMPLETE, BodyReader
+from ._table import DONE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
 from ._scan_tables import reader_opens_reasoning
 from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
 from .formats import TextFormat, get_format, on_register
 from .formats.custom import CustomToolFormat
 
 #: The one machine every choice runs on, built once from the table with the callbacks it names.
-#: Per-choice machines cost about 70 µs and 10 KiB each; a model-less machine keeps no per-choice
-#: state, so each :class:`ChoiceStream` fires the table's events on itself (:meth:`ChoiceStream.trigger`)
-#: and ``transitions`` finds the callbacks by name on that stream.
+#: A machine per choice would cost each choice its own build and about 10 KiB; a model-less machine keeps no
+#: per-choice state, so each :class:`ChoiceStream` fires the table's events on itself and ``transitions``
+#: finds the callbacks by name on that stream.
 _MACHINE = build_machine()
 
 
@@ -85,8 +85,8 @@ class ChoiceStream(TextReader):
         self.state = INITIAL
         custom = any(t.kind == CUSTOM for t in config.tools.values())  # custom tools have no other format
         scan = self._init_text(config, formats_of(config.formats, custom, config.parsing_enabled))
-        # the book reaches the machine through a weak proxy: no reference cycle outlives a stream
-        self._calls = CallBook(weakref.proxy(self), config, scan.opener_names, id_factory)
+        machine: CallMachine = self  # the book's port, held weakly: the stream owns the book (no cycle)
+        self._calls = CallBook(weakref.proxy(machine), config, scan.opener_names, id_factory)
         self._body: BodyReader | None = None  # the open block's reader (the call states read with it)
         self._raw: list[str] | None = None  # the block's text while it could still be released
         #: what the open block's reader offered to read the next chunk with, if it stays in the argument text the
@@ -115,7 +115,7 @@ class ChoiceStream(TextReader):
             UsageError: the stream already finished.
             ModelOutputError: a ``fail`` policy rejected the model's output.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("feed() after finish()", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -165,7 +165,7 @@ class ChoiceStream(TextReader):
             UsageError: the stream already finished.
             ModelOutputError: a ``fail`` policy rejected the call.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("feed_tool_call() after finish()", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -181,6 +181,7 @@ class ChoiceStream(TextReader):
             calls.call_args(arguments)
         if invalid:
             calls.call_invalid()
+            self._leave_call()
         return out
 
     def finish(self, reason: str | None = None) -> list[Event]:
@@ -195,7 +196,7 @@ class ChoiceStream(TextReader):
             UsageError: called twice.
             ModelOutputError: a ``fail`` policy rejected the model's output.
         """
-        if self.state is DONE_STATE:
+        if self.state is DONE:
             raise UsageError("finish() called twice", code="usage_error")
         calls = self._calls
         out = self._out = calls.out = []
@@ -221,24 +222,24 @@ class ChoiceStream(TextReader):
     @property
     def wants_more(self) -> bool:
         """``False`` once policy (stop after the first call, max calls) says to stop reading."""
-        return not self._calls.cut and self.state is not DONE_STATE
+        return not self._calls.cut and self.state is not DONE
 
-    def trigger(self, name: str, **kwargs: Any) -> bool:
-        """Fire the table's event ``name`` on this choice, running the callbacks the table names.
+    # the call book's port (CallMachine) --------------------------------------------
 
-        Args:
-            name: the trigger.
-            kwargs: passed to the callbacks.
-        Returns:
-            ``True`` (the transition was taken).
-        Raises:
-            AttributeError: no such trigger.
-            transitions.MachineError: the table has no edge for it from the current state.
-        """
-        event = _MACHINE.events.get(name)
-        if event is None:
-            raise AttributeError(f"Do not know event named {name!r}.")
-        return bool(event.trigger(self, **kwargs))
+    def begin_call(self, native: bool) -> None:
+        """A call begins (a block's first, or its next): the machine leaves the one before first."""
+        due = self._calls.due
+        if self._body is not None and due is not None and due.verdict is Verdict.DISPROVED:
+            self._raw = None  # a next call shows the block holds calls: the rejected one is dropped, its note stands
+        self._leave_call()
+        if not self._calls.cut:  # the call before reached the policy's limit: no further call begins
+            self._trigger("tool_open_seen", native=native)
+
+    def complete_name(self) -> None:
+        """The call's accepted name is complete: ``name_completed`` (its header goes out)."""
+        _MACHINE.events["name_completed"].trigger(self)  # as _trigger does, without its frame under the readers
+        self.path.append(_NAME_COMPLETED)
+        self.spans.append((self._span_start, self._fed))
 
     # the scanner ----------------------------------------------------------------
 
@@ -269,7 +270,7 @@ class ChoiceStream(TextReader):
         outcome, end = body.feed(buf, pos)
         if self._raw is not None:
             self._raw.append(buf[pos:end])
-        if outcome is DONE:
+        if outcome is COMPLETE:
             self._end_block()
             return end
         self._pending = buf[end:]  # a body's partial tag, handed back with the next chunk
@@ -286,7 +287,7 @@ class ChoiceStream(TextReader):
         # Whitespace before the block is dropped if it is a call, kept if it turns out to be text.
         self._raw = [self._ws, opener]
         self._ws = ""
-        self._calls.call_begin()
+        self.begin_call(False)
 
     def _end_block_at_eof(self) -> None:
         """The stream ended inside the open block: its reader ends, recovers or abandons its call."""
@@ -316,15 +317,6 @@ class ChoiceStream(TextReader):
             assert call.verdict is not None
             self._trigger(call.verdict.value, call=call)
 
-    def _call_begins(self, native: bool) -> None:
-        """A call begins (a block's first, or its next): the machine leaves the one before first."""
-        due = self._calls.due
-        if self._body is not None and due is not None and due.verdict is Verdict.DISPROVED:
-            self._raw = None  # a next call shows the block holds calls: the rejected one is dropped, its note stands
-        self._leave_call()
-        if not self._calls.cut:  # the call before reached the policy's limit: no further call begins
-            self._trigger("tool_open_seen", native=native)
-
     def _begin_native(self, index: int) -> bool:
         """A fragment of another native call: the text and the call before it end, and it begins; ``False``
         when ending the call before reached the policy's limit (this one never begins)."""
@@ -335,7 +327,7 @@ class ChoiceStream(TextReader):
         if self._calls.cut:
             return False
         self._native_index = index
-        self._calls.call_begin(native=True)
+        self.begin_call(True)
         return True
 
     def _interrupt_block(self) -> None:
@@ -351,14 +343,16 @@ class ChoiceStream(TextReader):
         if self._native_index is not None:
             self._native_index = None
             self._calls.end_native()
+            self._leave_call()
 
-    def _trigger(self, name: str, **kwargs: Any) -> None:
+    def _trigger(self, name: str, **kwargs: object) -> None:
+        """Fire the table's event ``name`` on this choice (its callbacks run), and record the edge in ``path``."""
         source = self.state
-        _MACHINE.events[name].trigger(self, **kwargs)  # as trigger() does, for the scanner's own names
+        _MACHINE.events[name].trigger(self, **kwargs)
         self.path.append(_EDGES[source, name])
         self.spans.append((self._span_start, self._fed))
 
-    def _take_direct(self, name: str, **kwargs: Any) -> None:
+    def _take_direct(self, name: str, **kwargs: str) -> None:
         """Take the direct edge ``name`` (``Transition.direct``): a self-loop whose callback, called here, is
         all the machine would do; recorded in ``path`` as any edge."""
         callback, edge = _DIRECT[name]
@@ -368,48 +362,47 @@ class ChoiceStream(TextReader):
 
     # the table's callbacks -------------------------------------------------------
 
-    def _hold_call(self, native: bool = False) -> None:
+    def _hold_call(self, native: bool) -> None:
         """Entering ``in_tool_call``: hold the call, buffering any arguments that come before its name."""
         self._calls.hold(native)
 
     def _send_header(self) -> None:
         """``name_completed``'s callback: the call is committed; its header and buffered arguments go out."""
-        if not self._calls.commit():  # fired by hand (:meth:`trigger`), with no call being read
-            return
+        self._calls.commit()
         self._raw = None  # committed: this block can no longer turn back into text
         self._call_committed()
 
-    def _call_closed(self, call: Call | None = None) -> None:
+    def _call_closed(self, call: Call) -> None:
         """``tool_close_seen``'s callback: the call's end goes out and is counted (the policy may cut the
         stream here); until visible text comes, an orphan closer is dropped."""
-        if call is not None:
-            self._calls.close(call)
+        self._calls.close(call)
         self._after_call = True
 
-    def _release_block(self, call: Call | None = None) -> None:
+    def _release_block(self, call: Call) -> None:
         """``tool_open_disproved``'s callback: the rejection is noted, and the disproved block's text
-        (opener included) goes out as text, unless it was suppressed or was structure."""
-        if call is None:
-            return
+        (opener included) goes out as text, unless it was suppressed or was structure (dropped: what
+        follows it is reasoning, or a new message of text)."""
         kind = self._calls.settle(call)
+        if kind == "dropped":
+            self._raw = None
+            self._drop_block(reasoning=call.then_reasoning)
+            return
         raw = "".join(self._raw or ())
         self._raw = None
         for token in self._block_tokens:
             raw = raw.replace(token, "")
-        if kind not in ("suppressed", "dropped") and raw:
+        if kind != "suppressed" and raw:
             self._fences.feed(raw)  # text after all (the tracker saw its opener, so this adds no fence line)
             self._emit_text(self._take_fence() + raw)
 
-    def _note_refuted(self, kind: str | None = None, message: str = "") -> None:
+    def _note_refuted(self, kind: str, message: str) -> None:
         """``tool_open_refuted``'s callback: the note the refuted opener's block would have earned (or the
         ``fail`` policy's error); the opener itself stays in the text."""
-        if kind is None:  # fired by hand (:meth:`trigger`)
-            return
         call = Call()
         call.reason = (kind, message)
         self._calls.settle(call)
 
-    def _select_finish_reason(self, upstream: str = "stop") -> None:
+    def _select_finish_reason(self, upstream: str) -> None:
         """Entering ``done``: the one ``ChoiceFinished``, with the finish reason the choice earned."""
         calls = self._calls
         if upstream in ("length", "content_filter"):
@@ -428,6 +421,9 @@ _EDGES: dict[tuple[ChoiceState, str], tuple[str, str, str]] = {
 #: The edges the scanner takes itself, by trigger: their callback's name and their ``path`` entry.
 _DIRECT: dict[str, tuple[str, tuple[str, str, str]]] = {
     t.trigger: (t.after, (t.source.value, t.trigger, t.dest.value)) for t in TRANSITIONS if t.direct}
+
+#: ``name_completed``'s ``path`` entry.
+_NAME_COMPLETED = _EDGES[IN_TOOL_CALL, "name_completed"]
 
 #: Each state's reader, resolved once from the table's names.
 _READERS: dict[ChoiceState, Callable[[ChoiceStream, str, int], int]] = {

@@ -7,15 +7,14 @@ registered format whose block holds JSON call objects reuses it.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from ._jsoncall import JsonCallParser
-from ._reader import DONE, MORE, Outcome, Step, TableReader
-from ._scanning import NON_WS, Stop, skip_to
+from ._reader import COMPLETE, MORE, Outcome, Step, TableReader
+from ._scanning import FUNCTION_OPENERS, NON_WS, Stop, skip_to
 
 if TYPE_CHECKING:
-    from ._reader import CallSink
-    from .formats.function import FunctionBody
+    from ._reader import BodyReader, CallSink
 
 
 class JsonBlockState(str, enum.Enum):
@@ -44,10 +43,8 @@ def _skip_ws(buf: str, pos: int) -> int:
 
 def function_opener_at(buf: str, pos: int) -> str | None:
     """The ``<function=…>`` opener at ``buf[pos]``; ``""`` while ``buf[pos:]`` may still become one; else ``None``."""
-    from .formats.function import OPENERS  # the formats package imports this module
-
-    opener = next((op for op in OPENERS if buf.startswith(op, pos)), None)
-    if opener is None and any(op.startswith(buf[pos:]) for op in OPENERS):
+    opener = next((op for op in FUNCTION_OPENERS if buf.startswith(op, pos)), None)
+    if opener is None and any(op.startswith(buf[pos:]) for op in FUNCTION_OPENERS):
         return ""
     return opener
 
@@ -87,13 +84,17 @@ class JsonCallsBody(TableReader):
     that is no call, separator or array end.
     """
 
+    #: Reads a ``<function=…>`` block in the block (``(sink, closer)``): format C's reader, which
+    #: :mod:`.formats.function` lends it (the formats import this module, never the other way round).
+    function_body: ClassVar[Callable[[CallSink, str | None], BodyReader]]
+
     def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
         self.ctx = ctx
         self.closer = closer
         self.bare = bare
         self.state = START
         self.parser: JsonCallParser | None = None
-        self.inner: FunctionBody | None = None
+        self.inner: BodyReader | None = None
         self.in_array = False
         self.calls = 0
         self.stray_dropped = False
@@ -114,17 +115,15 @@ class JsonCallsBody(TableReader):
             self.state = BETWEEN
             return None, pos + 1
         if ch == "<" and not self.bare:
-            from .formats.function import FunctionBody  # the formats package imports this module
-
             opener = function_opener_at(buf, pos)
             if opener:
-                self.inner = FunctionBody(self.ctx, self.closer)
+                self.inner = JsonCallsBody.function_body(self.ctx, self.closer)
                 self.state = FUNCTION
                 return None, pos + len(opener)
             if opener is not None:
                 return MORE, pos
         self.ctx.call_abort("not_a_call", "the block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def feed(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Read ``buf[pos:]``; a call object's parser is called from here, never from the table: the arguments'
@@ -155,14 +154,14 @@ class JsonCallsBody(TableReader):
         self.state = BETWEEN
         if status is Stop.OPENER:
             self.ctx.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, pos
+            return COMPLETE, pos
         if status is Stop.INVALID:
             return self._invalid_call(pos)
         complete = parser.complete()
         if complete:
             self.ending = (parser.repaired, parser.invalid)
         if self.bare and not (complete and self._end_call()):
-            return DONE, pos  # bare JSON that is no call: the block, text, ends with it (what follows is prose)
+            return COMPLETE, pos  # bare JSON that is no call: the block, text, ends with it (what follows is prose)
         return None, pos
 
     def _read_function(self, buf: str, pos: int) -> Step:
@@ -209,7 +208,7 @@ class JsonCallsBody(TableReader):
         if hit is None:
             return MORE, end
         self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-        return DONE, end
+        return COMPLETE, end
 
     # transitions between the states
 
@@ -225,7 +224,7 @@ class JsonCallsBody(TableReader):
         """The call object broke its grammar: the block ends, or a lone call in tags is skipped to the closer."""
         if self.bare or self.calls > 1 or not self.closer:
             self.ctx.call_abort("invalid_json", "the call body is not valid JSON")
-            return DONE, pos
+            return COMPLETE, pos
         self.state = SKIP
         self.ctx.call_invalid()
         return None, pos
@@ -236,7 +235,7 @@ class JsonCallsBody(TableReader):
             return self._ended(end)
         if tag != self.closer:
             self.ctx.note("repaired", f"mismatched closer {tag!r} accepted")
-        return DONE, end
+        return COMPLETE, end
 
     def _end_call(self) -> bool:
         """End the call whose object closed, now that the block is known to go on or end; whether it was a call."""
@@ -250,7 +249,7 @@ class JsonCallsBody(TableReader):
         """The block ends at ``pos``; if no call was parsed in it (``[`` then prose), it was text."""
         if not self.calls:
             self.ctx.call_abort("not_a_call", "the block holds no call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.parser is not None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, nameless_call, object_text
 from ._jsonlex import ESCAPE, STRING, StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
-from ._reader import DONE, MORE, Outcome
+from ._reader import COMPLETE, MORE, Outcome
 from ._scanning import NON_WS, Stop, opener_at
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class Expect(str, enum.Enum):
 
 
 #: A step of the parser: ``(None, pos)`` reads on from ``pos``; ``(MORE, len(buf))``: the object is still
-#: open; ``(DONE, end)``: it closed; a :class:`~statemachine._scanning.Stop`: why it stopped at ``pos``.
+#: open; ``(COMPLETE, end)``: it closed; a :class:`~statemachine._scanning.Stop`: why it stopped at ``pos``.
 ParseStep = tuple[Outcome | Stop | None, int]
 
 
@@ -69,7 +69,7 @@ class JsonCallParser:
     parsed once, and its name and canonical arguments are reported then.
 
     ``feed`` returns ``(MORE, len(buf))`` while the object is open, else ``(status, pos)``
-    with status ``DONE`` (then :meth:`complete` reports it), ``Stop.INVALID`` (a
+    with status ``COMPLETE`` (then :meth:`complete` reports it), ``Stop.INVALID`` (a
     grammar violation at ``pos``), ``Stop.OPENER`` (a call opener outside strings
     interrupts the object at ``pos``) or ``Stop.PARTIAL`` (maybe an opener, cut
     by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
@@ -216,7 +216,7 @@ class JsonCallParser:
         return self._relax(buf, pos)
 
     def _closing_brace(self, pos: int) -> ParseStep:
-        return (DONE if self._close_level() else None), pos + 1
+        return (COMPLETE if self._close_level() else None), pos + 1
 
     # relaxed JSON (case 25) ----------------------------------------------------
 
@@ -275,7 +275,7 @@ class JsonCallParser:
             self.invalid = has_args  # arguments that hold no object are never sent
         else:
             self._send(arguments)
-        return DONE, end
+        return COMPLETE, end
 
     # value dispatch -------------------------------------------------------
 

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Callable
 
-from ._reader import DONE, MORE, Step
+from ._reader import COMPLETE, MORE, Step
 from ._relaxed import (AFTER, COLON, CONTROL, JSON_NUMBER, KEY, VALID_ESCAPES, VALUE, RelaxedValue, control_escape,
                        escape_text, unicode_escape_step)
 from ._scanning import NON_WS, Stop, opener_at
@@ -103,7 +103,7 @@ class ValueLexer:
         while pos < n:
             outcome, pos = _LEXERS[self.state](self, buf, pos, out)
             if outcome is not None:
-                return "".join(out), pos if outcome is DONE else None
+                return "".join(out), pos if outcome is COMPLETE else None
         return "".join(out), None
 
     def string_chunk(self, text: str) -> str | None:
@@ -126,7 +126,7 @@ class ValueLexer:
             return escaped + text[start:end]
         return None
 
-    # one method per state: each returns DONE and where the value ended or stopped, MORE when the chunk is used
+    # one method per state: each returns COMPLETE and where the value ended or stopped, MORE when the chunk is used
     # up, or ``None`` and where to read on; ``out`` collects the text to send
 
     def _lex_string(self, buf: str, pos: int, out: list[str]) -> Step:
@@ -212,11 +212,11 @@ class ValueLexer:
         if ch == "<" and self.stops:
             self.stopped = opener_at(buf, i, self.stops)
             if self.stopped is not None:
-                return DONE, i
+                return COMPLETE, i
         token = _TOKENS.get(ch)
         if token is None or not token(self, ch, out):
             return self._relax(i)
-        return (None if self.stack else DONE), i + 1
+        return (None if self.stack else COMPLETE), i + 1
 
     def _lex_relaxed(self, buf: str, pos: int, out: list[str]) -> Step:
         """The rest of a value that broke strict JSON: sent once, canonically, at its end."""
@@ -234,7 +234,7 @@ class ValueLexer:
                 self.repaired = True
                 if self.emit:
                     out.append(text)
-        return DONE, end
+        return COMPLETE, end
 
     # tokens: each reads its character and returns ``False`` where it breaks strict JSON ----------------------
 

@@ -1,13 +1,14 @@
 """The one ``transitions`` machine every choice runs on, built from the table (:mod:`._table`).
 
-A plain ``transitions.Machine`` does about a hundred Python calls a trigger (~10 µs here), most of them for
+A plain ``transitions.Machine`` does about a hundred Python calls a trigger, most of them for
 what this table never uses: a partial and the queue check, the prepare, condition and before lists, the
 machine-wide callback lists, exit callbacks, the state's name read through an enum check six times, and a
 debug log line at each step. A tool call takes four triggers. So the machine is built by ``transitions``
 from the table as before, with its state, transition and event classes narrowed to what the table uses
 (``transitions``' own extension points, ``state_cls``, ``transition_cls``, ``event_cls``): a trigger finds
 the edge from the model's state, sets the state, and runs the dest's enter callbacks and the edge's
-``after`` callbacks, resolved by name on the model as ``Machine.callback`` resolves them (~2 µs).
+``after`` callbacks, resolved by name on the model as ``Machine.callback`` resolves them (a fifth of the plain
+trigger's time, measured 2026-11).
 :func:`unused_features` names anything the narrowed classes would skip; the table's tests keep it empty.
 """
 

@@ -17,7 +17,7 @@ class Outcome(enum.Enum):
     #: The block goes on; the reader consumed up to the returned position.
     MORE = "more"
     #: The block ended at the returned position; the rest is text again.
-    DONE = "done"
+    COMPLETE = "complete"
 
 
 class Pending(enum.Enum):
@@ -30,7 +30,7 @@ class Pending(enum.Enum):
 
 #: Shorthands for the readers' hot paths (a module global is one lookup, ``Outcome.MORE`` two).
 MORE = Outcome.MORE
-DONE = Outcome.DONE
+COMPLETE = Outcome.COMPLETE
 
 #: One state's step in a reader that reads one method per state: the block's outcome, or ``None`` to read on;
 #: and the position.
@@ -119,7 +119,7 @@ class BodyReader(Protocol):
     ``feed(buf, pos)`` reads ``buf`` from ``pos`` and returns ``(outcome,
     end)``: :attr:`Outcome.MORE` with the position up to which it consumed
     (the scanner keeps ``buf[end:]``, a tag cut by the chunk's end, and hands
-    it back in front of the next chunk), or :attr:`Outcome.DONE` with the
+    it back in front of the next chunk), or :attr:`Outcome.COMPLETE` with the
     position where the block ended (the rest is read as text again).
     ``at_eof()`` is called when the stream ends inside the block. Work per
     chunk must stay O(len(chunk)): never re-read consumed text.

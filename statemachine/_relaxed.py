@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any, Callable
 
-from ._reader import DONE, Step
+from ._reader import COMPLETE, Step
 from ._scanning import NON_WS, Stop, opener_at
 
 
@@ -164,11 +164,11 @@ class RelaxedValue:
             if self.failed and self.halt:
                 return pos
             outcome, pos = _READERS[self.state](self, buf, pos)
-            if outcome is DONE:
+            if outcome is COMPLETE:
                 return pos
         return pos if self.failed and self.halt else None
 
-    # one method per state: each returns DONE and where the value ended or stopped, or ``None`` and where to
+    # one method per state: each returns COMPLETE and where the value ended or stopped, or ``None`` and where to
     # read on
 
     def _read_tokens(self, buf: str, pos: int) -> Step:
@@ -181,13 +181,13 @@ class RelaxedValue:
         if ch == "<" and self.stops:
             self.stopped = opener_at(buf, pos, self.stops)
             if self.stopped is not None:
-                return DONE, pos
+                return COMPLETE, pos
         if ch == "/":
             self.state = SLASH
         elif self.failed:
             return self._skim(ch, pos)
         elif self._token(ch):
-            return (None if self.stack else DONE), pos + 1
+            return (None if self.stack else COMPLETE), pos + 1
         elif self.failed:
             return None, pos  # read it again as a failed value's character
         return None, pos + 1
@@ -202,7 +202,7 @@ class RelaxedValue:
         elif ch in "}]" and self.stack:
             self.stack.pop()
             if not self.stack:
-                return DONE, pos + 1
+                return COMPLETE, pos + 1
         return None, pos + 1
 
     def _read_string(self, buf: str, pos: int) -> Step:

@@ -11,6 +11,11 @@ import enum
 import re
 
 
+#: Format C's openers, both spellings: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both);
+#: a ``<tool_call>`` block may hold one too (Qwen3-Coder).
+FUNCTION_OPENERS = ("<function=", "<function name=")
+
+
 class Stop(enum.Enum):
     """Why a reader stopped before its value or block ended."""
 

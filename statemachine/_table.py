@@ -94,10 +94,9 @@ class Transition(NamedTuple):
             once the state changed (``""``: none).
         direct: the scanner takes the edge by calling ``after`` itself, not
             through ``transitions``: a self-loop of a state with no enter
-            callback, so that call is all the machine would do (``trigger()``
-            still takes it through the machine). For boundaries that may come
-            thousands of times a response, where a ``transitions`` trigger
-            (~7 µs) would cost more than the text around it.
+            callback, so that call is all the machine would do. For boundaries
+            that may come thousands of times a response, where a ``transitions`` trigger
+            would cost more than the text around it.
     """
 
     trigger: str

@@ -18,7 +18,7 @@ SGLang and llama.cpp's server send; a message without reasoning has no such key.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, assert_never
 
 import orjson
 
@@ -28,13 +28,15 @@ from statemachine import (
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
+    ToolCallEnded,
     ToolCallInputDelta,
+    ToolCallNote,
     ToolCallStarted,
 )
 
 from ..errors import ApiError
 from ..pipeline.encoder import Usage, usage_object
-from ..pipeline.streaming import DONE, KEEPALIVE, data_frame
+from ..pipeline.streaming import DONE_FRAME, KEEPALIVE, data_frame
 
 CHUNK = "chat.completion.chunk"
 COMPLETION = "chat.completion"
@@ -76,12 +78,12 @@ class ChatEncoder:
     def closing(self, usage: Usage) -> list[bytes]:
         """The usage chunk (when asked for), then ``[DONE]``."""
         if not self._include_usage:
-            return [DONE]
-        return [data_frame(self._chunker.usage_chunk(_chat_usage(usage))), DONE]
+            return [DONE_FRAME]
+        return [data_frame(self._chunker.usage_chunk(_chat_usage(usage))), DONE_FRAME]
 
     def error_frames(self, error: ApiError, usage: Usage) -> bytes:
         """One error frame, then ``[DONE]``."""
-        return data_frame(error.body()) + DONE
+        return data_frame(error.body()) + DONE_FRAME
 
     def add(self, index: int, event: Event) -> None:
         """Fold one event into the ``chat.completion`` body."""
@@ -208,7 +210,9 @@ class ChatChunker:
                 out.append(self._chunk(index, self._with_role(index, {})))
             out.append(self._chunk(index, {}, event.finish_reason))
             return out
-        return []  # notes are not part of the Chat wire
+        if isinstance(event, (ToolCallEnded, ToolCallNote)):
+            return []  # a call ends with its last fragment; notes are not part of the Chat wire
+        assert_never(event)
 
     def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
         """The final ``choices: []`` chunk carrying ``usage``."""
@@ -325,6 +329,8 @@ class ChatAccumulator:
             message.calls[event.index].fragments.append(event.fragment)
         elif isinstance(event, ChoiceFinished):
             message.finish_reason = event.finish_reason
+        elif not isinstance(event, (ToolCallEnded, ToolCallNote)):  # the call is its fragments; notes are no body
+            assert_never(event)
 
     def body(self, usage: dict[str, Any]) -> dict[str, Any]:
         """The ``chat.completion`` body, choices in index order."""

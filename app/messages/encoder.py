@@ -15,11 +15,12 @@ The core's call ids (``call_…``) are shown as ``toolu_…``; the ids only pair
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 import orjson
 
-from statemachine import ChoiceFinished, Event, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+from statemachine import (ChoiceFinished, Event, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallEnded,
+                          ToolCallInputDelta, ToolCallNote, ToolCallStarted)
 
 from ..errors import ApiError
 from ..pipeline.driver import FinishedAtStopSequence
@@ -117,7 +118,10 @@ class MessageBuilder:
             if isinstance(event, FinishedAtStopSequence) and event.stop_sequence in self._stop_sequences:
                 self._message.update(stop_reason="stop_sequence", stop_sequence=event.stop_sequence)
             return self._close()
-        return []  # a call's end shows in the next block or the finish; notes are not on the wire
+        if isinstance(event, (ToolCallEnded, ToolCallNote, ToolCallInputDelta)):
+            # a call's end shows in the next block or the finish; notes are not on the wire; no freeform tools here
+            return []
+        assert_never(event)
 
     def finish(self, usage: Usage) -> list[dict[str, Any]]:
         """The open block's stop, ``message_delta`` (stop reason, usage) and ``message_stop``."""

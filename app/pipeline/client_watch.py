@@ -6,7 +6,7 @@ Nothing is written to the client, so nothing notices that it left, and the back 
 Codex turn keeps its slot) for nobody. :func:`abandon_if_client_leaves` watches the client's socket
 meanwhile: at its end of file it raises :class:`ClientLeft` in the waiting greenlet, from the hub, as
 a ``gevent.Timeout`` does, so whatever it waited in unwinds and releases what it holds. The watch is
-one event-loop watcher (a few microseconds), no greenlet. A client that shuts down its sending side
+one event-loop watcher, no greenlet. A client that shuts down its sending side
 after the request and still waits for the answer would be taken for gone; HTTP clients do not do that.
 """
 

@@ -23,6 +23,7 @@ from statemachine import (
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallEnded,
+    ToolCallInputDelta,
     ToolCallNote,
     ToolCallStarted,
     new_call_id,
@@ -315,7 +316,7 @@ class ChoiceDriver:
         for event in events:  # isinstance: as fast as a class check for these final classes, and typed
             if isinstance(event, (TextDelta, ReasoningDelta)):
                 self.output_chars += len(event.text)
-            elif isinstance(event, ToolCallArgumentsDelta):
+            elif isinstance(event, (ToolCallArgumentsDelta, ToolCallInputDelta)):
                 self.output_chars += len(event.fragment)
             else:
                 if self.outcome_events is not None and event.__class__ in _OUTCOMES:
@@ -326,11 +327,14 @@ class ChoiceDriver:
                     self.outcomes["emitted" if event.valid else "failed"] += 1
                 elif isinstance(event, ToolCallNote):
                     self._note(index, event)
-                elif isinstance(event, ChoiceFinished) and index in self._broken and event.finish_reason not in _CUT:
-                    # A call went out that can be neither run nor taken back: the answer fails (as when the
-                    # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
-                    raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
-                                           code=_BROKEN_CODE)
+                elif isinstance(event, ChoiceFinished):
+                    if index in self._broken and event.finish_reason not in _CUT:
+                        # A call went out that can be neither run nor taken back: the answer fails (as when the
+                        # stream ends inside a call), never "stop" with unparseable arguments. A cut is the cut's.
+                        raise ModelOutputError("the model's tool call has arguments that are not valid JSON",
+                                               code=_BROKEN_CODE)
+                else:
+                    assert_never(event)
 
     def _note(self, index: int, note: ToolCallNote) -> None:
         """Count a note's outcome and log it (its message may quote arguments: debug level only)."""

@@ -205,7 +205,7 @@ def tool_result_label(name: str | None, call_id: str | None) -> str:
 
 # --- tool block ---------------------------------------------------------------
 
-#: Rendered tool blocks kept: agents resend the same tools every turn, and rendering costs ~40 µs a tool.
+#: Rendered tool blocks kept: agents resend the same tools every turn, and rendering cost ~40 µs a tool (2026-11).
 TOOL_BLOCK_CACHE_SIZE = 64
 #: Characters of keys and blocks kept in all (a body may carry megabytes of tools); a larger pair is not kept.
 TOOL_BLOCK_CACHE_CHARS = 2 * 1024 * 1024

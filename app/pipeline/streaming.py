@@ -53,8 +53,10 @@ Events = Iterable[tuple[int, Event] | tuple[None, Pause]]
 
 #: Yield to the gevent hub after this many events, so one busy stream cannot starve the others.
 COOPERATE_EVERY = 64
+#: The SSE comment frame that keeps an idle stream open.
 KEEPALIVE = b": keep-alive\n\n"
-DONE = b"data: [DONE]\n\n"
+#: The ``data: [DONE]`` frame that ends a Chat stream.
+DONE_FRAME = b"data: [DONE]\n\n"
 
 
 def data_frame(obj: Any) -> bytes:

@@ -13,7 +13,7 @@ hook that stores the finished response.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, assert_never
 
 import orjson
 
@@ -25,6 +25,7 @@ from statemachine import (
     ToolCallArgumentsDelta,
     ToolCallEnded,
     ToolCallInputDelta,
+    ToolCallNote,
     ToolCallStarted,
 )
 
@@ -272,7 +273,10 @@ class ResponsesEncoder:
             return self._close_open("completed" if event.valid else "incomplete")
         if isinstance(event, ChoiceFinished):
             self._finish_reason = event.finish_reason
-        return []
+            return []
+        if isinstance(event, ToolCallNote):
+            return []  # telemetry, never on the wire
+        assert_never(event)
 
     def delta_frame(self, event: Event) -> bytes | None:
         """The SSE frame of a text, reasoning or function-arguments delta into the item open for it, else ``None``.

@@ -12,7 +12,7 @@ each one ``data: `` line (nearly every event of an LLM stream) is split in one
 call at the ``\n\ndata: `` between them; anything else (comments, other
 fields, multi-line data, the unfinished rest) is read line by line. A per-line
 regex over decoded text cost about a tenth of a worker's CPU on a fast
-stream; the line loop, about half a microsecond an event.
+stream; the line loop, about half a microsecond an event (both measured 2026-11).
 """
 
 from __future__ import annotations

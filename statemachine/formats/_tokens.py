@@ -22,7 +22,7 @@ from typing import Callable
 
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, Stop, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, end_calls_at_eof
 
 HEADER_LIMIT = 256
@@ -56,7 +56,7 @@ class ObjectArguments:
     invalid: bool
 
     def read_object(self, buf: str, pos: int) -> tuple[Outcome | None, int]:
-        """Stream the object from ``buf[pos:]``: ``(MORE, end)`` to go on with the next chunk, ``(DONE,
+        """Stream the object from ``buf[pos:]``: ``(MORE, end)`` to go on with the next chunk, ``(COMPLETE,
         end)`` when a call opener cut it (the call is aborted there), or ``(None, end)``: it closed just
         before ``end`` (``repaired`` and ``invalid`` say how it went; the lexer is let go)."""
         lexer = self.lexer
@@ -70,7 +70,7 @@ class ObjectArguments:
             return MORE, end
         if lexer.stopped is Stop.OPENER:
             self.sink.call_abort("invalid_json", "a new call began before this one was complete")
-            return DONE, end
+            return COMPLETE, end
         self.repaired, self.invalid = lexer.repaired, lexer.failed
         self.lexer = None
         return None, end
@@ -133,7 +133,7 @@ class TokenCallsBody(ObjectArguments, TableReader):
         self.pending = True
         if not self.after:  # the object was the call and the block
             self._end()
-            return DONE, end
+            return COMPLETE, end
         self.state = AFTER
         return None, end
 
@@ -175,7 +175,7 @@ class TokenCallsBody(ObjectArguments, TableReader):
                 self.state = HEADER
                 return None, pos
             self._end()
-            return DONE, pos  # prose after the calls: the block ended without its end token
+            return COMPLETE, pos  # prose after the calls: the block ended without its end token
         pos += len(token)
         if token == self.tokens.call_begin:
             self._end()
@@ -184,7 +184,7 @@ class TokenCallsBody(ObjectArguments, TableReader):
             if not self.calls:
                 return self._not_a_call(pos)
             self._end()
-            return DONE, pos
+            return COMPLETE, pos
         return None, pos
 
     def _token_at(self, buf: str, pos: int) -> tuple[str | None, Stop | None]:
@@ -224,9 +224,9 @@ class TokenCallsBody(ObjectArguments, TableReader):
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later call's header is malformed: the calls before it stand
             self._end()
-            return DONE, pos
+            return COMPLETE, pos
         self.sink.call_abort("not_a_call", "the block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         end_calls_at_eof(self, repaired=self.repaired, invalid=self.invalid)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from .._events import CUSTOM
 from .._scanning import NewlineTrim, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome
 from ._base import TextFormat
 
 CLOSER = "</custom_tool_call>"
@@ -71,11 +71,11 @@ class CustomToolBody:
             return MORE, keep
         self._input(buf[pos:end])
         self.ctx.call_end()  # a held trailing newline was the input's last: trimmed
-        return DONE, end + len(CLOSER)
+        return COMPLETE, end + len(CLOSER)
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.ctx.call_abort("not_a_call", "the custom_tool_call tag has no name")
-        return DONE, pos
+        return COMPLETE, pos
 
     def _input(self, text: str) -> None:
         text = self.trim.stream(self.trim.leading(text))

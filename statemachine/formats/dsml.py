@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 from .._coerce import coerce_value, schema_types, streams_as_string
 from .._jsonlex import ValueLexer
 from .._scanning import partial_at_end, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -266,14 +266,14 @@ class DsmlBody(ObjectArguments, TableReader):
     def _section_end(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if not self.calls:
             return self._not_a_call(buf, pos)
-        return DONE, pos
+        return COMPLETE, pos
 
     def _stray(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Text the syntax has no place for: between invokes the block ends there; inside one it is malformed."""
         if self.state is SECTION:  # prose after complete invokes: the section ended without its closer
-            return (DONE, pos) if self.calls else self._not_a_call(buf, pos)
+            return (COMPLETE, pos) if self.calls else self._not_a_call(buf, pos)
         self.sink.call_abort("invalid_json", "the DSML block holds text outside its tags")
-        return DONE, pos
+        return COMPLETE, pos
 
     def _not_a_call(self, buf: str, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later invoke's header is malformed: the calls before it stand, the rest is dropped
@@ -281,12 +281,12 @@ class DsmlBody(ObjectArguments, TableReader):
             self.state = SKIP
             return self._read_skip(buf, pos)
         self.sink.call_abort("not_a_call", "the DSML block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def _read_skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """Drop text up to the section's end (a bare invoke's: the invoke's), or to the next call's opener."""
         hit, end = skip_to(buf, pos, self.closer or INVOKE_END, self.sink.openers)
-        return (MORE, end) if hit is None else (DONE, end)
+        return (MORE, end) if hit is None else (COMPLETE, end)
 
     def at_eof(self) -> None:
         if self.state is SKIP:

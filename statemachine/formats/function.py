@@ -14,15 +14,15 @@ from typing import Any, Callable, Mapping
 
 from .._coerce import coerce_value, streams_as_string
 from .._jsonlex import ValueLexer
-from .._scanning import NON_WS, NewlineTrim, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step
+from .._jsonblock import JsonCallsBody
+from .._scanning import FUNCTION_OPENERS, NON_WS, NewlineTrim, partial_at_end
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step
 from ._base import Refutation, TextFormat, compact_object
 from ._tokens import ObjectArguments
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
-#: Both spellings of the opener: ``<function=NAME>`` and ``<function name="NAME">`` (llama.cpp accepts both).
-OPENERS = ("<function=", "<function name=")
+OPENERS = FUNCTION_OPENERS
 
 
 class FunctionFormat(TextFormat):
@@ -204,11 +204,11 @@ class FunctionBody(ObjectArguments):
         pos = self._closing(buf, pos)
         if self.partial:
             return MORE, pos
-        return (DONE if self.state is ENDED else None), pos
+        return (COMPLETE if self.state is ENDED else None), pos
 
     def _read_ended(self, buf: str, pos: int) -> Step:
         """The call ended inside a value (``_function_closing``): the block ends here."""
-        return DONE, pos
+        return COMPLETE, pos
 
     def _read_body(self, buf: str, pos: int) -> Step:
         """Between parameters: a parameter, a JSON object (first), or the end of the function."""
@@ -234,9 +234,9 @@ class FunctionBody(ObjectArguments):
         if tag == self.outer_closer:  # no </function>: the block's closer ends the function too
             self.repaired = True
             self._finish()
-            return DONE, pos
+            return COMPLETE, pos
         self._finish()
-        return DONE, pos + len(tag)
+        return COMPLETE, pos + len(tag)
 
     def _closing(self, buf: str, pos: int) -> int:
         """After a ``</parameter>``: decide from what follows whether it closed the parameter."""
@@ -317,7 +317,7 @@ class FunctionBody(ObjectArguments):
 
     def _invalid(self, pos: int, message: str) -> tuple[Outcome, int]:
         self.sink.call_abort("invalid_json", message)
-        return DONE, pos
+        return COMPLETE, pos
 
     def _named(self, name: str) -> None:
         self.sink.call_name(name)
@@ -404,3 +404,5 @@ _READERS: dict[FunctionState, Callable[[FunctionBody, str, int], Step]] = {
     CLOSING: FunctionBody._read_closing,
     ENDED: FunctionBody._read_ended,
 }
+
+JsonCallsBody.function_body = FunctionBody  # a <tool_call> block may hold a <function=…> block (Qwen3-Coder)

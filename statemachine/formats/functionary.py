@@ -21,7 +21,7 @@ import re
 
 from .._jsonlex import ValueLexer
 from .._scanning import WS, partial_at_end
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Pending
 from ._base import TextFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 from .function import FunctionBody, FunctionFormat
@@ -55,7 +55,7 @@ class CodeBody:
         self.sink.call_args('"}')
         self.sink.call_end()
         end = buf.startswith(RECIPIENT, stop)  # the next recipient is an opener: read it as one
-        return DONE, stop if end else stop + len(next(e for e in _CODE_ENDS if buf.startswith(e, stop)))
+        return COMPLETE, stop if end else stop + len(next(e for e in _CODE_ENDS if buf.startswith(e, stop)))
 
     def at_eof(self) -> None:
         if not self.started:
@@ -86,7 +86,7 @@ class RecipientBody(ObjectArguments):
             name = buf[pos:line_end].strip()
             if name == "all":  # text for the user follows: the recipient line is dropped
                 self.sink.drop_block()
-                return DONE, line_end + 1
+                return COMPLETE, line_end + 1
             if not _NAME.fullmatch(name):
                 return self._not_a_call(pos)
             if name == "python":
@@ -101,7 +101,7 @@ class RecipientBody(ObjectArguments):
             return MORE, pos
         if buf[pos] != "{":
             self.sink.call_abort("invalid_json", "a tool's recipient line is not followed by JSON arguments")
-            return DONE, pos
+            return COMPLETE, pos
         self.lexer = ValueLexer(stops=self.sink.openers)
         return self._arguments(buf, pos)
 
@@ -110,11 +110,11 @@ class RecipientBody(ObjectArguments):
         if outcome is not None:
             return outcome, end
         self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
-        return DONE, end
+        return COMPLETE, end
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the recipient line names no tool")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.inner is not None:

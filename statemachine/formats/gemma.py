@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from .._coerce import coerce_value
 from .._scanning import WS, partial_at_end, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions
 from .pythonic import PythonicBody, python_call, refutes_start
 
@@ -179,11 +179,11 @@ class GemmaCallBody(TableReader):
             return MORE, pos
         if buf.startswith(self.closer, pos):
             self.sink.call_end()
-            return DONE, pos + len(self.closer)
+            return COMPLETE, pos + len(self.closer)
         if self.closer.startswith(buf[pos:]):
             return MORE, pos
         self.sink.call_end()
-        return DONE, pos
+        return COMPLETE, pos
 
     def _value_text(self, buf: str, pos: int) -> tuple[int, bool | None]:
         """Read the current value's text on from ``pos``: ``(position, True)`` at its end, ``(keep, None)`` if open,
@@ -258,7 +258,7 @@ class GemmaCallBody(TableReader):
         leaves the call invalid, as where the string ends inside its brackets is not known."""
         if self.depth:
             self.sink.call_invalid()
-            return DONE, pos + len(self.closer)
+            return COMPLETE, pos + len(self.closer)
         text = "".join(self.value)
         body = text.rstrip()
         self.value = [body[:-1] if body.endswith("}") else text, self.quote or ""]
@@ -266,7 +266,7 @@ class GemmaCallBody(TableReader):
         self._pair()
         self.sink.call_args("}")
         self.sink.call_end()
-        return DONE, pos + len(self.closer)
+        return COMPLETE, pos + len(self.closer)
 
     def _pair(self) -> None:
         text = "".join(self.value).strip()
@@ -292,11 +292,11 @@ class GemmaCallBody(TableReader):
     def _read_skip(self, buf: str, pos: int) -> tuple[Outcome, int]:
         """A malformed call's text, dropped up to its closer (or the next call's opener)."""
         hit, end = skip_to(buf, pos, self.closer, self.sink.openers)
-        return (MORE, end) if hit is None else (DONE, end)
+        return (MORE, end) if hit is None else (COMPLETE, end)
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "the block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.state is SKIP:

@@ -28,7 +28,7 @@ from typing import Callable, ClassVar
 from .._coerce import coerce_value
 from .._jsonblock import JsonCallsBody, refutes_start
 from .._scanning import partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object
 
 OPENER = "<tool_call>"
@@ -177,7 +177,7 @@ class GlmBody(TableReader):
             if any(t.startswith(buf[pos:]) for t in tags):
                 return MORE, pos  # a tag cut by the chunk's end
             self.sink.call_abort("invalid_json", "the tool_call block holds text outside its argument tags")
-            return DONE, pos
+            return COMPLETE, pos
         return self._tag(tag, pos + len(tag))
 
     def _tag(self, tag: str, pos: int) -> Step:
@@ -186,10 +186,10 @@ class GlmBody(TableReader):
             self.sink.call_args("}" if self.pairs else "{}")
             self.sink.call_end()
             if not self.SECTION_END:
-                return DONE, pos
+                return COMPLETE, pos
             self.state, self.pairs = BETWEEN, 0
         elif tag == self.SECTION_END:
-            return DONE, pos
+            return COMPLETE, pos
         elif tag == self.NAME_START:
             self.state = NAME
         else:
@@ -207,9 +207,9 @@ class GlmBody(TableReader):
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         if self.calls:  # a later call's header is malformed: the calls before it stand
-            return DONE, pos
+            return COMPLETE, pos
         self.sink.call_abort("not_a_call", "the tool_call block does not start a call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.inner is not None:

@@ -36,7 +36,7 @@ from typing import Callable, Literal
 
 from .._jsonlex import ValueLexer
 from .._scanning import Stop, opener_at, partial_at_end, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Pending, Step, TableReader
 from ._base import TextFormat, _MarkedFormat, call_instructions, compact_object
 from ._tokens import ObjectArguments
 
@@ -111,7 +111,7 @@ class HarmonyBody(ObjectArguments, TableReader):
             return MORE, keep
         self.header.append(buf[pos:end])
         pos = end + len(MESSAGE)
-        return (None, pos) if self._begin("".join(self.header)) else (DONE, pos)
+        return (None, pos) if self._begin("".join(self.header)) else (COMPLETE, pos)
 
     def _read_body(self, buf: str, pos: int) -> Step:
         """A call's body: its arguments' object; an end token right away is a call without arguments."""
@@ -159,11 +159,11 @@ class HarmonyBody(ObjectArguments, TableReader):
         else:
             self.sink.call_abort("invalid_json", "the arguments are not a JSON object")
         assert isinstance(hit, tuple)  # found anywhere: never cut
-        return DONE, hit[1]
+        return COMPLETE, hit[1]
 
     def _call_end(self, pos: int) -> Step:
         self.sink.call_end(repaired=self.repaired, invalid=self.invalid)
-        return DONE, pos
+        return COMPLETE, pos
 
     def _begin(self, header: str) -> bool:
         """Decide what the message is once its header is complete; ``False`` when the block ends here."""
@@ -206,7 +206,7 @@ class HarmonyBody(ObjectArguments, TableReader):
 
     def _not_a_call(self, pos: int) -> tuple[Outcome, int]:
         self.sink.call_abort("not_a_call", "no <|message|> ended the Harmony header")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         if self.state is HEADER or self.state is SKIP:  # a header showed nothing yet; a skipped message nothing

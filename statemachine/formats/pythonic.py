@@ -28,7 +28,7 @@ import re
 from typing import Any, Callable
 
 from .._scanning import WS, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Pending, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Pending, Step, TableReader
 from ._base import TextFormat, call_instructions, compact_object, end_calls_at_eof
 from ._python import ArgScanner, literal
 
@@ -133,7 +133,7 @@ class PythonicBody(TableReader):
             return MORE, keep
         if scanner.broken:  # no ')' will come: the call and its block end here
             self.sink.call_abort("invalid_json", "a call's argument is not a Python literal")
-            return DONE, end
+            return COMPLETE, end
         closed = buf[end] == ")"
         self._argument(scanner.text(), last=closed)
         if closed:
@@ -151,14 +151,14 @@ class PythonicBody(TableReader):
         closer = self.closer
         if closer and buf.startswith(closer, pos):  # the wrapper's end, after the calls
             self._end_pending()
-            return DONE, pos + len(closer)
+            return COMPLETE, pos + len(closer)
         if closer and closer.startswith(buf[pos:]):
             return MORE, pos
         if self.state is AFTER:
             if self.listed and buf[pos] == "]":
                 self.state = AFTER_LIST
                 self._end_pending()
-                return (None if closer else DONE), pos + 1
+                return (None if closer else COMPLETE), pos + 1
             if self.listed and buf[pos] in _SEPARATORS:
                 self.state = NAME
                 return None, pos + 1
@@ -222,7 +222,7 @@ class PythonicBody(TableReader):
         self._end_pending()
         if not self.calls:
             self.sink.call_abort("not_a_call", "the block does not start a pythonic call")
-        return DONE, pos
+        return COMPLETE, pos
 
     def at_eof(self) -> None:
         end_calls_at_eof(self)

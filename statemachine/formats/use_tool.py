@@ -11,7 +11,7 @@ from .._coerce import coerce_parameters
 from .._callobject import object_text
 from .._jsonlex import ValueLexer
 from .._scanning import NON_WS, Stop, TextUntil, opener_at, skip_to, skip_ws
-from .._reader import BodyReader, CallSink, DONE, MORE, Outcome, Step, TableReader
+from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Step, TableReader
 from ._base import Refutation, TextFormat, compact_object
 
 _TAG_MARK = re.compile(r"[<>]")
@@ -130,7 +130,7 @@ class UseToolBody(TableReader):
         if ch != "<":
             if not (self.named or self.has_args or self.params or state is ARGS):
                 self.ctx.call_abort("not_a_call", "the block does not start a call")  # prose (4.2)
-                return DONE, pos
+                return COMPLETE, pos
             return self._invalid(buf, pos)
         if opener_at(buf, pos, self.ctx.openers) is Stop.OPENER:
             return self._interrupted(pos)
@@ -147,7 +147,7 @@ class UseToolBody(TableReader):
             self.state = CHILDREN
         elif tag == "/use_tool":
             self._finish()
-            return DONE, pos
+            return COMPLETE, pos
         elif tag == "args":
             self.state = ARGS
         elif _CHILD_TAG.fullmatch(tag):
@@ -246,7 +246,7 @@ class UseToolBody(TableReader):
             self._finish()
         else:
             self.ctx.call_abort(*_INTERRUPTED)
-        return DONE, pos
+        return COMPLETE, pos
 
     def _stray_tag(self, buf: str, i: int, keep: int) -> tuple[Outcome, int]:
         """A ``<`` at ``i`` where no tag may stand: a new call's opener ends the block, anything else
@@ -269,7 +269,7 @@ class UseToolBody(TableReader):
         if hit is None:
             return MORE, end
         self.ctx.call_abort("invalid_json", "the use_tool block is malformed")
-        return DONE, end
+        return COMPLETE, end
 
     def at_eof(self) -> None:
         if self._complete():

@@ -8,6 +8,7 @@ model; the output items and events each call becomes; Chat custom tools.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -143,6 +144,14 @@ def test_custom_tool_call_non_streaming(make_app):
     client = make_app(FakeUpstream(text_chunks(custom_call_text("apply_patch", PATCH)))).test_client()
     (call,) = post(client, tools=[APPLY_PATCH]).get_json()["output"]
     assert (call["type"], call["name"], call["input"]) == ("custom_tool_call", "apply_patch", PATCH)
+
+
+def test_a_custom_call_s_input_counts_towards_the_estimated_output_tokens(make_app):
+    """With no usage from the back end, the estimate (four characters a token) counts a custom call's raw input as
+    it counts a function call's arguments: its name and every character of its input."""
+    client = make_app(FakeUpstream(text_chunks(custom_call_text("apply_patch", PATCH)))).test_client()
+    usage = post(client, tools=[APPLY_PATCH]).get_json()["usage"]
+    assert usage["output_tokens"] == math.ceil((len("apply_patch") + len(PATCH)) / 4)
 
 
 def test_namespaced_calls_carry_the_namespace(make_app):

@@ -1,9 +1,10 @@
-"""The architecture of ``app/``: import-linter's contracts in ``pyproject.toml`` hold.
+"""The architecture of ``app/`` and the core: import-linter's contracts in ``pyproject.toml`` hold.
 
-No import circle anywhere inside ``app/`` (``acyclic_siblings``), each layer imports only
-the ones below it (``layers``: HTTP, the endpoints, the pipeline, back ends,
-observability, the leaves), the generation path imports no Flask (``forbidden``), and only
-the extension imports the Blueprint. Imports made for type checking count.
+No import circle anywhere inside ``app/`` or ``statemachine/`` (``acyclic_siblings``), each
+layer of ``app/`` imports only the ones below it (``layers``: HTTP, the endpoints, the
+pipeline, back ends, observability, the leaves), the generation path imports no Flask
+(``forbidden``), and only the extension imports the Blueprint. Imports made for type
+checking count.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ def lint(root: Path) -> subprocess.CompletedProcess[str]:
 def test_the_contracts_are_kept():
     done = lint(ROOT)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "Contracts: 4 kept, 0 broken." in done.stdout
+    assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
 @pytest.mark.parametrize(("module", "line", "broken"), [
     # a circle: the leaf settings module importing the extension, which imports it (for type checking only)
     ("app/settings.py", "if TYPE_CHECKING:\n    from .http import extension", "No import circle inside app/"),
+    # the core's old circle: the call book naming the stream that owns it (for type checking only)
+    ("statemachine/_calls.py", "if TYPE_CHECKING:\n    from ._choice import ChoiceStream",
+     "No import circle inside statemachine/"),
     # against the layering: a back end reaching up into an endpoint package
     ("app/upstreams/base.py", "from ..chat import encoder", "app/ is layered"),
     # the pipeline reading a Flask global, even indirectly (through observability)

@@ -49,7 +49,7 @@ class BracketBody:
         name = buf[pos:end].strip()
         if not name.isidentifier():
             self.sink.call_abort("not_a_call", "no name")
-            return Outcome.DONE, pos
+            return Outcome.COMPLETE, pos
         self.sink.call_name(name)
         self.state = BracketState.ARGUMENTS
         return None, end + 2
@@ -59,7 +59,7 @@ class BracketBody:
         if end != -1:
             self.sink.call_args(buf[pos:end])
             self.sink.call_end()
-            return Outcome.DONE, end + len(CLOSER)
+            return Outcome.COMPLETE, end + len(CLOSER)
         keep = next((i for i in range(max(pos, len(buf) - len(CLOSER) + 1), len(buf))
                      if CLOSER.startswith(buf[i:])), len(buf))  # a closer cut by the chunk's end waits
         self.sink.call_args(buf[pos:keep])

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import pathlib
+import weakref
 
 import pytest
 
 from harness import CFG, chunkings
 from statemachine import (TRANSITIONS, ChoiceFinished, ChoiceStream, ParserConfig, Policy, ToolCallEnded,
                           ToolCallNote, ToolCallStarted, ToolChoice, ToolSpec)
+from statemachine._calls import CallMachine
 from statemachine._table import ON_ENTER
 
 CORE = pathlib.Path(__file__).resolve().parents[2] / "statemachine"
@@ -19,10 +22,28 @@ def test_no_module_of_the_core_is_over_500_lines():
     assert {name: n for name, n in sizes.items() if n > 500} == {}
 
 
-def test_choice_streams_public_names_are_its_api():
+def test_choice_streams_public_names_are_its_api_and_the_call_books_port():
     public = {name for name in dir(ChoiceStream) if not name.startswith("_")}
-    assert public == {"config", "feed", "feed_tool_call", "finish", "path", "spans", "state", "trigger",
-                      "wants_more"}
+    port = {name for name in dir(CallMachine) if not name.startswith("_")}
+    assert port == {"begin_call", "complete_name"}
+    assert public - port == {"config", "feed", "feed_tool_call", "finish", "path", "spans", "state", "wants_more"}
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_stream_is_freed_by_its_last_reference(finished):
+    """The call book holds its machine (the stream that owns it) weakly: no reference cycle keeps a stream, open
+    inside a call or finished, for the cycle collector."""
+    gc.disable()
+    try:
+        stream = ChoiceStream(CFG)
+        stream.feed('Hi <tool_call>{"name": "get_time", "arguments": {"a": "x')
+        if finished:
+            stream.finish()
+        gone = weakref.ref(stream)
+        del stream
+        assert gone() is None
+    finally:
+        gc.enable()
 
 
 # Every call-started and call-ended event, every rejection note and the finish go out inside a callback the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import itertools
 import re
 
@@ -10,8 +12,9 @@ from transitions import MachineError
 
 from harness import CFG
 from statemachine import INITIAL, TRANSITIONS, ChoiceState, ChoiceStream
-from statemachine import diagram
-from statemachine._table import TRIGGERS
+from statemachine import _choice, _text, diagram
+from statemachine._machine import build_machine
+from statemachine._table import ON_ENTER, TRIGGERS, Verdict
 
 TABLE = {(t.source, t.trigger): t.dest for t in TRANSITIONS}
 ALL_TRIGGERS = sorted({t.trigger for t in TRANSITIONS})
@@ -27,25 +30,48 @@ def test_table_shape():
     assert all(t.observed for t in TRANSITIONS)
 
 
+class Model:
+    """A model of the table's machine whose callbacks only record their names: the edges alone."""
+
+    def __init__(self, state: ChoiceState):
+        self.state = state
+        self.ran: list[str] = []
+
+
+for _callback in {t.after for t in TRANSITIONS if t.after} | set(ON_ENTER.values()):
+    setattr(Model, _callback, lambda self, *args, _name=_callback, **kwargs: self.ran.append(_name))
+
+
 @pytest.mark.parametrize("state,trigger", list(itertools.product(list(ChoiceState), ALL_TRIGGERS)),
                          ids=lambda v: getattr(v, "value", v))
 def test_every_state_trigger_pair(state, trigger):
-    s = ChoiceStream(CFG)
-    s.state = state
+    machine, model = build_machine(), Model(state)
     if (state, trigger) in TABLE:
-        assert s.trigger(trigger) is True
-        assert s.state is TABLE[(state, trigger)]
+        assert machine.events[trigger].trigger(model) is True
+        edge = next(t for t in TRANSITIONS if (t.source, t.trigger) == (state, trigger))
+        assert model.state is edge.dest
+        assert model.ran == [name for name in (ON_ENTER.get(edge.dest), edge.after) if name]  # enter, then after
     else:
         with pytest.raises(MachineError):
-            s.trigger(trigger)
-        assert s.state is state
+            machine.events[trigger].trigger(model)
+        assert model.state is state and model.ran == []
 
 
-def test_unknown_trigger_rejected():
-    s = ChoiceStream(CFG)
-    with pytest.raises(AttributeError):
-        s.trigger("no_such_trigger")
-    assert s.state is ChoiceState.TEXT
+def _fired_names(module) -> set[str]:
+    """The trigger names ``module`` fires by literal (``_trigger("…")``, ``_take_direct("…")``, ``events["…"]``)."""
+    named = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("_trigger", "_take_direct"):
+            named.append(node.args[0])
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "attr", None) == "events":
+            named.append(node.slice)
+    return {node.value for node in named if isinstance(node, ast.Constant)}
+
+
+def test_the_stream_fires_the_table_s_triggers_only_and_all():
+    """Only the scanner fires edges, by the table's names: the ones it names and the verdicts it acts on."""
+    fired = _fired_names(_choice) | _fired_names(_text) | {verdict.value for verdict in Verdict}
+    assert fired == set(TRIGGERS)
 
 
 def test_path_records_taken_edges():
@@ -157,7 +183,7 @@ def test_svg_is_rendered_in_process_with_the_current_state():
 
 
 def test_every_callback_and_reader_the_table_names_exists():
-    from statemachine._table import ON_ENTER, READERS
+    from statemachine._table import READERS
 
     named = [t.after for t in TRANSITIONS if t.after] + list(ON_ENTER.values()) + list(READERS.values())
     for name in named:
@@ -167,9 +193,8 @@ def test_every_callback_and_reader_the_table_names_exists():
 
 def test_entering_done_selects_the_finish_reason():
     s = ChoiceStream(CFG)
-    s._out = []
-    s.trigger("upstream_finished", upstream="length")
-    assert s.state is ChoiceState.DONE and [e.finish_reason for e in s._out] == ["length"]
+    assert [e.finish_reason for e in s.finish("length")] == ["length"]
+    assert s.state is ChoiceState.DONE and s.path == [("text", "upstream_finished", "done")]
 
 
 def test_the_state_picks_the_reader():
@@ -185,8 +210,6 @@ def test_the_state_picks_the_reader():
 def test_a_direct_edge_is_a_self_loop_whose_callback_is_all_the_machine_does():
     """The scanner takes a ``direct`` edge by calling its callback: sound only for a self-loop of a state with
     no enter callback (``transitions`` would run nothing else)."""
-    from statemachine._table import ON_ENTER
-
     direct = [t for t in TRANSITIONS if t.direct]
     assert direct and all(t.source is t.dest and t.source not in ON_ENTER and t.after for t in direct)
 
