@@ -30,7 +30,7 @@ from statemachine import (
 )
 
 from ..observability.record import ReasoningSpan, RequestRecord
-from ..upstreams.base import Pause, UpstreamChunk, UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -148,7 +148,11 @@ class ChoiceDriver:
                 elif isinstance(chunk, list):  # choice 0's native call fragments alone: most chunks of a native call
                     if 0 not in self._finished:
                         yield from self._native_events(chunk)
-                elif isinstance(chunk, UpstreamChunk):
+                elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
+                    delta = None  # the last chunk's is not held through the wait that follows
+                    yield None, chunk
+                    continue
+                else:  # an UpstreamChunk: the stream items are four classes, so mypy narrows each branch
                     if chunk.usage:
                         self.usage = chunk.usage
                     for delta in chunk.choices:
@@ -157,12 +161,6 @@ class ChoiceDriver:
                             yield from [(index, event) for event in self._delta_events(
                                 index, delta.content, delta.reasoning, delta.tool_calls, delta.finish_reason,
                                 delta.stop_sequence)]
-                elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
-                    delta = None  # the last chunk's is not held through the wait that follows
-                    yield None, chunk
-                    continue
-                else:
-                    assert_never(chunk)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break

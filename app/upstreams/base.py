@@ -162,7 +162,7 @@ CallFragments = list[dict[str, Any]]
 #: What one event of a back end's answer becomes (see :class:`~app.upstreams.dialect.WireDialect`).
 ChunkItem = UpstreamChunk | PlainText | CallFragments
 #: What an upstream stream yields: its chunks, and the pauses asked for (:meth:`UpstreamStream.pause_every`).
-#: The four are distinct classes, so an ``isinstance`` chain narrows them (and ends in ``assert_never``).
+#: The four are distinct classes, so an ``isinstance`` chain narrows them.
 StreamItem = ChunkItem | Pause
 
 
