@@ -31,7 +31,7 @@ from typing import Any, Callable  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from app.responses.store import RedisResponseStore, ResponseStore, SQLiteResponseStore  # noqa: E402
+from app.store import RedisResponseStore, ResponseStore, SQLiteResponseStore  # noqa: E402
 from support.redis_server import RedisServer, redis_server_binary  # noqa: E402
 
 OWNER = "0" * 64

@@ -39,14 +39,16 @@ Event = Union[
 
 
 def assert_never_sites(root: Path) -> dict[tuple[str, int], str]:
-    """Each ``assert_never(…)`` call in ``app/``: its module and line, and the function it is in."""
+    """Each ``assert_never(event)`` call in ``app/`` (a dispatch over the core's events; other unions, such as a
+    surface's route kinds, have theirs): its module and line, and the function it is in."""
     sites = {}
     for path in sorted((root / "app").rglob("*.py")):
         module = str(path.relative_to(root))
         for function in ast.walk(ast.parse(path.read_text())):
             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for node in ast.walk(function):
-                    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "assert_never":
+                    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "assert_never" \
+                            and getattr(node.args[0], "id", None) == "event":
                         sites[module, node.lineno] = function.name
     return sites
 

@@ -1,5 +1,5 @@
-"""Client API keys: ``Authorization: Bearer`` (or Anthropic's ``x-api-key``) on every ``/v1`` route,
-compared in constant time.
+"""Client API keys on every route of the API Blueprint, where each surface's clients put them
+(:attr:`~app.surface.Surface.keys`: a Bearer token, a header of the API's own), compared in constant time.
 
 Keys come from ``TOOLWIRE_API_KEYS`` (comma or newline separated) and/or the
 file ``TOOLWIRE_API_KEYS_FILE`` (one per line, ``#`` comments). Only their
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Callable
+from typing import Any, Iterable, Sequence
 
 from flask import request
 
 from .errors import ApiError
 from ..settings import SettingsError
+from ..surface import BEARER, KeySource, Surface
 from .state import KeyRing, current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
@@ -72,18 +73,6 @@ def _sendable(keys: list[str], source: str) -> list[str]:
     return keys
 
 
-def bearer_token() -> str | None:
-    """The token of this request's ``Authorization: Bearer`` header, if any."""
-    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
-def api_key_header() -> str | None:
-    """This request's ``x-api-key`` header (how Anthropic's clients, Claude Code among them, send a key), if any."""
-    return request.headers.get("x-api-key", "").strip() or None
-
-
 def basic_password() -> str | None:
     """The password of this request's ``Authorization: Basic`` header, if any (the user name is ignored)."""
     auth = request.authorization
@@ -92,15 +81,21 @@ def basic_password() -> str | None:
     return auth.password or None
 
 
-def authorize_request() -> None:
-    """Refuse the current request unless it carries an accepted key, as a Bearer token or in ``x-api-key``
-    (no keys configured = open); the accepted key's owner digest is recorded
+def key_sources(surfaces: Iterable[Surface]) -> tuple[KeySource, ...]:
+    """Every place the ``surfaces``' clients put their key, each once, in the surfaces' order: where the
+    routes they share (``/models``, ``/metrics``) take one."""
+    return tuple(dict.fromkeys(source for surface in surfaces for source in surface.keys))
+
+
+def authorize_request(sources: Sequence[KeySource]) -> None:
+    """Refuse the current request unless it carries an accepted key in one of ``sources`` (the first found is
+    the one checked; no keys configured = open); the accepted key's owner digest is recorded
     (:func:`~app.http.state.client_owner`): it scopes stored responses.
 
     Raises:
         ApiError: 401 ``invalid_api_key`` with ``WWW-Authenticate: Bearer``.
     """
-    _authorize(_api_key, "Bearer")
+    _authorize(sources, "Bearer")
 
 
 def authorize_debug() -> None:
@@ -113,25 +108,21 @@ def authorize_debug() -> None:
     Raises:
         ApiError: 401 ``invalid_api_key`` with a Basic challenge.
     """
-    _authorize(_debug_key, 'Basic realm="toolwire debug", charset="UTF-8"')
+    _authorize(_DEBUG_KEYS, 'Basic realm="toolwire debug", charset="UTF-8"')
 
 
-def _api_key() -> str | None:
-    return bearer_token() or api_key_header()
+#: Where the debug page takes the key: a Bearer token, or (a browser's) the password of HTTP Basic auth.
+_DEBUG_KEYS = (BEARER, KeySource(basic_password, "the password of HTTP Basic auth"))
 
 
-def _debug_key() -> str | None:
-    return bearer_token() or basic_password()
-
-
-def _authorize(presented_key: Callable[[], str | None], challenge: str) -> None:
+def _authorize(sources: Sequence[KeySource], challenge: str) -> None:
     ring = current_state().api_keys
     if not ring:
         return  # an open API: no header is read
-    token = presented_key()
+    token = next((key for key in (source.read() for source in sources) if key), None)
     if token is None:
-        raise _unauthorized("You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' "
-                            "(or 'x-api-key: YOUR_KEY').", challenge)
+        hints = " (or ".join(source.hint for source in sources) + ")" * (len(sources) - 1)
+        raise _unauthorized(f"You didn't provide an API key. Send it as {hints}.", challenge)
     if not ring.accepts(token):
         raise _unauthorized("Incorrect API key provided.", challenge)
     set_client_owner(owner_digest(token))
@@ -141,14 +132,16 @@ def _unauthorized(message: str, challenge: str) -> ApiError:
     return ApiError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": challenge})
 
 
-def authorize_api_request(method: str) -> None:
-    """Every ``/v1`` route needs a key, except CORS preflights (``OPTIONS``): the API Blueprint's hook calls this
-    with the request's ``method``."""
+def authorize_api_request(method: str, sources: Sequence[KeySource]) -> None:
+    """Every route of the API Blueprint needs a key in one of ``sources``, except CORS preflights (``OPTIONS``):
+    the API Blueprint's hook calls this with the request's ``method`` and its surface's key sources."""
     if method != "OPTIONS":
-        authorize_request()
+        authorize_request(sources)
 
 
 def metrics_guard() -> None:
-    """The ``/metrics`` guard: a key is needed only when ``TOOLWIRE_METRICS_REQUIRE_KEY`` is on."""
-    if current_state().settings.metrics_require_key:
-        authorize_request()
+    """The ``/metrics`` guard: a key is needed only when ``TOOLWIRE_METRICS_REQUIRE_KEY`` is on, where any of
+    the mount's surfaces takes one."""
+    state = current_state()
+    if state.settings.metrics_require_key:
+        authorize_request(state.key_sources)

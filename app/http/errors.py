@@ -1,33 +1,37 @@
-"""Error responses before the first byte: every error raised under toolwire's routes in the OpenAI envelope.
+"""Error responses before the first byte, in the envelope of the client API the request is for.
 
-Every error toolwire answers with has the shape
-``{"error": {"message", "type", "param", "code"}}`` with all four keys present
-(:class:`~app.errors.ApiError`). Clients never see a stack trace: unexpected
-exceptions are logged and answered with a generic 500
-(:func:`~app.pipeline.failures.as_api_error`). The Messages endpoints answer in Anthropic's envelope
-instead (:mod:`app.messages.errors`), with the same statuses.
+A surface's routes answer in its envelope (:attr:`~app.surface.Surface.error_envelope`: its child Blueprint's
+handler); every other route in OpenAI's, ``{"error": {"message", "type", "param", "code"}}`` with all four keys
+present (:class:`~app.errors.ApiError`). A method a route does not take (405, raised by routing before any
+Blueprint is known) is answered by the handler of the route's Blueprint. Clients never see a stack trace:
+unexpected exceptions are logged and answered with a generic 500 (:func:`~app.pipeline.failures.as_api_error`).
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Response, has_request_context, jsonify, request
-from werkzeug.exceptions import HTTPException
+import functools
+from typing import Any, Callable
+
+from flask import Blueprint, Flask, Response, current_app, has_request_context, jsonify, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from ..errors import ApiError, body_too_large
-from ..messages.errors import error_body as messages_error_body
-from ..messages.views import is_messages_request
 from ..observability import record as observe
 from ..pipeline.failures import as_api_error
+from ..surface import openai_envelope
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
 __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handlers"]
 
+#: An error as the JSON body a client API's clients read.
+Envelope = Callable[[ApiError], dict[str, Any]]
 
-def error_response(exc: BaseException) -> Response:
-    """A JSON error response for ``exc`` (before any streaming)."""
+
+def error_response(exc: BaseException, envelope: Envelope = openai_envelope) -> Response:
+    """A JSON error response for ``exc`` (before any streaming), its body in ``envelope``."""
     err = from_http_exception(exc) if isinstance(exc, HTTPException) else as_api_error(exc)
     observe.note_failure(err.code or err.type, err.message)
-    response = jsonify(messages_error_body(err) if is_messages_request() else err.body())
+    response = jsonify(envelope(err))
     response.status_code = err.status
     response.headers.update(err.headers)
     if isinstance(exc, HTTPException) and exc.code == 405:
@@ -47,10 +51,40 @@ def from_http_exception(exc: HTTPException) -> ApiError:
                     code=exc.name.lower().replace(" ", "_"))  # "Method Not Allowed" -> method_not_allowed
 
 
-def register_error_handlers(target: Flask | Blueprint) -> None:
-    """Answer every error raised under ``target`` in the envelope.
+def register_error_handlers(target: Flask | Blueprint, envelope: Envelope = openai_envelope) -> None:
+    """Answer every error raised under ``target`` in ``envelope``.
 
-    On a Blueprint this covers errors raised by its views; on the app it also
-    covers routing errors (404, 405) for every URL.
+    On a Blueprint this covers errors raised by its views and hooks (and its child Blueprints' without a
+    handler of their own); on the app it also covers routing errors (404, 405) for every URL.
     """
-    target.register_error_handler(Exception, error_response)
+    if isinstance(target, Flask):
+        target.register_error_handler(Exception, _app_error_response)
+    else:
+        target.register_error_handler(Exception, functools.partial(error_response, envelope=envelope))
+
+
+def _app_error_response(exc: BaseException) -> Response:
+    """An error no Blueprint handled: a 405 as the handler of the route that takes the path answers it, any
+    other in OpenAI's envelope."""
+    handler = _route_handler(exc) if isinstance(exc, MethodNotAllowed) else None
+    return error_response(exc) if handler is None else handler(exc)
+
+
+def _route_handler(exc: MethodNotAllowed) -> Callable[[BaseException], Response] | None:
+    """The error handler of the Blueprint (or its nearest parent with one) whose route takes the request's path
+    with another method, if any."""
+    adapter = current_app.create_url_adapter(request)
+    method = next(iter(exc.valid_methods or ()), None)
+    if request.url_rule is not None or adapter is None or method is None:
+        return None
+    try:
+        rule, _ = adapter.match(method=method, return_rule=True)
+    except HTTPException:
+        return None
+    scope = rule.endpoint.rpartition(".")[0]
+    while scope:
+        handler = current_app.error_handler_spec.get(scope, {}).get(None, {}).get(Exception)
+        if handler is not None:
+            return handler  # type: ignore[return-value]
+        scope = scope.rpartition(".")[0]
+    return None

@@ -4,6 +4,9 @@
 
     Toolwire(host_app, url_prefix="/llm/v1", name="llm")          # or: tw = Toolwire(); tw.init_app(host_app)
 
+It serves OpenAI's Chat Completions and Responses and Anthropic's Messages (:data:`~app.surfaces.DEFAULT_SURFACES`),
+or the client APIs given as ``surfaces`` (:class:`~app.surface.Surface`).
+
 An app may hold several mounts, each its own ``Toolwire`` with its own prefix, name (its Blueprint's
 and its endpoints' prefix) and settings. Settings come from a :class:`~app.settings.Settings` object; without one,
 ``init_app`` reads the ``TOOLWIRE_*`` keys of the host's ``app.config`` (Flask's
@@ -19,16 +22,19 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
+from typing import Sequence
 
 from flask import Flask, current_app
 from gevent import monkey
 
-from ..responses.store import ResponseStore, StoreError, open_store
+from ..store import ResponseStore, StoreError, open_store
 from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
+from ..surface import Surface
+from ..surfaces import DEFAULT_SURFACES
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
 from ..upstreams.kinds import make_upstream
-from .auth import load_keyring
+from .auth import key_sources, load_keyring
 from .blueprint import create_blueprint
 
 log = logging.getLogger("toolwire.http.extension")
@@ -44,22 +50,25 @@ class Toolwire:
     Args:
         app: a Flask app to register on now (or call :meth:`init_app` later).
         url_prefix: where the routes live (``/v1`` → ``/v1/chat/completions``).
-        name: the mount's name: its Blueprint's, so its endpoints are ``NAME.chat_completions``…; two mounts
-            on one app need two names.
+        name: the mount's name: its Blueprint's, so its endpoints are ``NAME.SURFACE.ENDPOINT``
+            (``NAME.chat.chat_completions``…); two mounts on one app need two names.
         settings: settings to use; default the app's ``TOOLWIRE_*`` config keys over ``Settings()``
             (environment and config file).
         upstream: a ready :class:`~app.upstreams.base.Upstream` as the default back end; default built
             from the settings (HTTP when ``upstream_url`` is set, else the demo). The ``upstreams`` are
             built from the settings.
-        store: a :class:`~app.responses.store.ResponseStore`; default the store
+        store: a :class:`~app.store.ResponseStore`; default the store
             ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
+        surfaces: the client APIs served, each a child Blueprint of the mount's; default
+            :data:`~app.surfaces.DEFAULT_SURFACES`.
     """
 
     def __init__(self, app: Flask | None = None, *, url_prefix: str = "/v1", name: str = "toolwire",
                  settings: Settings | None = None, upstream: Upstream | None = None,
-                 store: ResponseStore | None = None):
+                 store: ResponseStore | None = None, surfaces: Sequence[Surface] = DEFAULT_SURFACES):
         self.url_prefix = url_prefix
         self.name = name
+        self.surfaces = tuple(surfaces)
         self._settings = settings
         self._upstream = upstream
         self._store = store
@@ -96,11 +105,12 @@ class Toolwire:
         if store is not None:
             check_store_at_start(store)
         self._states[app] = ToolwireState(settings, backends, store, api_keys,
-                                          StreamSlots(settings.max_concurrent_streams), configured_models(settings))
+                                          StreamSlots(settings.max_concurrent_streams), configured_models(settings),
+                                          key_sources(self.surfaces))
         mounts[name] = self
 
         prefix = self.url_prefix if url_prefix is None else url_prefix
-        app.register_blueprint(create_blueprint(name), url_prefix=prefix)
+        app.register_blueprint(create_blueprint(name, self.surfaces, prefix))
 
     def state(self, app: Flask | None = None) -> ToolwireState:
         """The state for ``app`` (default: the current app).

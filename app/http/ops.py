@@ -11,7 +11,7 @@ import gevent
 from flask import Blueprint, Response, jsonify
 
 from ..observability.metrics import exposition
-from ..responses.store import StoreError
+from ..store import StoreError
 from .auth import metrics_guard as key_if_required
 from ..settings import DEFAULT_UPSTREAM
 from .errors import register_error_handlers

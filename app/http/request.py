@@ -4,7 +4,7 @@ client's view of the response store; and how a generation's reply goes back."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 from flask import Response, jsonify, request
@@ -14,7 +14,8 @@ from ..observability import record as observe
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import SSE_HEADERS, Reply
 from ..pipeline.streaming import SSEBody
-from ..responses.store import OwnedStore
+from ..store import OwnedStore
+from ..surface import SSE
 from . import limits
 from .state import client_owner, current_state
 
@@ -38,22 +39,21 @@ def json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     limits.check_nesting(raw)
-    # here, so every endpoint reading a body labels its metrics
-    observe.note_model(body.get("model"), current_state().metric_models)
-    observe.note_stream(body.get("stream"))  # and logs the stream it asked for, even if refused below
     return body
 
 
-def request_context(body: dict[str, Any]) -> RequestContext:
-    """What the pipeline needs of the current request: the back end its ``model`` is routed to (with the
+def request_context(model: object, stream: object = None) -> RequestContext:
+    """What the pipeline needs of the current request for ``model``: the back end it is routed to (with the
     settings that back end sees, and one of its slots), the request's record, and the headers that steer a
-    generation (``X-No-Keepalive``, ``X-Toolwire-Marker``).
+    generation (``X-No-Keepalive``, ``X-Toolwire-Marker``). The record learns the model (a metric label) and
+    whether the client asked for a ``stream``, even if the request is refused after.
 
     Raises:
         ApiError: 429 when the back end has no slot free (``upstream_max_concurrent``).
     """
     state = current_state()
-    model = body.get("model")
+    observe.note_model(model, state.metric_models)
+    observe.note_stream(stream)
     backend = state.backend_for(model)
     observe.note_upstream(backend.name)
     limits.take_backend_slot(backend)
@@ -77,15 +77,17 @@ def owned_store() -> OwnedStore | None:
     return None if store is None else store.for_owner(client_owner())
 
 
-def send(reply: Reply) -> Response:
-    """A generation's reply as the HTTP response: its JSON body, or its SSE stream."""
+def send(reply: Reply, media_type: str | Callable[[], str] = SSE) -> Response:
+    """A generation's reply as the HTTP response: its JSON body, or its stream of frames as ``media_type`` (or as
+    the media type that function of the request gives)."""
     if isinstance(reply, dict):
         return jsonify(reply)
-    return StreamResponse(reply, mimetype="text/event-stream", headers=SSE_HEADERS)
+    return StreamResponse(reply, mimetype=media_type if isinstance(media_type, str) else media_type(),
+                          headers=SSE_HEADERS)
 
 
 class StreamResponse(Response):
-    """An SSE reply's response, whose WSGI iterable hands the server the body's own generator.
+    """A streamed reply's response, whose WSGI iterable hands the server the body's own generator.
 
     werkzeug's would wrap it in a ``ClosingIterator`` and an encoding generator: two more frames, and their
     slices of C stack, that every open stream holds through each wait for the back end (~1 KiB a stream).

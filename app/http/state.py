@@ -16,8 +16,9 @@ from flask.blueprints import BlueprintSetupState
 from ..settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
-    from ..responses.store import ResponseStore
+    from ..store import ResponseStore
     from ..settings import Settings
+    from ..surface import KeySource
     from ..upstreams.base import Upstream
 
 #: The key in ``app.extensions`` of the app's toolwire mounts: ``{mount name: Toolwire}``.
@@ -38,6 +39,7 @@ class ToolwireState:
         api_keys: the accepted client keys (empty = open).
         streams: this worker's generations in flight, capped.
         metric_models: the configured model names, which label metrics as themselves (others are ``other``).
+        key_sources: where the mount's surfaces take a client key: the routes they share take any of them.
     """
 
     settings: Settings
@@ -46,6 +48,7 @@ class ToolwireState:
     api_keys: KeyRing
     streams: StreamSlots
     metric_models: frozenset[str]
+    key_sources: tuple[KeySource, ...]
 
     @property
     def upstream(self) -> Upstream:
@@ -180,7 +183,8 @@ def current_state() -> ToolwireState:
     owner = None
     if len(mounts) > 1 and has_request_context():
         blueprint = request.blueprint or ""
-        owner = mounts.get(blueprint) or mounts.get(app.extensions.get(BOUND_KEY, {}).get(blueprint, ""))
+        owner = mounts.get(blueprint.partition(".")[0]) \
+            or mounts.get(app.extensions.get(BOUND_KEY, {}).get(blueprint, ""))  # a surface's: its mount's child
     return (owner or next(iter(mounts.values()))).state(app)
 
 

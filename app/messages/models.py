@@ -10,6 +10,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from flask import request
+
+
+def model_list_for_anthropic_clients(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The model list ``entries`` in Anthropic's shape when the client is Anthropic's (it sends
+    ``anthropic-version``), else ``None``."""
+    return anthropic_model_list(entries) if request.headers.get("anthropic-version") else None
+
 
 def anthropic_model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """The OpenAI model list ``entries`` (``id``, ``created``…) with Anthropic's fields added."""

@@ -26,10 +26,6 @@ from .plan import messages_generation, parser_config
 from .schemas import parse_count_tokens_request, parse_messages_request
 from .transcript import to_chat_messages
 
-#: The endpoints answering in Anthropic's error envelope (:mod:`app.messages.errors`).
-ENDPOINTS = frozenset({"create_message", "count_message_tokens", "unsupported_messages_path"})
-
-
 def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generation, MessagesEncoder]:
     """``POST /messages`` on the request's JSON ``body``, streaming or not: the generation and the encoder to
     run it with (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion`
@@ -62,10 +58,3 @@ def unsupported_messages_path(subpath: str) -> Response:
     raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
                    "POST /v1/messages and POST /v1/messages/count_tokens.", code="not_supported")
 
-
-def is_messages_request() -> bool:
-    """Whether the current request is for a Messages endpoint (its errors take Anthropic's envelope): routed to
-    one, or refused by routing on its path (a ``GET /messages`` is a 405)."""
-    if request.url_rule is None:
-        return request.path.endswith(("/messages", "/messages/count_tokens"))
-    return (request.endpoint or "").rpartition(".")[2] in ENDPOINTS

@@ -3,7 +3,7 @@
 The back end only speaks Chat, so ``instructions``, the history of a
 ``previous_response_id`` chain and the ``input`` items become the message dicts
 that ``prompting.build_upstream_messages`` takes. Stored items come from a
-:class:`~app.responses.store.ResponseStore`; anything that can't be resolved is an
+:class:`~app.store.ResponseStore`; anything that can't be resolved is an
 :class:`InputError` (400; 404 for a stored response or item that is not there, or not the caller's) raised before
 the first byte is sent.
 """
@@ -34,7 +34,7 @@ from .schemas import (
     ToolSearchOutputItem,
     parse_input_item,
 )
-from .store import OwnedStore, ResponseStore
+from ..store import OwnedStore, ResponseStore
 
 #: What stored items are read from: the store as the request's client key sees it (or the whole store).
 Lookup = OwnedStore | ResponseStore

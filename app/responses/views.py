@@ -29,7 +29,7 @@ from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
-from .store import OwnedStore, StoreError
+from ..store import OwnedStore, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from .tools import OfferedTools, offered_tools
 

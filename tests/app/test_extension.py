@@ -44,9 +44,9 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
     assert client.get("/llm/v1/models").get_json()["data"][0]["id"] == "fake-model"
     assert client.post("/v1/chat/completions", json={}).status_code == 404
     assert {r.endpoint for r in host.url_map.iter_rules() if r.rule.startswith("/llm/")} == \
-        {"llm.chat_completions", "llm.create_response", "llm.get_response", "llm.delete_response",
-         "llm.unsupported_subpath", "llm.create_message", "llm.count_message_tokens",
-         "llm.unsupported_messages_path", "llm.list_models"}
+        {"llm.chat.chat_completions", "llm.responses.create_response", "llm.responses.get_response",
+         "llm.responses.delete_response", "llm.responses.unsupported_subpath", "llm.messages.create_message",
+         "llm.messages.count_message_tokens", "llm.messages.unsupported_messages_path", "llm.list_models"}
     assert host.extensions["toolwire"] == {"llm": ext}
     assert ext.state(host).upstream is upstream
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from app.observability.metrics import STORE_WRITE_FAILURES
-from app.responses.store import SQLiteResponseStore, StoreUnavailable
+from app.store import SQLiteResponseStore, StoreUnavailable
 from app.upstreams.base import UpstreamChunk, UpstreamError
 from support.fakes import EchoUpstream, FakeUpstream, assert_envelope, text_chunks
 from support.responses_calls import post, stream

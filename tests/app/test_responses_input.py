@@ -9,7 +9,7 @@ from app.responses.schemas import parse_responses_request
 from app.responses.tools import offered_tools
 from app.settings import Settings
 from app.responses.encoder import ResponsesEncoder
-from app.responses.store import SQLiteResponseStore
+from app.store import SQLiteResponseStore
 from statemachine import ChoiceFinished, TextDelta, ToolCallArgumentsDelta, ToolCallEnded, ToolCallStarted
 from statemachine import ToolChoice, ToolSpec
 

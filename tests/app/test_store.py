@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from app.responses.store import SQLiteResponseStore, StoreUnavailable
+from app.store import SQLiteResponseStore, StoreUnavailable
 from support.store_items import ALICE, USER, fill, message, response, tiny_filesystem, unwritable
 
 

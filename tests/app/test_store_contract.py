@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from app.responses.store import (
+from app.store import (
     OwnedStore,
     RedisResponseStore,
     ResponseStore,
@@ -17,7 +17,7 @@ from app.responses.store import (
     StoreUnavailable,
     open_store,
 )
-from app.responses.store.redis import ITEM_OVERHEAD, RESPONSE_OVERHEAD
+from app.store.redis import ITEM_OVERHEAD, RESPONSE_OVERHEAD
 from support.server import free_port
 from support.store_items import ALICE, BOB, USER, message, response
 

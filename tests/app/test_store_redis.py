@@ -9,7 +9,7 @@ import time
 import orjson
 import pytest
 
-from app.responses.store import RedisResponseStore, StoreUnavailable, open_store
+from app.store import RedisResponseStore, StoreUnavailable, open_store
 from support.store_items import ALICE, BOB, USER, message, response
 
 

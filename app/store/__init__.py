@@ -9,7 +9,7 @@ start by :func:`open_store` from ``TOOLWIRE_RESPONSE_STORE_URL``:
 
 from __future__ import annotations
 
-from ...settings import check_store_url, sqlite_path
+from ..settings import check_store_url, sqlite_path
 from .base import OwnedStore, ResponseStore, StoredResponse, StoreError, StoreQuotaExceeded, StoreUnavailable
 from .redis import RedisResponseStore
 from .sqlite import SQLiteResponseStore

@@ -29,7 +29,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ...settings import mask_url
+from ..settings import mask_url
 from . import redis_scripts
 from .base import ResponseStore, StoredResponse, StoreUnavailable
 

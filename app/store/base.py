@@ -25,7 +25,7 @@ import abc
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ApiError
+from ..errors import ApiError
 
 __all__ = ["OwnedStore", "ResponseStore", "StoreError", "StoreQuotaExceeded", "StoreUnavailable", "StoredResponse"]
 

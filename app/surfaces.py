@@ -1,0 +1,11 @@
+"""The client APIs a toolwire mount serves unless told otherwise (``Toolwire(surfaces=...)``)."""
+
+from __future__ import annotations
+
+from .chat.surface import CHAT
+from .messages.surface import MESSAGES
+from .responses.surface import RESPONSES
+from .surface import Surface
+
+#: OpenAI's Chat Completions and Responses, Anthropic's Messages.
+DEFAULT_SURFACES: tuple[Surface, ...] = (CHAT, RESPONSES, MESSAGES)
