@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict
 
 from app import create_app
 from app.cli import main
-from app.settings import Settings, SettingsError, load_settings
+from app.loading import load_settings
+from app.settings import Settings, SettingsError
 from app.upstreams import kinds
 from app.upstreams.base import ChoiceDelta, UpstreamChunk
 from app.upstreams.kinds import BackendKind, register_kind, registered_kinds
