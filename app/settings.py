@@ -185,8 +185,9 @@ class NamedUpstream(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["openai", "codex", "demo"] = Field(
-        description="openai (an OpenAI-compatible HTTP API at url), codex (a Codex app-server) or demo")
+    kind: str = Field(
+        description="Its kind, a registered one's name: openai (an OpenAI-compatible HTTP API at url), codex (a Codex "
+                    "app-server) or demo (checked when the back ends are made)")
     url: str | None = Field(None, description="Base URL of its Chat Completions API, up to and including /v1")
     api_key: SecretStr | None = Field(None, description="Bearer key sent to it (masked like upstream_api_key)")
     models: list[str] = Field(
@@ -214,6 +215,7 @@ class NamedUpstream(BaseModel):
                                                                        "back end")
     codex_recycle_requests: int | None = Field(None, description="codex_recycle_requests, for a Codex back end")
     codex_max_turns: int | None = Field(None, description="codex_max_turns, for a Codex back end")
+    options: dict[str, Any] | None = Field(None, description="upstream_options for it")
 
     def overrides(self) -> dict[str, Any]:
         """The top-level settings this back end sets, by their names (:data:`UPSTREAM_KEYS`)."""
@@ -227,6 +229,7 @@ UPSTREAM_KEYS = {
     "write_timeout": "upstream_write_timeout", "idle_content_seconds": "upstream_idle_content_seconds",
     "max_event_bytes": "upstream_max_event_bytes", "max_body_bytes": "upstream_max_body_bytes",
     "max_concurrent": "upstream_max_concurrent", "opens_reasoning": "upstream_opens_reasoning",
+    "options": "upstream_options",
 }
 
 
@@ -239,10 +242,11 @@ def served_models(named: NamedUpstream, demo_model: str) -> list[str]:
 class UpstreamSettings(BaseModel):
     """Back end: which one toolwire calls, and how long and how much it waits for it."""
 
-    upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
-        None, description="The back end: openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex "
-                          "app-server, see the Codex section) or demo (the embedded demo); unset = openai when "
-                          "upstream_url is set, else demo")
+    upstream_kind: str | None = Field(
+        None, description="The back end's kind, a registered one's name (checked when the back ends are made): "
+                          "openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex app-server, see "
+                          "the Codex section) or demo (the embedded demo, see the Demo section); unset = openai "
+                          "when upstream_url is set, else demo")
     upstream_url: str | None = Field(
         None, description="Base URL of the back end's Chat Completions API, up to and including /v1; "
                           "unset = the embedded demo")
@@ -270,6 +274,10 @@ class UpstreamSettings(BaseModel):
     upstream_opens_reasoning: bool = Field(
         False, description="Every model of the back end has a chat template that opens <think> itself "
                            "(a model_map object's opens_reasoning wins)")
+    upstream_options: dict[str, Any] = Field(
+        default_factory=dict, description="The keys of a back-end kind whose section is not among these settings "
+                                          "(one an app registers), checked by that section when the back ends are "
+                                          "made; JSON in the environment")
     upstreams: dict[str, NamedUpstream] = Field(
         default_factory=dict, description="More back ends by name, each serving the models routed to it (see "
                                           "Named back ends below); JSON in the environment, [upstreams.NAME] "
@@ -292,7 +300,6 @@ class ModelSettings(BaseModel):
         "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items, "
                             "Messages thinking blocks), hide (dropped), or inline (in the content, between <think> "
                             "and </think>)")
-    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
 
 
 class ToolSettings(BaseModel):
@@ -467,6 +474,12 @@ class CodexSettings(BaseModel):
         64, ge=0, description="Codex turns in flight per worker (above it 429 with Retry-After: 1); 0 = no limit")
 
 
+class DemoSettings(BaseModel):
+    """Demo back end (upstream_kind = demo): the embedded model."""
+
+    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
+
+
 class ObservabilitySettings(BaseModel):
     """Observability: logs, readiness checks and the debug page."""
 
@@ -491,18 +504,19 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings)
+    AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings, BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings,
+               BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
@@ -555,8 +569,6 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             except ValidationError as exc:
                 error = exc.errors()[0]
                 raise ValueError(f"upstreams.{name}: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
-            if named.kind == "openai" and not named.url:
-                raise ValueError(f"upstreams.{name}: kind openai needs a url")
         for client, route in self.model_map.items():
             if not isinstance(route, ModelRoute):
                 continue

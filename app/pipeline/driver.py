@@ -109,9 +109,9 @@ class ChoiceDriver:
                  record: RequestRecord | None = None):
         self._stream = stream
         debugging = record is not None and record.keeps_text
-        plain_texts = getattr(stream, "plain_texts", None)
-        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream); joined when
-            plain_texts(join=not debugging)  # they came together, unless the debug view shows each
+        # The common chunks light (see UpstreamStream); texts joined when they came together, unless the debug
+        # view shows each.
+        stream.plain_texts(join=not debugging)
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
@@ -157,7 +157,7 @@ class ChoiceDriver:
                     delta = None  # the last chunk's is not held through the wait that follows
                     yield None, chunk
                     continue
-                else:
+                else:  # an UpstreamChunk: the stream items are four classes, so mypy narrows each branch
                     if chunk.usage:
                         self.usage = chunk.usage
                     for delta in chunk.choices:

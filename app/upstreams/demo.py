@@ -148,6 +148,9 @@ class _DemoStream:
         self._chunks = chunks
         self._closed = False
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        """Nothing to do: the chunks are built already (see :meth:`~app.upstreams.base.UpstreamStream.plain_texts`)."""
+
     def pause_every(self, tick: float | None) -> None:
         """Nothing to do: the chunks are all there (see :meth:`~app.upstreams.base.UpstreamStream.pause_every`)."""
 

@@ -25,7 +25,7 @@ def make_app(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[..., Any]:
     from app.http import extension
 
     def build(upstream: Any, **settings: Any):
-        monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+        monkeypatch.setattr(extension, "make_upstream", lambda _settings, _name: upstream)
         settings.setdefault("response_store_path", str(tmp_path / "responses.sqlite3"))
         app = create_app(Settings(**settings))
         app.testing = True

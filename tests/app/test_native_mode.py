@@ -13,7 +13,7 @@ from app.pipeline.native import FALLBACKS, FallbackMemory, native_messages, nati
 from app.profile import model_profile
 from app.settings import ModelRoute, Settings
 from app.upstreams.base import UpstreamError
-from app.upstreams.http import parse_chunk
+from app.upstreams.openai_chat import parse_chunk
 from statemachine import ChoiceFinished, ParserConfig, TextDelta, ToolCallEnded, ToolChoice, ToolSpec
 from support.loopback import json_answer
 

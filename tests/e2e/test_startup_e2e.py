@@ -87,3 +87,11 @@ def test_a_metrics_directory_that_does_not_exist_yet_is_made(launcher: list[str]
         assert "toolwire_requests_total" in httpx.get(f"{server.url}/metrics", timeout=30).text
         assert "Traceback" not in server.log()
     assert directory.is_dir()
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS.values(), ids=LAUNCHERS.keys())
+def test_a_back_end_of_no_registered_kind_is_refused_naming_it(launcher: list[str]) -> None:
+    """The kinds are the registry's (``app/upstreams/kinds.py``), checked when a worker makes the back ends."""
+    reason = the_reason(refused_start({"TOOLWIRE_UPSTREAMS": '{"x": {"kind": "olama", "url": "http://127.0.0.1:9/v1"}}'},
+                                      launcher))
+    assert "TOOLWIRE_UPSTREAMS (x): no back-end kind named 'olama'; registered: openai, codex, demo" in reason

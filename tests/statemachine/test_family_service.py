@@ -63,7 +63,7 @@ def _serve(monkeypatch, tmp_path, text, *, random_splits=6, **settings):
 
     runs = chunkings(text, random_splits=random_splits, two_split_limit=0)
     upstream = PlayingUpstream([chunks for _, chunks in runs])
-    monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+    monkeypatch.setattr(extension, "make_upstream", lambda _settings, _name: upstream)
     app = create_app(Settings(response_store_path=str(tmp_path / "r.sqlite3"), **settings))
     return app.test_client(), upstream, runs
 

@@ -58,6 +58,9 @@ class FakeStream:
         self.pauses = False
         self.tick: float | None = None
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         self.pauses = True
         self.tick = tick
@@ -180,6 +183,9 @@ class PlayedStream:
 
     def __init__(self, chunks):
         self.chunks = chunks
+
+    def plain_texts(self, *, join=False):
+        pass  # its chunks are built already
 
     def pause_every(self, tick):
         pass  # every chunk is there: it never waits
