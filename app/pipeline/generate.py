@@ -96,7 +96,8 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     events: ChoiceDriver | Reasking = driver
     source: Paced = stream
     if reask:
-        events = source = Reasking(driver, stream, config, _second_answer(generation, context), context)
+        events = source = Reasking(driver, stream, config, _second_answer(generation, context), context,
+                                  hold_first=not generation.stream)
     usage = UsageSoFar(events, prompt_chars)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None

@@ -4,8 +4,9 @@ model, before anything of the call went to the client.
 
 The first answer's calls are held until they end (``Policy.hold_calls``) and checked against their schemas
 (``schema_mismatch`` / ``strict_mismatch`` read as ``text`` for it), so a bad one is a rejected block, never a sent
-call. What the client already got of the first answer (its text before the call) stays; the rest of it is
-dropped, and the second answer's events follow, under the operator's own policies. The request's time limit
+call. On a stream, what the client already got of the first answer (its text before the call) stays and the
+rest of it is dropped; an answer sent whole (``hold_first``) keeps nothing of a first answer it asked again
+for, since nothing of it went out. The second answer's events follow, under the operator's own policies. The request's time limit
 covers both answers.
 """
 
@@ -61,13 +62,16 @@ class Reasking:
         config: the first answer's parser configuration.
         again: opens the second answer given the messages to add to the transcript; its stream and driver.
         context: the request's context (its record gets the reason; the metric its model label).
+        hold_first: hold the first answer's events until it is known to stand (an answer sent whole), so a
+            first answer asked again for leaves nothing in the reply.
     """
 
-    __slots__ = ("_driver", "_stream", "_config", "_again", "_context", "_tick", "_earlier_chars")
+    __slots__ = ("_driver", "_stream", "_config", "_again", "_context", "_tick", "_earlier_chars", "_hold_first")
 
     def __init__(self, driver: ChoiceDriver, stream: UpstreamStream, config: ParserConfig,
                  again: Callable[[list[dict[str, Any]]], tuple[UpstreamStream, ChoiceDriver]],
-                 context: RequestContext):
+                 context: RequestContext, *, hold_first: bool = False):
+        self._hold_first = hold_first
         self._driver = driver
         self._stream = stream
         self._config = config
@@ -103,6 +107,7 @@ class Reasking:
 
     def __iter__(self) -> Iterator[tuple[int, Event] | tuple[None, Pause]]:
         said: list[str] = []
+        held: list[tuple[int, Event]] = []
         calls = 0
         events = iter(self._driver)
         problem = None
@@ -117,12 +122,16 @@ class Reasking:
                         said.append(event.text)
                     elif isinstance(event, ToolCallEnded) and event.valid:
                         calls += 1
+                    if self._hold_first:
+                        held.append(item)  # type: ignore[arg-type]  # (an event's item, not a pause's)
+                        continue
                 yield item
         except ModelOutputError as exc:  # a fail policy's error: the call it names never went out
             if exc.code not in FAILED:
                 raise
             problem = exc.message
         if problem is None:
+            yield from held
             return
         close = getattr(events, "close", None)
         if close is not None:
