@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .chat.surface import CHAT
+from .gemini.surface import GEMINI
 from .messages.surface import MESSAGES
 from .responses.surface import RESPONSES
 from .surface import Surface
 
-#: OpenAI's Chat Completions and Responses, Anthropic's Messages.
-DEFAULT_SURFACES: tuple[Surface, ...] = (CHAT, RESPONSES, MESSAGES)
+#: OpenAI's Chat Completions and Responses, Anthropic's Messages, Google's Gemini API.
+DEFAULT_SURFACES: tuple[Surface, ...] = (CHAT, RESPONSES, MESSAGES, GEMINI)
