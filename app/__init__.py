@@ -50,7 +50,8 @@ from .http.extension import Toolwire
 from .http.jsonprovider import OrjsonProvider
 from .http.ops import create_ops_blueprint
 from .observability.logs import configure_logging
-from .settings import Settings, SettingsError, load_settings
+from .loading import load_settings
+from .settings import Settings, SettingsError
 
 #: The public API: the standalone app, the extension and its settings, and the optional routes a host adds.
 __all__ = ["Settings", "SettingsError", "Toolwire", "create_app", "create_debug_blueprint", "create_ops_blueprint"]

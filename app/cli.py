@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
 
 from statemachine.diagram import FORMATS
 
-from .settings import ENV_PREFIX, SettingsError, load_settings
+from .store import store_url
+from .routing import routing_table
+from .loading import config_file_keys, load_settings
+from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, mask_url
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
 GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"
@@ -64,7 +71,9 @@ def _check(args: argparse.Namespace) -> int:
     from .http.auth import load_keyring
 
     try:
-        load_keyring(load_settings())
+        settings = load_settings()
+        load_keyring(settings)
+        store_url(settings)
     except SettingsError as exc:
         print(f"toolwire cannot start: {exc}", file=sys.stderr)
         return 2
@@ -79,19 +88,72 @@ def _config(args: argparse.Namespace) -> int:
         return 0
     try:
         settings = load_settings()
+        rows = describe(settings)
     except SettingsError as exc:
         print(f"toolwire config: {exc}", file=sys.stderr)
         return 2
-    rows = settings.describe()
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         env = f"{ENV_PREFIX}{name.upper()}"
         print(f"{name:<{width}}  {value or '-':<30}  [{source}] {env}")
     print("\nrouting (client model -> back end; unlisted models go to default):")
-    for backend in settings.routing_table():
+    for backend in routing_table(settings):
         print(f"  {backend['name']} ({backend['kind']}{' ' + backend['url'] if backend['url'] else ''}): "
               f"{', '.join(backend['models']) or '-'}")
     return 0
+
+
+def describe(settings: Settings) -> list[tuple[str, str, str]]:
+    """``(name, display value, source)`` per setting, as ``toolwire config`` prints them; secrets and URL
+    passwords masked. ``source`` is ``env``, ``file`` or ``default`` (``init`` for values passed in code).
+
+    Raises:
+        SettingsError: the response store's URL names no store (:func:`~app.store.store_url`).
+    """
+    store = store_url(settings)
+    file_keys = set(config_file_keys())
+    explicit = settings.model_fields_set
+    # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
+    env_keys = {key.upper().split(NESTED, 1)[0] for key in os.environ}
+    rows = []
+    for name in (name for section in SECTIONS for name in section.model_fields):
+        if f"{ENV_PREFIX}{name.upper()}" in env_keys:
+            source = "env"
+        elif name in file_keys:
+            source = "file"
+        elif name in explicit:
+            source = "init"
+        else:
+            source = "default"
+        display = _display(name, getattr(settings, name))
+        if name == "response_store_url" and settings.response_store_url is None:
+            display = f"{store or 'none'} (from response_store_path)"
+        rows.append((name, display, source))
+    return rows
+
+
+def _display(name: str, value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else ""
+    if name in ("upstream_url", "codex_provider_url", "response_store_url") and isinstance(value, str):
+        return mask_url(value)
+    if value is None:
+        return ""
+    if name == "upstreams":
+        return json.dumps({key: _upstream_display(named) for key, named in value.items()})
+    if name == "model_map":
+        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True)
+                           for k, v in value.items()})
+    return str(value)
+
+
+def _upstream_display(named: NamedUpstream) -> dict[str, Any]:
+    """A back end of ``upstreams`` as ``toolwire config`` shows it: set keys only, keys and URL passwords masked."""
+    shown = named.model_dump(mode="json", exclude_defaults=True)
+    for key in ("url", "codex_provider_url"):
+        if key in shown:
+            shown[key] = mask_url(shown[key])
+    return shown
 
 
 def _diagram(args: argparse.Namespace) -> int:

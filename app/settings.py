@@ -13,12 +13,11 @@ it may also set the model's ``tool_format`` and ``accept_formats``, and name the
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -31,18 +30,17 @@ from pydantic_settings import (
 )
 
 from statemachine import get_format
-from statemachine.formats import format_for_model
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
-_NESTED = "__"
-_MASK = "**********"
+#: How an environment variable names a key of a nested setting (``TOOLWIRE_MODEL_MAP__GPT_4O``).
+NESTED = "__"
+#: What a secret or a URL's password is shown as.
+MASK = "**********"
 #: The name of the back end ``upstream_url`` & co. describe, which serves every model not routed elsewhere.
 DEFAULT_UPSTREAM = "default"
 #: What a back end's name in ``upstreams`` may hold (it labels metrics and log lines).
 UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-#: The URL schemes of the response stores (``TOOLWIRE_RESPONSE_STORE_URL``).
-STORE_SCHEMES = ("sqlite", "redis", "rediss")
 #: The most values :meth:`Settings.derived` keeps per settings object (a key may hold a client's model name).
 DERIVED_KEPT = 256
 
@@ -57,7 +55,7 @@ ReasoningOutput = Literal["show", "hide", "inline"]
 #: How the tool block lists the tools: ``json`` (each tool's JSON Schema, then a guide per tool) or ``compact``
 #: (a signature line per tool: ``get_weather(city: string, unit?: "c"|"f")``).
 ToolManifest = Literal["json", "compact"]
-#: Where a model's system text goes in prompt mode (``auto``: by its family, :meth:`Settings.system_in_for`).
+#: Where a model's system text goes in prompt mode (``auto``: by its family, :attr:`~app.profile.ModelProfile.system_in`).
 SystemIn = Literal["auto", "system", "first_user"]
 
 
@@ -198,6 +196,12 @@ UPSTREAM_KEYS = {
     "max_event_bytes": "upstream_max_event_bytes", "max_body_bytes": "upstream_max_body_bytes",
     "max_concurrent": "upstream_max_concurrent", "opens_reasoning": "upstream_opens_reasoning",
 }
+
+
+def served_models(named: NamedUpstream, demo_model: str) -> list[str]:
+    """The model names a back end of ``upstreams`` serves without a ``model_map`` entry: its ``models``, and a
+    demo's own model (its ``demo_model``, else the top-level ``demo_model``)."""
+    return [*named.models, named.demo_model or demo_model] if named.kind == "demo" else named.models
 
 
 class UpstreamSettings(BaseModel):
@@ -398,11 +402,6 @@ class StoreSettings(BaseModel):
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds "
                                           "(Redis: the keys' TTL)")
 
-    @field_validator("response_store_url")
-    @classmethod
-    def _known_store(cls, value: str | None) -> str | None:
-        return None if value is None else check_store_url(value.strip())
-
 
 class CodexSettings(BaseModel):
     """Codex back end (upstream_kind = codex): the app-servers toolwire runs."""
@@ -467,7 +466,7 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     these classes (``toolwire config --describe``).
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=_NESTED, extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=NESTED, extra="ignore")
 
     @classmethod
     def settings_customise_sources(
@@ -485,18 +484,20 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             sources += (TomlConfigSettingsSource(settings_cls, toml_file=path),)
         return sources
 
-    _routed: dict[str, Settings] = PrivateAttr(default_factory=dict)
     _derived: dict[Any, Any] = PrivateAttr(default_factory=dict)
 
     def derived(self, key: Any, build: Callable[[], _T]) -> _T:
         """``build()``, computed once for these settings and ``key`` (settings are not changed once made), so a
         request does not rebuild what only the settings decide; past :data:`DERIVED_KEPT` keys, built each time."""
+        # the private attribute read from pydantic's own dict: ``self._derived`` fails the ordinary lookup first
+        # and costs ~5 µs a read (the whole per-model lookup costs less than that)
+        derived = self.__pydantic_private__["_derived"]  # type: ignore[index]
         try:
-            return self._derived[key]
+            return derived[key]
         except KeyError:
             value = build()
-            if len(self._derived) < DERIVED_KEPT:
-                self._derived[key] = value
+            if len(derived) < DERIVED_KEPT:
+                derived[key] = value
             return value
 
     @model_validator(mode="after")
@@ -518,11 +519,11 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             for target in (route.upstream, *route.fallback):
                 if target not in (None, DEFAULT_UPSTREAM, *self.upstreams):
                     raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
-            if self.route(client) in route.fallback or len(set(route.fallback)) < len(route.fallback):
+            if (route.upstream or DEFAULT_UPSTREAM) in route.fallback or len(set(route.fallback)) < len(route.fallback):
                 raise ValueError(f"model_map.{client}: a fallback repeats a back end")
         listed: dict[str, str] = {}
         for name, named in self.upstreams.items():
-            for model in self._listed(named):
+            for model in served_models(named, self.demo_model):
                 if listed.setdefault(model, name) != name:
                     raise ValueError(f"upstreams: {model!r} is in the models of both {listed[model]} and {name}")
         return self
@@ -530,223 +531,10 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
     def _section_values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _AllSettings.model_fields}
 
-    def upstream_names(self) -> list[str]:
-        """Every back end's name: ``default`` first, then ``upstreams`` in their order."""
-        return [DEFAULT_UPSTREAM, *self.upstreams]
-
-    def route(self, client_model: Any) -> str:
-        """The name of the back end serving a client's ``model``: its ``model_map`` object's ``upstream`` (a
-        ``model_map`` entry without one: ``default``), else the back end of ``upstreams`` whose ``models`` list
-        holds it (or whose demo serves it), else ``default``. Routing never asks a back end: it does not change
-        while one is down."""
-        if not isinstance(client_model, str):
-            return DEFAULT_UPSTREAM
-        route = self.model_map.get(client_model)
-        if route is not None:
-            return (route.upstream if isinstance(route, ModelRoute) else None) or DEFAULT_UPSTREAM
-        return next((name for name, named in self.upstreams.items() if client_model in self._listed(named)),
-                    DEFAULT_UPSTREAM)
-
-    def fallbacks(self, client_model: Any) -> list[str]:
-        """The back ends tried in turn after :meth:`route`'s for a client's ``model`` (its ``model_map``
-        object's ``fallback``)."""
-        route = self.model_map.get(client_model) if isinstance(client_model, str) else None
-        return list(route.fallback) if isinstance(route, ModelRoute) else []
-
-    def _listed(self, named: NamedUpstream) -> list[str]:
-        """The model names a back end of ``upstreams`` serves unmapped: its ``models``, a demo's own model."""
-        return [*named.models, named.demo_model or self.demo_model] if named.kind == "demo" else named.models
-
-    def for_upstream(self, name: str) -> Settings:
-        """The settings as the back end ``name`` sees them: its own keys over the top-level settings, and only
-        the ``model_map`` entries routed to it (or falling back to it), its ``models`` as entries of their own
-        (``default_upstream_model`` stays the default back end's).
-
-        Raises:
-            KeyError: no back end has that name.
-        """
-        if name == DEFAULT_UPSTREAM and not self.upstreams:
-            return self
-        routed = self._routed.get(name)
-        if routed is None:
-            named = self.upstreams.get(name) if name != DEFAULT_UPSTREAM else None
-            if name != DEFAULT_UPSTREAM and named is None:
-                raise KeyError(name)
-            update = named.overrides() if named else {}
-            own = {model: model for model in (self._listed(named) if named else ()) if model not in self.model_map}
-            update["model_map"] = {**{client: route for client, route in self.model_map.items()
-                                      if name in (self.route(client), *self.fallbacks(client))}, **own}
-            if named:
-                update.update(upstreams={}, default_upstream_model=None,
-                              codex_work_dir=str(Path(self.codex_work_dir) / name))
-            routed = self._routed[name] = self.model_copy(update=update)
-        return routed
-
-    def routing_table(self) -> list[dict[str, Any]]:
-        """Each back end as ``toolwire config`` and the debug page show it: ``name``, ``kind``, ``url``
-        (password masked), and the client model names routed to it (the default also gets every other name)."""
-        table = []
-        for name in self.upstream_names():
-            routed = self.for_upstream(name)
-            table.append({"name": name, "kind": routed.backend, "url": mask_url(routed.upstream_url or ""),
-                          "models": sorted(routed.model_map)})
-        return table
-
     @property
     def backend(self) -> str:
         """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
         return self.upstream_kind or ("openai" if self.upstream_url else "demo")
-
-    def upstream_model(self, client_model: str) -> str:
-        """The upstream model name for a client's ``model``."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute):
-            route = route.model
-        return route or self.default_upstream_model or client_model
-
-    def tool_mode_for(self, client_model: str) -> ToolMode:
-        """The tool mode for a client's ``model``: its ``model_map`` object's, else ``tool_mode``."""
-        return self._per_model(client_model, "tool_mode")
-
-    def reasoning_for(self, client_model: str) -> ReasoningOutput:
-        """How a client's ``model``'s reasoning reaches the client: its ``model_map`` object's, else ``reasoning``."""
-        return self._per_model(client_model, "reasoning")
-
-    def opens_reasoning(self, client_model: str) -> bool:
-        """Whether a client's ``model`` has a chat template that opens ``<think>`` (its ``model_map`` object says so)."""
-        route = self.model_map.get(client_model)
-        if isinstance(route, ModelRoute) and route.opens_reasoning is not None:
-            return route.opens_reasoning
-        return self.upstream_opens_reasoning
-
-    def tool_format_for(self, client_model: str) -> str:
-        """The format taught to a client's ``model``: its ``model_map`` object's ``tool_format``, else
-        ``tool_format``; ``auto`` is the format that claims the upstream model's name
-        (:func:`~statemachine.formats.format_for_model`), else ``tool_call``."""
-        fmt = self._per_model(client_model, "tool_format")
-        if fmt != "auto":
-            return fmt
-        return format_for_model(self.upstream_model(client_model)) or "tool_call"
-
-    def stop_after_tools_for(self, client_model: str) -> str:
-        """``stop_after_tools`` for a client's ``model``: its ``model_map`` object's, else the setting (a small
-        model that repeats its call until ``max_tokens`` ends in ``tool_calls`` with ``first``)."""
-        return self._per_model(client_model, "stop_after_tools")
-
-    def system_in_for(self, client_model: str) -> Literal["system", "first_user"]:
-        """Where a client's ``model``'s system text goes in prompt mode: its ``model_map`` object's ``system_in``,
-        else ``system_in``; ``auto`` is ``first_user`` for a model taught a format of a family without a system
-        role (``TextFormat.system_role``), else ``system``."""
-        place = self._per_model(client_model, "system_in")
-        if place != "auto":
-            return place
-        return "system" if get_format(self.tool_format_for(client_model)).system_role else "first_user"
-
-    def constrain_calls_for(self, client_model: str) -> bool:
-        """Whether a forced call of a client's ``model`` is constrained by the back end (``model_map``)."""
-        route = self.model_map.get(client_model)
-        return isinstance(route, ModelRoute) and bool(route.constrain_calls)
-
-    def tool_manifest_for(self, client_model: str) -> ToolManifest:
-        """How the tool block lists the tools for a client's ``model``: its ``model_map`` object's, else the
-        setting."""
-        return self._per_model(client_model, "tool_manifest")
-
-    def example_exchanges_for(self, client_model: str) -> tuple[ExampleExchange, ...]:
-        """The example exchanges a client's ``model`` gets before its conversation (``model_map``)."""
-        route = self.model_map.get(client_model)
-        examples = route.example_exchange if isinstance(route, ModelRoute) else None
-        return (examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ())
-
-    def accept_formats_for(self, client_model: str) -> str:
-        """``accept_formats`` for a client's ``model``: its ``model_map`` object's, else the setting."""
-        return self._per_model(client_model, "accept_formats")
-
-    def max_output_tokens_for(self, client_model: str) -> int:
-        """The output limit for a client's ``model`` (0 = none): its ``model_map`` object's, else the setting."""
-        return self._per_model(client_model, "max_output_tokens")
-
-    def _per_model(self, client_model: str, key: str) -> Any:
-        """Setting ``key`` for a client's ``model``: its ``model_map`` object's value, else the setting's own."""
-        route = self.model_map.get(client_model)
-        value = getattr(route, key, None) if isinstance(route, ModelRoute) else None
-        return getattr(self, key) if value is None else value
-
-    def upstream_models(self) -> set[str]:
-        """Every upstream model name ``model_map`` names."""
-        return {self.upstream_model(name) for name in self.model_map} - {""}
-
-    def store_url(self) -> str:
-        """The response store's URL: ``response_store_url``, else ``sqlite:///`` + ``response_store_path``
-        (empty: no store)."""
-        if self.response_store_url is not None:
-            return self.response_store_url
-        return f"sqlite:///{self.response_store_path}" if self.response_store_path else ""
-
-    def describe(self) -> list[tuple[str, str, str]]:
-        """``(name, display value, source)`` per field; secrets and URL passwords masked.
-
-        ``source`` is ``env``, ``file`` or ``default`` (``init`` for values
-        passed in code).
-        """
-        file_keys = set(_read_toml(config_file_path()))
-        explicit = self.model_fields_set
-        # As pydantic-settings reads them: names in any case, nested values as NAME__KEY.
-        env_keys = {key.upper().split(_NESTED, 1)[0] for key in os.environ}
-        rows = []
-        for name in (name for section in SECTIONS for name in section.model_fields):
-            if f"{ENV_PREFIX}{name.upper()}" in env_keys:
-                source = "env"
-            elif name in file_keys:
-                source = "file"
-            elif name in explicit:
-                source = "init"
-            else:
-                source = "default"
-            display = _display(name, getattr(self, name))
-            if name == "response_store_url" and self.response_store_url is None:
-                display = f"{self.store_url() or 'none'} (from response_store_path)"
-            rows.append((name, display, source))
-        return rows
-
-
-def load_settings(**values: Any) -> Settings:
-    """``Settings(**values)``, any invalid value raised as a :class:`SettingsError` naming its variable.
-
-    Raises:
-        SettingsError: a value does not validate, or ``TOOLWIRE_CONFIG_FILE`` names a file that cannot be read.
-    """
-    try:
-        return Settings(**values)
-    except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {'; '.join(_error_lines(exc))}") from None
-
-
-def _error_lines(exc: ValidationError) -> list[str]:
-    """One ``VARIABLE: message`` per error; a value read from the config file is named as its key there."""
-    path = config_file_path()
-    in_file = _read_toml(path)
-    lines = []
-    for error in exc.errors():
-        field, *inner = error["loc"] or ("?",)
-        name = f"{ENV_PREFIX}{str(field).upper()}"
-        if name not in {key.upper().split(_NESTED, 1)[0] for key in os.environ} and field in in_file:
-            name = f"{field} in {path}"
-        where = ".".join(str(part) for part in inner)
-        message = " ".join(error["msg"].split())  # one line, whatever a validator wrote
-        lines.append(f"{name}{f' ({where})' if where else ''}: {message}")
-    return lines
-
-
-def settings_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``TOOLWIRE_*`` keys of a Flask ``app.config`` as :class:`Settings` keyword arguments.
-
-    ``TOOLWIRE_UPSTREAM_URL`` → ``upstream_url``; keys that name no setting (``TOOLWIRE_CONFIG_FILE``…)
-    are left out.
-    """
-    fields = Settings.model_fields
-    names = ((key, key[len(ENV_PREFIX):].lower()) for key in config if key.startswith(ENV_PREFIX))
-    return {name: config[key] for key, name in names if name in fields}
 
 
 def config_file_path() -> Path | None:
@@ -770,66 +558,12 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise SettingsError(f"{CONFIG_FILE_ENV} {str(path)!r} is not TOML: {exc}") from None
 
 
-def _read_toml(path: Path | None) -> dict[str, Any]:
-    try:
-        return {} if path is None else read_config_file(path)
-    except SettingsError:
-        return {}
-
-
-def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///path`` URL: ``sqlite:///var/r.db`` is relative, ``sqlite:////srv/r.db`` absolute.
-
-    Raises:
-        ValueError: not a ``sqlite:///`` URL with a path.
-    """
-    if not url.startswith("sqlite:///") or url == "sqlite:///":
-        raise ValueError(f"a SQLite store URL is sqlite:///relative/path or sqlite:////absolute/path, not {url!r}")
-    return url[len("sqlite:///"):]
-
-
-def check_store_url(url: str) -> str:
-    """``url`` when it names a response store toolwire can open (or is empty: no store), else ``ValueError``."""
-    if url:
-        scheme = urlsplit(url).scheme
-        if scheme not in STORE_SCHEMES:
-            raise ValueError(f"the response store URL must start with sqlite:///, redis:// or rediss://, "
-                             f"not {scheme + '://' if scheme else repr(url)}")
-        if scheme == "sqlite":
-            sqlite_path(url)
-    return url
-
-
 def mask_url(url: str) -> str:
     """``url`` with any password replaced by asterisks."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    netloc = f"{parts.username or ''}:{_MASK}@{parts.hostname or ''}"
+    netloc = f"{parts.username or ''}:{MASK}@{parts.hostname or ''}"
     if parts.port is not None:
         netloc += f":{parts.port}"
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _display(name: str, value: Any) -> str:
-    if isinstance(value, SecretStr):
-        return _MASK if value.get_secret_value() else ""
-    if name in ("upstream_url", "codex_provider_url", "response_store_url") and isinstance(value, str):
-        return mask_url(value)
-    if value is None:
-        return ""
-    if name == "upstreams":
-        return json.dumps({key: _upstream_display(named) for key, named in value.items()})
-    if name == "model_map":
-        return json.dumps({k: v if isinstance(v, str) else v.model_dump(exclude_defaults=True)
-                           for k, v in value.items()})
-    return str(value)
-
-
-def _upstream_display(named: NamedUpstream) -> dict[str, Any]:
-    """A back end of ``upstreams`` as ``toolwire config`` shows it: set keys only, keys and URL passwords masked."""
-    shown = named.model_dump(mode="json", exclude_defaults=True)
-    for key in ("url", "codex_provider_url"):
-        if key in shown:
-            shown[key] = mask_url(shown[key])
-    return shown

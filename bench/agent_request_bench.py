@@ -30,6 +30,7 @@ sys.path.insert(0, str(BENCH.parent))
 
 from app.pipeline import prompt  # noqa: E402
 from app.pipeline.plan import build_parser_config, prompt_format  # noqa: E402
+from app.profile import model_profile  # noqa: E402
 from app.responses.input import to_chat_messages  # noqa: E402
 from app.responses.schemas import parse_responses_request  # noqa: E402
 from app.responses.tools import offered_tools  # noqa: E402
@@ -125,7 +126,7 @@ def plan_request(body: dict[str, Any], settings: Settings) -> list[dict[str, Any
     tools = offered_tools(req, settings)
     messages = to_chat_messages(req, None)
     config = build_parser_config(tools.specs, tools.choice, parallel_tool_calls=req.parallel_tool_calls,
-                                 legacy_functions=False, settings=settings)
+                                 legacy_functions=False, settings=settings, profile=model_profile(settings, req.model))
     prompt._tool_blocks.clear()  # a new conversation: the tool block is rendered, not found
     return prompt.build_upstream_messages(messages, config, prompt_format(config))
 

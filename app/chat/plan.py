@@ -24,6 +24,7 @@ from ..pipeline.plan import (
     shared_tool_set,
     tool_specs,
 )
+from ..profile import ModelProfile, model_profile
 from .schemas import AllowedToolsChoice, ChatRequest, CustomTool, NamedCustomToolChoice, NamedFunction, NamedToolChoice
 
 if TYPE_CHECKING:
@@ -41,18 +42,20 @@ def chat_generation(body: dict[str, Any], req: ChatRequest, settings: "Settings"
                     marker_requested: bool = False) -> Generation:
     """The generation a validated Chat body asks for (``body`` the raw dict: unknown keys pass through);
     ``marker_requested``: the client asked for marker mode."""
+    profile = model_profile(settings, req.model)
     return Generation(
-        model=req.model,
+        profile=profile,
         messages=body["messages"],
-        config=chat_parser_config(req, settings, marker_requested=marker_requested),
+        config=chat_parser_config(req, settings, profile, marker_requested=marker_requested),
         fields={key: value for key, value in body.items() if key not in _CONSUMED_KEYS},
         stream=req.stream,
         n=req.n,
     )
 
 
-def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_requested: bool = False) -> ParserConfig:
-    """The parser configuration for a Chat Completions request.
+def chat_parser_config(req: ChatRequest, settings: "Settings", profile: ModelProfile, *,
+                       marker_requested: bool = False) -> ParserConfig:
+    """The parser configuration for a Chat Completions request to the model of ``profile``.
 
     Raises:
         InputError: 400 for ``tools`` together with ``functions``, an
@@ -75,7 +78,7 @@ def chat_parser_config(req: ChatRequest, settings: "Settings", *, marker_request
         tools = _offered_tool_set(req.tools) if req.tools else []
         choice, parallel, legacy = _chat_choice(req.tool_choice), req.parallel_tool_calls is not False, False
     return build_parser_config(tools, choice, parallel_tool_calls=parallel, legacy_functions=legacy, settings=settings,
-                               model=req.model, marker_requested=marker_requested, json_output=json_output)
+                               profile=profile, marker_requested=marker_requested, json_output=json_output)
 
 
 def _offered_tool_set(tools: list[Any]) -> ToolSet:

@@ -33,6 +33,7 @@ from statemachine.diagram import FORMATS, render_choice_fsm
 
 from ..errors import ApiError
 from ..observability.debug import DebugStore, Digest, debug_store, machine_view
+from ..routing import routing_table
 from .auth import authorize_debug
 from .errors import register_error_handlers
 from .state import bind_to_mount, client_owner, current_state
@@ -103,9 +104,9 @@ def machine() -> Response:
 
 def upstreams() -> Response:
     """``GET /debug/upstreams``: the back ends (name, kind, URL with its password masked) and the client model
-    names routed to each (:meth:`~app.settings.Settings.routing_table`)."""
+    names routed to each (:func:`~app.routing.routing_table`)."""
     _store()  # 404 while debug is off, like every debug route
-    return jsonify({"object": "list", "data": current_state().settings.routing_table()})
+    return jsonify({"object": "list", "data": routing_table(current_state().settings)})
 
 
 def _tagged(body: Callable[[list[Digest]], Any]) -> Response:

@@ -27,8 +27,11 @@ from typing import Sequence
 from flask import Flask, current_app
 from gevent import monkey
 
-from ..store import ResponseStore, StoreError, open_store
-from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError, load_settings, settings_from_config
+from ..store import ResponseStore, StoreError, open_store, store_url
+from ..loading import load_settings, settings_from_config
+from ..profile import upstream_models
+from ..routing import upstream_names, upstream_settings
+from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError
 from ..surface import Surface
 from ..surfaces import DEFAULT_SURFACES
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
@@ -60,7 +63,7 @@ class Toolwire:
             from the settings (HTTP when ``upstream_url`` is set, else the demo). The ``upstreams`` are
             built from the settings.
         store: a :class:`~app.store.ResponseStore`; default the store
-            ``response_store_url`` names (see :meth:`~app.settings.Settings.store_url`).
+            ``response_store_url`` names (see :func:`~app.store.store_url`).
         surfaces: the client APIs served, each a child Blueprint of the mount's; default
             :data:`~app.surfaces.DEFAULT_SURFACES`.
     """
@@ -134,9 +137,9 @@ def configured_models(settings: Settings) -> frozenset[str]:
     """Every model name the settings configure: ``model_map`` (both sides), ``default_upstream_model``, the
     ``models`` of ``upstreams``, and ``demo_model`` of each demo back end."""
     names = set(settings.model_map)
-    for name in settings.upstream_names():
-        routed = settings.for_upstream(name)
-        names |= routed.upstream_models()
+    for name in upstream_names(settings):
+        routed = upstream_settings(settings, name)
+        names |= upstream_models(routed)
         if routed.default_upstream_model is not None:
             names.add(routed.default_upstream_model)
         if routed.backend == "demo":
@@ -155,8 +158,8 @@ def make_backends(settings: Settings, default: Upstream | None = None) -> dict[s
         SettingsError, CodexSetupError: as :func:`make_upstream`.
     """
     backends = {}
-    for name in settings.upstream_names():
-        routed = settings.for_upstream(name)
+    for name in upstream_names(settings):
+        routed = upstream_settings(settings, name)
         upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
         backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
     return backends
@@ -198,8 +201,12 @@ def check_store_at_start(store: ResponseStore) -> None:
 
 
 def make_store(settings: Settings) -> ResponseStore | None:
-    """The response store the settings name (``None`` when storing is off); nothing is connected yet."""
-    return open_store(settings.store_url(), settings.response_retention_seconds,
+    """The response store the settings name (``None`` when storing is off); nothing is connected yet.
+
+    Raises:
+        SettingsError: its URL names no store toolwire can open.
+    """
+    return open_store(store_url(settings), settings.response_retention_seconds,
                       shared=settings.response_store_shared, timeout=settings.response_store_timeout,
                       max_bytes=settings.response_store_max_bytes,
                       max_bytes_per_owner=settings.response_store_max_bytes_per_key)

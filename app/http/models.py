@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 import gevent
 
+from ..routing import route
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
 
@@ -27,7 +28,7 @@ def model_entries() -> list[dict[str, Any]]:
     for name, models in _model_lists(state.upstreams).items():
         for model in models:
             if isinstance(model, dict) and model.get("id") and str(model["id"]) not in known \
-                    and state.settings.route(str(model["id"])) == name:
+                    and route(state.settings, str(model["id"])) == name:
                 known.add(str(model["id"]))
                 data.append(_model_entry(model))
     configured = [*state.settings.model_map, *(m for up in state.settings.upstreams.values() for m in up.models)]

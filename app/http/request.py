@@ -14,6 +14,7 @@ from ..observability import record as observe
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import SSE_HEADERS, Reply
 from ..pipeline.streaming import SSEBody
+from ..routing import fallbacks
 from ..store import OwnedStore
 from ..surface import SSE
 from . import limits
@@ -63,12 +64,12 @@ def request_context(model: object, stream: object = None) -> RequestContext:
         keepalive=environ.get("HTTP_X_NO_KEEPALIVE", "").strip().lower() not in _YES,
         marker_requested=environ.get("HTTP_X_TOOLWIRE_MARKER", "").strip().lower() in _YES,
         client_socket=environ.get("gunicorn.socket"))
-    fallbacks = state.settings.fallbacks(model)
-    if not fallbacks:
+    names = fallbacks(state.settings, model)
+    if not names:
         return context
     return dataclasses.replace(context, fallbacks=tuple(
         dataclasses.replace(context, settings=b.settings, upstream=b.upstream, upstream_name=b.name)
-        for b in (state.upstreams[name] for name in fallbacks)))
+        for b in (state.upstreams[name] for name in names)))
 
 
 def owned_store() -> OwnedStore | None:

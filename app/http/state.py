@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 from flask import Blueprint, current_app, g, has_request_context, request
 from flask.blueprints import BlueprintSetupState
 
+from ..routing import route
 from ..settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class ToolwireState:
     Fields:
         settings: the validated settings.
         upstreams: every back end by name (``default`` first), each with the settings it sees
-            (:meth:`~app.settings.Settings.for_upstream`).
+            (:func:`~app.routing.upstream_settings`).
         store: where Responses are kept, or ``None`` when storing is off.
         api_keys: the accepted client keys (empty = open).
         streams: this worker's generations in flight, capped.
@@ -56,8 +57,8 @@ class ToolwireState:
         return self.upstreams[DEFAULT_UPSTREAM].upstream
 
     def backend_for(self, client_model: object) -> Backend:
-        """The back end routed to serve a client's ``model`` (:meth:`~app.settings.Settings.route`)."""
-        return self.upstreams[self.settings.route(client_model)]
+        """The back end routed to serve a client's ``model`` (:func:`~app.routing.route`)."""
+        return self.upstreams[route(self.settings, client_model)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..observability import metrics
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config
+from ..profile import ModelProfile, model_profile
 from .schemas import CountTokensRequest, CustomTool, MessagesRequest, ServerTool, ToolChoice as MessagesChoice
 from .transcript import to_chat_messages
 
@@ -54,14 +55,23 @@ _EDITOR_PROPERTIES = {
 _EDITOR_COMMANDS = ["view", "create", "str_replace", "insert"]
 
 
-def messages_generation(req: MessagesRequest, settings: "Settings") -> Generation:
-    """The generation a validated Messages request asks for."""
-    return Generation(model=req.model, messages=to_chat_messages(req), config=parser_config(req, settings),
-                      fields=_chat_fields(req), stream=req.stream)
+def messages_generation(req: CountTokensRequest, settings: "Settings", *,
+                        marker_requested: bool = False) -> Generation:
+    """The generation a validated Messages request asks for (``marker_requested``: the client asked for marker
+    mode); of a ``count_tokens`` request, the same without the sampling parameters it does not have."""
+    profile = model_profile(settings, req.model)
+    config = parser_config(req, settings, profile, marker_requested=marker_requested)
+    if not isinstance(req, MessagesRequest):
+        return Generation(profile=profile, messages=to_chat_messages(req), config=config, fields={}, stream=False)
+    return Generation(profile=profile, messages=to_chat_messages(req), config=config, fields=_chat_fields(req),
+                      stream=req.stream)
 
 
-def parser_config(req: CountTokensRequest, settings: "Settings") -> ParserConfig:
-    """The parser configuration: the custom tools as functions, and the request's ``tool_choice``.
+def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelProfile, *,
+                  marker_requested: bool = False) -> ParserConfig:
+    """The parser configuration for the model of ``profile``: the custom tools as functions, and the request's
+    ``tool_choice``, as the Chat and Responses endpoints build theirs (the model's formats and policy, a marker
+    when the operator or the client asked for one).
 
     Raises:
         InputError: an Anthropic tool with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` (``tools[i].type``); a
@@ -79,7 +89,8 @@ def parser_config(req: CountTokensRequest, settings: "Settings") -> ParserConfig
                 specs.append(spec)
     choice = req.tool_choice or MessagesChoice(type="auto")
     return build_parser_config(specs, _choice_request(choice), parallel_tool_calls=not choice.disable_parallel_tool_use,
-                               legacy_functions=False, settings=settings)
+                               legacy_functions=False, settings=settings, profile=profile,
+                               marker_requested=marker_requested)
 
 
 def _client_run_tool(tool: ServerTool) -> ToolSpec | None:

@@ -17,14 +17,11 @@ from ..errors import ApiError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Generation
-from ..pipeline.plan import prompt_format
-from ..pipeline.prompt import build_upstream_messages
+from ..pipeline.generate import Generation, prompt_mode_request
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
-from .plan import messages_generation, parser_config
+from .plan import messages_generation
 from .schemas import parse_count_tokens_request, parse_messages_request
-from .transcript import to_chat_messages
 
 def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generation, MessagesEncoder]:
     """``POST /messages`` on the request's JSON ``body``, streaming or not: the generation and the encoder to
@@ -32,7 +29,7 @@ def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generat
     plans a Chat one."""
     check_messages_limits(body, context.settings)
     req = parse_messages_request(body)
-    generation = messages_generation(req, context.settings)
+    generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
     builder = MessageBuilder(f"msg_{uuid4_hex()}", req.model,
                              show_thinking=req.thinking is not None and req.thinking.shown,
                              stop_sequences=req.stop_sequences)
@@ -40,15 +37,12 @@ def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generat
 
 
 def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    """``POST /messages/count_tokens``: the prompt the back end would get, estimated as usage is
-    (about four characters a token, tool block included)."""
+    """``POST /messages/count_tokens``: the prompt the back end would get in prompt mode, built as the
+    generation builds it, estimated as usage is (about four characters a token, tool block included)."""
     check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
-    config = parser_config(req, context.settings)
-    settings = context.settings
-    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config),
-                                     manifest=settings.tool_manifest_for(req.model),
-                                     examples=settings.example_exchanges_for(req.model))
+    generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
+    _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
     chars = sum(len(message["content"]) for message in prompt)
     return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
 

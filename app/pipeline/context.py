@@ -18,7 +18,7 @@ class RequestContext:
     their own.
 
     Fields:
-        settings: the settings as the back end sees them (:meth:`~app.settings.Settings.for_upstream`).
+        settings: the settings as the back end sees them (:func:`~app.routing.upstream_settings`).
         upstream: the back end to call (the one the request's model is routed to).
         upstream_name: that back end's name (``default``, or its key in ``upstreams``).
         record: the request's observability record (its id goes to the back end; the generation

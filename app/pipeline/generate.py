@@ -25,6 +25,7 @@ import orjson
 from statemachine import ParserConfig
 
 from ..observability import metrics
+from ..profile import ModelProfile, model_profile
 from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
@@ -52,7 +53,7 @@ class Generation:
     """One request's generation, as the endpoint planned it.
 
     Fields:
-        model: the model name the client asked for (mapped to the upstream's by the settings).
+        profile: the client's model as the request's back end serves it (:func:`~app.profile.model_profile`).
         messages: the client's transcript as Chat messages (tool calls and results included).
         config: the parser configuration (offered tools, ``tool_choice``, policy, marker).
         fields: the other parameters the back end gets, as the Chat request sends them.
@@ -60,12 +61,17 @@ class Generation:
         n: the number of choices.
     """
 
-    model: str
+    profile: ModelProfile
     messages: list[dict[str, Any]]
     config: ParserConfig
     fields: dict[str, Any]
     stream: bool
     n: int = 1
+
+    @property
+    def model(self) -> str:
+        """The model name the client asked for."""
+        return self.profile.model
 
 
 def generate(generation: Generation, encoder: Encoder, context: RequestContext) -> Reply:
@@ -78,9 +84,9 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     deadline = time.monotonic() + limit if limit else None
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
-        stream, config, messages, context = open_with_fallbacks(generation, context)
+        stream, config, messages, context, generation = open_with_fallbacks(generation, context)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
-    driver = ChoiceDriver(stream, config, n=generation.n, reasoning=context.settings.reasoning_for(generation.model),
+    driver = ChoiceDriver(stream, config, n=generation.n, reasoning=generation.profile.reasoning,
                           record=context.record)
     usage = UsageSoFar(driver, prompt_chars)
 
@@ -122,12 +128,14 @@ def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Tim
 
 
 def open_with_fallbacks(generation: Generation, context: RequestContext
-                        ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext]:
+                        ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext, Generation]:
     """:func:`open_in_tool_mode` on the request's back end, then on each of its ``fallbacks`` in turn while the
-    one before refused the connection or answered 5xx; nothing has gone to the client yet.
+    one before refused the connection or answered 5xx; nothing has gone to the client yet. Each back end
+    serves the model as its own settings say (its own profile of the model).
 
     Returns:
-        What :func:`open_in_tool_mode` returns, and the context of the back end that answered.
+        What :func:`open_in_tool_mode` returns, the context of the back end that answered and the generation as
+        it ran it (with its profile of the model).
     Raises:
         UpstreamError: the last back end tried refused (or one refused in another way).
     """
@@ -135,13 +143,22 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
     # Each attempt calls open_in_tool_mode itself: the wait for the back end's answer is the deepest point of a
     # request, and each Python frame below it grows every open stream's data stack (docs/upstream-client.md).
     for attempt in earlier:
+        generation = _served_by(generation, attempt, context)
         try:
-            return (*open_in_tool_mode(generation, attempt), attempt)
+            return (*open_in_tool_mode(generation, attempt), attempt, generation)
         except UpstreamError as exc:
             if exc.kind not in FALLS_BACK:
                 raise
             _falling_back(attempt, exc)
-    return (*open_in_tool_mode(generation, last), last)
+    generation = _served_by(generation, last, context)
+    return (*open_in_tool_mode(generation, last), last, generation)
+
+
+def _served_by(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:
+    """``generation`` as the back end of ``attempt`` serves it: with the model's profile under its settings."""
+    if attempt is first:
+        return generation
+    return dataclasses.replace(generation, profile=model_profile(attempt.settings, generation.model))
 
 
 def _falling_back(context: RequestContext, error: UpstreamError) -> None:
@@ -161,19 +178,18 @@ def open_in_tool_mode(generation: Generation,
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
             prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
     """
-    settings = context.settings
-    model, config = generation.model, generation.config
-    mode = settings.tool_mode_for(model)
+    settings, profile, config = context.settings, generation.profile, generation.config
+    mode = profile.tool_mode
     record = context.record
     if record is not None:
         record.upstream = context.upstream_name
     refusal: UpstreamError | None = None
     if mode != "prompt":
-        key = (upstream_name(context.upstream), settings.upstream_model(model))
+        key = (upstream_name(context.upstream), profile.upstream_model)
         if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
-                body = upstream_body(model, messages, {**generation.fields, **native_tools(config)}, context)
+                body = upstream_body(profile, messages, {**generation.fields, **native_tools(config)})
                 stream = context.upstream.open(body, request_id=context.request_id)
                 if mode == "auto":
                     stream.confirm()  # a back end that fails after its 200 headers still falls back
@@ -186,7 +202,7 @@ def open_in_tool_mode(generation: Generation,
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
     config, messages, fields = prompt_mode_request(generation, config, settings)
-    stream = context.upstream.open(upstream_body(model, messages, fields, context), request_id=context.request_id)
+    stream = context.upstream.open(upstream_body(profile, messages, fields), request_id=context.request_id)
     if refusal is not None:
         # Remembered (for every client of this worker) only now: the same request without tools was taken,
         # so the tools were what the back end refused, not some other field of this one client's request.
@@ -199,15 +215,14 @@ def open_in_tool_mode(generation: Generation,
 def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings
                         ) -> tuple[ParserConfig, list[dict[str, Any]], dict[str, Any]]:
     """Prompt mode's parser configuration (its marker, if any), the messages that teach the tools and the
-    back end's other fields."""
-    model = generation.model
+    back end's other fields (``count_tokens`` counts these messages too)."""
+    profile = generation.profile
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
-                                       manifest=settings.tool_manifest_for(model),
-                                       examples=settings.example_exchanges_for(model),
-                                       system_in=settings.system_in_for(model))
-    if settings.constrain_calls_for(model) and "response_format" not in fields:
+                                       manifest=profile.manifest, examples=profile.examples,
+                                       system_in=profile.system_in)
+    if profile.constrain_calls and "response_format" not in fields:
         constraint = forced_call_format(config)
         fields = {**fields, "response_format": constraint} if constraint else fields
     return config, messages, fields
@@ -240,17 +255,16 @@ def _content_chars(content: Any) -> int:
     return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
-def upstream_body(model: str, messages: list[dict[str, Any]], fields: dict[str, Any],
-                  context: RequestContext) -> dict[str, Any]:
-    """The back end's request for ``messages`` to the client's ``model``.
+def upstream_body(profile: ModelProfile, messages: list[dict[str, Any]], fields: dict[str, Any]) -> dict[str, Any]:
+    """The back end's request for ``messages`` to the model of ``profile``.
 
     ``fields`` are the other request parameters the back end gets (an output limit above the model's
     ``max_output_tokens`` clamped to it); it is always asked for a stream with usage (a non-streaming
     answer is accumulated from it).
     """
-    body = {**fields, "model": context.settings.upstream_model(model), "messages": messages, "stream": True,
+    body = {**fields, "model": profile.upstream_model, "messages": messages, "stream": True,
             "stream_options": {"include_usage": True}}
-    limit = context.settings.max_output_tokens_for(model)
+    limit = profile.max_output_tokens
     if limit:
         for key in OUTPUT_LIMITS:
             if isinstance(body.get(key), int) and body[key] > limit:

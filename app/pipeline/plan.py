@@ -2,8 +2,8 @@
 
 Each endpoint normalises its tools and tool choice to ``ToolSpec`` objects and a
 :class:`ChoiceRequest`; :func:`build_parser_config` checks the choice against
-the offered tools (the one ``tool_choice`` check of both endpoints) and adds the
-operator's policy.
+the offered tools (the one ``tool_choice`` check of every endpoint) and adds the
+model's formats and policy (its :class:`~app.profile.ModelProfile`).
 
 Marker mode (``TOOLWIRE_MARKER_MODE``, or ``X-Toolwire-Marker: 1`` on one
 request) gives each request a fresh random marker that the model's calls must
@@ -21,31 +21,27 @@ import functools
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 import orjson
 
 from statemachine import (
     ParserConfig,
-    Policy,
     TextFormat,
     ToolChoice,
     ToolSpec,
     get_format,
     regex_problem,
-    registered_formats,
     schema_problem,
 )
 
 from ..errors import InputError
+from ..profile import ModelProfile
 from .lru import BoundedLRU
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
-T = TypeVar("T")
-
-_DEFAULT_FORMATS = ParserConfig().formats
 #: Tool sets kept to be shared: agents resend the same tools every turn, and an open stream holds its
 #: tools (schemas included) to its end, so streams offering the same tools share one copy of them.
 TOOL_SET_CACHE_SIZE = 64
@@ -54,8 +50,6 @@ TOOL_SET_CACHE_BYTES = 4 * 1024 * 1024
 
 _tool_sets: BoundedLRU[bytes, ToolSet] = BoundedLRU(TOOL_SET_CACHE_SIZE, TOOL_SET_CACHE_BYTES,
                                                                  lambda key, _: len(key))
-#: The parts of a config made from the settings (policy, formats): one object per distinct value.
-_from_settings: dict[Any, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +79,8 @@ class FunctionLike(Protocol):
 
 
 def build_parser_config(tools: list[ToolSpec] | ToolSet, tool_choice: ChoiceRequest | ToolChoice, *,
-                        parallel_tool_calls: bool,
-                        legacy_functions: bool, settings: "Settings", model: str = "", marker_requested: bool = False,
-                        json_output: bool = False) -> ParserConfig:
+                        parallel_tool_calls: bool, legacy_functions: bool, settings: "Settings", profile: ModelProfile,
+                        marker_requested: bool = False, json_output: bool = False) -> ParserConfig:
     """The parser configuration for one request.
 
     Args:
@@ -96,10 +89,9 @@ def build_parser_config(tools: list[ToolSpec] | ToolSet, tool_choice: ChoiceRequ
             ``tool_choice``, or ``function_call`` in a legacy request); names it allows must be offered.
         parallel_tool_calls: ``False`` keeps one call per choice.
         legacy_functions: the request used ``functions`` (answers use ``function_call``).
-        settings: the operator's parser policy, preferred text format and
-            marker mode (a marker is drawn per call when it is on, see
+        settings: the operator's marker mode (a marker is drawn per call when it is on, see
             :func:`request_marker`).
-        model: the client's model name (its format, accepted formats and template come from the settings).
+        profile: the model's profile: its formats, its policy, whether its answers start in reasoning.
         marker_requested: the client asked for marker mode (``X-Toolwire-Marker: 1``).
         json_output: the client asked for JSON output, so a bare JSON
             answer is content, not a call (parsing.md case 31).
@@ -112,32 +104,17 @@ def build_parser_config(tools: list[ToolSpec] | ToolSet, tool_choice: ChoiceRequ
                        else ChoiceRequest(tool_choice))
     offered = tools if isinstance(tools, ToolSet) else shared_tool_set(tools)
     check_tool_choice(tool_choice, set(offered))
-    # The registry is part of the key: a format registered later can change what "all" or "auto" mean.
-    formats, policy, starts_in_reasoning = settings.derived(
-        ("parsing", model, registered_formats()), lambda: _model_parsing(settings, model))
     return ParserConfig(
         tools=offered,
         tool_choice=tool_choice.choice,
         parallel_tool_calls=parallel_tool_calls and not legacy_functions,
         legacy_functions=legacy_functions,
-        formats=formats,
-        policy=policy,
+        formats=profile.formats,
+        policy=profile.policy,
         marker=request_marker(settings, marker_requested) if tools else None,
         bare_json=not json_output,
-        starts_in_reasoning=starts_in_reasoning,
+        starts_in_reasoning=profile.opens_reasoning,
     )
-
-
-def _model_parsing(settings: "Settings", model: str) -> tuple[tuple[str, ...], Policy, bool]:
-    """What the settings say a client's ``model`` is parsed with: its formats, its policy, and whether its
-    answers start in reasoning."""
-    return (_one_copy(parser_formats(settings, model)), _one_copy(policy_from_settings(settings, model)),
-            settings.opens_reasoning(model))
-
-
-def _one_copy(value: T) -> T:
-    """``value``, or the equal one an earlier request got (a stream holds its config to its end)."""
-    return _from_settings.setdefault(value, value)
 
 
 def tools_key(tools: Iterable[ToolSpec]) -> bytes | None:
@@ -180,20 +157,6 @@ def shared_tool_set(tools: list[ToolSpec]) -> ToolSet:
         _tool_sets.put(key, by_name)
         return by_name
     return shared
-
-
-def parser_formats(settings: "Settings", model: str) -> tuple[str, ...]:
-    """The formats recognised for a client's ``model``: the one taught first (the prompt teaches
-    ``formats[0]``), then ``accept_formats``: the defaults, every registered format, or a list."""
-    taught = settings.tool_format_for(model)
-    accept = settings.accept_formats_for(model)
-    if accept == "default":
-        others: tuple[str, ...] = _DEFAULT_FORMATS
-    elif accept == "all":
-        others = tuple(f for f in registered_formats() if f != "custom_tool_call")  # offered with custom tools only
-    else:
-        others = tuple(accept.split(","))
-    return (taught, *(f for f in others if f != taught))
 
 
 def check_tool_choice(request: ChoiceRequest, offered: set[str]) -> None:
@@ -275,19 +238,6 @@ def prompt_format(config: ParserConfig) -> TextFormat:
 def is_json_format(value: object) -> bool:
     """Whether a ``response_format`` / ``text.format`` object asks for JSON (``json_object``, ``json_schema``)."""
     return isinstance(value, dict) and value.get("type") in ("json_object", "json_schema")
-
-
-def policy_from_settings(settings: "Settings", model: str = "") -> Policy:
-    """The parser :class:`~statemachine.Policy` the operator configured for the client's ``model``."""
-    return Policy(
-        unknown_tool=settings.unknown_tool,
-        invalid_json=settings.invalid_json,
-        schema_mismatch=settings.schema_mismatch,
-        strict_mismatch=settings.strict_mismatch,
-        text_after_calls="suppress" if settings.suppress_tail_after_tools else "keep",
-        stop_after_first_call=settings.stop_after_tools_for(model) == "first",
-        max_tool_calls=settings.max_tool_calls,
-    )
 
 
 def check_tool(spec: ToolSpec, offered: Iterable[str], *, name: str, definition: str) -> None:

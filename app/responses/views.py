@@ -25,6 +25,7 @@ from ..errors import ApiError
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import Generation
 from ..pipeline.plan import build_parser_config, is_json_format
+from ..profile import ModelProfile, model_profile
 from ..validation import check_responses_limits
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
@@ -56,7 +57,8 @@ def plan_response(body: dict[str, Any], context: RequestContext,
     # a stored history counts as if the client had sent it: the same item and size limits
     messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
                                 max_history_bytes=settings.max_body_bytes)
-    generation = Generation(model=req.model, messages=messages, config=_parser_config(req, tools, context),
+    profile = model_profile(settings, req.model)
+    generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
                             fields=_chat_fields(req), stream=req.stream)
 
     keep = functools.partial(_keep, store, input_items) if store is not None and input_items is not None else None
@@ -87,11 +89,12 @@ def unsupported_subpath(subpath: str) -> Response:
                    "POST /v1/responses and GET/DELETE /v1/responses/{id}." + hint, code="not_supported")
 
 
-def _parser_config(req: ResponsesRequest, tools: OfferedTools, context: RequestContext) -> ParserConfig:
+def _parser_config(req: ResponsesRequest, tools: OfferedTools, context: RequestContext,
+                   profile: ModelProfile) -> ParserConfig:
     """The chat endpoint's parser configuration, with the request's ``max_tool_calls`` on top."""
     config = build_parser_config(tools.specs, tools.choice,
                                  parallel_tool_calls=req.parallel_tool_calls, legacy_functions=False,
-                                 settings=context.settings, model=req.model,
+                                 settings=context.settings, profile=profile,
                                  marker_requested=context.marker_requested,
                                  json_output=is_json_format((req.text or {}).get("format")))
     if req.max_tool_calls is None:

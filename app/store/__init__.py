@@ -9,13 +9,13 @@ start by :func:`open_store` from ``TOOLWIRE_RESPONSE_STORE_URL``:
 
 from __future__ import annotations
 
-from ..settings import check_store_url, sqlite_path
 from .base import OwnedStore, ResponseStore, StoredResponse, StoreError, StoreQuotaExceeded, StoreUnavailable
 from .redis import RedisResponseStore
 from .sqlite import SQLiteResponseStore
+from .urls import check_store_url, sqlite_path, store_url
 
 __all__ = ["OwnedStore", "RedisResponseStore", "ResponseStore", "SQLiteResponseStore", "StoreError",
-           "StoreQuotaExceeded", "StoreUnavailable", "StoredResponse", "open_store"]
+           "StoreQuotaExceeded", "StoreUnavailable", "StoredResponse", "open_store", "store_url"]
 
 def open_store(url: str, retention_seconds: float | None, *, shared: bool = False, timeout: float = 2.0,
                max_bytes: int = 0, max_bytes_per_owner: int = 0) -> ResponseStore | None:

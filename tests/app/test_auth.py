@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from app.cli import describe
 from app.http.auth import KeyRing, load_keyring
 from app.settings import Settings
 from support.fakes import FakeUpstream, text_chunks
@@ -114,7 +115,7 @@ def test_client_keys_are_masked_in_settings(monkeypatch, capsys):
 
     settings = Settings(api_keys="sk-client-1,sk-client-2")
     assert "sk-client-1" not in repr(settings)
-    assert dict((n, v) for n, v, _ in settings.describe())["api_keys"] == "**********"
+    assert dict((n, v) for n, v, _ in describe(settings))["api_keys"] == "**********"
     monkeypatch.setenv("TOOLWIRE_API_KEYS", "sk-client-env")
     assert main(["config"]) == 0
     assert "sk-client-env" not in capsys.readouterr().out

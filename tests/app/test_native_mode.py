@@ -7,8 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from app.cli import describe
 from app.pipeline.driver import ChoiceDriver
 from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
+from app.profile import model_profile
 from app.settings import ModelRoute, Settings
 from app.upstreams.base import UpstreamError
 from app.upstreams.http import parse_chunk
@@ -24,12 +26,12 @@ def test_model_map_takes_names_and_objects_and_sets_modes_per_model() -> None:
     settings = Settings(tool_mode="auto", model_map={
         "gpt-4o": "qwen2.5", "qwen": {"model": "qwen3:32b", "tool_mode": "native"}, "plain": {"tool_mode": "prompt"}},
         default_upstream_model="fallback")
-    assert [settings.upstream_model(m) for m in ("gpt-4o", "qwen", "plain", "other")] == [
-        "qwen2.5", "qwen3:32b", "fallback", "fallback"]
-    assert [settings.tool_mode_for(m) for m in ("gpt-4o", "qwen", "plain", "other")] == [
+    profiles = [model_profile(settings, m) for m in ("gpt-4o", "qwen", "plain", "other")]
+    assert [p.upstream_model for p in profiles] == ["qwen2.5", "qwen3:32b", "fallback", "fallback"]
+    assert [p.tool_mode for p in profiles] == [
         "auto", "native", "prompt", "auto"]
     assert settings.model_map["qwen"] == ModelRoute(model="qwen3:32b", tool_mode="native")
-    shown = dict((name, value) for name, value, _ in settings.describe())
+    shown = dict((name, value) for name, value, _ in describe(settings))
     assert json.loads(shown["model_map"])["qwen"] == {"model": "qwen3:32b", "tool_mode": "native"}
     assert Settings().tool_mode == "prompt", "prompt stays the default"
 

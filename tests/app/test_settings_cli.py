@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.cli import main
-from app.settings import Settings, SettingsError, load_settings, mask_url
-from app.pipeline.plan import policy_from_settings
+from app import create_app
+from app.cli import describe, main
+from app.profile import model_profile
+from app.store import store_url
+from app.loading import load_settings
+from app.settings import Settings, SettingsError, mask_url
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +26,7 @@ def test_defaults():
     settings = Settings()
     assert settings.upstream_url is None and settings.upstream_api_key is None
     assert settings.heartbeat_seconds == 10 and settings.tool_format == "tool_call"
-    assert settings.upstream_model("anything") == "anything"
+    assert model_profile(settings, "anything").upstream_model == "anything"
 
 
 def test_environment_parsing(monkeypatch):
@@ -42,9 +45,9 @@ def test_environment_parsing(monkeypatch):
     assert settings.upstream_url == "http://127.0.0.1:11434/v1"
     assert settings.upstream_api_key.get_secret_value() == "sk-secret"
     assert settings.upstream_read_timeout == 42.5 and settings.heartbeat_seconds == 3
-    assert settings.upstream_model("gpt-4o") == "qwen2.5:7b"
-    assert settings.upstream_model("other") == "llama3"
-    policy = policy_from_settings(settings)
+    assert model_profile(settings, "gpt-4o").upstream_model == "qwen2.5:7b"
+    assert model_profile(settings, "other").upstream_model == "llama3"
+    policy = model_profile(settings, "other").policy
     assert (policy.unknown_tool, policy.text_after_calls, policy.stop_after_first_call, policy.max_tool_calls) == \
         ("fail", "suppress", True, 2)
 
@@ -70,8 +73,8 @@ def test_toml_file_with_env_taking_precedence(monkeypatch, tmp_path):
     settings = Settings()
     assert settings.upstream_url == "http://file:8000/v1"
     assert settings.heartbeat_seconds == 2
-    assert settings.upstream_model("gpt-4o") == "from-file"
-    sources = {name: source for name, _, source in settings.describe()}
+    assert model_profile(settings, "gpt-4o").upstream_model == "from-file"
+    sources = {name: source for name, _, source in describe(settings)}
     assert sources["upstream_url"] == "file" and sources["heartbeat_seconds"] == "env"
     assert sources["log_level"] == "default"
 
@@ -83,7 +86,7 @@ def test_describe_names_only_the_variables_pydantic_reads(monkeypatch):
     monkeypatch.setenv("TOOLWIRE_MODEL_MAP__gpt-4o", "qwen")  # a nested value
     settings = Settings()
     assert settings.log_level == "DEBUG" and settings.model_map == {"gpt-4o": "qwen"}
-    sources = {name: source for name, _, source in settings.describe()}
+    sources = {name: source for name, _, source in describe(settings)}
     assert (sources["debug_dir"], sources["debug"]) == ("env", "default")
     assert (sources["api_keys_file"], sources["api_keys"]) == ("env", "default")
     assert sources["log_level"] == sources["model_map"] == "env"
@@ -92,7 +95,7 @@ def test_describe_names_only_the_variables_pydantic_reads(monkeypatch):
 def test_secrets_are_masked_everywhere():
     settings = Settings(upstream_api_key="sk-very-secret", upstream_url="http://user:pw123@host:9000/v1")
     assert "sk-very-secret" not in repr(settings) and "sk-very-secret" not in str(settings.model_dump())
-    shown = dict((name, value) for name, value, _ in settings.describe())
+    shown = dict((name, value) for name, value, _ in describe(settings))
     assert shown["upstream_api_key"] == "**********"
     assert "pw123" not in shown["upstream_url"] and "host:9000" in shown["upstream_url"]
     assert mask_url("http://h/v1") == "http://h/v1"
@@ -166,14 +169,18 @@ def test_cli_diagram(tmp_path, capsys):
 def test_the_store_url_and_the_old_path_setting(monkeypatch, env, url):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert Settings().store_url() == url
+    assert store_url(Settings()) == url
 
 
 @pytest.mark.parametrize("url", ["postgres://db/x", "sqlite://relative.db", "sqlite:///", "cache:6379"])
-def test_unknown_store_urls_are_rejected(monkeypatch, url):
+def test_unknown_store_urls_are_rejected(monkeypatch, capsys, url):
     monkeypatch.setenv("TOOLWIRE_RESPONSE_STORE_URL", url)
-    with pytest.raises(ValidationError, match="response store URL|SQLite store URL"):
-        Settings()
+    with pytest.raises(SettingsError, match="TOOLWIRE_RESPONSE_STORE_URL: (the response store URL|a SQLite store URL)"):
+        store_url(Settings())
+    with pytest.raises(SettingsError, match="TOOLWIRE_RESPONSE_STORE_URL"):
+        create_app()
+    assert main(["check"]) == main(["config"]) == 2
+    assert capsys.readouterr().err.count("TOOLWIRE_RESPONSE_STORE_URL") == 2
 
 
 def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys):
@@ -192,7 +199,7 @@ def test_cli_config_shows_the_store_with_its_password_masked(monkeypatch, capsys
 def test_auto_tool_format_reads_ollama_and_llama_cpp_names(upstream_model, fmt):
     """Issue 31, fault 8: these names fell back to tool_call."""
     settings = Settings(tool_format="auto", model_map={"m": upstream_model})
-    assert settings.tool_format_for("m") == fmt
+    assert model_profile(settings, "m").tool_format == fmt
 
 
 def test_cli_check_says_in_one_line_what_stops_the_start(monkeypatch, tmp_path, capsys):

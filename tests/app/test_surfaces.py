@@ -18,6 +18,7 @@ from app.errors import ApiError
 from app.http.errors import register_error_handlers
 from app.pipeline.encoder import Usage
 from app.pipeline.generate import Generation
+from app.profile import model_profile
 from app.settings import Settings
 from app.surface import SSE, Generate, ListModels, Surface, View, fixed, header_key, in_url
 from app.surfaces import DEFAULT_SURFACES
@@ -129,8 +130,9 @@ def plan_toy(body: dict[str, Any], context: Any, *, model: str, stream: bool) ->
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise ApiError(400, "'prompt' must be a string.", param="prompt", code="invalid_prompt")
-    generation = Generation(model=model, messages=[{"role": "user", "content": prompt}], config=ParserConfig(),
-                            fields={}, stream=stream)
+    generation = Generation(profile=model_profile(context.settings, model),
+                            messages=[{"role": "user", "content": prompt}], config=ParserConfig(), fields={},
+                            stream=stream)
     return generation, LinesEncoder()
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from app.pipeline.prompt import TOOL_BLOCK_TITLE, build_upstream_messages
+from app.profile import model_profile
 from app.settings import Settings
 from statemachine import ParserConfig, ToolSpec, get_format
 
@@ -59,7 +60,7 @@ def test_the_system_text_finds_a_user_turn_or_becomes_one(messages: list[dict[st
     ({"g": {"model": "gemma-4-e4b", "tool_format": "auto"}}, "g", "system"),  # Gemma 4 has a system role
 ])
 def test_system_in_for_a_model(model_map: dict[str, Any], model: str, expected: str) -> None:
-    assert Settings(model_map=model_map).system_in_for(model) == expected
+    assert model_profile(Settings(model_map=model_map), model).system_in == expected
 
 
 def test_the_back_end_of_a_gemma_model_gets_no_system_message(make_app: Callable[..., Any]) -> None:

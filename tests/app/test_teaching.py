@@ -8,6 +8,7 @@ import pytest
 
 from app.pipeline.prompt import GUIDE_HEADING, HOW_TO_HEADING, MANIFEST_HEADING, build_upstream_messages
 from app.pipeline.signatures import compact_example, signature_lines
+from app.profile import model_profile
 from app.settings import ExampleExchange, Settings
 from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 
@@ -123,12 +124,13 @@ def test_the_settings_per_model_and_global():
         "small": {"model": "smollm2", "tool_manifest": "json", "example_exchange": rome},
         "several": {"example_exchange": [rome, rome]},
         "plain": "qwen3"})
-    assert settings.tool_manifest_for("small") == "json"
-    assert settings.tool_manifest_for("plain") == settings.tool_manifest_for("other") == "compact"
-    assert settings.example_exchanges_for("small") == (ROME,)
-    assert settings.example_exchanges_for("several") == (ROME, ROME)
-    assert settings.example_exchanges_for("plain") == ()
-    assert Settings().tool_manifest_for("x") == "json"
+    small, several, plain, other = (model_profile(settings, m) for m in ("small", "several", "plain", "other"))
+    assert small.manifest == "json"
+    assert plain.manifest == other.manifest == "compact"
+    assert small.examples == (ROME,)
+    assert several.examples == (ROME, ROME)
+    assert plain.examples == ()
+    assert model_profile(Settings(), "x").manifest == "json"
 
 
 def test_with_system_in_first_user_the_tool_block_opens_the_example_request():

@@ -9,6 +9,7 @@ from app.chat.schemas import parse_chat_request
 from app.settings import Settings
 from app.chat.plan import chat_parser_config
 from app.pipeline.plan import build_parser_config
+from app.profile import model_profile
 from statemachine import ToolChoice, ToolSpec
 from support.fakes import WEATHER_TOOL
 
@@ -18,7 +19,9 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time", "strict": True
 
 
 def config_for(**body):
-    return chat_parser_config(parse_chat_request({"model": "m", "messages": USER, **body}), Settings())
+    settings = Settings()
+    return chat_parser_config(parse_chat_request({"model": "m", "messages": USER, **body}), settings,
+                              model_profile(settings, "m"))
 
 
 def test_tools_become_specs():
@@ -57,14 +60,14 @@ def test_no_tools_disables_parsing():
 
 def test_preferred_format_goes_first():
     config = build_parser_config([ToolSpec("f")], ToolChoice(), parallel_tool_calls=True, legacy_functions=False,
-                                 settings=Settings(tool_format="use_tool"))
+                                 settings=Settings(), profile=model_profile(Settings(tool_format="use_tool"), "m"))
     assert config.formats[0] == "use_tool" and len(config.formats) == len(set(config.formats))
 
 
 def test_named_choice_must_be_offered():
     with pytest.raises(ApiError) as info:
         build_parser_config([ToolSpec("f")], ToolChoice("required", frozenset({"g"})), parallel_tool_calls=True,
-                            legacy_functions=False, settings=Settings())
+                            legacy_functions=False, settings=Settings(), profile=model_profile(Settings(), "m"))
     assert info.value.param == "tool_choice" and info.value.status == 400
 
 
@@ -139,12 +142,13 @@ def test_the_same_tools_json_is_checked_and_shared_once(monkeypatch):
     original = chat_plan._offered_tools
     monkeypatch.setattr(chat_plan, "_offered_tools", lambda tools: checked.append(tools) or original(tools))
     first, second = (chat_parser_config(parse_chat_request(
-        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), settings)
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]}), settings,
+        model_profile(settings, "m"))
         for _ in range(2))
     assert first.tools is second.tools and list(first.tools) == ["once_only_tool"] and len(checked) == 1
     twice = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [tool, tool]}
     for _ in range(2):
         with pytest.raises(InputError) as refused:
-            chat_parser_config(parse_chat_request(twice), settings)
+            chat_parser_config(parse_chat_request(twice), settings, model_profile(settings, "m"))
         assert refused.value.param == "tools[1].function.name"
     assert len(checked) == 3

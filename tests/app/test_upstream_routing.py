@@ -6,7 +6,10 @@ import pytest
 
 from app import create_app
 from app.cli import main
-from app.settings import Settings, SettingsError, load_settings
+from app.profile import model_profile
+from app.routing import fallbacks, route, upstream_names, upstream_settings
+from app.loading import load_settings
+from app.settings import Settings, SettingsError
 from app.upstreams.demo import DemoUpstream
 
 
@@ -33,34 +36,36 @@ def settings(**extra) -> Settings:
 
 def test_routing_follows_the_map_then_the_back_ends_lists_then_the_default():
     s = settings()
-    assert s.upstream_names() == ["default", "vllm", "lab"]
-    assert [s.route(m) for m in ("coder", "gpt-oss", "lab-demo", "small", "other", None)] == \
+    assert upstream_names(s) == ["default", "vllm", "lab"]
+    assert [route(s, m) for m in ("coder", "gpt-oss", "lab-demo", "small", "other", None)] == \
         ["vllm", "vllm", "lab", "default", "default", "default"]
 
 
 def test_a_back_end_sees_its_own_keys_over_the_top_level_settings():
-    vllm = settings(tool_format="use_tool").for_upstream("vllm")
+    vllm = upstream_settings(settings(tool_format="use_tool"), "vllm")
+    gpt_oss, coder = model_profile(vllm, "gpt-oss"), model_profile(vllm, "coder")
     assert (vllm.backend, vllm.upstream_url, vllm.upstream_api_key.get_secret_value()) == \
         ("openai", "http://127.0.0.1:9/v1", "sk-vllm-secret")
     assert vllm.upstream_read_timeout == 7 and vllm.upstream_connect_timeout == 10  # unset: the top level's
-    assert vllm.tool_mode_for("gpt-oss") == "native" and vllm.tool_mode_for("coder") == "auto"
-    assert vllm.opens_reasoning("gpt-oss") and vllm.tool_format_for("coder") == "use_tool"
-    assert vllm.upstream_model("coder") == "qwen3-coder" and set(vllm.model_map) == {"coder", "gpt-oss"}
-    default = settings().for_upstream("default")
+    assert gpt_oss.tool_mode == "native" and coder.tool_mode == "auto"
+    assert gpt_oss.opens_reasoning and coder.tool_format == "use_tool"
+    assert coder.upstream_model == "qwen3-coder" and set(vllm.model_map) == {"coder", "gpt-oss"}
+    default = upstream_settings(settings(), "default")
     assert default.upstream_url == "http://127.0.0.1:8/v1" and set(default.model_map) == {"small"}
-    assert settings().for_upstream("lab").backend == "demo"
+    assert upstream_settings(settings(), "lab").backend == "demo"
 
 
 def test_a_fallback_back_end_sees_the_models_that_fall_back_to_it():
     s = load_settings(upstreams={"a": {"kind": "demo"}, "b": {"kind": "openai", "url": "http://127.0.0.1:9/v1"}},
                       model_map={"m": {"model": "big", "upstream": "a", "fallback": ["b", "default"]}})
-    assert s.route("m") == "a" and s.fallbacks("m") == ["b", "default"] and s.fallbacks("other") == []
-    assert s.for_upstream("b").upstream_model("m") == "big" == s.for_upstream("default").upstream_model("m")
+    assert route(s, "m") == "a" and fallbacks(s, "m") == ["b", "default"] and fallbacks(s, "other") == []
+    assert model_profile(upstream_settings(s, "b"), "m").upstream_model == "big" == \
+        model_profile(upstream_settings(s, "default"), "m").upstream_model
 
 
 def test_a_single_back_end_is_the_settings_themselves():
     s = load_settings(upstream_url="http://127.0.0.1:8/v1")
-    assert s.for_upstream("default") is s and s.upstream_names() == ["default"]
+    assert upstream_settings(s, "default") is s and upstream_names(s) == ["default"]
 
 
 @pytest.mark.parametrize("upstreams, model_map, named", [
@@ -86,14 +91,14 @@ def test_unusable_back_ends_are_refused_at_start_in_one_line(upstreams, model_ma
 
 def test_back_ends_from_json_in_the_environment_and_tables_in_the_file(monkeypatch, tmp_path):
     monkeypatch.setenv("TOOLWIRE_UPSTREAMS", '{"ollama": {"kind": "openai", "url": "http://127.0.0.1:11434/v1"}}')
-    assert load_settings().for_upstream("ollama").upstream_url == "http://127.0.0.1:11434/v1"
+    assert upstream_settings(load_settings(), "ollama").upstream_url == "http://127.0.0.1:11434/v1"
     monkeypatch.delenv("TOOLWIRE_UPSTREAMS")
     path = tmp_path / "toolwire.toml"
     path.write_text('[model_map]\nbig = { model = "qwen3:32b", upstream = "ollama" }\n\n'
                     '[upstreams.ollama]\nkind = "openai"\nurl = "http://127.0.0.1:11434/v1"\nmodels = ["llama3"]\n')
     monkeypatch.setenv("TOOLWIRE_CONFIG_FILE", str(path))
     s = load_settings()
-    assert s.route("big") == s.route("llama3") == "ollama"
+    assert route(s, "big") == route(s, "llama3") == "ollama"
 
 
 def test_cli_config_masks_the_back_ends_keys_and_prints_the_routing_table(monkeypatch, capsys):

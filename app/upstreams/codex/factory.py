@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...profile import upstream_models
 from .appserver import AppServer, AppServerError, AppServerGone
 from .home import CODEX_VERSION, CodexSetupError, app_server_env, preflight, resolve_command, write_home
 from .upstream import START_TIMEOUT, CodexUpstream
@@ -36,7 +37,7 @@ def make_codex_upstream(settings: "Settings") -> CodexUpstream:
     _sweep(work_dir)
     path = work_dir / str(os.getpid())
     atexit.register(shutil.rmtree, path, True)  # registered first, so it runs after the app-server stops
-    configured = [*filter(None, [settings.default_upstream_model]), *sorted(settings.upstream_models())]
+    configured = [*filter(None, [settings.default_upstream_model]), *sorted(upstream_models(settings))]
     models = list(dict.fromkeys(configured))
     if not models:
         models = builtin_models(executable, path / "bootstrap")
