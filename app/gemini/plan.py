@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..observability import metrics
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
+from ..profile import ModelProfile, model_profile
 from .schemas import CountTokensRequest, FunctionCallingConfig, FunctionDeclaration, GenerateContentRequest, Tool
 from .transcript import to_chat_messages
 
@@ -41,19 +42,20 @@ _NOT_JSON_SCHEMA = frozenset({"nullable", "propertyOrdering", "property_ordering
 _CHOICE_PARAM = "toolConfig.functionCallingConfig"
 
 
-def gemini_generation(req: GenerateContentRequest, settings: "Settings", *, model: str, stream: bool,
+def gemini_generation(req: CountTokensRequest, settings: "Settings", *, model: str, stream: bool = False,
                       marker_requested: bool = False) -> Generation:
-    """The generation a validated ``generateContent`` request asks for (its model from the URL)."""
-    fields = _chat_fields(req)
-    return Generation(model=model, messages=to_chat_messages(req),
-                      config=parser_config(req, settings, model=model, marker_requested=marker_requested,
-                                           json_output="response_format" in fields),
-                      fields=fields, stream=stream)
+    """The generation a validated ``generateContent`` request asks for (its model from the URL); of a
+    ``countTokens`` request, the same without the parameters it does not have."""
+    profile = model_profile(settings, model)
+    fields = _chat_fields(req) if isinstance(req, GenerateContentRequest) else {}
+    config = parser_config(req, settings, profile, marker_requested=marker_requested,
+                           json_output="response_format" in fields)
+    return Generation(profile=profile, messages=to_chat_messages(req), config=config, fields=fields, stream=stream)
 
 
-def parser_config(req: CountTokensRequest, settings: "Settings", *, model: str = "", marker_requested: bool = False,
-                  json_output: bool = False) -> ParserConfig:
-    """The parser configuration: the declared functions, and ``toolConfig``'s mode.
+def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelProfile, *,
+                  marker_requested: bool = False, json_output: bool = False) -> ParserConfig:
+    """The parser configuration for the model of ``profile``: the declared functions, and ``toolConfig``'s mode.
 
     Raises:
         InputError: two declarations of one name, one of Google's tools with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail``
@@ -69,7 +71,7 @@ def parser_config(req: CountTokensRequest, settings: "Settings", *, model: str =
         _drop_google_tools(tool, i, settings)
     calling = req.tool_config.function_calling_config if req.tool_config else None
     return build_parser_config(specs, _choice_request(calling or FunctionCallingConfig()), parallel_tool_calls=True,
-                               legacy_functions=False, settings=settings, model=model,
+                               legacy_functions=False, settings=settings, profile=profile,
                                marker_requested=marker_requested, json_output=json_output)
 
 

@@ -19,14 +19,11 @@ from ..errors import ApiError, InputError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Generation
-from ..pipeline.plan import prompt_format
-from ..pipeline.prompt import build_upstream_messages
+from ..pipeline.generate import Generation, prompt_mode_request
 from ..validation import check_gemini_limits
 from .encoder import CandidateBuilder, GeminiEncoder
-from .plan import gemini_generation, parser_config
+from .plan import gemini_generation
 from .schemas import parse_count_tokens_request, parse_generate_request
-from .transcript import to_chat_messages
 
 #: ``GET models``' page size unless ``pageSize`` says, and the most it may say.
 PAGE_SIZE = 50
@@ -58,17 +55,14 @@ def plan_generate_content(body: dict[str, Any], context: RequestContext, *, mode
 
 
 def count_tokens(body: dict[str, Any], context: RequestContext, *, model: str) -> dict[str, Any]:
-    """``countTokens``: the prompt the back end would get, estimated as usage is (about four characters a
-    token, the tools' block included)."""
+    """``countTokens``: the prompt the back end would get in prompt mode, built as the generation builds it,
+    estimated as usage is (about four characters a token, the tools' block included)."""
     inner = body.get("generateContentRequest")
     check_gemini_limits(inner if isinstance(inner, dict) else body, context.settings)
     req = parse_count_tokens_request(body)
-    name = model_name(model)
-    settings = context.settings
-    config = parser_config(req, settings, model=name)
-    prompt = build_upstream_messages(to_chat_messages(req), config, prompt_format(config),
-                                     manifest=settings.tool_manifest_for(name),
-                                     examples=settings.example_exchanges_for(name))
+    generation = gemini_generation(req, context.settings, model=model_name(model),
+                                   marker_requested=context.marker_requested)
+    _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
     chars = sum(len(message["content"]) for message in prompt)
     return {"totalTokens": math.ceil(chars / CHARS_PER_TOKEN)}
 
