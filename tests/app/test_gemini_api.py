@@ -346,3 +346,15 @@ def test_models_are_listed_in_pages_and_got_one_by_one(make_app, upstream):
     google_error(client.get("/v1beta/models/nope", headers=KEY), 404, "NOT_FOUND")
     bad = client.get("/v1beta/models?pageToken=xyz", headers=KEY)
     assert "pageToken" in google_error(bad, 400, "INVALID_ARGUMENT")["message"]
+
+
+def test_the_model_routes_are_also_at_v1_where_the_js_sdk_calls_them(make_app, upstream):
+    client = make_app(upstream).test_client()
+    answer = post(client, "/v1/models/gemini-test:generateContent", headers=KEY).get_json()
+    assert answer["candidates"][0]["content"]["parts"] == [{"text": "Hello there, world."}]
+    google_error(post(client, "/v1/models/gemini-test:generateContent", headers=KEY, contents=[]), 400,
+                 "INVALID_ARGUMENT")
+    assert client.get("/v1/models/fake-model", headers=KEY).get_json()["name"] == "models/fake-model"
+    # the shared list: Gemini's shape for a client sending x-goog-api-key, OpenAI's for the others
+    assert client.get("/v1/models", headers=KEY).get_json()["models"][0]["name"] == "models/fake-model"
+    assert client.get("/v1/models").get_json()["object"] == "list"

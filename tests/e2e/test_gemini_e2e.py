@@ -4,18 +4,20 @@ that has tools (native mode).
 
 ``generate_content`` and ``generate_content_stream`` with function declarations and automatic function
 calling off, the function-response follow-up, ``count_tokens``, the model list, and the errors the SDK raises
-from Google's envelope (before the first byte and mid-stream).
+from Google's envelope (before the first byte and mid-stream); and Google's JS SDK (``@google/genai``, pinned) the same exchanges.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
 from google import genai
 from google.genai import errors, types
 
+from support.agents import GENAI_SDK, npm_library
 from support.native_upstream import native_frames
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer
@@ -163,3 +165,59 @@ def test_errors_are_raised_from_googles_envelope(server: ToolwireServer, upstrea
     with pytest.raises(errors.APIError) as cut:
         list(client.models.generate_content_stream(model=MODEL, contents="Hi"))
     assert cut.value.code == 502
+
+
+GENAI_JS = """
+import { GoogleGenAI, Type } from '@google/genai';
+
+const [baseUrl, apiKey, model] = process.argv.slice(2);
+// The SDK's own API version (v1): the Python SDK's tests above call v1beta.
+const ai = new GoogleGenAI({ apiKey, httpOptions: { baseUrl, retryOptions: { attempts: 1 } } });
+const ask = 'Weather in Paris and the time in Oslo?';
+const config = {
+  tools: [{ functionDeclarations: [
+    { name: 'get_weather', description: 'Current weather for a city',
+      parameters: { type: Type.OBJECT, properties: { city: { type: Type.STRING } }, required: ['city'] } },
+    { name: 'get_time', description: 'Current time in a time zone',
+      parametersJsonSchema: { type: 'object', properties: { tz: { type: 'string' } }, required: ['tz'] } }] }],
+  automaticFunctionCalling: { disable: true },
+};
+const summary = (parts) => ({ text: parts.filter((p) => p.text).map((p) => p.text).join(''),
+                              calls: parts.filter((p) => p.functionCall).map((p) => [p.functionCall.name, p.functionCall.args, p.functionCall.id]) });
+const body = await ai.models.generateContent({ model, contents: ask, config });
+const parts = [];
+for await (const chunk of await ai.models.generateContentStream({ model, contents: ask, config })) {
+  parts.push(...(chunk.candidates?.[0]?.content?.parts ?? []));
+}
+const first = body.candidates[0].content;
+const results = first.parts.filter((p) => p.functionCall).map((p) => ({ functionResponse: {
+  id: p.functionCall.id, name: p.functionCall.name,
+  response: { output: p.functionCall.name === 'get_weather' ? '18 C, sunny' : '14:05' } } }));
+const final = await ai.models.generateContent({ model, config, contents: [
+  { role: 'user', parts: [{ text: ask }] }, first, { role: 'user', parts: results }] });
+console.log(JSON.stringify({ body: summary(first.parts), stream: summary(parts),
+                             final: summary(final.candidates[0].content.parts), finish: final.candidates[0].finishReason }));
+"""
+
+
+def test_the_js_sdk_calls_functions_streamed_and_not_and_sends_the_results(server: ToolwireServer,
+                                                                           upstream: ScriptedUpstream,
+                                                                           mode: str) -> None:
+    library = npm_library(*GENAI_SDK)
+    script = library / "gemini_probe.mjs"
+    script.write_text(GENAI_JS)
+    enqueue_calls(upstream, mode)
+    enqueue_calls(upstream, mode)
+    upstream.enqueue(Script(text="Paris: 18 C and sunny; Oslo: 14:05.", chunks=4))
+    result = subprocess.run(["node", str(script), server.url, KEY, MODEL], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads(result.stdout)
+    for answer in (answers["body"], answers["stream"]):
+        assert answer["text"].strip() == "Checking both."
+        assert [call[:2] for call in answer["calls"]] == [list(call) for call in CALLS]
+        assert all(call[2] for call in answer["calls"])
+    assert answers["final"] == {"text": "Paris: 18 C and sunny; Oslo: 14:05.", "calls": []}
+    assert answers["finish"] == "STOP"
+    transcript = sent_transcript(upstream, 2)
+    assert "18 C, sunny" in transcript and "14:05" in transcript
