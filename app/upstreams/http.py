@@ -115,6 +115,27 @@ class HttpUpstream:
                 raise UpstreamError("protocol", "The upstream sent a malformed model list.")
         return data
 
+    def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /embeddings`` with ``body`` (OpenAI's: ``model``, ``input``): the back end's answer.
+
+        Raises:
+            UpstreamError: connect failure, timeout, a non-2xx answer or a body that is not a JSON object.
+        """
+        with MAPPED_ERRORS:
+            response = self.connection.request("POST", "/embeddings", body,
+                                               headers={**_JSON_HEADERS, "Content-Type": "application/json"},
+                                               max_buffer=self.bounds.max_body_bytes)
+            if response.status_code >= 300:
+                raise self._status_error(response)
+            _check_encoding(response)
+            try:
+                answer = orjson.loads(response.read_body())
+            except orjson.JSONDecodeError:
+                answer = None
+            if not isinstance(answer, dict):
+                raise UpstreamError("protocol", "The upstream sent a malformed embeddings answer.")
+        return answer
+
     def ready(self) -> bool:
         """Whether ``GET /models`` answers 200 within :data:`READY_TIMEOUT` seconds."""
         try:

@@ -74,6 +74,7 @@ ENDPOINTS = {
     "messages": ("/v1/messages", {"model": "m", "stream": True, "max_tokens": 100, "messages": BODY["messages"],
                                   "tools": [{"name": "write_file", "description": "Write a file.",
                                              "input_schema": TOOLS[0]["function"]["parameters"]}]}),
+    "ollama": ("/api/chat", {"model": "m", "messages": BODY["messages"], "tools": TOOLS}),  # streams by default
 }
 CALL = '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}</tool_call>'
 

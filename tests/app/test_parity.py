@@ -6,7 +6,9 @@ media parts become placeholders, a missing upstream ``usage`` is estimated, ``to
 once with the same message and a ``param`` naming the offending value, and validation errors name
 their ``param`` the same way. :class:`Messages` (Anthropic's API) runs the cases it shares with them:
 placeholders, usage, the named-tool check and the mid-stream error; :class:`Gemini` (Google's API, its model in
-the URL and its stream a verb) the same ones.
+the URL and its stream a verb) the same ones. :class:`Ollama` (Ollama's API) runs the
+usage cases and the mid-stream error; it has no ``tool_choice``, and refuses images for a text back end rather
+than hiding them. On every API one model text gives the same text and calls, at every chunking.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from app.upstreams.base import UpstreamError
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
+from support.scripted_upstream import tool_call_text
 
 WEATHER = WEATHER_TOOL["function"]
 USAGE = {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
@@ -156,9 +159,33 @@ class Gemini:
         return error["status"], error["details"][0]["fieldViolations"][0]["field"]
 
 
+
+class Ollama:
+    """Ollama's API: streams unless told not to (so a body here says ``stream: false`` unless given), NDJSON
+    lines, errors as ``{"error": "..."}``."""
+
+    path = "/api/chat"
+
+    def body(self, text: str = "hi", *, tools: list[dict] | None = None, **extra: Any) -> dict[str, Any]:
+        body = {"model": "m", "messages": [{"role": "user", "content": text}], "stream": False, **extra}
+        if tools is not None:
+            body["tools"] = [{"type": "function", "function": t} for t in tools]
+        return body
+
+    def usage(self, body: dict) -> tuple[int, int, int]:
+        return body["prompt_eval_count"], body["eval_count"], body["prompt_eval_count"] + body["eval_count"]
+
+    def stream_error(self, raw: bytes) -> dict:
+        last = json.loads(raw.decode().strip().split("\n")[-1])
+        assert list(last) == ["error"]
+        return {"message": last["error"]}
+
+
 ENDPOINTS = [pytest.param(Chat(), id="chat"), pytest.param(Responses(), id="responses")]
 #: The cases Anthropic's Messages API and Google's Gemini API share with the two OpenAI APIs.
 ALL_APIS = [*ENDPOINTS, pytest.param(Messages(), id="messages"), pytest.param(Gemini(), id="gemini")]
+#: The cases every surface shares (Ollama's API too).
+SURFACES = [*ALL_APIS, pytest.param(Ollama(), id="ollama")]
 
 
 def post(make_app, endpoint, upstream: FakeUpstream, body: dict, **settings: Any):
@@ -183,7 +210,7 @@ def test_an_image_becomes_a_placeholder_the_model_reads(make_app, endpoint):
     assert "data:" not in prompt_text(upstream)
 
 
-@pytest.mark.parametrize("endpoint", ALL_APIS)
+@pytest.mark.parametrize("endpoint", SURFACES)
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 def test_usage_is_the_upstreams_when_sent(make_app, endpoint, stream):
     upstream = FakeUpstream(text_chunks("Sunny.", usage=USAGE))
@@ -194,7 +221,7 @@ def test_usage_is_the_upstreams_when_sent(make_app, endpoint, stream):
     assert endpoint.usage(body) == (31, 7, 38)
 
 
-@pytest.mark.parametrize("endpoint", ALL_APIS)
+@pytest.mark.parametrize("endpoint", SURFACES)
 def test_missing_usage_is_estimated_at_four_characters_a_token(make_app, endpoint):
     upstream = FakeUpstream(text_chunks("x" * 41))  # no usage chunk
     body = post(make_app, endpoint, upstream, endpoint.body("Say x.")).get_json()
@@ -212,8 +239,53 @@ def _final_body(endpoint, raw: bytes) -> dict:
         return json.loads(frames[-2])
     if isinstance(endpoint, Gemini):
         return json.loads(raw.decode().split("\r\n\r\n")[-2].strip()[len("data: "):])
+    if isinstance(endpoint, Ollama):
+        return json.loads(raw.decode().strip().split("\n")[-1])
     events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
     return events[-2] if isinstance(endpoint, Messages) else events[-1]["response"]
+
+
+# -- the same answer -----------------------------------------------------------------------------------
+
+
+#: One model answer: text, a call, text between, a second call.
+ANSWER = ("Let me look both up.\n" + tool_call_text("get_weather", {"city": "Paris"}) + "\nand\n"
+          + tool_call_text("get_time", {"tz": "Europe/Paris"}))
+TIME = {"name": "get_time", "description": "Time in a zone",
+        "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}, "required": ["tz"]}}
+
+
+def text_and_calls(endpoint, body: dict) -> tuple[str, list[tuple[str, dict]]]:
+    """An answer's visible text and its calls (name, arguments), read as each API's clients read them."""
+    if isinstance(endpoint, Chat):
+        message = body["choices"][0]["message"]
+        return message["content"] or "", [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                                          for c in message["tool_calls"]]
+    if isinstance(endpoint, Responses):
+        items = body["output"]
+        text = "".join(part["text"] for item in items if item["type"] == "message" for part in item["content"])
+        return text, [(i["name"], json.loads(i["arguments"])) for i in items if i["type"] == "function_call"]
+    if isinstance(endpoint, Messages):
+        blocks = body["content"]
+        return ("".join(b["text"] for b in blocks if b["type"] == "text"),
+                [(b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"])
+    if isinstance(endpoint, Gemini):
+        parts = body["candidates"][0]["content"]["parts"]
+        return ("".join(p["text"] for p in parts if "text" in p),
+                [(p["functionCall"]["name"], p["functionCall"]["args"]) for p in parts if "functionCall" in p])
+    message = body["message"]
+    return message["content"], [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+
+
+@pytest.mark.parametrize("endpoint", SURFACES)
+@pytest.mark.parametrize("size", [1, 4, 9, len(ANSWER)])
+def test_one_model_text_gives_the_same_text_and_calls_on_every_api(make_app, endpoint, size):
+    upstream = FakeUpstream(text_chunks(ANSWER, size=size))
+    response = post(make_app, endpoint, upstream, endpoint.body("Weather and time in Paris?", tools=[WEATHER, TIME]))
+    assert response.status_code == 200, response.get_data()
+    text, calls = text_and_calls(endpoint, response.get_json())
+    assert text == "Let me look both up.\n\nand\n"  # the text around the calls, as the parser leaves it
+    assert calls == [("get_weather", {"city": "Paris"}), ("get_time", {"tz": "Europe/Paris"})]
 
 
 # -- one tool_choice check ------------------------------------------------------------------------------
@@ -283,7 +355,7 @@ def _assert_400(make_app, endpoint, body: dict, param: str, message: str | None 
 # -- failures ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("endpoint", ALL_APIS)
+@pytest.mark.parametrize("endpoint", SURFACES)
 def test_a_mid_stream_upstream_failure_ends_the_stream_with_the_same_error(make_app, endpoint):
     failure = UpstreamError("server_error", "the back end fell over", status=502)
     upstream = FakeUpstream([*text_chunks("Partial", finish=None), failure])

@@ -27,8 +27,8 @@ from support.fakes import FakeUpstream, text_chunks
 
 HTTP = Path(__file__).resolve().parents[2] / "app" / "http"
 #: What would name a client API family: its package, its paths and endpoints, its vendor and key header.
-FAMILY_PACKAGES = ("app.chat", "app.responses", "app.messages")
-FAMILY_WORDS = ("anthropic", "x-api-key", "/chat", "/responses", "/messages", "chat_completion", "create_message",
+FAMILY_PACKAGES = ("app.chat", "app.responses", "app.messages", "app.ollama")
+FAMILY_WORDS = ("anthropic", "ollama", "/api/", "x-api-key", "/chat", "/responses", "/messages", "chat_completion", "create_message",
                 "create_response")
 
 
@@ -233,7 +233,10 @@ def test_each_surface_is_a_child_blueprint_of_the_mount(toy) -> None:
     endpoints = {rule.endpoint for rule in toy.application.url_map.iter_rules() if rule.rule.startswith("/v1/")}
     assert {endpoint.split(".")[1] for endpoint in endpoints if endpoint.count(".") == 2} == \
         {"chat", "responses", "messages", "gemini_v1", "toy"}
-    assert [surface.name for surface in DEFAULT_SURFACES] == ["chat", "responses", "messages", "gemini", "gemini_v1"]
+    assert [surface.name for surface in DEFAULT_SURFACES] == ["chat", "responses", "messages", "ollama", "gemini",
+                                                             "gemini_v1"]
+    assert any(rule.endpoint == "toolwire.ollama.chat" and rule.rule == "/api/chat"
+               for rule in toy.application.url_map.iter_rules())  # Ollama's at the root, where its clients look
 
 
 def test_a_surface_may_live_at_the_root_beside_a_prefixed_mount(upstream) -> None:

@@ -1,9 +1,9 @@
-"""Parity end to end: the openai, anthropic and google-genai SDKs against gunicorn/gevent toolwire, the same case
-on Chat, Responses, Messages and (its first two cases) Gemini.
+"""Parity end to end: the openai, anthropic, ollama and google-genai libraries against gunicorn/gevent toolwire,
+the same case on Chat, Responses, Messages, Ollama's /api/chat and (its first two cases) Gemini.
 
 The in-process table (``tests/app/test_parity.py``) covers every decided divergence of Chat and Responses;
 here the real clients confirm the ones a user meets first: the same model text gives the same text and
-calls on all three APIs, a follow-up with the same calls and results reaches the model as the same
+calls on every API, a follow-up with the same calls and results reaches the model as the same
 transcript, an image reaches the model as a placeholder (never a 400), and a ``tool_choice`` naming a tool
 not offered is the same 400 with the offending ``param``.
 """
@@ -14,6 +14,8 @@ import json
 from typing import Any, Callable
 
 import anthropic
+import httpx
+import ollama
 import openai
 import pytest
 from google import genai
@@ -38,6 +40,7 @@ CALLS = [("call_w", "get_weather", {"city": "Paris"}), ("call_t", "get_time", {"
 def clients(make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
             make_anthropic_client: Callable[..., anthropic.Anthropic], toolwire_server: ToolwireServer) -> dict[str, Any]:
     return {"openai": make_openai_client(toolwire_server), "messages": make_anthropic_client(toolwire_server),
+            "ollama": ollama.Client(host=toolwire_server.url), "root": toolwire_server.url,
             "gemini": genai.Client(api_key="test", http_options=types.HttpOptions(
                 base_url=toolwire_server.url, api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1)))}
 
@@ -77,6 +80,14 @@ def gemini_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]
                                                       for p in parts if p.function_call]
 
 
+def ollama_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
+    tools = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}} for t in (WEATHER, TIME)]
+    parts = list(clients["ollama"].chat(model=MODEL, messages=[{"role": "user", "content": ASK}], tools=tools,
+                                        stream=True))
+    return ("".join(p.message.content or "" for p in parts),
+            [(c.function.name, dict(c.function.arguments)) for p in parts for c in p.message.tool_calls or ()])
+
+
 def chat_follow_up(clients: dict[str, Any]) -> None:
     calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in CALLS]
     clients["openai"].chat.completions.create(model=MODEL, messages=[
@@ -110,26 +121,37 @@ def gemini_follow_up(clients: dict[str, Any]) -> None:
             id=i, name=n, response={"output": RESULTS[i]})) for i, n, _ in CALLS])])
 
 
-def test_the_same_model_text_gives_the_same_text_and_calls_on_all_four_apis(upstream: ScriptedUpstream,
-                                                                              clients: dict[str, Any]) -> None:
+
+def ollama_follow_up(clients: dict[str, Any]) -> None:
+    """Ollama's API carries the ids as its server does (``tool_calls[].id``, ``tool_call_id``); the ``ollama``
+    Python library's types have no such fields, so this one goes as the JSON Ollama's API defines."""
+    calls = [{"id": i, "function": {"name": n, "arguments": a}} for i, n, a in CALLS]
+    response = httpx.post(clients["root"] + "/api/chat", timeout=10, json={"model": MODEL, "stream": False, "messages": [
+        {"role": "user", "content": ASK}, {"role": "assistant", "content": "Let me look both up.", "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": i, "tool_name": n, "content": RESULTS[i]} for i, n, _ in CALLS)]})
+    assert response.status_code == 200, response.text
+
+
+def test_the_same_model_text_gives_the_same_text_and_calls_on_every_api(upstream: ScriptedUpstream,
+                                                                        clients: dict[str, Any]) -> None:
     answers = []
-    for ask in (chat_answer, responses_answer, messages_answer, gemini_answer):
+    for ask in (chat_answer, responses_answer, messages_answer, ollama_answer, gemini_answer):
         upstream.enqueue(Script(text=ANSWER, chunks=["Let me lo", "ok both up.\n<tool", "_call>{\"name\": \"get_w",
                                                      ANSWER[len("Let me look both up.\n<tool_call>{\"name\": \"get_w"):]]))
         answers.append(ask(clients))
-    assert answers[0] == answers[1] == answers[2] == answers[3]
+    assert all(answer == answers[0] for answer in answers[1:])
     text, calls = answers[0]
     assert text.startswith("Let me look both up.")
     assert calls == [("get_weather", {"city": "Paris"}), ("get_time", {"tz": "Europe/Paris"})]
 
 
-def test_a_follow_up_reaches_the_model_as_the_same_transcript_on_all_four_apis(upstream: ScriptedUpstream,
-                                                                               clients: dict[str, Any]) -> None:
-    for follow_up in (chat_follow_up, responses_follow_up, messages_follow_up, gemini_follow_up):
+def test_a_follow_up_reaches_the_model_as_the_same_transcript_on_every_api(upstream: ScriptedUpstream,
+                                                                           clients: dict[str, Any]) -> None:
+    for follow_up in (chat_follow_up, responses_follow_up, messages_follow_up, ollama_follow_up, gemini_follow_up):
         upstream.enqueue(Script(text="It is 18 C and 14:05 in Paris."))
         follow_up(clients)
     prompts = [exchange.body["messages"] for exchange in upstream.chat_requests]
-    assert len(prompts) == 4 and prompts[0] == prompts[1] == prompts[2] == prompts[3]
+    assert len(prompts) == 5 and all(prompt == prompts[0] for prompt in prompts[1:])
     assert "Tool result for get_time (call_id call_t):\n14:05" in prompts[0][-1]["content"]
 
 

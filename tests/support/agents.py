@@ -35,6 +35,8 @@ AGENT_TIME_LIMIT = 2 * AGENT_TIMEOUT + 60
 OPENCODE = ("opencode-ai", "1.18.33", "opencode")
 #: The Vercel AI SDK and its OpenAI-compatible provider (what OpenCode builds on), for scripts run with node.
 AI_SDK = (("ai", "7.0.173"), ("@ai-sdk/openai-compatible", "3.0.92"))
+#: Ollama's own JavaScript library (``ollama`` on npm), for scripts run with node against the Ollama surface.
+OLLAMA_JS = (("ollama", "0.6.4"),)
 #: Claude Code at the version whose requests were measured (README, Claude Code); its native binary comes with it.
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
 #: Gemini CLI, and Google's GenAI SDK for scripts run with node.

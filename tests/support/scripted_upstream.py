@@ -192,6 +192,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         exchange = self._record(body)
         owner = self.server.owner
+        if owner.embeddings and self.path.rstrip("/").endswith("/embeddings") and isinstance(body, dict):
+            texts = body.get("input") if isinstance(body.get("input"), list) else [body.get("input")]
+            data = [{"object": "embedding", "index": i, "embedding": [float(len(str(t))), float(i)]}
+                    for i, t in enumerate(texts)]
+            self._send_json(exchange, 200, {"object": "list", "data": data, "model": body.get("model"),
+                                            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}, {})
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(exchange, 404, _envelope(f"no route {self.path}", "invalid_request_error"), {})
             return
@@ -433,6 +440,8 @@ class ScriptedUpstream:
         #: How a streamed body is framed: ``"chunked"``, or ``"HTTP/1.0"`` / ``"HTTP/1.1"`` for a body
         #: with neither length nor chunks, ended by the close (as Python's ``http.server`` sends it).
         self.framing = "chunked"
+        #: Answer ``POST /v1/embeddings`` (each input's vector: its length and its index); off, a 404.
+        self.embeddings = False
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -489,6 +498,7 @@ class ScriptedUpstream:
             self._exchanges.clear()
             self.default_script = None
             self.framing = "chunked"
+            self.embeddings = False
         time.sleep(0.06)  # one _wait() poll period: let released handlers notice before re-arming
         self._release.clear()
 

@@ -1,0 +1,1 @@
+"""Ollama's API (``/api/chat``, ``/api/generate``, ``/api/tags``, ``/api/show``…) on the shared pipeline."""
