@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from statemachine.diagram import FORMATS
 
 from .store import store_url
-from .routing import routing_table
+from .routing import routing_table, upstream_names, upstream_settings
 from .loading import config_file_keys, load_settings
 from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, mask_url
 
@@ -69,11 +69,14 @@ def _serve(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """What gunicorn's master runs before it binds (app/gunicorn.conf.py): the master never imports the app."""
     from .http.auth import load_keyring
+    from .upstreams.kinds import check_backend
 
     try:
         settings = load_settings()
         load_keyring(settings)
         store_url(settings)
+        for name in upstream_names(settings):
+            check_backend(upstream_settings(settings, name), name)
     except SettingsError as exc:
         print(f"toolwire cannot start: {exc}", file=sys.stderr)
         return 2

@@ -31,7 +31,7 @@ GUNICORN_ENV = (
                                                "(gunicorn's default, one path per user, would be shared by every "
                                                "instance)"),
     ("PROMETHEUS_MULTIPROC_DIR", "a fresh temporary directory", "where the workers keep their metrics "
-                                                                "(emptied at start)"),
+                                                                "(made if missing, emptied at start)"),
 )
 
 _INTRO = f"""\

@@ -80,19 +80,25 @@ if _soft != resource.RLIM_INFINITY and _soft < _wanted:
 class _EnvelopeWriter:
     """Stands in for the client socket while gunicorn writes one of its own error pages (a malformed request
     line, a head over the limits above, a bad chunked body: answered before toolwire runs), and sends the
-    same status and message as the OpenAI error envelope clients expect. gunicorn writes the page with one
+    same status and message as the OpenAI error envelope clients expect (Anthropic's, for a Messages path). gunicorn writes the page with one
     ``sendall``: status line, headers, and an HTML body whose message follows the ``<h1>`` heading."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, anthropic=False):
         self._sock = sock
+        self._anthropic = anthropic  # a Messages request: Anthropic's envelope
 
     def sendall(self, data):
         head, _, page = data.partition(b"\r\n\r\n")
         _, status, reason = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
         message = html.unescape(page.decode("latin-1").partition("</h1>")[2].partition("</body>")[0].strip())
-        body = json.dumps({"error": {"message": message or reason,
-                                     "type": "invalid_request_error" if int(status) < 500 else "server_error",
-                                     "param": None, "code": None}}).encode()
+        if self._anthropic:
+            from app.messages.errors import error_type  # the worker's app (never in the master)
+
+            error = {"type": "error", "error": {"type": error_type(int(status)), "message": message or reason}}
+        else:
+            error = {"error": {"message": message or reason, "param": None, "code": None,
+                               "type": "invalid_request_error" if int(status) < 500 else "server_error"}}
+        body = json.dumps(error).encode()
         self._sock.sendall(f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
                            f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
 
@@ -112,7 +118,11 @@ class ToolwireWorker(GeventWorker):
     _ending_streams = None
 
     def handle_error(self, req, client, addr, exc):
-        super().handle_error(req, _EnvelopeWriter(client), addr, exc)
+        from app.messages.errors import is_messages_path
+
+        parsed = req or getattr(exc, "req", None)  # a request refused for its headers may still name its path
+        super().handle_error(req, _EnvelopeWriter(client, is_messages_path(getattr(parsed, "path", None) or "")),
+                             addr, exc)
 
     def handle_exit(self, sig, frame):
         """SIGTERM (a shutdown, or the old workers of a reload): gunicorn lets streams run until the graceful

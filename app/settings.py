@@ -13,11 +13,12 @@ it may also set the model's ``tool_format`` and ``accept_formats``, and name the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Annotated, Any, Callable, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
@@ -59,6 +60,14 @@ ToolManifest = Literal["json", "compact"]
 SystemIn = Literal["auto", "system", "first_user"]
 
 
+#: How calls are constrained by the back end's decoding (:mod:`app.pipeline.constrain`).
+ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
+
+
+#: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
+ReaskCalls = Literal["off", "unstreamed", "on"]
+
+
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
     the config file) to fix."""
@@ -88,17 +97,32 @@ def _check_accept(value: str) -> str:
     return ",".join(names)
 
 
+#: Bounds of the example exchanges of one model: every request of it carries them all in its prompt (400 made
+#: each a 1.6 MB prompt).
+MAX_EXAMPLE_EXCHANGES = 8
+MAX_EXAMPLE_CHARS = 4096
+ExampleText = Annotated[str, Field(max_length=MAX_EXAMPLE_CHARS)]
+
+
 class ExampleExchange(BaseModel):
     """One worked exchange put before a model's conversation in prompt mode (never shown to clients, never
     stored): the user's request, the call the model answers it with, the tool's result, the final answer."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    user: str = Field(description="The example request")
-    tool: str = Field(description="The tool called (the exchange is left out when the request does not offer it)")
+    user: ExampleText = Field(description="The example request")
+    tool: str = Field(max_length=64,
+                      description="The tool called (the exchange is left out when the request does not offer it)")
     arguments: dict[str, Any] = Field(default_factory=dict, description="The call's arguments")
-    result: str = Field(description="The tool's result")
-    answer: str = Field(description="The model's answer after the result")
+    result: ExampleText = Field(description="The tool's result")
+    answer: ExampleText = Field(description="The model's answer after the result")
+
+    @field_validator("arguments")
+    @classmethod
+    def _arguments_bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value)) > MAX_EXAMPLE_CHARS:
+            raise ValueError(f"the arguments' JSON must have at most {MAX_EXAMPLE_CHARS} characters")
+        return value
 
 
 class ModelRoute(BaseModel):
@@ -119,20 +143,27 @@ class ModelRoute(BaseModel):
     stop_after_tools: Literal["off", "first"] | None = Field(
         None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
     system_in: SystemIn | None = Field(None, description="Where this model's system text goes; unset = system_in")
-    constrain_calls: bool | None = Field(
-        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
-                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    constrain_calls: bool | ConstrainCalls | None = Field(
+        None, description="This model's constrain_calls (true = on, false = off); unset = constrain_calls")
+    reask_calls: ReaskCalls | None = Field(None, description="This model's reask_calls; unset = reask_calls")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
-        None, description="Prompt mode: an example exchange (or a list of them) in the taught call format before "
-                          "the conversation (user, tool, arguments, result, answer)")
+        None, description="Prompt mode: an example exchange (or a list of up to 8) in the taught call format before "
+                          "the conversation (user, tool, arguments, result, answer; texts up to 4096 characters)")
     upstream: str | None = Field(
         None, description="The back end serving this model: a name in upstreams; unset = the default back end")
     fallback: list[str] = Field(
         default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
                                           "one before refuses the connection or answers 5xx before its first "
                                           "byte; each gets this entry's settings")
+
+    @field_validator("example_exchange")
+    @classmethod
+    def _few_examples(cls, value: Any) -> Any:
+        if isinstance(value, list) and len(value) > MAX_EXAMPLE_EXCHANGES:
+            raise ValueError(f"at most {MAX_EXAMPLE_EXCHANGES} example exchanges, not {len(value)}")
+        return value
 
     @field_validator("tool_format")
     @classmethod
@@ -154,8 +185,9 @@ class NamedUpstream(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["openai", "codex", "demo"] = Field(
-        description="openai (an OpenAI-compatible HTTP API at url), codex (a Codex app-server) or demo")
+    kind: str = Field(
+        description="Its kind, a registered one's name: openai (an OpenAI-compatible HTTP API at url), codex (a Codex "
+                    "app-server) or demo (checked when the back ends are made)")
     url: str | None = Field(None, description="Base URL of its Chat Completions API, up to and including /v1")
     api_key: SecretStr | None = Field(None, description="Bearer key sent to it (masked like upstream_api_key)")
     models: list[str] = Field(
@@ -174,6 +206,7 @@ class NamedUpstream(BaseModel):
     accept_formats: str | None = Field(None, description="accept_formats for its models")
     reasoning: ReasoningOutput | None = Field(None, description="reasoning for its models")
     max_output_tokens: int | None = Field(None, description="max_output_tokens for its models")
+    constrain_calls: ConstrainCalls | None = Field(None, description="constrain_calls for its models")
     demo_model: str | None = Field(None, description="demo_model, for a demo back end")
     codex_command: str | None = Field(None, description="codex_command, for a Codex back end")
     codex_home: str | None = Field(None, description="codex_home, for a Codex back end")
@@ -182,6 +215,7 @@ class NamedUpstream(BaseModel):
                                                                        "back end")
     codex_recycle_requests: int | None = Field(None, description="codex_recycle_requests, for a Codex back end")
     codex_max_turns: int | None = Field(None, description="codex_max_turns, for a Codex back end")
+    options: dict[str, Any] | None = Field(None, description="upstream_options for it")
 
     def overrides(self) -> dict[str, Any]:
         """The top-level settings this back end sets, by their names (:data:`UPSTREAM_KEYS`)."""
@@ -195,6 +229,7 @@ UPSTREAM_KEYS = {
     "write_timeout": "upstream_write_timeout", "idle_content_seconds": "upstream_idle_content_seconds",
     "max_event_bytes": "upstream_max_event_bytes", "max_body_bytes": "upstream_max_body_bytes",
     "max_concurrent": "upstream_max_concurrent", "opens_reasoning": "upstream_opens_reasoning",
+    "options": "upstream_options",
 }
 
 
@@ -207,10 +242,11 @@ def served_models(named: NamedUpstream, demo_model: str) -> list[str]:
 class UpstreamSettings(BaseModel):
     """Back end: which one toolwire calls, and how long and how much it waits for it."""
 
-    upstream_kind: Literal["openai", "codex", "demo"] | None = Field(
-        None, description="The back end: openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex "
-                          "app-server, see the Codex section) or demo (the embedded demo); unset = openai when "
-                          "upstream_url is set, else demo")
+    upstream_kind: str | None = Field(
+        None, description="The back end's kind, a registered one's name (checked when the back ends are made): "
+                          "openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex app-server, see "
+                          "the Codex section) or demo (the embedded demo, see the Demo section); unset = openai "
+                          "when upstream_url is set, else demo")
     upstream_url: str | None = Field(
         None, description="Base URL of the back end's Chat Completions API, up to and including /v1; "
                           "unset = the embedded demo")
@@ -238,6 +274,10 @@ class UpstreamSettings(BaseModel):
     upstream_opens_reasoning: bool = Field(
         False, description="Every model of the back end has a chat template that opens <think> itself "
                            "(a model_map object's opens_reasoning wins)")
+    upstream_options: dict[str, Any] = Field(
+        default_factory=dict, description="The keys of a back-end kind whose section is not among these settings "
+                                          "(one an app registers), checked by that section when the back ends are "
+                                          "made; JSON in the environment")
     upstreams: dict[str, NamedUpstream] = Field(
         default_factory=dict, description="More back ends by name, each serving the models routed to it (see "
                                           "Named back ends below); JSON in the environment, [upstreams.NAME] "
@@ -260,7 +300,6 @@ class ModelSettings(BaseModel):
         "show", description="The model's reasoning: show (Chat reasoning_content, Responses reasoning items, "
                             "Messages thinking blocks), hide (dropped), or inline (in the content, between <think> "
                             "and </think>)")
-    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
 
 
 class ToolSettings(BaseModel):
@@ -289,14 +328,21 @@ class ToolSettings(BaseModel):
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
     tool_manifest: ToolManifest = Field(
-        "json", description="How the tool block lists the tools: json (each tool's JSON Schema and a guide) or "
-                            "compact (one signature line per tool, about half the prompt tokens)")
+        "json", description="How the tool block lists the tools: json (each tool's description and JSON Schema) or "
+                            "compact (one signature line per tool, fewer prompt tokens)")
     system_in: SystemIn = Field(
         "auto", description="Prompt mode: where the system text (the tool block, the client's system and developer "
                             "messages) goes: system (one leading system message), first_user (the start of the "
                             "first user turn, for chat templates that drop system messages or have none) or auto "
                             "(first_user for the models taught the gemma format, whose family has no system role; "
                             "else system)")
+    constrain_calls: ConstrainCalls = Field(
+        "auto", description="Prompt mode: the back end's constrained decoding makes each call, once begun, "
+                            "well-formed and of an offered tool, and a forced tool_choice's whole answer calls: "
+                            "llama.cpp (llama-server's GBNF grammar), vllm (structured_outputs), sglang (ebnf, "
+                            "structural tags), response_format (a forced choice only, as a JSON schema: "
+                            "llama-cpp-python), off, on (the back end's own way, else response_format) or auto "
+                            "(the back end's own way when its model list names llamacpp, vllm or sglang, else off)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
@@ -327,6 +373,11 @@ class CallPolicySettings(BaseModel):
     strict_mismatch: Literal["emit", "text", "fail"] = Field(
         "fail", description="The same for strict tools; also a call to an unknown tool when every offered "
                             "tool is strict")
+    reask_calls: ReaskCalls = Field(
+        "unstreamed", description="Ask the model once more, telling it the error, when a call's arguments are not "
+                                  "a JSON object or miss its tool's schema, or a forced tool_choice got no call: "
+                                  "unstreamed (non-streamed answers, which hold every call anyway), on (streamed "
+                                  "ones too: a call's arguments then go out only once it checks) or off")
 
 
 class StreamingSettings(BaseModel):
@@ -424,6 +475,12 @@ class CodexSettings(BaseModel):
         64, ge=0, description="Codex turns in flight per worker (above it 429 with Retry-After: 1); 0 = no limit")
 
 
+class DemoSettings(BaseModel):
+    """Demo back end (upstream_kind = demo): the embedded model."""
+
+    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
+
+
 class ObservabilitySettings(BaseModel):
     """Observability: logs, readiness checks and the debug page."""
 
@@ -448,18 +505,19 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings)
+    AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, CodexSettings, ObservabilitySettings, BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings,
+               BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
@@ -512,8 +570,6 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
             except ValidationError as exc:
                 error = exc.errors()[0]
                 raise ValueError(f"upstreams.{name}: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
-            if named.kind == "openai" and not named.url:
-                raise ValueError(f"upstreams.{name}: kind openai needs a url")
         for client, route in self.model_map.items():
             if not isinstance(route, ModelRoute):
                 continue

@@ -28,6 +28,22 @@ ToolName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
 Metadata = Annotated[dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
                      Field(max_length=16)]
 
+#: OpenAI takes at most 4 stop sequences (Chat's ``stop``), and Messages' ``stop_sequences`` is held to the
+#: same. Their length is bounded too: a back end without ``stop`` has them matched in toolwire, against every
+#: delta (:mod:`app.upstreams.codex.emulation`).
+MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 256
+StopSequence = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
+
+
+def stop_count(value: Any) -> Any:
+    """A ``BeforeValidator`` refusing a list of more than :data:`MAX_STOP_SEQUENCES` stop sequences (before
+    pydantic validates each of them)."""
+    if isinstance(value, list) and len(value) > MAX_STOP_SEQUENCES:
+        raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed, not {len(value)}")
+    return value
+
+
 
 class RequestModel(BaseModel):
     """A request object that accepts keys it does not know (kept in ``model_extra``)."""

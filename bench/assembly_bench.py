@@ -59,6 +59,9 @@ class _Upstream:
     def __iter__(self) -> Iterator[UpstreamChunk]:
         return iter(self.chunks)
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass  # every chunk is there at once: it never waits
 
@@ -101,7 +104,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     upstream = _Upstream(args.chunk)
-    extension.make_upstream = lambda settings: upstream
+    extension.make_upstream = lambda settings, name: upstream
     app = create_app(Settings(response_store_path="", default_upstream_model=MODEL, log_level="WARNING"))
     variants = [(endpoint, stream) for endpoint in PATHS for stream in (True, False)]
     best: dict[tuple[str, bool], float] = {}

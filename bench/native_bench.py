@@ -5,7 +5,7 @@ Run: ``python bench/native_bench.py`` (``make bench`` runs it as section 7 of
 
 Both modes relay the same ``write_file`` call (64 KB of arguments) in 16-character
 pieces through the whole per-chunk path, sockets aside: decode the upstream SSE
-payload as an open stream does (:func:`app.upstreams.http.read_chunk`: a chunk of
+payload as an open stream does (:func:`app.upstreams.openai_chat.read_chunk`: a chunk of
 text alone is its text), run it through the
 :class:`~app.pipeline.driver.ChoiceDriver` (prompt mode: ``delta.content``
 scanned for the ``<tool_call>`` block; native mode: ``delta.tool_calls`` through
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.chat.encoder import ChatEncoder  # noqa: E402
 from app.pipeline.driver import ChoiceDriver  # noqa: E402
-from app.upstreams.http import read_chunk  # noqa: E402
+from app.upstreams.openai_chat import read_chunk  # noqa: E402
 from statemachine import ParserConfig, ToolSpec  # noqa: E402
 
 TOOLS = ParserConfig.for_tools([ToolSpec("write_file", parameters={
@@ -80,6 +80,9 @@ class _Upstream:
     def __iter__(self):
         for raw in self._payloads:
             yield read_chunk(orjson.loads(raw))
+
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # read_chunk reads the common chunks light already
 
     def close(self) -> None:
         pass

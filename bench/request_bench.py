@@ -74,6 +74,9 @@ class _Stream:
     def __iter__(self) -> Iterator[UpstreamChunk]:
         return iter(CHUNKS)
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass  # every chunk is there at once: it never waits
 
@@ -106,7 +109,7 @@ def toolwire_app() -> Flask:
     root = logging.getLogger()
     root.addHandler(make_handler("json", open(os.devnull, "w")))
     root.setLevel("INFO")
-    extension.make_upstream = lambda settings: _Upstream()
+    extension.make_upstream = lambda settings, name: _Upstream()
     return create_app(Settings(response_store_path="", log_level="INFO", default_upstream_model=MODEL))
 
 

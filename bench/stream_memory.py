@@ -55,6 +55,9 @@ class _OpenStream:
         yield PAUSE
         raise AssertionError("an open stream is never pulled past its first frame")
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
+
     def pause_every(self, tick: float | None) -> None:
         pass
 
@@ -71,7 +74,7 @@ class _OpenUpstream(InstantUpstream):
 
 def toolwire_app() -> Flask:
     """The standalone app on the in-memory upstream (access lines off: nothing is logged per stream open)."""
-    extension.make_upstream = lambda settings: _OpenUpstream()
+    extension.make_upstream = lambda settings, name: _OpenUpstream()
     return create_app(Settings(response_store_path="", log_level="ERROR", default_upstream_model=MODEL))
 
 

@@ -13,7 +13,7 @@ from pydantic import BeforeValidator, Discriminator, Field, Tag
 
 from ..pipeline.lru import BoundedLRU
 from ..pipeline.plan import TOOL_SET_CACHE_BYTES, TOOL_SET_CACHE_SIZE
-from ..validation import RequestModel, ToolName, validate
+from ..validation import RequestModel, StopSequence, ToolName, stop_count, validate
 
 
 class ContentPart(RequestModel):
@@ -182,19 +182,6 @@ ToolChoiceValue = Union[Literal["none", "auto", "required"], NamedToolChoice, Na
                         AllowedToolsChoice]
 
 
-#: OpenAI takes at most 4 stop sequences. Their length is bounded too: a back end without ``stop`` has them
-#: matched in toolwire, against every delta (:mod:`app.upstreams.codex.emulation`).
-MAX_STOP_SEQUENCES = 4
-MAX_STOP_CHARS = 256
-StopSequence = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
-
-
-def _stop_count(value: Any) -> Any:
-    if isinstance(value, list) and len(value) > MAX_STOP_SEQUENCES:
-        raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences are allowed, not {len(value)}")
-    return value
-
-
 #: ``seed`` as OpenAI takes it: an int64, an integer in JSON (it is sent on as the client wrote it).
 Seed = Annotated[int, Field(ge=-2 ** 63, le=2 ** 63 - 1, strict=True)]
 
@@ -216,7 +203,7 @@ class ChatRequest(RequestModel):
     functions: list[FunctionDef] | None = None
     function_call: Union[Literal["none", "auto"], NamedFunction, None] = None
     n: int = Field(1, ge=1, le=128)
-    stop: Annotated[Union[StopSequence, list[StopSequence], None], BeforeValidator(_stop_count)] = None
+    stop: Annotated[Union[StopSequence, list[StopSequence], None], BeforeValidator(stop_count)] = None
     seed: Seed | None = None
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)

@@ -36,9 +36,7 @@ from ..surface import Surface
 from ..surfaces import DEFAULT_SURFACES
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState
 from ..upstreams.base import Upstream
-from ..upstreams.demo import DemoUpstream
-from ..upstreams.http import Bounds, HttpUpstream
-from ..upstreams.transport import Timeouts
+from ..upstreams.kinds import make_upstream
 from .auth import key_sources, load_keyring
 from .blueprint import create_blueprint
 
@@ -155,38 +153,14 @@ def make_backends(settings: Settings, default: Upstream | None = None) -> dict[s
         settings: the mount's settings.
         default: a ready upstream for the default back end; default built from the settings.
     Raises:
-        SettingsError, CodexSetupError: as :func:`make_upstream`.
+        SettingsError, CodexSetupError: as :func:`~app.upstreams.kinds.make_upstream`.
     """
     backends = {}
     for name in upstream_names(settings):
         routed = upstream_settings(settings, name)
-        upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed)
+        upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed, name)
         backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
     return backends
-
-
-def make_upstream(settings: Settings) -> Upstream:
-    """The upstream ``settings.backend`` names: HTTP (``upstream_url``), a Codex app-server, or the embedded demo.
-
-    Raises:
-        SettingsError: the ``openai`` back end without an ``upstream_url``.
-        CodexSetupError: the Codex binary is missing or refused toolwire's config.
-    """
-    if settings.backend == "codex":
-        from ..upstreams.codex import make_codex_upstream  # gevent subprocess machinery only when used
-
-        return make_codex_upstream(settings)
-    if settings.backend == "openai":
-        if not settings.upstream_url:
-            raise SettingsError("TOOLWIRE_UPSTREAM_KIND=openai needs TOOLWIRE_UPSTREAM_URL.")
-        timeouts = Timeouts(connect=settings.upstream_connect_timeout, read=settings.upstream_read_timeout,
-                            write=settings.upstream_write_timeout)
-        bounds = Bounds(idle_content=settings.upstream_idle_content_seconds or None,
-                        max_event_bytes=settings.upstream_max_event_bytes,
-                        max_body_bytes=settings.upstream_max_body_bytes)
-        return HttpUpstream(settings.upstream_url, api_key=settings.upstream_api_key, timeouts=timeouts,
-                            bounds=bounds)
-    return DemoUpstream(model=settings.demo_model)
 
 
 def check_store_at_start(store: ResponseStore) -> None:

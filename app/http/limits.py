@@ -27,7 +27,6 @@ yielding.
 from __future__ import annotations
 
 import errno
-import re
 import socket
 from array import array
 from itertools import accumulate
@@ -205,7 +204,12 @@ def check_breadth(raw: bytes) -> None:
     containers, values = _containers_and_values(raw)
     if containers <= MAX_JSON_CONTAINERS and values <= MAX_JSON_VALUES:
         return
-    containers, values = _containers_and_values(_JSON_STRING.sub(b"", raw))
+    containers, values = 0, 1
+    for part in _outside_strings(raw):
+        more, commas = _containers_and_values(part)
+        containers, values = containers + more, values + commas - 1
+        if containers > MAX_JSON_CONTAINERS or values > MAX_JSON_VALUES:
+            break
     if containers > MAX_JSON_CONTAINERS:
         raise ApiError(400, f"The request body holds more than {MAX_JSON_CONTAINERS} arrays and objects.",
                        code="invalid_json")
@@ -218,8 +222,30 @@ def _containers_and_values(raw: bytes) -> tuple[int, int]:
     return containers, containers + raw.count(b",") + 1
 
 
-#: A JSON string (the body is valid JSON, so every quote outside a string opens one).
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: How much of a body is read for its strings at once. Stripping the strings with one ``re.sub`` over the
+#: whole body held every piece between two of them as an object until it joined them (15 MB of ``"",``: five
+#: million pieces, 894 MB); a window's pieces are a window's worth.
+_WINDOW = 1 << 16
+
+
+def _outside_strings(raw: bytes) -> Iterator[bytes]:
+    """What of JSON ``raw`` stands outside its strings, a window at a time.
+
+    Escaped backslashes and quotes are blanked first, so every quote left opens or closes a string and the
+    text between quotes alternates: outside, inside, outside… A window never ends inside a run of
+    backslashes or right after one (the escaped character stays with it).
+    """
+    inside, pos = 0, 0
+    while pos < len(raw):
+        end = pos + _WINDOW
+        while end < len(raw) and raw[end - 1] == 0x5C:  # a backslash: take what it escapes too
+            end += 1
+        pieces = raw[pos:end].replace(b"\\\\", b"__").replace(b'\\"', b"__").split(b'"')
+        yield b"".join(pieces[inside::2])
+        inside = (inside + len(pieces) - 1) % 2
+        pos = end
+
+
 #: Every bracket as ``[`` or ``]`` (depth does not care which kind), everything else deleted.
 _AS_BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
@@ -235,7 +261,7 @@ def nests_deeper(raw: bytes, limit: int) -> bool:
     measured in one pass instead (the highest running sum of its signed steps), so every body costs a few
     passes over its bytes and a few copies of them.
     """
-    brackets = _JSON_STRING.sub(b"", raw).translate(_AS_BRACKETS, _NOT_BRACKETS)
+    brackets = b"".join(part.translate(_AS_BRACKETS, _NOT_BRACKETS) for part in _outside_strings(raw))
     peeled = 0
     while brackets and peeled <= limit:
         inner = brackets.replace(b"[]", b"")

@@ -45,18 +45,26 @@ def _model_lists(backends: Mapping[str, Backend]) -> dict[str, list[Any]]:
     """Each back end's model list, by name; with several, those that failed or were too slow are left out."""
     if len(backends) == 1:
         return {name: backend.upstream.models() for name, backend in backends.items()}
-    asked = {name: gevent.spawn(backend.upstream.models) for name, backend in backends.items()}
+    asked = {name: gevent.spawn(_models_or_error, backend.upstream) for name, backend in backends.items()}
     gevent.joinall(list(asked.values()), timeout=MODELS_TIMEOUT)
     lists = {}
     for name, reply in asked.items():
-        if reply.successful():
+        if reply.successful() and not isinstance(reply.value, UpstreamError):
             lists[name] = reply.value
         else:
             reply.kill(block=False)  # still waiting: it gives up
             log.warning("the model list of back end %s is left out of /models: %s", name,
-                        reply.exception.message if isinstance(reply.exception, UpstreamError) else "no answer "
-                        f"within {MODELS_TIMEOUT} s")
+                        reply.value.message if reply.successful() else f"no answer within {MODELS_TIMEOUT} s")
     return lists
+
+
+def _models_or_error(upstream: Any) -> list[Any] | UpstreamError:
+    """A back end's model list, or why it has none: returned, not raised, as gevent prints the traceback of a
+    greenlet that raises (one per unreachable back end, on every ``GET /models``)."""
+    try:
+        return upstream.models()
+    except UpstreamError as exc:
+        return exc
 
 
 def _model_entry(model: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from statemachine import ParserConfig, ToolChoice, ToolSpec
 from ..errors import InputError
 from ..observability import metrics
 from ..pipeline.generate import Generation
-from ..pipeline.plan import ChoiceRequest, build_parser_config
+from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
 from ..profile import ModelProfile, model_profile
 from .schemas import CountTokensRequest, CustomTool, MessagesRequest, ServerTool, ToolChoice as MessagesChoice
 from .transcript import to_chat_messages
@@ -74,19 +74,21 @@ def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelP
     when the operator or the client asked for one).
 
     Raises:
-        InputError: an Anthropic tool with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` (``tools[i].type``); a
+        InputError: two tools of one name (``tools[i].name``, the second; the last would silently win); an
+            Anthropic tool with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` (``tools[i].type``); a
             ``tool_choice`` naming a tool not offered (``tool_choice.name``) or demanding a call with none.
     """
-    specs = []
+    specs: list[ToolSpec] = []
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
-            specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema))
+            spec = ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema)
+        elif (client_run := _client_run_tool(tool)) is not None:
+            spec = client_run
         else:
-            spec = _client_run_tool(tool)
-            if spec is None:
-                _drop(tool, i, settings)
-            else:
-                specs.append(spec)
+            _drop(tool, i, settings)
+            continue
+        check_tool(spec, (s.name for s in specs), name=f"tools[{i}].name", definition=f"tools[{i}].input_schema")
+        specs.append(spec)
     choice = req.tool_choice or MessagesChoice(type="auto")
     return build_parser_config(specs, _choice_request(choice), parallel_tool_calls=not choice.disable_parallel_tool_use,
                                legacy_functions=False, settings=settings, profile=profile,

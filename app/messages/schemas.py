@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import BeforeValidator, Discriminator, Field, Tag
 
-from ..validation import RequestModel, ToolName, validate
+from ..validation import RequestModel, StopSequence, ToolName, stop_count, validate
 
 
 class TextBlock(RequestModel):
@@ -110,7 +110,7 @@ class Thinking(RequestModel):
     it."""
 
     type: str
-    budget_tokens: int | None = None
+    budget_tokens: int | None = Field(None, ge=1, strict=True)
     display: str | None = None
 
     @property
@@ -131,11 +131,12 @@ class CountTokensRequest(RequestModel):
 
 
 class MessagesRequest(CountTokensRequest):
-    """A ``POST /v1/messages`` body: the prompt, and how to answer it."""
+    """A ``POST /v1/messages`` body: the prompt, and how to answer it (numbers and flags as JSON types: a
+    ``"10"`` or ``"yes"`` is refused, as Anthropic does, not coerced)."""
 
-    max_tokens: int = Field(ge=1)
-    stream: bool = False
-    stop_sequences: list[str] | None = None
+    max_tokens: int = Field(ge=1, strict=True)
+    stream: bool = Field(False, strict=True)
+    stop_sequences: Annotated[list[StopSequence] | None, BeforeValidator(stop_count)] = None
     temperature: float | None = Field(None, ge=0, le=1)
     top_p: float | None = Field(None, ge=0, le=1)
     top_k: int | None = Field(None, ge=0)

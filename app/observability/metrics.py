@@ -26,6 +26,13 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# The metrics below write into a named multiprocess directory as soon as they are made, in every process that
+# imports the app (`toolwire serve` before it runs gunicorn, the settings check gunicorn's master runs before
+# it makes the directory): a directory not made yet was a traceback at start.
+if os.environ.get(MULTIPROC_ENV):
+    os.makedirs(os.environ[MULTIPROC_ENV], exist_ok=True)
+
 # LLM requests run from milliseconds (errors) to minutes (long generations).
 _DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 _TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -60,10 +67,12 @@ TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",
                               ["model"])
 
+REASKS = Counter("toolwire_reasks_total",
+                 "Answers asked for again because a call failed its check (invalid_call) or a forced tool_choice "
+                 "got none (forced_choice_unmet)", ["model", "reason"])
+
 #: An error code fit for a label; any other (an upstream's own, passed through) counts as ``other_error``.
 _OUTCOME_LABEL = re.compile(r"[a-z][a-z0-9_]{0,47}")
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: Children :func:`child` keeps; past it the cache starts over (routes of unrouted paths are unbounded).
 CHILD_CACHE_SIZE = 1024

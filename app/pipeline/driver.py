@@ -54,6 +54,10 @@ class FinishedAtStopSequence(ChoiceFinished):
     stop_sequence: str = ""
 
 
+#: Most characters of reasoning a choice passes on; the rest is dropped. A model that never stopped thinking
+#: (50 MB) sent it all, five times over on a streamed Responses answer (its deltas, the part's and the item's
+#: done events, the completed response), and into the stored response and the debug record.
+MAX_REASONING_CHARS = 1_000_000
 _OUTCOMES = (ToolCallEnded, ToolCallNote, ChoiceFinished, FinishedAtStopSequence)  # the debug view's, beside the path
 _ENDS_REASONING = (TextDelta, ToolCallStarted, ChoiceFinished)  # what closes an inline reasoning span
 #: ``reasoning = "inline"``: a reasoning span goes into the content between these, whatever the family's own
@@ -98,16 +102,16 @@ class ChoiceDriver:
     # One per open stream: no instance dict.
     __slots__ = ("_stream", "_reasoning", "_inline_open", "_config", "_n", "_id_factory", "_choices", "_natives",
                  "_finished", "_cut", "_broken", "usage", "output_chars", "outcomes", "first_output_at", "texts",
-                 "outcome_events", "step_times", "reasoning", "_plain")
+                 "outcome_events", "step_times", "reasoning", "_plain", "_reasoned")
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
                  id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
                  record: RequestRecord | None = None):
         self._stream = stream
         debugging = record is not None and record.keeps_text
-        plain_texts = getattr(stream, "plain_texts", None)
-        if plain_texts is not None:  # the common chunk as its text alone (see UpstreamStream); joined when
-            plain_texts(join=not debugging)  # they came together, unless the debug view shows each
+        # The common chunks light (see UpstreamStream); texts joined when they came together, unless the debug
+        # view shows each.
+        stream.plain_texts(join=not debugging)
         self._reasoning = reasoning
         self._inline_open: tuple[int, ...] = ()  # choices inside an inline reasoning span
         self._config = config
@@ -130,6 +134,7 @@ class ChoiceDriver:
         self.reasoning: dict[int, list[ReasoningSpan]] | None = {} if debugging else None
         # Nothing kept for the debug view and reasoning passed on as it is: an event is only counted.
         self._plain = not debugging and reasoning == "show"
+        self._reasoned: dict[int, int] | None = None  # characters of reasoning passed on, per choice (made at the first)
         if record is not None:
             record.drivers.append(self)
 
@@ -152,7 +157,7 @@ class ChoiceDriver:
                     delta = None  # the last chunk's is not held through the wait that follows
                     yield None, chunk
                     continue
-                else:
+                else:  # an UpstreamChunk: the stream items are four classes, so mypy narrows each branch
                     if chunk.usage:
                         self.usage = chunk.usage
                     for delta in chunk.choices:
@@ -207,10 +212,29 @@ class ChoiceDriver:
                 self.output_chars += len(event.fragment)
             elif isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
+            elif isinstance(event, ReasoningDelta):
+                kept = self._bounded(0, event)
+                if kept is None:
+                    continue
+                event = kept
+                self._account(0, [event])
             else:
                 self._account(0, [event])
             out.append((0, event))
         return out
+
+    def _bounded(self, index: int, event: ReasoningDelta) -> ReasoningDelta | None:
+        """``event`` as far as choice ``index``'s reasoning stays within :data:`MAX_REASONING_CHARS`, or ``None``."""
+        reasoned = self._reasoned if self._reasoned is not None else {}
+        self._reasoned = reasoned
+        room = MAX_REASONING_CHARS - reasoned.get(index, 0)
+        if room <= 0:
+            return None
+        if len(event.text) > room:
+            log.warning("choice %d's reasoning is past %d characters: the rest is dropped", index, MAX_REASONING_CHARS)
+            event = ReasoningDelta(event.text[:room])
+        reasoned[index] = reasoned.get(index, 0) + len(event.text)
+        return event
 
     def _delta_events(self, index: int, content: str | None, reasoning: str | None = None,
                       tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None,
@@ -263,7 +287,10 @@ class ChoiceDriver:
 
     def _output(self, index: int, events: list[Event]) -> list[Event]:
         """Choice ``index``'s ``events`` as they go out: reasoning recorded for the debug view, then dropped
-        or inlined as asked, then counted."""
+        or inlined as asked, then counted; past :data:`MAX_REASONING_CHARS`, reasoning is dropped."""
+        if any(event.__class__ is ReasoningDelta for event in events):
+            events = [kept for event in events
+                      if (kept := self._bounded(index, event) if isinstance(event, ReasoningDelta) else event)]
         if self.reasoning is not None:
             self._keep_reasoning(self.reasoning.setdefault(index, []), index, events)
         if self._reasoning != "show":

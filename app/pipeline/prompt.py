@@ -31,7 +31,9 @@ plain ``system``/``user``/``assistant`` messages with string content:
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from typing import Any, Mapping, Sequence
 
 from statemachine import ParserConfig, TextFormat, ToolSpec, get_format
@@ -40,14 +42,11 @@ from ..prompt_protocol import (
     GUIDE_HEADING,
     HOW_TO_HEADING,
     MANIFEST_HEADING,
-    MAX_SCHEMA_DEPTH,
     TOOL_BLOCK_TITLE,
     TOOL_RESULT_END,
     TURN_HEADING,
     example_value,
     object_shape,
-    primary_type,
-    resolve_schema,
 )
 from ..settings import ExampleExchange, ToolManifest
 from .lru import BoundedLRU
@@ -101,7 +100,7 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             calls are rendered in it too.
         answer_format: a JSON ``response_format`` (Chat shape) the prompt teaches for an answer
             without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
-        manifest: how the tool block lists the tools: ``json`` (schemas and a guide) or ``compact``
+        manifest: how the tool block lists the tools: ``json`` (each tool's JSON Schema) or ``compact``
             (signature lines, :mod:`.signatures`).
         examples: exchanges written before the conversation, in ``fmt``, when calls are parsed, each
             when its tool is offered (a small model imitates a call it sees far better than one it is told about).
@@ -228,7 +227,8 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolMani
     tools = shared_key(config.tools)
     if tools is None:
         return _tool_block(config, fmt, manifest)
-    key = (fmt, manifest, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
+    key = (fmt, manifest, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, config.bare_json,
+           tools)
     block = _tool_blocks.get(key)
     if block is None:
         block = _tool_block(config, fmt, manifest)
@@ -241,10 +241,8 @@ def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = 
     tools = list(config.tools.values())
     sections = [
         f"{TOOL_BLOCK_TITLE}\n"
-        "You can call the tools listed below. The client that sent this conversation runs them and "
-        "sends each result back in a later message; built-in tools or restrictions of your own runtime "
-        "do not apply here. Call a tool only by writing a call block exactly as described under "
-        '"How to call".',
+        "You can call the tools below. The client that sent this conversation runs each call and sends its "
+        "result back in a later message; your own runtime's tools and limits do not apply here.",
     ]
     if manifest == "compact":
         sections.append(f"{MANIFEST_HEADING}\nOne line per tool: its name(parameters) - what it does; `?` marks "
@@ -253,39 +251,45 @@ def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = 
         if custom:
             sections.append(f"{GUIDE_HEADING}\n" + "\n\n".join(_custom_guide(t) for t in custom))
     else:
-        sections += [f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema "
-                     "(or, for a custom tool, the kind of free-text input it takes).\n"
-                     + "\n".join(_manifest_line(t) for t in tools),
-                     f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools)]
-    sections.append(f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt, compact=manifest == "compact")))
+        sections.append(f"{MANIFEST_HEADING}\n" + "\n\n".join(_tool_entry(t) for t in tools))
+    sections.append(f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt)))
     rules = _turn_rules(config, tools)
     if rules:
         sections.append(f"{TURN_HEADING}\n" + "\n".join(f"- {line}" for line in rules))
     return "\n\n".join(sections)
 
 
-def _manifest_line(tool: ToolSpec) -> str:
+def _tool_entry(tool: ToolSpec) -> str:
+    """``### NAME``, what it does, and its parameters' JSON Schema on a line of their own.
+
+    No line of the manifest is a call's shape: a ``NAME {schema}`` line was copied as ``NAME {arguments}``
+    (text, not a call) by a small model (issue 38).
+    """
     if tool.kind == "custom":
-        return f"{tool.name} (custom tool: {_input_kind(tool.input_format)})"
-    return f"{tool.name} {_compact(tool.parameters or _EMPTY_PARAMETERS)}"
+        return _custom_guide(tool)
+    lines = [f"### {tool.name}"]
+    if tool.description:
+        lines.append(tool.description.strip())
+    lines.append(f"Parameters: {_compact(tool.parameters or _EMPTY_PARAMETERS)}")
+    return "\n".join(lines)
 
 
 def _compact_lines(tool: ToolSpec) -> str:
-    return _manifest_line(tool) if tool.kind == "custom" else "\n".join(signature_lines(tool))
+    if tool.kind == "custom":
+        return f"{tool.name} (custom tool: {_input_kind(tool.input_format)})"
+    return "\n".join(signature_lines(tool))
 
 
-def _how_to(config: ParserConfig, fmt: TextFormat, *, compact: bool = False) -> list[str]:
+def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
     """The call-format instructions: the JSON format's for function tools, the custom format's for custom tools."""
     parts = []
     example_tool = _example_tool(config, "function")
     if example_tool is not None:
-        sample = compact_example if compact else example_value
-        example_args = json.dumps(sample(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
-        # "..." in ASCII: one '…' made the whole system prompt two bytes a character (CPython's UCS-2 strings),
-        # and every copy and encoding of it slower
-        parts.append(f"{fmt.instructions(example_tool.name, example_args)}\n"
-                     "- Wrong (never do this, an array of calls): "
-                     f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, ...]')
+        # a string's name in angle brackets where the schema gives no value: the JSON manifest's "example" was
+        # copied into real calls (issue 31)
+        example_args = json.dumps(compact_example(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+        bare = fmt.bare_instructions() if config.bare_json and config.marker is None else None
+        parts.append(bare or fmt.instructions(example_tool.name, example_args))
     custom_tool = _example_tool(config, "custom")
     if custom_tool is not None:
         parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
@@ -318,38 +322,6 @@ def _custom_guide(tool: ToolSpec) -> str:
     return "\n".join(lines)
 
 
-def _tool_guide(tool: ToolSpec) -> str:
-    """Name, description, one line per top-level parameter, example arguments."""
-    if tool.kind == "custom":
-        return _custom_guide(tool)
-    lines = [f"### {tool.name}"]
-    if tool.description:
-        lines.append(tool.description.strip())
-    params = resolve_schema(tool.parameters or _EMPTY_PARAMETERS)
-    props, required = object_shape(params)
-    if props:
-        lines.append("Parameters:")
-        for pname, pschema in props.items():
-            lines.append(_parameter_line(pname, pschema, pname in required))
-    else:
-        lines.append("Parameters: none.")
-    lines.append(f"Example arguments: {json.dumps(example_value(params), ensure_ascii=False)}")
-    return "\n".join(lines)
-
-
-def _parameter_line(name: str, schema: Any, required: bool) -> str:
-    """``- city (required, string, one of: …, default …): description``."""
-    resolved = resolve_schema(schema)
-    facts = ["required" if required else "optional", _type_name(resolved)]
-    if isinstance(resolved.get("enum"), list) and resolved["enum"]:
-        facts.append("one of: " + ", ".join(_compact(v) for v in resolved["enum"]))
-    if "default" in resolved:
-        facts.append(f"default {_compact(resolved['default'])}")
-    line = f"- {name} ({', '.join(facts)})"
-    description = str(resolved.get("description") or "").strip()
-    return f"{line}: {description}" if description else line
-
-
 def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     """The ``tool_choice``, strict and parallel lines (parsing.md 3 and 6.1)."""
     choice = config.tool_choice
@@ -371,19 +343,6 @@ def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     elif not config.parallel_tool_calls:
         rules.append("Call at most one tool in this reply.")
     return rules
-
-
-def _type_name(schema: Mapping[str, Any], depth: int = 0) -> str:
-    """A short human-readable type, e.g. ``string or null``, ``array of integer``."""
-    kind = schema.get("type")
-    if isinstance(kind, list) and kind:
-        return " or ".join(str(k) for k in kind)
-    kind = primary_type(schema)
-    if kind == "array" and depth < MAX_SCHEMA_DEPTH and isinstance(schema.get("items"), Mapping):
-        return f"array of {_type_name(resolve_schema(schema['items']), depth + 1)}"
-    if kind is None:
-        return "enum" if "enum" in schema else "any"
-    return kind
 
 
 def _compact(value: Any) -> str:
@@ -442,7 +401,7 @@ def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextF
     pieces = []
     reasoning = message.get("reasoning_content")
     if with_reasoning and isinstance(reasoning, str) and reasoning:
-        pieces.append(formats[0].render_reasoning(reasoning))
+        pieces.append(formats[0].render_reasoning(quoted(formats[0], reasoning)))
     text = _content_text(message.get("content")) or str(message.get("refusal") or "")
     if text:
         pieces.append(text)
@@ -466,6 +425,40 @@ def _assistant_text(message: Mapping[str, Any], formats: tuple[TextFormat, TextF
 
 def _tool_result_text(fmt: TextFormat, name: str | None, call_id: str | None, content: Any) -> str:
     """A tool result as the format's family writes it (Harmony), else labelled so that it is clearly not a call."""
-    body = _content_text(content).strip() or "(no output)"
+    body = quoted(fmt, _content_text(content).strip()) or "(no output)"
     rendered = fmt.render_result(name, body)
     return rendered if rendered is not None else f"{tool_result_label(name, call_id)}\n{body}\n{TOOL_RESULT_END}"
+
+
+#: What goes after the first character of a control sequence quoted in a tool result or replayed reasoning: the
+#: model still reads the text, but no tokenizer reads a special token in it and no delimiter ends the quote.
+QUOTE_BREAK = "\u200b"
+#: Special tokens by their shape (``<|im_end|>``, ``<|channel>``, ``<turn|>``, ``<｜end▁of▁sentence｜>``), whichever
+#: family's: a back end's tokenizer turns them into the tokens that end a turn or open a call.
+_TOKEN_SHAPED = r"<[|｜][^<>\s]{1,48}>|<[^<>|｜\s]{1,48}[|｜]>"
+
+
+def quoted(fmt: TextFormat, text: str) -> str:
+    """``text`` (a tool result, reasoning given back) with every control sequence of ``fmt``'s family broken by
+    :data:`QUOTE_BREAK`: special-token-shaped sequences, and the family's literal delimiters (its closer, end
+    and call tokens, reasoning delimiters, ``<think>``). Without it a Harmony or Gemma 4 result could end its
+    message and write an assistant call after it, and reasoning holding ``</think>`` could end itself early.
+    A text holding none of them (the ``in`` checks run at memory speed) is not searched."""
+    literals, pattern = _control_sequences(fmt.name)
+    if any(edge in text for edge in _TOKEN_EDGES) or any(literal in text for literal in literals):
+        return pattern.sub(lambda found: found[0][0] + QUOTE_BREAK + found[0][1:], text)
+    return text
+
+
+#: What a special-token-shaped sequence must hold.
+_TOKEN_EDGES = ("<|", "|>", "<｜", "｜>")
+
+
+@functools.lru_cache(maxsize=64)
+def _control_sequences(name: str) -> tuple[tuple[str, ...], "re.Pattern[str]"]:
+    """The literal delimiters of the registered format ``name`` (a marked one's are its base's), and one search
+    for them and the special-token shapes."""
+    fmt = get_format(name)
+    literals = sorted({fmt.closer, *fmt.end_tokens, *fmt.call_tokens, *(fmt.reasoning_delimiters or ()), "<think>",
+                       "</think>"} - {""}, key=len, reverse=True)
+    return tuple(literals), re.compile("|".join([_TOKEN_SHAPED, *map(re.escape, literals)]))

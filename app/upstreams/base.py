@@ -13,6 +13,8 @@ from pydantic import SecretStr
 MASK = "**********"
 #: A shorter secret is not looked for in base64 (its few characters would mask unrelated text).
 _MIN_ENCODED_SECRET = 8
+#: The most characters of a back end's error message quoted.
+MAX_ERROR_CHARS = 2000
 
 
 @dataclass(slots=True)
@@ -118,6 +120,19 @@ def _secret_value(secret: str | SecretStr | None) -> str:
     return secret.get_secret_value() if isinstance(secret, SecretStr) else secret or ""
 
 
+def error_message(body: Any) -> str:
+    """The error message of an upstream JSON error object, whatever its dialect."""
+    if not isinstance(body, dict):
+        return ""
+    err = body.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or "")[:MAX_ERROR_CHARS]
+    for value in (err, body.get("message"), body.get("detail")):
+        if isinstance(value, str) and value:
+            return value[:MAX_ERROR_CHARS]
+    return ""
+
+
 class Pause:
     """A stream's word between chunks, once asked for with :meth:`UpstreamStream.pause_every`.
 
@@ -138,18 +153,29 @@ class Pause:
 PAUSE = Pause(idle=False)
 IDLE = Pause(idle=True)
 
+#: Choice 0's text and nothing else (``UpstreamChunk([ChoiceDelta(0, text)])``, most chunks of a stream), as a
+#: stream yields it once :meth:`UpstreamStream.plain_texts` was asked: the text alone, no objects built.
+PlainText = str
+#: Choice 0's native call fragments and nothing else (``UpstreamChunk([ChoiceDelta(0, tool_calls=fragments)])``,
+#: most chunks of a native call), as a stream yields them once :meth:`UpstreamStream.plain_texts` was asked.
+CallFragments = list[dict[str, Any]]
+#: What one event of a back end's answer becomes (see :class:`~app.upstreams.dialect.WireDialect`).
+ChunkItem = UpstreamChunk | PlainText | CallFragments
+#: What an upstream stream yields: its chunks, and the pauses asked for (:meth:`UpstreamStream.pause_every`).
+#: The four are distinct classes, so an ``isinstance`` chain narrows them.
+StreamItem = ChunkItem | Pause
+
 
 class UpstreamStream(Protocol):
-    """An open upstream response: iterate chunks, then (or on abandon) close.
+    """An open upstream response: iterate its items (:data:`StreamItem`), then (or on abandon) close."""
 
-    A stream that offers ``plain_texts()`` (:meth:`~app.upstreams.http.HttpStream.plain_texts`) yields, once it
-    is called, a ``str`` for ``UpstreamChunk([ChoiceDelta(0, text)])``: choice 0's text and nothing else, most
-    chunks of a stream, with no objects built for them (a run of them that arrived together as one ``str``);
-    and a ``list`` for ``UpstreamChunk([ChoiceDelta(0, tool_calls=fragments)])``: choice 0's native call
-    fragments and nothing else, most chunks of a native call, as that list.
-    """
+    def __iter__(self) -> Iterator[StreamItem]: ...
 
-    def __iter__(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]: ...
+    def plain_texts(self, *, join: bool = False) -> None:
+        """From now on the stream may yield its common chunks light: choice 0's text alone as a
+        :data:`PlainText`, choice 0's native call fragments alone as :data:`CallFragments`; with ``join``, a run
+        of plain texts that arrived together as one. A stream whose chunks are built anyway (the demo, Codex)
+        goes on yielding :class:`UpstreamChunk` objects."""
 
     def pause_every(self, tick: float | None) -> None:
         """From now on yield :data:`PAUSE` before each wait for the back end and :data:`IDLE` after

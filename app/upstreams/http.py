@@ -3,7 +3,9 @@
 Requests go through :class:`~app.upstreams.transport.UpstreamConnection`
 (geventhttpclient's pool and parser; one pool per worker process, made after
 gunicorn forks) with explicit timeouts. Failures become
-:class:`UpstreamError` with the kind and status the client should see.
+:class:`UpstreamError` with the kind and status the client should see. How the
+answer's events read is the upstream's wire dialect
+(:class:`~app.upstreams.dialect.WireDialect`; :mod:`app.upstreams.openai_chat` by default).
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from typing import Any, Callable, Iterator
 import gevent
 import orjson
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr, field_validator
 
 from ..observability.metrics import UPSTREAM_ERRORS
-from .base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamChunk, UpstreamError, redact
-from .sse import EventTooLarge, SSEDecoder
+from ..settings import Settings
+from .base import (IDLE, MAX_ERROR_CHARS, PAUSE, ChunkItem, StreamItem, UpstreamChunk, UpstreamError, error_message,
+                   redact)
+from .dialect import EventFraming, WireDialect
+from .openai_chat import OPENAI_CHAT
+from .sse import EventTooLarge
 from .transport import BoundedResponse, BufferLimitExceeded, Timeouts, UpstreamConnection
 
 log = logging.getLogger("toolwire.upstream.http")
 
-_MAX_ERROR_CHARS = 2000
 #: The namespace of the UUIDs sent upstream for request ids that are not UUIDs (see :func:`upstream_request_id`).
 _REQUEST_ID_NAMESPACE = uuid.UUID("5f0c2d7e-3b1a-4e7f-9a51-7d8e2c6b4a90")
 _LOWER_HEX_32 = re.compile(r"[0-9a-f]{32}")
@@ -40,7 +45,6 @@ MAX_ERROR_BODY_BYTES = 64 * 1024
 DECODE_BYTES = 4096
 #: ``/readyz``: the longest wait for the upstream's model list, seconds.
 READY_TIMEOUT = 3.0
-_STREAM_HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Content-Type": "application/json"}
 _JSON_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
 
 
@@ -59,6 +63,37 @@ class Bounds:
     max_body_bytes: int = 64 * 1024 * 1024
 
 
+class HttpSection(BaseModel):
+    """The ``openai`` kind's section: the back-end settings an :class:`HttpUpstream` is made from (types as the
+    settings have them; ``upstream_url`` required)."""
+
+    upstream_url: str
+    upstream_api_key: SecretStr | None
+    upstream_connect_timeout: float
+    upstream_read_timeout: float
+    upstream_write_timeout: float
+    upstream_idle_content_seconds: float
+    upstream_max_event_bytes: int
+    upstream_max_body_bytes: int
+
+    @field_validator("upstream_url", mode="before")
+    @classmethod
+    def _needed(cls, value: Any) -> Any:
+        if not value:
+            raise ValueError("needs a url (TOOLWIRE_UPSTREAM_URL, a named back end's url)")
+        return value
+
+
+def make_http_upstream(settings: Settings, section: HttpSection) -> HttpUpstream:
+    """The ``openai`` kind's factory: an :class:`HttpUpstream` at ``upstream_url``, with the back end's timeouts
+    and bounds."""
+    timeouts = Timeouts(connect=section.upstream_connect_timeout, read=section.upstream_read_timeout,
+                        write=section.upstream_write_timeout)
+    bounds = Bounds(idle_content=section.upstream_idle_content_seconds or None,
+                    max_event_bytes=section.upstream_max_event_bytes, max_body_bytes=section.upstream_max_body_bytes)
+    return HttpUpstream(section.upstream_url, api_key=section.upstream_api_key, timeouts=timeouts, bounds=bounds)
+
+
 class HttpUpstream:
     """An upstream at ``base_url`` (the URL up to and including ``/v1``).
 
@@ -67,13 +102,17 @@ class HttpUpstream:
         api_key: sent as ``Authorization: Bearer``; never logged.
         timeouts: per-phase timeouts (``read`` is the longest silence allowed).
         bounds: what one answer may hold or take.
+        dialect: how its streamed answers read (default OpenAI's Chat Completions).
     """
 
     def __init__(self, base_url: str, *, api_key: SecretStr | None = None, timeouts: Timeouts | None = None,
-                 bounds: Bounds | None = None):
+                 bounds: Bounds | None = None, dialect: WireDialect = OPENAI_CHAT):
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.bounds = bounds or Bounds()
+        self.dialect = dialect
+        self._stream_headers = {"Accept": dialect.accept, "Accept-Encoding": "identity",
+                                "Content-Type": "application/json"}
         read = (timeouts or Timeouts()).read
         # Silence is idle too: a stream that sends nothing ends at the idle limit when it is the shorter.
         self._stream_read_timeout = min(read, self.bounds.idle_content or read)
@@ -83,21 +122,21 @@ class HttpUpstream:
         self.connection = UpstreamConnection(self.base_url, timeouts=timeouts or Timeouts(), headers=headers)
 
     def open(self, body: dict[str, Any], *, request_id: str | None = None) -> "HttpStream":
-        """POST ``/chat/completions`` and return the open stream once the status is known.
+        """POST to the dialect's path (``/chat/completions``) and return the open stream once the status is known.
 
         Raises:
             UpstreamError: connect failure, timeout or a non-2xx answer.
         """
-        headers = {**_STREAM_HEADERS, "X-Request-Id": upstream_request_id(request_id)} if request_id \
-            else _STREAM_HEADERS
+        headers = {**self._stream_headers, "X-Request-Id": upstream_request_id(request_id)} if request_id \
+            else self._stream_headers
         with MAPPED_ERRORS:
-            response = self.connection.request("POST", "/chat/completions", body, headers=headers,
+            response = self.connection.request("POST", self.dialect.path, body, headers=headers,
                                                read_timeout=self._stream_read_timeout,
                                                max_buffer=self.bounds.max_event_bytes)
             if response.status_code >= 300:
                 raise self._status_error(response)
             _check_encoding(response)
-        return HttpStream(response, self.bounds, secret=self._api_key)
+        return HttpStream(response, self.bounds, secret=self._api_key, dialect=self.dialect)
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /models``: the upstream's ``data`` list."""
@@ -156,7 +195,7 @@ class HttpUpstream:
         if status < 400:  # a redirect (or another 3xx): never an empty answer
             location = _header(response, "location")
             response.release()
-            target = f" to {location[:_MAX_ERROR_CHARS]!r}" if location else ""
+            target = f" to {location[:MAX_ERROR_CHARS]!r}" if location else ""
             return UpstreamError("protocol", f"The upstream answered with a redirect (HTTP {status}){target}; "
                                              "set TOOLWIRE_UPSTREAM_URL to the final address.",
                                  code="upstream_redirect")
@@ -171,29 +210,33 @@ class HttpUpstream:
 
 
 class HttpStream:
-    """An open upstream response: iterate :class:`UpstreamChunk` objects (the common one as its text once
-    asked, see :meth:`plain_texts`), then close."""
+    """An open upstream response: iterate :class:`UpstreamChunk` objects (the common ones light once asked, see
+    :meth:`plain_texts`), then close. The transport's part: receiving, timeouts, pauses and bounds; how the body's
+    events read is the ``dialect``'s (:class:`~app.upstreams.dialect.WireDialect`)."""
 
-    __slots__ = ("_response", "_bounds", "_secret", "_json", "_pauses", "_wait", "_received", "_read", "_join")
+    __slots__ = ("_response", "_bounds", "_secret", "_dialect", "_json", "_pauses", "_wait", "_received", "_read",
+                 "_join")
 
-    def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None):
+    def __init__(self, response: BoundedResponse, bounds: Bounds | None = None, *, secret: SecretStr | None = None,
+                 dialect: WireDialect = OPENAI_CHAT):
         self._response = response
         self._bounds = bounds or Bounds()
         self._secret = secret
+        self._dialect = dialect
         self._json = (_header(response, "content-type") or "").startswith("application/json")
         self._pauses = False
         self._wait = response.read_timeout  # the longest one wait for bytes: a tick when pausing
         self._received: bool | Exception | None = None  # what :meth:`wait` received, for the next pull
-        self._read: Callable[[Any, SecretStr | None], UpstreamChunk | str | list[dict[str, Any]]] = parse_chunk
+        self._read: Callable[[Any, SecretStr | None], ChunkItem] = dialect.parse
         self._join = False  # a run of plain texts that arrived together goes on as one (see plain_texts)
 
     def plain_texts(self, *, join: bool = False) -> None:
         """From now on yield the common chunks (choice 0's text and nothing else, choice 0's native call fragments
-        and nothing else) as that text alone, a ``str``, and that list (see :func:`read_chunk`); the driver asks for
+        and nothing else) as that text alone, a ``str``, and that list (the dialect's ``read``); the driver asks for
         it, so most chunks of a stream build no objects. With
         ``join``, a run of them that arrived together is one ``str`` (a debug view that shows each chunk
         does not ask for that)."""
-        self._read = read_chunk
+        self._read = self._dialect.read
         self._join = join
 
     def pause_every(self, tick: float | None) -> None:
@@ -215,12 +258,12 @@ class HttpStream:
         except Exception as exc:  # raised by the next pull, where its errors are mapped
             self._received = exc
 
-    def __iter__(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]:
+    def __iter__(self) -> Iterator[StreamItem]:
         return self._whole() if self._json else self._events()
 
     def confirm(self) -> None:
-        """Wait for the first bytes of a streamed body (``auto`` tool mode: a back end that fails after its
-        200 headers must fail before the client's first byte, so the prompt-mode retry can still answer).
+        """Wait for the first bytes of a streamed body (native and ``auto`` tool modes: a back end that fails after
+        its 200 headers must fail before the client's first byte, so the prompt-mode retry can still answer).
 
         Raises:
             UpstreamError: the body ended empty (``upstream_empty_stream``), timed out or broke.
@@ -240,10 +283,10 @@ class HttpStream:
         """A JSON answer: some servers ignore ``stream: true``; their whole completion is one chunk."""
         with MAPPED_ERRORS:
             self._response.max_buffer = self._bounds.max_body_bytes
-            yield from _whole_completion(_loads(self._response.read_body()), self._secret)
+            yield from self._dialect.whole(_loads(self._response.read_body()), self._secret)
 
-    def _events(self) -> Iterator[UpstreamChunk | str | list[dict[str, Any]] | Pause]:
-        """The chunks of the SSE body as it arrives, with the pauses asked for (see :meth:`pause_every`).
+    def _events(self) -> Iterator[StreamItem]:
+        """The chunks of the body's events (SSE) as it arrives, with the pauses asked for (see :meth:`pause_every`).
 
         One generator receives, decodes and parses, so an open stream holds one frame, and nothing of
         its last read, through each wait. A read can hold hundreds of events (up to 64 KB from a fast
@@ -256,8 +299,8 @@ class HttpStream:
         receive or event.
         """
         response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
-        join = self._join
-        decoder = SSEDecoder(self._bounds.max_event_bytes)
+        join, done = self._join, self._dialect.done
+        decoder = self._dialect.framing(self._bounds.max_event_bytes)
         idle_limit = self._bounds.idle_content
         read_limit, wait = response.read_timeout, self._wait
         silent_since: float | None = None  # no bytes since
@@ -275,13 +318,10 @@ class HttpStream:
                         texts: list[str] = []  # plain texts of this piece's run of events, yielded as one
                         try:
                             for payload in decoder.feed(data[start:start + DECODE_BYTES]):
-                                if payload == b"[DONE]":
+                                if payload == done:
                                     if texts:
                                         yield "".join(texts)
-                                    if response.should_keep_alive():
-                                        response.read_body(keep=False)  # the (normally empty) rest: the socket goes back
-                                    else:
-                                        response.release()  # not kept (its body ends at the close): no wait for that
+                                    _let_go(response)
                                     return
                                 try:  # (orjson.loads inline, not _event_json: this is every frame's path)
                                     obj = loads(payload)
@@ -304,22 +344,11 @@ class HttpStream:
                     if payload is not None:
                         delivered = True
                         idle_since = None
-                    elif idle_limit:
-                        now = time.monotonic()
-                        if idle_since is None:
-                            idle_since = now
-                        elif now - idle_since > idle_limit:
-                            raise UpstreamError("timeout", f"The upstream sent no content for {idle_limit:g} "
-                                                           "seconds.", status=504)
+                    elif idle_limit:  # a read of keep-alive comments only
+                        idle_since = _idle_since(idle_since, idle_limit)
                     data = payload = obj = None  # not held through the next wait
                 if response.message_complete:
-                    for payload in decoder.end():  # a last event that lacked its blank line
-                        if payload == b"[DONE]":
-                            return
-                        delivered = True
-                        yield read(_event_json(payload), secret)
-                    if not delivered:
-                        raise _empty_stream()
+                    yield from self._last(decoder, delivered)
                     return
                 if pauses and fresh:
                     yield PAUSE
@@ -332,14 +361,23 @@ class HttpStream:
                 if received:
                     silent_since = None
                     continue
-                now = time.monotonic()
-                if silent_since is None:
-                    silent_since = now - wait
-                if now - silent_since >= read_limit:
-                    response.release()
-                    raise TimeoutError("the upstream went silent")
+                silent_since = _silent_since(silent_since, wait, read_limit, response)
                 if pauses:
                     yield IDLE
+
+    def _last(self, decoder: EventFraming, delivered: bool) -> Iterator[ChunkItem]:
+        """The end of the body: a last event that lacked its blank line; none at all is a failed stream.
+
+        Raises:
+            UpstreamError: no event came (``upstream_empty_stream``), or the last one is broken.
+        """
+        for payload in decoder.end():
+            if payload == self._dialect.done:
+                return
+            delivered = True
+            yield self._read(_event_json(payload), self._secret)
+        if not delivered:
+            raise _empty_stream()
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
@@ -362,6 +400,44 @@ def upstream_request_id(request_id: str) -> str:
         log.debug("request %s goes upstream as X-Request-Id %s", request_id, mapped,
                   extra={"fields": {"upstream_request_id": mapped}})
         return mapped
+
+
+def _let_go(response: BoundedResponse) -> None:
+    """A stream's end payload came: read the (normally empty) rest so the connection goes back to the pool, or
+    close a connection that is not kept (its body ends at the close: no wait for that)."""
+    if response.should_keep_alive():
+        response.read_body(keep=False)
+    else:
+        response.release()
+
+
+def _idle_since(since: float | None, limit: float) -> float:
+    """When the reads without a data event began (now, at the first of them).
+
+    Raises:
+        UpstreamError: they have gone on for more than ``limit`` seconds (a 504).
+    """
+    now = time.monotonic()
+    if since is None:
+        return now
+    if now - since > limit:
+        raise UpstreamError("timeout", f"The upstream sent no content for {limit:g} seconds.", status=504)
+    return since
+
+
+def _silent_since(since: float | None, wait: float, limit: float, response: BoundedResponse) -> float:
+    """When the silence that a wait of ``wait`` seconds just ended in began.
+
+    Raises:
+        TimeoutError: it has lasted ``limit`` seconds (the response is closed).
+    """
+    now = time.monotonic()
+    if since is None:
+        since = now - wait
+    if now - since >= limit:
+        response.release()
+        raise TimeoutError("the upstream went silent")
+    return since
 
 
 def _empty_stream() -> UpstreamError:
@@ -389,98 +465,6 @@ def _check_encoding(response: BoundedResponse) -> None:
         raise UpstreamError("protocol", f"The upstream sent a {_header(response, 'content-encoding')!r}-encoded "
                                         "body although toolwire asked for identity.",
                             code="upstream_content_encoding")
-
-
-#: The delta keys of a chunk that carries text at most (the quick path of ``read_chunk`` and ``parse_chunk``).
-_TEXT_ONLY = frozenset({"content", "role"})
-#: … and of one that carries native calls at most.
-_CALLS_ONLY = frozenset({"content", "role", "tool_calls"})
-
-
-def read_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk | str | list[dict[str, Any]]:
-    """:func:`parse_chunk`'s reading of ``obj``, except that the common chunks are read alone, with no objects
-    built for them: choice 0's text and nothing else (no finish reason, usage, calls or reasoning) as that text,
-    and choice 0's native call fragments and nothing else (no text, finish reason, usage or reasoning) as their
-    ``tool_calls`` list."""
-    if obj.__class__ is dict and obj.get("usage") is None:
-        choices = obj.get("choices")
-        if choices.__class__ is list and len(choices) == 1 and not obj.get("error"):
-            choice = choices[0]
-            if choice.__class__ is dict and not choice.get("index") and choice.get("finish_reason") is None:
-                delta = choice.get("delta")
-                if delta.__class__ is dict:
-                    text = delta.get("content")
-                    if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY):
-                        return text
-                    calls = delta.get("tool_calls")
-                    if calls.__class__ is list and calls and text is None and delta.keys() <= _CALLS_ONLY:
-                        return calls
-    return parse_chunk(obj, secret)
-
-
-def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
-    """One ``chat.completion.chunk`` dict as an :class:`UpstreamChunk`.
-
-    Raises:
-        UpstreamError: the chunk is an error object (its message quoted with ``secret`` masked out)
-            or not a chunk at all.
-    """
-    if not isinstance(obj, dict):
-        raise UpstreamError("protocol", "The upstream sent a malformed stream chunk.")
-    if obj.get("error"):
-        raise UpstreamError("server_error", f"The upstream failed mid-stream: {redact(_message(obj), secret)}")
-    choices = []
-    for choice in obj.get("choices") or ():
-        delta = choice.get("delta") or {}
-        finish = choice.get("finish_reason")
-        stop = None if finish is None else _stop_sequence(choice)
-        if delta.keys() <= _TEXT_ONLY:  # most chunks of a stream: no calls or reasoning to look for
-            choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), None, finish, None, stop))
-            continue
-        choices.append(ChoiceDelta(choice.get("index") or 0, delta.get("content"), _native_calls(delta), finish,
-                                   _reasoning_of(delta), stop))
-    usage = obj.get("usage")
-    return UpstreamChunk(choices, usage if isinstance(usage, dict) else None)
-
-
-def _stop_sequence(choice: dict[str, Any]) -> str | None:
-    """The stop sequence that ended a choice, where the server names it: vLLM's ``stop_reason``, SGLang's
-    ``matched_stop`` (a number there is a stop token, no sequence)."""
-    value = choice.get("stop_reason") or choice.get("matched_stop")
-    return value if isinstance(value, str) and choice.get("finish_reason") == "stop" else None
-
-
-def _reasoning_of(delta: dict[str, Any]) -> str | None:
-    """A delta's (or message's) reasoning under any of the names servers use: ``reasoning_content`` (DeepSeek,
-    vLLM, SGLang, llama.cpp), ``reasoning`` (newer vLLM, OpenRouter, Ollama's /v1), ``thinking`` (Ollama)."""
-    text = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("thinking")
-    return text if isinstance(text, str) else None
-
-
-def _native_calls(delta: dict[str, Any]) -> list[Any] | None:
-    """A delta's (or message's) ``tool_calls``, or its legacy ``function_call`` as the one entry."""
-    calls = delta.get("tool_calls")
-    if calls and isinstance(calls, list):
-        return calls
-    function_call = delta.get("function_call")
-    return [{"function": function_call}] if isinstance(function_call, dict) else None
-
-
-def _whole_completion(obj: Any, secret: SecretStr | None) -> Iterator[UpstreamChunk]:
-    if not isinstance(obj, dict) or obj.get("error"):
-        yield parse_chunk(obj, secret)
-        return
-    choices = []
-    for choice in obj.get("choices") or ():
-        message = choice.get("message") or {}
-        calls = _native_calls(message)
-        if calls:  # whole calls: each its own index, whatever the server wrote
-            calls = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
-        choices.append(ChoiceDelta(index=choice.get("index") or 0, content=message.get("content"),
-                                   tool_calls=calls, finish_reason=choice.get("finish_reason"),
-                                   reasoning=_reasoning_of(message), stop_sequence=_stop_sequence(choice)))
-    usage = obj.get("usage")
-    yield UpstreamChunk(choices=choices, usage=usage if isinstance(usage, dict) else None)
 
 
 def _event_json(payload: bytes) -> Any:
@@ -555,7 +539,7 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
         body = None
     if not isinstance(body, dict):
         body = None
-    message = redact(_message(body), secret)
+    message = redact(error_message(body), secret)
     err = body.get("error") if body is not None else None
     param = err.get("param") if isinstance(err, dict) else None
     code = err.get("code") if isinstance(err, dict) else None
@@ -571,16 +555,3 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
                              type=type_ if type_ in _CLIENT_ERROR_TYPES else None)
     detail = f": {message}" if message else "."
     return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
-
-
-def _message(body: Any) -> str:
-    """The error message of an upstream JSON error object, whatever its dialect."""
-    if not isinstance(body, dict):
-        return ""
-    err = body.get("error")
-    if isinstance(err, dict):
-        return str(err.get("message") or "")[:_MAX_ERROR_CHARS]
-    for value in (err, body.get("message"), body.get("detail")):
-        if isinstance(value, str) and value:
-            return value[:_MAX_ERROR_CHARS]
-    return ""

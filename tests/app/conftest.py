@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import io
+import logging
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from app import create_app
+from app.observability.logs import make_handler
 from app.settings import Settings
 from support.fakes import FakeUpstream, text_chunks
 
@@ -22,7 +25,7 @@ def make_app(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Callable[..., Any]:
     from app.http import extension
 
     def build(upstream: Any, **settings: Any):
-        monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+        monkeypatch.setattr(extension, "make_upstream", lambda _settings, _name: upstream)
         settings.setdefault("response_store_path", str(tmp_path / "responses.sqlite3"))
         app = create_app(Settings(**settings))
         app.testing = True
@@ -56,3 +59,17 @@ def serve() -> Iterator[Callable[..., Any]]:
     for server, upstream in opened:
         upstream.close()
         server.close()
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """The root logger's lines as JSON, collected at INFO (the access line among them)."""
+    buffer = io.StringIO()
+    handler = make_handler("json", buffer)
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield buffer
+    root.removeHandler(handler)
+    root.setLevel(previous)

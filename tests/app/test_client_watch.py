@@ -24,8 +24,8 @@ def test_a_client_that_closes_ends_the_wait(connection):
     gevent.spawn_later(0.05, client_side.close)
     started = time.monotonic()
     with pytest.raises(ClientLeft) as caught, abandon_if_client_leaves(server_side):
-        gevent.sleep(5)  # a back end that takes its time
-    assert time.monotonic() - started < 1
+        gevent.sleep(30)  # a back end that takes its time
+    assert time.monotonic() - started < 5  # the close, not the back end, ended it (a margin for a loaded machine)
     assert caught.value.status == 499
 
 

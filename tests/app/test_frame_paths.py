@@ -24,7 +24,8 @@ from app.pipeline.driver import ChoiceDriver
 from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder, encode_sse
 from app.responses.tools import ToolOrigin
 from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
-from app.upstreams.http import HttpStream, parse_chunk, read_chunk
+from app.upstreams.http import HttpStream
+from app.upstreams.openai_chat import parse_chunk, read_chunk
 from app.upstreams.sse import SSEDecoder
 from statemachine import (
     ChoiceFinished,
@@ -206,6 +207,9 @@ class _Chunks:
         yield from self._chunks
         if self._error is not None:
             raise self._error
+
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
 
     def close(self) -> None:
         pass

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from app.upstreams.demo import DemoUpstream
-from app.upstreams.http import parse_chunk
+from app.upstreams.openai_chat import parse_chunk
 from support.fakes import chunk, sse
 from support.loopback import sse_answer
 from support.messages_stream import check_messages_stream

@@ -154,7 +154,7 @@ def test_inline_per_model_through_the_model_map(make_app):
 @pytest.mark.parametrize("name", ["reasoning_content", "reasoning", "thinking"])
 def test_native_reasoning_fields_pass_through_in_the_same_shape(make_app, name):
     """vLLM / SGLang / llama.cpp (``reasoning_content``), newer vLLM and OpenRouter (``reasoning``), Ollama."""
-    from app.upstreams.http import parse_chunk
+    from app.upstreams.openai_chat import parse_chunk
 
     raw = [{"choices": [{"index": 0, "delta": {name: piece}}]} for piece in ("Paris ", "weather.")]
     raw += [{"choices": [{"index": 0, "delta": {"content": "Sunny."}, "finish_reason": "stop"}]}]

@@ -241,4 +241,4 @@ def test_an_unusable_store_raises_store_unavailable_quickly(kind, tmp_path):
         started = time.monotonic()
         with pytest.raises(StoreUnavailable):
             operation()
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 5

@@ -65,9 +65,9 @@ def test_a_body_cut_short_of_its_content_length_still_fails(http_server):
 def test_a_stream_ends_at_done_without_waiting_for_the_close(http_server, tmp_path):
     """After ``[DONE]`` a connection that is not kept is dropped at once, however long the server lingers."""
     plans = load_plans(write_plans(tmp_path / "lingering.json"))
-    lingering = {**plans["lf"], "writes": [b"".join(plans["lf"]["writes"]), b"\n"], "pause": 3.0}
+    lingering = {**plans["lf"], "writes": [b"".join(plans["lf"]["writes"]), b"\n"], "pause": 15.0}
     upstream = http_server("HTTP/1.0", lingering=lingering)
     started = time.monotonic()
     text, finishes = _text(upstream.open({"model": "lingering"}))
     assert CITY in text and finishes == ["stop"]
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.http.extension import configured_models, make_upstream
+from app.http.extension import configured_models
 from app.settings import Settings
 from app.upstreams.base import MASK, redact
 from app.upstreams.codex.emulation import StopRules
@@ -27,6 +27,7 @@ from app.upstreams.codex.home import (
     write_home,
 )
 from app.upstreams.codex.errors import codex_error
+from app.upstreams.kinds import make_upstream
 from app.upstreams.codex.transcript import split_transcript
 
 

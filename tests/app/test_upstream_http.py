@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -12,7 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from app.upstreams.base import IDLE, PAUSE, ChoiceDelta, Pause, UpstreamError
-from app.upstreams.http import Bounds, HttpUpstream, parse_chunk, upstream_request_id
+from app.upstreams.http import Bounds, HttpUpstream, upstream_request_id
+from app.upstreams.openai_chat import OPENAI_CHAT, parse_chunk
 from app.upstreams.transport import Timeouts
 from support.fakes import WEATHER_TOOL, chunk, sse
 from support.loopback import Answer, json_answer, sse_answer
@@ -200,10 +202,10 @@ def test_ready_gives_up_after_its_timeout(serve, monkeypatch):
     from app.upstreams import http as upstream_module
 
     monkeypatch.setattr(upstream_module, "READY_TIMEOUT", 0.2)
-    upstream = serve(lambda seen: (time.sleep(1.0), Answer(200))[1])
+    upstream = serve(lambda seen: (time.sleep(5.0), Answer(200))[1])
     started = time.monotonic()
     assert upstream.ready() is False
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 3
     refused = HttpUpstream("http://127.0.0.1:9/v1")
     assert refused.ready() is False
     with pytest.raises(UpstreamError):
@@ -278,25 +280,25 @@ def test_an_idle_connection_the_server_closed_later_is_not_reused(serve):
     assert len(ports) == 2 and ports[0] != ports[1]
 
 
-def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(serve, monkeypatch):
+def test_a_large_read_is_decoded_in_pieces_so_the_first_event_goes_on_first(serve):
     from app.upstreams import http as upstream_module
     from app.upstreams.sse import SSEDecoder
 
     fed: list[int] = []
 
     class CountingDecoder(SSEDecoder):
-        def feed(self, chunk: bytes) -> list[str]:
+        def feed(self, chunk: bytes) -> list[bytes]:
             fed.append(len(chunk))
             return super().feed(chunk)
 
-    monkeypatch.setattr(upstream_module, "SSEDecoder", CountingDecoder)
+    counted = dataclasses.replace(OPENAI_CHAT, framing=CountingDecoder)
     texts = [f"{i} {'é' * (i % 7)}\r\n" for i in range(2000)]
     # raw UTF-8 (not \u escapes), so the pieces' edges also cut characters in two
     burst = sse(*(json.dumps(chunk(text), ensure_ascii=False).encode() for text in texts)).replace(b"\n\n",
                                                                                                   b"\r\n\r\n")
     assert "é".encode() in burst
     assert len(burst) > 20 * upstream_module.DECODE_BYTES
-    chunks = iter(serve(lambda seen: sse_answer(burst)).open({}))
+    chunks = iter(serve(lambda seen: sse_answer(burst), dialect=counted).open({}))
     assert next(chunks).choices[0].content == texts[0]
     assert sum(fed) <= 2 * upstream_module.DECODE_BYTES  # a piece of the first read or two, not the whole burst
     assert [texts[0], *(c.choices[0].content for c in chunks)] == texts
@@ -425,7 +427,7 @@ def test_a_failure_met_while_the_consumer_waits_is_the_next_pull_s(serve, then, 
 
 
 def test_a_pausing_stream_still_times_out_after_the_whole_silence(serve):
-    upstream = serve(lambda seen: sse_answer(sse(chunk("a")), then="hang", hang_seconds=3.0),
+    upstream = serve(lambda seen: sse_answer(sse(chunk("a")), then="hang", hang_seconds=15.0),
                      timeouts=Timeouts(read=0.5))
     stream = upstream.open({})
     stream.pause_every(0.1)
@@ -434,7 +436,7 @@ def test_a_pausing_stream_still_times_out_after_the_whole_silence(serve):
         for item in stream:
             ticks += item is IDLE
     assert (info.value.kind, info.value.status) == ("timeout", 504)
-    assert 3 <= ticks <= 5 and time.monotonic() - started < 2.0
+    assert 1 <= ticks <= 5 and time.monotonic() - started < 5  # the pauses did not restart the 0.5 s
 
 
 def test_a_stream_not_asked_to_pause_yields_chunks_only(serve):

@@ -71,7 +71,6 @@ def test_a_single_back_end_is_the_settings_themselves():
 @pytest.mark.parametrize("upstreams, model_map, named", [
     ({"default": {"kind": "demo"}}, {}, "upstreams"),
     ({"a b": {"kind": "demo"}}, {}, "upstreams"),
-    ({"x": {"kind": "openai"}}, {}, "needs a url"),
     ({"x": {"kind": "demo", "read_timeout": -1}}, {}, "upstreams.x: upstream_read_timeout"),
     ({"x": {"kind": "demo", "tool_format": "nope"}}, {}, "upstreams.x: tool_format"),
     ({"x": {"kind": "demo", "colour": "red"}}, {}, "colour"),

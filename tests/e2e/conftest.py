@@ -12,7 +12,9 @@ import pytest
 
 from support.agents import CACHE_ROOT
 
-TEST_TIME_LIMIT = 20.0
+#: A hang guard, not a speed claim: it must hold on a loaded 2-core machine (load 8 and more, where starting a
+#: server with two workers alone took over 10 s and a 20 s limit failed tests that were only slow).
+TEST_TIME_LIMIT = 60.0
 
 
 class E2ETimeout(Exception):

@@ -225,7 +225,7 @@ def test_stop_sequence_cuts_the_text_and_interrupts_the_model(client: openai.Ope
     assert completion.choices[0].message.content == "one two "
     assert completion.choices[0].finish_reason == "stop"
     [exchange] = model.exchanges
-    assert exchange.peer_closed.wait(2), "Codex kept the model request open after the stop sequence"
+    assert exchange.peer_closed.wait(10), "Codex kept the model request open after the stop sequence"
 
 
 def test_max_tokens_ends_with_length(client: openai.OpenAI, model: ResponsesModelServer) -> None:
@@ -237,7 +237,7 @@ def test_max_tokens_ends_with_length(client: openai.OpenAI, model: ResponsesMode
     final = caught.value.completion
     assert final.choices[0].message.content == "abcdefgh"
     assert final.choices[0].finish_reason == "length"
-    assert model.exchanges[0].peer_closed.wait(2)
+    assert model.exchanges[0].peer_closed.wait(10)
 
 
 # --- faults --------------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_client_disconnect_interrupts_the_turn_and_closes_the_model_request(code
                 break
         left_at = time.monotonic()
     [exchange] = model.exchanges
-    assert exchange.peer_closed.wait(3), "the model request stayed open after the client left"
+    assert exchange.peer_closed.wait(10), "the model request stayed open after the client left"
     assert exchange.peer_closed_at - left_at < 1.0
 
 
@@ -284,7 +284,7 @@ def test_model_server_down_is_a_clean_502(codex_factory: Callable[..., ToolwireS
     started = time.monotonic()
     response = httpx.post(server.v1_url + "/chat/completions", timeout=15,
                           json={"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]})
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15
     assert response.status_code == 502
     error = check_error_envelope(response.status_code, response.content)
     assert "reach" in error["message"]
@@ -315,7 +315,7 @@ def test_hung_app_server_gets_a_502_then_is_replaced(codex_factory: Callable[...
                               json={"model": MODEL, "messages": [{"role": "user", "content": "x"}]})
         assert response.status_code == 502
         check_error_envelope(response.status_code, response.content)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 15
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
@@ -478,7 +478,7 @@ def test_a_provider_that_keeps_calling_tools_is_stopped_at_its_second_request(
     model.default = ModelScript(text="", tool_call="shell")
     started = time.monotonic()
     response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": True}, timeout=10)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15
     assert response.status_code == 502
     error = check_error_envelope(response.status_code, response.content)
     assert error["code"] == "upstream_tool_loop"
@@ -509,11 +509,11 @@ def test_stream_max_seconds_counts_the_wait_for_the_first_output(codex_factory: 
         model.exchanges.clear()
         started = time.monotonic()
         response = httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": stream}, timeout=10)
-        assert 1.4 < time.monotonic() - started < 4
+        assert 1.4 < time.monotonic() - started < 10
         assert response.status_code == 504
         assert check_error_envelope(response.status_code, response.content)["code"] == "stream_time_limit"
         [exchange] = model.exchanges
-        assert exchange.peer_closed.wait(2), "the turn kept its model request open"
+        assert exchange.peer_closed.wait(10), "the turn kept its model request open"
 
 
 def test_a_client_that_leaves_before_the_first_output_releases_the_turn(
@@ -526,7 +526,7 @@ def test_a_client_that_leaves_before_the_first_output_releases_the_turn(
             httpx.post(server.v1_url + "/chat/completions", json={**ASK_TOOL, "stream": stream}, timeout=1)
         left_at = time.monotonic()
         [exchange] = model.wait_for_requests(1)
-        assert exchange.peer_closed.wait(3), "the model request stayed open after the client left"
+        assert exchange.peer_closed.wait(10), "the model request stayed open after the client left"
         assert exchange.peer_closed_at - left_at < 1.5
         deadline = time.monotonic() + 3  # the only turn slot is released just after
         while (answer := httpx.post(server.v1_url + "/chat/completions", json=ASK_TOOL, timeout=10)).status_code == 429:

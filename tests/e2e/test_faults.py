@@ -169,7 +169,7 @@ def test_client_disconnect_closes_the_upstream_request_within_a_second(
                 read_until(response, first_piece)
                 left_at = time.monotonic()
         (exchange,) = upstream.chat_requests
-        assert exchange.peer_closed.wait(3.0), "toolwire never closed its upstream request"
+        assert exchange.peer_closed.wait(10.0), "toolwire never closed its upstream request"
         assert exchange.peer_closed_at - left_at < 1.0
         assert not exchange.completed
 
@@ -187,7 +187,7 @@ def test_a_dripping_upstream_keeps_the_stream_alive_until_the_client_leaves(
         (exchange,) = upstream.chat_requests
         assert left_at - exchange.received_at > 1.4, "no byte gap was waited through"
         assert b'"error":{' not in raw, "a 1 s gap under a 3 s read timeout is not a timeout"
-        assert exchange.peer_closed.wait(3.0), "toolwire never closed its upstream request"
+        assert exchange.peer_closed.wait(10.0), "toolwire never closed its upstream request"
         assert exchange.peer_closed_at - left_at < 1.0
         assert not exchange.completed
 
@@ -204,7 +204,7 @@ def open_streams(base_url: str, endpoint: Endpoint, count: int) -> tuple[list[Ou
 
     def run(i: int) -> None:
         try:
-            outcomes[i] = send(base_url, endpoint, endpoint.body(PROMPT, TOOLS, stream=True), within=15)
+            outcomes[i] = send(base_url, endpoint, endpoint.body(PROMPT, TOOLS, stream=True), within=40)
         except BaseException as exc:  # reported by the test
             outcomes[i] = exc
 
@@ -280,7 +280,7 @@ def test_killed_worker_breaks_only_its_own_streams(endpoint: Endpoint, upstream:
     assert_serves(server, endpoint, upstream)
 
 
-@pytest.mark.time_limit(45)  # two workers started, then replaced while the streams run: bounded, but long on a busy box
+@pytest.mark.time_limit(90)  # two workers started, then replaced while the streams run: bounded, but long on a busy box
 def test_graceful_reload_lets_running_streams_finish(endpoint: Endpoint, upstream: ScriptedUpstream, two_workers: ToolwireServer) -> None:
     server = two_workers
     upstream.default_script = LONG_ANSWER

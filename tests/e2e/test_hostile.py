@@ -6,6 +6,7 @@ Each test reproduces one attack or accident and is bounded in time and load (two
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import sqlite3
 import stat
@@ -215,7 +216,22 @@ def test_a_stream_that_ends_inside_a_call_without_a_finish_reason_fails(
 ])
 def test_gunicorn_s_own_errors_come_as_openai_envelopes(guarded: ToolwireServer, head: bytes, status: int) -> None:
     """Requests gunicorn refuses before toolwire runs used to get an HTML page."""
-    host, port = guarded.url.removeprefix("http://").split(":")
+    error = check_error_envelope(status, _gunicorn_refusal(guarded, head, status))
+    assert error["message"] and "<" not in error["message"]
+
+
+def test_gunicorn_s_own_errors_on_a_messages_path_come_in_anthropic_s_envelope(guarded: ToolwireServer) -> None:
+    """A Messages request gunicorn refuses for its head (two Content-Length headers) got OpenAI's envelope."""
+    head = (b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
+    body = json.loads(_gunicorn_refusal(guarded, head, 400))
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
+    assert body["error"]["message"] and "<" not in body["error"]["message"]
+
+
+def _gunicorn_refusal(server: ToolwireServer, head: bytes, status: int) -> bytes:
+    """The JSON body of gunicorn's answer to ``head`` sent raw, checked to be ``status``."""
+    host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(head)
         answer = b""
@@ -223,10 +239,9 @@ def test_gunicorn_s_own_errors_come_as_openai_envelopes(guarded: ToolwireServer,
             answer += chunk
     status_line, _, rest = answer.partition(b"\r\n")
     headers, _, body = rest.partition(b"\r\n\r\n")
-    assert status_line.split(b" ")[1] == str(status).encode()
+    assert status_line.split(b" ")[1] == str(status).encode(), answer[:300]
     assert b"content-type: application/json" in headers.lower()
-    error = check_error_envelope(status, body)
-    assert error["message"] and "<" not in error["message"]
+    return body
 
 
 #: The store quota the flood tests set, and the input of one flooded response (what it mostly weighs).

@@ -97,7 +97,7 @@ def hostile(toolwire_factory, raw_upstream: RawUpstream) -> ToolwireServer:
     """One worker on the raw upstream, with low limits."""
     return toolwire_factory(WEB_CONCURRENCY="1", TOOLWIRE_UPSTREAM_URL=raw_upstream.v1_url,
                             TOOLWIRE_UPSTREAM_API_KEY=KEY, TOOLWIRE_MAX_CONCURRENT_STREAMS="2",
-                            TOOLWIRE_UPSTREAM_IDLE_CONTENT_SECONDS="1", TOOLWIRE_STREAM_MAX_SECONDS="3",
+                            TOOLWIRE_UPSTREAM_IDLE_CONTENT_SECONDS="3", TOOLWIRE_STREAM_MAX_SECONDS="6",
                             TOOLWIRE_STREAM_WRITE_TIMEOUT_SECONDS="1",
                             TOOLWIRE_UPSTREAM_MAX_EVENT_BYTES=str(1 << 20),
                             TOOLWIRE_UPSTREAM_MAX_BODY_BYTES=str(4 << 20))
@@ -140,8 +140,8 @@ def test_a_stream_of_keep_alive_comments_ends_at_the_idle_limit(raw: RawUpstream
     lines = stream_lines(hostile, messages=USER)
     assert json.loads(lines[0])["choices"][0]["delta"]["content"] == "Hi"
     assert final_error(lines)["code"] == "upstream_timeout"
-    assert time.monotonic() - started < 8
-    assert raw.closed.wait(5)
+    assert time.monotonic() - started < 20
+    assert raw.closed.wait(15)
     response = post(hostile)
     assert response.status_code == 504
     assert check_error_envelope(504, response.content)["code"] == "upstream_timeout"
@@ -161,15 +161,15 @@ def test_a_stream_that_never_ends_meets_the_total_limit(raw: RawUpstream, hostil
     lines = stream_lines(hostile, messages=USER, stream_options={"include_usage": True})
     error = final_error(lines)
     assert error["code"] == "stream_time_limit" and len(lines) > 5
-    assert "past its 3-second limit" in error["message"], "the configured limit, not the time left after the wait"
-    assert time.monotonic() - started < 8
-    assert raw.closed.wait(5)
+    assert "past its 6-second limit" in error["message"], "the configured limit, not the time left after the wait"
+    assert time.monotonic() - started < 20
+    assert raw.closed.wait(15)
     events = stream_lines(hostile, "/responses", input="Hello?")
     assert json.loads(events[-1])["type"] == "response.failed"
     response = post(hostile)
     assert response.status_code == 504
     error = check_error_envelope(504, response.content)
-    assert error["code"] == "stream_time_limit" and "past its 3-second limit" in error["message"]
+    assert error["code"] == "stream_time_limit" and "past its 6-second limit" in error["message"]
 
 
 def _stalled_reader(server: ToolwireServer) -> socket.socket:
@@ -198,14 +198,15 @@ def test_a_client_that_stops_reading_is_cut_and_gives_its_slot_back(raw: RawUpst
     raw.handler = floods
     stalled = [_stalled_reader(hostile) for _ in range(2)]
     try:
-        assert raw.closed.wait(10), "the upstream of a stalled stream is still being read"
-        time.sleep(1)  # both streams' writes have timed out by now
+        assert raw.closed.wait(30), "the upstream of a stalled stream is still being read"
 
         def answers(conn: socket.socket) -> None:
             conn.sendall(HEAD + event("Fine.", finish_reason="stop") + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
         raw.handler = answers
-        response = post(hostile)
+        deadline = time.monotonic() + 30  # each stalled write times out after 1 s, later on a loaded machine
+        while (response := post(hostile)).status_code == 429 and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert response.status_code == 200, response.text
         assert response.json()["choices"][0]["message"]["content"] == "Fine."
         log = hostile.log()
@@ -250,7 +251,7 @@ def test_upstream_buffers_are_bounded_and_the_memory_given_back(raw: RawUpstream
         response = post(hostile)
         error = check_error_envelope(502, response.content)
         assert response.status_code == 502 and error["code"] == code, response.text
-        assert raw.closed.wait(5), f"{handler.__name__}: toolwire read on"
+        assert raw.closed.wait(15), f"{handler.__name__}: toolwire read on"
         raw.closed.clear()
     grown = (_worker_rss_kib(hostile) - before) / 1024
     assert grown < 40, f"the worker grew {grown:.0f} MB"

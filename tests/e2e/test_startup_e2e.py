@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import sys
 
+import httpx
 import pytest
 
-from support.server import GUNICORN, PROJECT_ROOT, _environment, free_port, run_to_end  # type: ignore[attr-defined]
+from support.server import (GUNICORN, PROJECT_ROOT, _environment, free_port, run_to_end,  # type: ignore[attr-defined]
+                            run_toolwire)
 
 pytestmark = pytest.mark.e2e
 
@@ -70,3 +72,26 @@ def test_a_config_file_that_is_not_toml_is_refused_naming_it(tmp_path) -> None:
     broken.write_text("upstream_url = http://unquoted\n")
     reason = the_reason(refused_start({"TOOLWIRE_CONFIG_FILE": str(broken)}, LAUNCHERS["gunicorn"]))
     assert f"TOOLWIRE_CONFIG_FILE '{broken}' is not TOML" in reason
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS.values(), ids=LAUNCHERS.keys())
+def test_a_metrics_directory_that_does_not_exist_yet_is_made(launcher: list[str], tmp_path) -> None:
+    """The settings check imports the app, whose metrics write into ``PROMETHEUS_MULTIPROC_DIR``: it ran
+    before the directory was made, and the start ended in a traceback (issue 43, item 11)."""
+    directory = tmp_path / "metrics" / "toolwire"
+    with run_toolwire({"PROMETHEUS_MULTIPROC_DIR": str(directory)},
+                      launcher=launcher) as server:
+        answer = httpx.post(f"{server.v1_url}/chat/completions", timeout=30,
+                            json={"model": "toolwire-demo", "messages": [{"role": "user", "content": "Hi"}]})
+        assert answer.status_code == 200
+        assert "toolwire_requests_total" in httpx.get(f"{server.url}/metrics", timeout=30).text
+        assert "Traceback" not in server.log()
+    assert directory.is_dir()
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS.values(), ids=LAUNCHERS.keys())
+def test_a_back_end_of_no_registered_kind_is_refused_naming_it(launcher: list[str]) -> None:
+    """The kinds are the registry's (``app/upstreams/kinds.py``), checked when a worker makes the back ends."""
+    reason = the_reason(refused_start({"TOOLWIRE_UPSTREAMS": '{"x": {"kind": "olama", "url": "http://127.0.0.1:9/v1"}}'},
+                                      launcher))
+    assert "TOOLWIRE_UPSTREAMS (x): no back-end kind named 'olama'; registered: openai, codex, demo" in reason

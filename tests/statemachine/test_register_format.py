@@ -102,7 +102,7 @@ def test_through_the_service_under_every_chunking(monkeypatch, tmp_path):
             '{"name": "get_time", "arguments": {}}]')
     runs = chunkings(text, random_splits=8)
     upstream = PlayingUpstream([chunks for _, chunks in runs])
-    monkeypatch.setattr(extension, "make_upstream", lambda _settings: upstream)
+    monkeypatch.setattr(extension, "make_upstream", lambda _settings, _name: upstream)
     app = create_app(Settings(tool_format="test_mistral", response_store_path=str(tmp_path / "r.sqlite3")))
     client = app.test_client()
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}

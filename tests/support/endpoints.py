@@ -168,12 +168,12 @@ CHAT = ChatEndpoint()
 RESPONSES = ResponsesEndpoint()
 
 
-def send(base_url: str, endpoint: Endpoint, body: dict[str, Any], *, within: float = 8.0,
+def send(base_url: str, endpoint: Endpoint, body: dict[str, Any], *, within: float = 30.0,
          headers: dict[str, str] | None = None) -> Outcome:
     """POST ``body`` to ``endpoint`` with plain httpx, read the whole answer and check it.
 
     Fails (``AssertionError``) if the body has not ended ``within`` seconds — keep-alives would
-    otherwise hold a stuck stream open forever. A connection broken off by the server yields
+    otherwise hold a stuck stream open forever (a hang guard: a byte-by-byte stream took over 8 s at load 16). A connection broken off by the server yields
     ``kind == "broken"`` with the bytes read so far.
     """
     deadline = time.monotonic() + within

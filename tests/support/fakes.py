@@ -24,6 +24,21 @@ WEATHER_TOOL = {
 }
 
 
+def weather_requests(prompt: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """A non-streamed request offering :data:`WEATHER_TOOL` with ``prompt`` on each generating API, by name
+    (``chat``, ``responses``, ``messages``): its path and body."""
+    function = WEATHER_TOOL["function"]
+    user = [{"role": "user", "content": prompt}]
+    return {
+        "chat": ("/v1/chat/completions", {"model": "m", "messages": user, "tools": [WEATHER_TOOL]}),
+        "responses": ("/v1/responses", {"model": "m", "input": prompt, "store": False,
+                                        "tools": [{"type": "function", **function}]}),
+        "messages": ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": user,
+                                      "tools": [{"name": function["name"], "description": function["description"],
+                                                 "input_schema": function["parameters"]}]}),
+    }
+
+
 def text_chunks(text: str, *, size: int = 5, index: int = 0, finish: str | None = "stop",
                 usage: dict | None = None) -> list[UpstreamChunk]:
     """``text`` as upstream chunks of ``size`` characters, then a finish (and usage) chunk."""
@@ -42,6 +57,9 @@ class FakeStream:
         self.closed = False
         self.pauses = False
         self.tick: float | None = None
+
+    def plain_texts(self, *, join: bool = False) -> None:
+        pass  # its chunks are built already
 
     def pause_every(self, tick: float | None) -> None:
         self.pauses = True
@@ -165,6 +183,9 @@ class PlayedStream:
 
     def __init__(self, chunks):
         self.chunks = chunks
+
+    def plain_texts(self, *, join=False):
+        pass  # its chunks are built already
 
     def pause_every(self, tick):
         pass  # every chunk is there: it never waits

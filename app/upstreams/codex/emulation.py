@@ -19,8 +19,9 @@ class StopRules:
     """The limits of one request.
 
     Fields:
-        stops: the stop sequences (empty: none). They are matched all at once: one compiled search for a
-            whole sequence and one for a sequence begun at the end of the text, whatever their number.
+        stops: the stop sequences (empty: none). A whole sequence is found by one compiled search for all of
+            them; one begun at the end of the text by a loop over the last ``longest - 1`` characters (linear:
+            no pattern nests a group per character, which a long sequence would overflow).
         max_tokens: text deltas allowed (``None``: no limit).
         matched: the stop sequence that ended the answer, once one did.
     """
@@ -31,15 +32,14 @@ class StopRules:
     _held: str = ""
     _deltas: int = field(default=0)
     _any_stop: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
-    _stop_begun: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
     _longest: int = field(default=0, init=False, compare=False, repr=False)
+    _firsts: frozenset[str] = field(default=frozenset(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.stops:
             self._any_stop = re.compile("|".join(map(re.escape, self.stops)))
-            begun = [_proper_prefixes(stop) for stop in self.stops if len(stop) > 1]
-            self._stop_begun = re.compile(f"(?:{'|'.join(begun)})\\Z") if begun else None
             self._longest = max(map(len, self.stops))
+            self._firsts = frozenset(stop[0] for stop in self.stops)
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "StopRules":
@@ -72,14 +72,12 @@ class StopRules:
 
     def _partial_stop(self, text: str) -> int:
         """How many trailing characters of ``text`` begin some stop sequence (the leftmost such start is
-        the longest; only the last ``longest - 1`` characters can be one)."""
-        if self._stop_begun is None:
-            return 0
-        begun = self._stop_begun.search(text, max(0, len(text) - self._longest + 1))
-        return len(text) - begun.start() if begun else 0
-
-
-def _proper_prefixes(stop: str) -> str:
-    """A pattern for every proper prefix of ``stop``: ``abcd`` → ``a(?:b(?:c)?)?``."""
-    *head, _ = map(re.escape, stop)
-    return head[0] + "".join(f"(?:{c}" for c in head[1:]) + ")?" * (len(head) - 1)
+        the longest; only the last ``longest - 1`` characters can be one, and only where a sequence's first
+        character stands)."""
+        for start in range(max(0, len(text) - self._longest + 1), len(text)):
+            if text[start] not in self._firsts:
+                continue
+            tail = text[start:]
+            if any(len(stop) > len(tail) and stop.startswith(tail) for stop in self.stops):
+                return len(text) - start
+        return 0

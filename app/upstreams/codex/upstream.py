@@ -263,6 +263,10 @@ class CodexStream:
         self._silent_since: float | None = None
         upstream._turn_opened(server)
 
+    def plain_texts(self, *, join: bool = False) -> None:
+        """Nothing to do: every chunk is built from an app-server notification anyway (see
+        :meth:`~app.upstreams.base.UpstreamStream.plain_texts`)."""
+
     def pause_every(self, tick: float | None) -> None:
         """See :meth:`~app.upstreams.base.UpstreamStream.pause_every`."""
         self._pauses = True
