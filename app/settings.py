@@ -419,7 +419,8 @@ class AccessSettings(BaseModel):
 
     api_keys: SecretStr | None = Field(
         None, description="Client keys accepted on /v1 where each API's clients send them: 'Authorization: "
-                          "Bearer', or x-api-key on the Messages API (comma or newline list); "
+                          "Bearer', or x-api-key on the Messages API, or x-goog-api-key or ?key= on the Gemini API (comma or "
+                          "newline list); "
                           "unset with no key file = an open API (a warning is logged)")
     api_keys_file: Path | None = Field(
         None, description="File of client keys, one per line, '#' comments; added to api_keys; unreadable or "
