@@ -16,7 +16,8 @@ from typing import Any, Literal, TypeVar
 from statemachine import ParserConfig, Policy, get_format, registered_formats
 from statemachine.formats import format_for_model
 
-from .settings import ExampleExchange, ModelRoute, ReasoningOutput, Settings, ToolManifest, ToolMode
+from .settings import ConstrainCalls, ExampleExchange, ModelRoute, ReaskCalls, ReasoningOutput, Settings, ToolManifest, \
+    ToolMode
 
 T = TypeVar("T")
 
@@ -42,7 +43,9 @@ class ModelProfile:
         system_in: where its system text goes in prompt mode (``system`` or ``first_user``; ``auto`` resolved).
         manifest: how the tool block lists the tools (``json`` or ``compact``).
         examples: the example exchanges put before its conversation in prompt mode.
-        constrain_calls: a forced call is constrained by the back end's JSON-schema ``response_format``.
+        constrain_calls: how its calls are constrained by the back end's decoding (``auto``, ``on``, ``off`` or a
+            way's name: :mod:`app.pipeline.constrain`; a ``model_map`` ``true`` / ``false`` is ``on`` / ``off``).
+        reask_calls: when a call failing its check is asked for again (``off``, ``unstreamed``, ``on``).
         max_output_tokens: its output limit (0 = none): larger output limits sent to the back end are clamped.
         policy: the parser policy for its calls, with its stop rule (``stop_after_tools``:
             ``policy.stop_after_first_call``).
@@ -57,7 +60,8 @@ class ModelProfile:
     system_in: Literal["system", "first_user"]
     manifest: ToolManifest
     examples: tuple[ExampleExchange, ...]
-    constrain_calls: bool
+    constrain_calls: ConstrainCalls
+    reask_calls: ReaskCalls
     max_output_tokens: int
     policy: Policy
 
@@ -103,8 +107,14 @@ def _build(settings: Settings, model: str) -> ModelProfile:
         formats=_formats(taught, setting("accept_formats"), registered_formats()), reasoning=setting("reasoning"),
         opens_reasoning=opens, system_in=system_in, manifest=setting("tool_manifest"),
         examples=(examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ()),
-        constrain_calls=bool(own and own.constrain_calls), max_output_tokens=setting("max_output_tokens"),
+        constrain_calls=_constrain(setting("constrain_calls")), reask_calls=setting("reask_calls"),
+        max_output_tokens=setting("max_output_tokens"),
         policy=_one_copy(_policy(settings, stop_after_first_call=setting("stop_after_tools") == "first")))
+
+
+def _constrain(value: bool | ConstrainCalls) -> ConstrainCalls:
+    """``constrain_calls`` as a way: a ``model_map`` object's ``true`` is ``on``, ``false`` is ``off``."""
+    return ("on" if value else "off") if isinstance(value, bool) else value
 
 
 def _policy(settings: Settings, *, stop_after_first_call: bool) -> Policy:

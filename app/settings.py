@@ -60,6 +60,14 @@ ToolManifest = Literal["json", "compact"]
 SystemIn = Literal["auto", "system", "first_user"]
 
 
+#: How calls are constrained by the back end's decoding (:mod:`app.pipeline.constrain`).
+ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
+
+
+#: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
+ReaskCalls = Literal["off", "unstreamed", "on"]
+
+
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
     the config file) to fix."""
@@ -135,9 +143,9 @@ class ModelRoute(BaseModel):
     stop_after_tools: Literal["off", "first"] | None = Field(
         None, description="Stop reading this model's answer after its first call; unset = stop_after_tools")
     system_in: SystemIn | None = Field(None, description="Where this model's system text goes; unset = system_in")
-    constrain_calls: bool | None = Field(
-        None, description="Prompt mode: force a required or named tool_choice with the back end's JSON-schema "
-                           "constraint (response_format json_object + schema: llama.cpp, llama-cpp-python)")
+    constrain_calls: bool | ConstrainCalls | None = Field(
+        None, description="This model's constrain_calls (true = on, false = off); unset = constrain_calls")
+    reask_calls: ReaskCalls | None = Field(None, description="This model's reask_calls; unset = reask_calls")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
@@ -198,6 +206,7 @@ class NamedUpstream(BaseModel):
     accept_formats: str | None = Field(None, description="accept_formats for its models")
     reasoning: ReasoningOutput | None = Field(None, description="reasoning for its models")
     max_output_tokens: int | None = Field(None, description="max_output_tokens for its models")
+    constrain_calls: ConstrainCalls | None = Field(None, description="constrain_calls for its models")
     demo_model: str | None = Field(None, description="demo_model, for a demo back end")
     codex_command: str | None = Field(None, description="codex_command, for a Codex back end")
     codex_home: str | None = Field(None, description="codex_home, for a Codex back end")
@@ -319,14 +328,21 @@ class ToolSettings(BaseModel):
     stop_after_tools: Literal["off", "first"] = Field(
         "off", description="first: stop the back end after the first complete call")
     tool_manifest: ToolManifest = Field(
-        "json", description="How the tool block lists the tools: json (each tool's JSON Schema and a guide) or "
-                            "compact (one signature line per tool, about half the prompt tokens)")
+        "json", description="How the tool block lists the tools: json (each tool's description and JSON Schema) or "
+                            "compact (one signature line per tool, fewer prompt tokens)")
     system_in: SystemIn = Field(
         "auto", description="Prompt mode: where the system text (the tool block, the client's system and developer "
                             "messages) goes: system (one leading system message), first_user (the start of the "
                             "first user turn, for chat templates that drop system messages or have none) or auto "
                             "(first_user for the models taught the gemma format, whose family has no system role; "
                             "else system)")
+    constrain_calls: ConstrainCalls = Field(
+        "auto", description="Prompt mode: the back end's constrained decoding makes each call, once begun, "
+                            "well-formed and of an offered tool, and a forced tool_choice's whole answer calls: "
+                            "llama.cpp (llama-server's GBNF grammar), vllm (structured_outputs), sglang (ebnf, "
+                            "structural tags), response_format (a forced choice only, as a JSON schema: "
+                            "llama-cpp-python), off, on (the back end's own way, else response_format) or auto "
+                            "(the back end's own way when its model list names llamacpp, vllm or sglang, else off)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
         "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
@@ -357,6 +373,11 @@ class CallPolicySettings(BaseModel):
     strict_mismatch: Literal["emit", "text", "fail"] = Field(
         "fail", description="The same for strict tools; also a call to an unknown tool when every offered "
                             "tool is strict")
+    reask_calls: ReaskCalls = Field(
+        "unstreamed", description="Ask the model once more, telling it the error, when a call's arguments are not "
+                                  "a JSON object or miss its tool's schema, or a forced tool_choice got no call: "
+                                  "unstreamed (non-streamed answers, which hold every call anyway), on (streamed "
+                                  "ones too: a call's arguments then go out only once it checks) or off")
 
 
 class StreamingSettings(BaseModel):
@@ -398,7 +419,8 @@ class AccessSettings(BaseModel):
 
     api_keys: SecretStr | None = Field(
         None, description="Client keys accepted on /v1 where each API's clients send them: 'Authorization: "
-                          "Bearer', or x-api-key on the Messages API (comma or newline list); "
+                          "Bearer', or x-api-key on the Messages API, or x-goog-api-key or ?key= on the Gemini API (comma or "
+                          "newline list); "
                           "unset with no key file = an open API (a warning is logged)")
     api_keys_file: Path | None = Field(
         None, description="File of client keys, one per line, '#' comments; added to api_keys; unreadable or "

@@ -123,16 +123,18 @@ class View:
 
 @dataclass(frozen=True, slots=True)
 class ListModels:
-    """``GET rule``: the model list in the surface's own shape (Ollama's ``/api/tags``).
+    """``GET rule``: the model list in the surface's own shape (Ollama's ``/api/tags``), or what the surface makes
+    of it (one model of it: Gemini's ``GET models/{model}``).
 
     Fields:
         rule, endpoint: as :class:`Generate`'s.
-        shape: the model entries (OpenAI's: ``id``, ``object``, ``created``, ``owned_by``) to the answer's body.
+        shape: the model entries (OpenAI's: ``id``, ``object``, ``created``, ``owned_by``) and the URL's
+            arguments (``shape(entries, **url_args)``) to the answer's body.
     """
 
     rule: str
     endpoint: str
-    shape: Callable[[list[dict[str, Any]]], dict[str, Any]]
+    shape: Callable[..., dict[str, Any]]
 
 
 #: One of a surface's routes.

@@ -145,6 +145,24 @@ def check_messages_limits(body: dict[str, Any], settings: Settings) -> None:
     _check_tools(body.get("tools"), "tools", "input_schema", settings.max_tools, settings.max_tool_schema_bytes)
 
 
+def check_gemini_limits(body: dict[str, Any], settings: Settings) -> None:
+    """The same limits on a Gemini ``generateContent`` body: ``contents``, the function declarations of all
+    ``tools`` together, ``tools[i].functionDeclarations[j].parameters`` (and ``parametersJsonSchema``).
+
+    Raises:
+        InputError: 400 naming the offending ``param``.
+    """
+    _check_length(body.get("contents"), "contents", settings.max_messages)
+    tools = body.get("tools")
+    groups = [(f"tools[{i}].functionDeclarations", tool.get("functionDeclarations"))
+              for i, tool in enumerate(tools if isinstance(tools, list) else ()) if isinstance(tool, dict)]
+    declared = [d for _, group in groups if isinstance(group, list) for d in group]
+    _check_length(declared, "tools", settings.max_tools)
+    for param, group in groups:
+        for schema_path in ("parameters", "parametersJsonSchema"):
+            _check_tools(group, param, schema_path, 0, settings.max_tool_schema_bytes)
+
+
 def _check_length(items: Any, param: str, limit: int) -> None:
     if limit and isinstance(items, list) and len(items) > limit:
         raise InputError(f"Invalid '{param}': array too long. Expected an array with maximum length {limit}, "

@@ -69,6 +69,19 @@ def call_parts(obj: Any) -> tuple[str | None, str | None, bool]:
     return name, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None, True
 
 
+def is_schema(value: Any, parameters: Mapping[str, Any] | None) -> bool:
+    """Whether ``value``, written where a call's arguments go, is a JSON Schema of an object (a function
+    definition's ``parameters``: ``type`` ``object`` and every property a schema), not arguments for a tool whose
+    ``parameters`` name neither ``type`` nor ``properties`` (issue 43 item 6)."""
+    if not isinstance(value, dict) or value.get("type") != "object":
+        return False
+    properties = value.get("properties")
+    if not isinstance(properties, dict) or not all(isinstance(p, dict) for p in properties.values()):
+        return False
+    own = (parameters or {}).get("properties")
+    return not (isinstance(own, Mapping) and ("type" in own or "properties" in own))
+
+
 #: The keys of a JSON Schema object that a model copies from the manifest around the values it fills in.
 _SCHEMA_SHAPE_KEYS = frozenset({"type", "properties", "required"})
 

@@ -120,7 +120,7 @@ class CallBook:
         if call.valved:
             return
         call.decision = self._decide(call.name, kind, bare=call.bare)
-        if call.decision == ACCEPT and (call.pre_args or kind == CUSTOM):
+        if call.decision == ACCEPT and (call.pre_args or kind == CUSTOM) and not self.config.policy.hold_calls:
             self._machine.complete_name()
 
     def call_args(self, text: str) -> None:
@@ -131,27 +131,33 @@ class CallBook:
         if call.index >= 0:  # the header went out; the arguments' path per chunk: _args_out, inlined
             call.args.append(text)
             self.out.append((ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta)(call.index, text))
-        elif call.decision == ACCEPT:
+        elif call.decision == ACCEPT and not self.config.policy.hold_calls:
             self._machine.complete_name()  # the header waits until the arguments begin
             self._args_out(call, text)
-        elif call.decision is None and not call.valved:
+        elif call.decision in (None, ACCEPT) and not call.valved:
             call.pre_args.append(text)
             call.pre_len += len(text)
-            if call.pre_len > self.config.policy.hold_limit:
+            if call.pre_len > self.config.policy.hold_limit and not self.config.policy.hold_calls:
                 call.valved = True  # the size valve: this block will go back to text
                 call.pre_args = []
 
     def call_end(self, *, repaired: bool = False, invalid: bool = False) -> bool:
         """The call's arguments are complete: it is closed when its block ends (a rejected one disproved); whether
-        it was a call."""
+        it was a call. A held call (``Policy.hold_calls``) goes out now, whole, if it is acceptable."""
         call = self.call
         if call is None:
             return False
+        problem = None
+        if call.decision == ACCEPT and not call.header_sent and self.config.policy.hold_calls:
+            call.invalid |= invalid
+            problem = self._held_problem(call)
+            if problem is None:
+                self._machine.complete_name()
         self.call = None
         if call.decision != ACCEPT:  # never accepted (a valved call never gets a decision)
             self._ended(call, Verdict.DISPROVED, "invalid_json" if call.name is None else None)
-        elif not call.header_sent:  # accepted, but its arguments never became an object
-            self._ended(call, Verdict.DISPROVED, "invalid_json", "the arguments are not a JSON object")
+        elif not call.header_sent:  # accepted, but its arguments never became an acceptable object
+            self._ended(call, Verdict.DISPROVED, *(problem or ("invalid_json", "the arguments are not a JSON object")))
         else:
             call.repaired = repaired
             call.invalid |= invalid
@@ -332,6 +338,24 @@ class CallBook:
         call.args.append(text)
         delta = ToolCallInputDelta if call.kind == CUSTOM else ToolCallArgumentsDelta
         self.out.append(delta(call.index, text))
+
+    def _held_problem(self, call: Call) -> tuple[str, str] | None:
+        """Why a held call (``Policy.hold_calls``) is not sent, as a note's ``(kind, message)``: arguments that are
+        not a JSON object, or miss its schema under a ``text`` policy (a ``fail`` policy's error comes when it
+        closes); ``None`` if it goes out."""
+        if call.kind == CUSTOM:
+            return None
+        value = None if call.invalid else _json_object("".join(call.pre_args))
+        if value is None:
+            return "invalid_json", f"the arguments of {call.name!r} are not a JSON object"
+        spec = self.config.tools.get(call.name or "")
+        policy = self.config.policy
+        if spec is None or not spec.parameters or (policy.strict_mismatch if spec.strict else
+                                                   policy.schema_mismatch) != "text":
+            return None
+        errors = schema_errors(spec.parameters, value)
+        return ("schema_mismatch", f"the arguments of {call.name!r} do not match its schema: {errors[0]}") if errors \
+            else None
 
     def _schema_problem(self, call: Call, value: dict[str, Any]) -> str | None:
         spec = self.config.tools.get(call.name or "")

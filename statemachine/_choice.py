@@ -22,7 +22,8 @@ from ._machine import build_machine
 from ._reader import COMPLETE, BodyReader
 from ._table import DONE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
 from ._scan_tables import reader_opens_reasoning
-from ._text import FENCED_CALL_END, PROSE, REASONING, TextReader
+from ._lines import FENCED_CALL_END, FORCED_PROSE, PROSE, REASONING, WATCH
+from ._text import TextReader
 from .formats import TextFormat, get_format, on_register
 from .formats.custom import CustomToolFormat
 
@@ -133,10 +134,10 @@ class ChoiceStream(TextReader):
             buf = self._pending + text
             if not self._sentinels:
                 out.append(TextDelta(text))
-            elif self.state is TEXT and self._mode is PROSE and (
+            elif self.state is TEXT and ((mode := self._mode) is PROSE or mode is WATCH and "`" not in buf
+                                         or mode is FORCED_PROSE and "\n" not in buf) and (
                     end := len(buf) if self._lt_only and "<" not in buf else self._clear(buf)) != -1:
-                # the common case, prose: out up to a sentinel's start cut by the chunk's end, which is held (a
-                # held start the text did not continue goes out with it)
+                # the common case, prose: out up to a sentinel's start cut by the chunk's end, which is held
                 self._pending = buf[end:]
                 if end:
                     self._fences.feed(buf[:end])
@@ -205,6 +206,7 @@ class ChoiceStream(TextReader):
         upstream = normalize_finish_reason(reason)
         calls.truncated = upstream in ("length", "content_filter")
         self._end_native()
+        self._end_held()  # a block held to tell a call from an example: the end decides
         if self._mode is REASONING and self._think_held is not None:
             self._read_draft_again()  # the draft goes on to the end: a partial sentinel held after it is its last text
         if calls.cut:  # what was held after the cut is never shown
@@ -298,8 +300,9 @@ class ChoiceStream(TextReader):
         if self._raw is not None:
             self._raw.append(self._pending)
             due = calls.due
-            if calls.truncated and unnamed and due is not None and due.verdict is Verdict.DISPROVED and not calls.bare:
-                self._raw = None  # a call cut short before its name: its opener is no text (4.11)
+            if calls.truncated and (unnamed or self.config.policy.hold_calls) and due is not None \
+                    and due.verdict is Verdict.DISPROVED and not calls.bare:
+                self._raw = None  # a call cut short (before its name, or held): its opener is no text (4.11)
         self._pending = ""
         self._end_block()
 

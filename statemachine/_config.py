@@ -83,6 +83,14 @@ class Policy:
             that would exceed it is never emitted, and the stream stops.
         hold_limit: the size valve: a held sentinel prefix or a pre-name
             buffer larger than this is released as text.
+        hold_calls: each call is held until it ends and goes out whole only if
+            it is acceptable: arguments that are not a JSON object, or miss the
+            schema under a ``text`` schema policy, make its block a rejected one
+            (text, or ``invalid_json: fail``'s error), and a call the stream
+            ended inside is never sent (after ``length`` / ``content_filter``
+            its block is dropped). Nothing of a call goes out before it is
+            known to be good: what a non-streamed answer, or a caller that may
+            re-ask the model, needs. The size valve does not apply to it.
     """
 
     unknown_tool: UnknownToolPolicy = "text"
@@ -93,6 +101,7 @@ class Policy:
     stop_after_first_call: bool = False
     max_tool_calls: int = 0
     hold_limit: int = 4096
+    hold_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 from ._jsoncall import JsonCallParser
 from ._reader import COMPLETE, MORE, Outcome, Step, TableReader
 from ._scanning import FUNCTION_OPENERS, NON_WS, Stop, skip_to
+from ._shown import BEFORE, shown_after
 
 if TYPE_CHECKING:
     from ._reader import BodyReader, CallSink
@@ -30,9 +31,11 @@ class JsonBlockState(str, enum.Enum):
     BETWEEN = "between"
     #: A malformed call, skipped to the closer.
     SKIP = "skip"
+    #: Bare arguments alone that fit the one tool: its call if nothing but whitespace follows to the end.
+    DEFER = "defer"
 
 
-START, OBJECT, FUNCTION, BETWEEN, SKIP = JsonBlockState
+START, OBJECT, FUNCTION, BETWEEN, SKIP, DEFER = JsonBlockState
 
 
 
@@ -88,10 +91,11 @@ class JsonCallsBody(TableReader):
     #: :mod:`.formats.function` lends it (the formats import this module, never the other way round).
     function_body: ClassVar[Callable[[CallSink, str | None], BodyReader]]
 
-    def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False):
+    def __init__(self, ctx: CallSink, closer: str | None, *, bare: bool = False, by_fit: bool = False):
         self.ctx = ctx
         self.closer = closer
         self.bare = bare
+        self.by_fit = by_fit  # a name-less object is the call of the one tool it fits (a held block found it is)
         self.state = START
         self.parser: JsonCallParser | None = None
         self.inner: BodyReader | None = None
@@ -99,6 +103,8 @@ class JsonCallsBody(TableReader):
         self.calls = 0
         self.stray_dropped = False
         self.ending: tuple[bool, bool] | None = None  # (repaired, invalid) of a closed, not yet ended call
+        self.deferred: tuple[str, str] | None = None  # (name, arguments) of bare arguments alone (DEFER)
+        self.after = ""  # the line after them, so far
 
     # one method per state: each returns the block's outcome, or ``None`` and where to read on
 
@@ -158,6 +164,9 @@ class JsonCallsBody(TableReader):
         if status is Stop.INVALID:
             return self._invalid_call(pos)
         complete = parser.complete()
+        if parser.fitting is not None:
+            self.deferred, self.state = parser.fitting, DEFER
+            return None, pos
         if complete:
             self.ending = (parser.repaired, parser.invalid)
         if self.bare and not (complete and self._end_call()):
@@ -201,6 +210,34 @@ class JsonCallsBody(TableReader):
             return self._closed(buf[pos:tag_end + 1], tag_end + 1)
         return self._ended(pos)  # a new opener, any other tag or prose: the block ended without its closer
 
+    def _read_defer(self, buf: str, pos: int) -> Step:
+        """After bare arguments alone: under ``auto`` any text after them shows they were shown, not called; under a
+        forced choice the line after them must not say so (``_shown``). The end names them."""
+        start, n = _skip_ws(buf, pos), len(buf)
+        if start == n:
+            return MORE, pos
+        if self.ctx.config.tool_choice.mode == "required":
+            line_end = buf.find("\n", start)
+            if line_end == -1 and n - start <= BEFORE:
+                self.after = buf[start:]
+                return MORE, pos  # the line after them is still arriving
+            self.after = buf[start:n if line_end == -1 else line_end]
+            if not shown_after(self.after):
+                self._name_deferred()
+                return COMPLETE, start
+        self.deferred = None
+        self.ctx.call_abort("not_a_call", "arguments alone, with text after them")
+        return COMPLETE, start
+
+    def _name_deferred(self) -> None:
+        """Bare arguments alone are the call of the one tool they fit (a repair)."""
+        assert self.deferred is not None
+        name, arguments = self.deferred
+        self.deferred = None
+        self.ctx.call_name(name)
+        self.ctx.call_args(arguments)
+        self.ctx.call_end(repaired=True)
+
     def _read_skip(self, buf: str, pos: int) -> Step:
         """A malformed call: skipped to the block's closer (or a new call's opener), then it is no call."""
         assert self.closer is not None
@@ -216,7 +253,7 @@ class JsonCallsBody(TableReader):
         if self.calls:  # the opener began the first call; later ones begin here
             self._end_call()
             self.ctx.call_begin()
-        self.parser = JsonCallParser(self.ctx, bare=self.bare)
+        self.parser = JsonCallParser(self.ctx, bare=self.bare, by_fit=self.by_fit)
         self.state = OBJECT
         return MORE, pos  # feed reads the object on
 
@@ -252,7 +289,12 @@ class JsonCallsBody(TableReader):
         return COMPLETE, pos
 
     def at_eof(self) -> None:
-        if self.parser is not None:
+        if self.deferred is not None:  # the answer ends with them (and, forced, a line that says nothing against)
+            if shown_after(self.after):
+                self.ctx.call_abort("not_a_call", "arguments alone, with text after them")
+            else:
+                self._name_deferred()
+        elif self.parser is not None:
             self.ctx.call_incomplete()
         elif self.inner is not None:
             self.inner.at_eof()
@@ -274,5 +316,6 @@ _READERS: dict[JsonBlockState, Callable[[JsonCallsBody, str, int], Step]] = {
     FUNCTION: JsonCallsBody._read_function,
     BETWEEN: JsonCallsBody._read_between,
     SKIP: JsonCallsBody._read_skip,
+    DEFER: JsonCallsBody._read_defer,
 }
 JsonCallsBody.READERS = _READERS

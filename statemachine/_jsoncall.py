@@ -12,11 +12,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, nameless_call, object_text
+from ._callobject import ARG_KEYS, NAME_ALIASES, NAME_KEYS, WRAPPER_KEYS, call_parts, is_schema, nameless_call, \
+    object_text
 from ._jsonlex import ESCAPE, STRING, StringReader, ValueLexer
 from ._relaxed import RelaxedValue, relaxed_loads
 from ._reader import COMPLETE, MORE, Outcome
 from ._scanning import NON_WS, Stop, opener_at
+from ._shown import meant_as_call
 
 if TYPE_CHECKING:
     from ._reader import CallSink
@@ -75,9 +77,11 @@ class JsonCallParser:
     by the chunk's end: feed ``buf[pos:]`` again with the next chunk).
     """
 
-    def __init__(self, ctx: CallSink, *, bare: bool = False):
+    def __init__(self, ctx: CallSink, *, bare: bool = False, by_fit: bool = False):
         self.ctx = ctx
         self.bare = bare
+        self.by_fit = by_fit  # bare, yet named by its arguments (``_named_by_arguments``)
+        self.fitting: tuple[str, str] | None = None  # bare arguments alone: the one tool's call if nothing follows
         self.stops = ctx.openers
         self.levels = 0
         self.expect = Expect.OPEN
@@ -265,7 +269,7 @@ class JsonCallParser:
         if name is None:
             named = self._named_by_arguments(value)
             if named is None:
-                return Stop.INVALID, end
+                return (COMPLETE if self.fitting else Stop.INVALID), end  # its block names bare arguments alone
             name, arguments, has_args = *named, True
         self.name = name
         self.saw_args = has_args
@@ -402,14 +406,28 @@ class JsonCallParser:
         """
         if self.name is None and not self.invalid and self.unnamed is not None:
             self._name_this_call()
+        if self.fitting is not None:
+            return False  # its block decides, at its end
         if self.name is None or (self.bare and not self.saw_args):
             self.ctx.call_abort("invalid_json", "the block has no function name")
+            return False
+        if self.holding_alias and self._defines():
+            self.ctx.call_abort("not_a_call", "a function definition: its parameters are a JSON Schema")
             return False
         self.holding_alias = False  # no "arguments" key came after the alias: its value stands
         self._release_held()
         if not self.saw_args:
             self._send("{}")
         return True
+
+    def _defines(self) -> bool:
+        """The alias key's value (``parameters``: held until the object closed) is a JSON Schema: the object is a
+        function definition, not a call (issue 43 item 6)."""
+        try:
+            value = json.loads("".join(self.held))
+        except ValueError:
+            return False
+        return is_schema(value, self.ctx.schema_for(self.name))
 
     def _name_this_call(self) -> None:
         """The object closed without a name: the one tool its arguments fit names it (a noted repair). Its
@@ -429,10 +447,16 @@ class JsonCallParser:
             self._send(arguments)
 
     def _named_by_arguments(self, value: Any) -> tuple[str, str] | None:
-        """:func:`~._callobject.nameless_call` for this object, which then counts as repaired; bare JSON is
-        named only under a forced ``tool_choice``, where the answer must be a call anyway."""
+        """:func:`~._callobject.nameless_call` for this object, which then counts as repaired. Bare JSON is named
+        by its block only once what follows it shows it is no example (``fitting``: under a forced
+        ``tool_choice``, or under ``auto`` the one tool's arguments, ``_shown``), or when a held block was found
+        to be the call (``by_fit``)."""
         config = self.ctx.config
-        named = None if self.bare and config.tool_choice.mode != "required" else nameless_call(config, value)
+        if self.bare and not self.by_fit:
+            if config.tool_choice.mode == "required" or meant_as_call(value, "", "", config, nameless=True):
+                self.fitting = nameless_call(config, value)
+            return None
+        named = nameless_call(config, value)
         self.repaired |= named is not None
         return named
 

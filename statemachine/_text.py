@@ -10,7 +10,6 @@ call is). The sentinels it looks for come from the request's formats
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._events import Event, ReasoningDelta, TextDelta
@@ -19,6 +18,9 @@ from ._jsonblock import JsonCallsBody
 from ._reader import BodyReader, Pending
 from ._scanning import opener_at
 from ._scan_tables import ScanTables, reader_opens_reasoning, scan_tables
+from ._lines import FENCED_CALL_END, FORCED_PROSE, HELD, HELD_CALL, LINE_START, MESSAGE_START, NEXT_CALL, PROSE, \
+    REASONING, WATCH, LineStarts, TextMode
+from ._shown import BEFORE
 from .formats import Refutation, TextFormat
 
 if TYPE_CHECKING:
@@ -31,32 +33,7 @@ _WS = " \t\r\n"
 _UNREFUTED_HOLD = 256
 
 
-class TextMode(str, enum.Enum):
-    """What the ``TEXT`` reader looks for next (a ``str`` enum: looked up by its C-level hash per piece)."""
-
-    #: Visible text: only a sentinel changes anything.
-    PROSE = "prose"
-    #: Nothing visible yet: bare JSON, a bare-reading format's call or a fence line may open a call.
-    MESSAGE_START = "message_start"
-    #: Visible text before any call under a forced ``tool_choice``: each line starts as the message does.
-    FORCED_PROSE = "forced_prose"
-    #: The start of such a line: read as the message's start; a bare or fenced call here is a repair.
-    LINE_START = "line_start"
-    #: A fenced call went out: the fence's closing line, if it comes next, is dropped.
-    FENCED_CALL_END = "fenced_call_end"
-    #: Inside ``<think>`` (or a format's reasoning channel): text is reasoning.
-    REASONING = "reasoning"
-
-
-PROSE = TextMode.PROSE
-MESSAGE_START = TextMode.MESSAGE_START
-FORCED_PROSE = TextMode.FORCED_PROSE
-LINE_START = TextMode.LINE_START
-FENCED_CALL_END = TextMode.FENCED_CALL_END
-REASONING = TextMode.REASONING
-
-
-class TextReader:
+class TextReader(LineStarts):
     """Reads text in the ``TEXT`` state (a base of :class:`~statemachine.ChoiceStream`, sharing its slots).
 
     It holds back only what may still become a sentinel, and whitespace around
@@ -65,11 +42,11 @@ class TextReader:
     again as text at the finish (the call in it was real).
     """
 
-    __slots__ = ("_after_call", "_bare_formats", "_clear", "_closers", "_draft_text_is_reasoning", "_end_tokens", "_fence",
-                 "_fences", "_find", "_held", "_keys", "_lt_only", "_mode", "_opener_index", "_openers", "_out",
-                 "_parsing", "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels", "_forced",
+    __slots__ = ("_after_call", "_bare_formats", "_clear", "_closers", "_draft_text_is_reasoning", "_end_tokens",
+                 "_find", "_held", "_keys", "_lt_only", "_mode", "_opener_index", "_openers", "_out", "_parsing",
+                 "_pending", "_refutable", "_resume_mode", "_sentinel_index", "_sentinels",
                  "_stretch_has_text", "_suppress_tail", "_taught", "_think_closes", "_think_fences", "_think_fresh",
-                 "_think_held", "_think_held_tail", "_think_opens", "_ws", "_ws_is_break", "config")
+                 "_think_held", "_think_held_tail", "_think_opens", "_ws_is_break", "config")
 
     config: ParserConfig
     _calls: CallBook
@@ -103,7 +80,7 @@ class TextReader:
         # nothing visible yet: a fence or bare JSON may start a call (never in marker mode)
         self._mode = MESSAGE_START if config.marker is None and self._parsing else PROSE
         self._resume_mode = self._mode  # the mode reasoning returns to
-        self._forced = self._mode is MESSAGE_START and config.tool_choice.mode == "required"  # the answer is a call
+        self._init_lines(config, self._mode is MESSAGE_START)
         if config.starts_in_reasoning and config.reasoning:
             self._enter_reasoning()
         self._think_fresh = True  # no reasoning text yet: a redundant <think> here is absorbed (case 28)
@@ -143,15 +120,18 @@ class TextReader:
 
     def _leave_message_start(self) -> None:
         """Something visible went out, or a call: no call starts bare any more (a forced answer's next line may)."""
-        if self._base_mode() in (MESSAGE_START, FORCED_PROSE, LINE_START):
-            self._set_mode(FORCED_PROSE if self._forced and not self._calls.next_index else PROSE)
+        if self._base_mode() in (MESSAGE_START, FORCED_PROSE, LINE_START, NEXT_CALL, HELD_CALL):
+            self._set_mode(self._prose_mode())
 
     def _call_committed(self) -> None:
         """A call's header went out: a new stretch of text begins after it; a fence that wrapped it goes."""
         self._stretch_has_text = False
-        if self._base_mode() is LINE_START and self._calls.bare:
-            self._calls.note("repaired", "a call written as JSON after text was read under the forced tool_choice")
+        self._tail = []
+        if self._base_mode() is HELD_CALL and self._late and self._calls.bare:
+            self._calls.note("repaired", "a call written as JSON after text was read as the call")
         self._leave_message_start()
+        if self._calls.bare:  # the same form may follow: a next bare call, fence or list
+            self._set_mode(NEXT_CALL)
         if self._fence:  # the fence only wrapped this call: it goes, and so will its closer
             self._fence = ""
             self._set_mode(FENCED_CALL_END)
@@ -162,15 +142,37 @@ class TextReader:
         return _MODE_READERS[self._mode](self, buf, pos)
 
     def _read_message_start(self, buf: str, pos: int) -> int:
-        """Nothing visible yet: a bare call, bare JSON or a fence line may open a call here."""
-        j = self._skip_ws(buf, pos)
+        """Nothing visible yet (or a line's start where a call may begin): a bare call, bare JSON or a fence line."""
         n = len(buf)
+        if self._stretch_has_text and not self._fence:  # a line's start after text: its whitespace is text
+            pos = self._after_line_space(buf, pos)
+            if pos < 0:
+                return self._read_forced_prose(buf, -pos - 1)
+        j = self._skip_ws(buf, pos)
         if j == n:
             return n
+        held = self._holds(buf, j)
+        if held is None:
+            self._pending = buf[pos:]
+            return n
+        if held:
+            return self._hold_block(buf, pos)  # a call or a shown example: what is around it tells
+        if self._mode is LINE_START and not (self._forced and not self._calls.next_index):
+            if self._fence:  # after text a fence wraps a call only as JSON: this one is text
+                self._emit_text(self._take_fence())
+        elif (end := self._open_bare(buf, pos, j)) is not None:
+            return end
+        if buf[j] == "`" and not self._fence and not self._fences.inside:
+            return self._fence_line(buf, pos, j)
+        return self._read_forced_prose(buf, pos) if self._watching else self._read_prose(buf, pos)
+
+    def _open_bare(self, buf: str, pos: int, j: int) -> int | None:
+        """A call written without an opener at ``buf[j]``: a bare-reading format's, or bare JSON; where to read on
+        (``len(buf)`` when it may still become one), ``None`` when none starts there."""
         if self._bare_formats and (body := self._bare_start(buf, j)) is not None:
             if body is Pending.PARTIAL:
                 self._pending = buf[pos:]
-                return n
+                return len(buf)
             self._ws += buf[pos:j]
             self._fences.feed(buf[pos:j])
             self._open_block(body, "")
@@ -179,34 +181,43 @@ class TextReader:
                 and (self._lt_only or not opener_at(buf, j, self._sentinels))):  # not a registered sentinel
             self._ws += buf[pos:j]
             self._fences.feed(buf[pos:j])
-            self._open_block(JsonCallsBody(self._calls, None, bare=True), "")
+            self._open_block(JsonCallsBody(self._calls, None, bare=True, by_fit=self._mode is HELD_CALL), "")
             return j
-        if buf[j] == "`" and not self._fence:
-            line_end = buf.find("\n", j)
-            if line_end == -1 and n - j < 16:
-                self._pending = buf[pos:]
-                return n
-            lang = buf[j + 3:line_end].strip() if line_end != -1 else "-"
-            if buf.startswith("```", j) and (lang == "" or lang.isalnum()):
-                self._fence = buf[pos:line_end + 1]
-                self._fences.feed(self._fence)
-                self._ws = ""
-                return line_end + 1
-        return self._read_forced_prose(buf, pos) if self._forced else self._read_prose(buf, pos)
+        return None
+
+    def _fence_line(self, buf: str, pos: int, j: int) -> int:
+        """A fence line at ``buf[j]`` may wrap a call: held (with the whitespace before it) until what it holds shows."""
+        n = len(buf)
+        line_end = buf.find("\n", j)
+        if line_end == -1 and n - j < 16:
+            self._pending = buf[pos:]
+            return n
+        lang = buf[j + 3:line_end].strip() if line_end != -1 else "-"
+        if buf.startswith("```", j) and (lang == "" or lang.isalnum()):
+            self._fences.feed(buf[pos:line_end + 1])
+            self._fence = self._ws + buf[pos:line_end + 1]  # with the blank lines before it, if it is text
+            self._ws = ""
+            return line_end + 1
+        return self._read_forced_prose(buf, pos) if self._watching else self._read_prose(buf, pos)
 
     def _read_forced_prose(self, buf: str, pos: int) -> int:
-        """Prose to the end of its line; the next line, outside a fence, starts as the message does (a forced
-        ``tool_choice``: a model that writes its call as bare or fenced JSON after a sentence meant a call)."""
-        line_end = buf.find("\n", pos) + 1
-        if not line_end:
+        """Prose to the end of its line; the next line, outside a fence, starts in ``LINE_START``: a model that
+        writes its call in a fence (or, under a forced ``tool_choice``, as bare JSON) after a sentence may mean it."""
+        examined = self._mode is LINE_START  # this line's start was read already
+        if examined and self._stretch_has_text:
+            self._mode = self._prose_mode()  # the line's start held nothing: the rest of the line is prose
+        line_end = self._next_line_start(buf, pos, examined)
+        if line_end < 0:
             return self._read_prose(buf, pos)
         end = pos + self._read_prose(buf[pos:line_end], 0)  # the line alone: a long chunk is never copied per line
-        if self._pending:  # a sentinel's start held until what follows decides it: read again with the rest
-            self._pending += buf[line_end:]
-            return len(buf)
-        if end == line_end and self._mode is FORCED_PROSE and not self._fences.inside:
+        if self._pending:  # a sentinel held until what follows decides it: read on from it, with what follows
+            start = line_end - len(self._pending)
+            self._pending = ""
+            return self._read_prose(buf, start)
+        if end == line_end and (self._mode is FORCED_PROSE or self._mode is WATCH) and not self._fences.inside:
             self._mode = LINE_START
-            self._stretch_has_text = False
+            if self._forced:  # a forced answer's call line drops the blank lines before it
+                self._stretch_has_text = False
         return end
 
     def _read_fenced_call_end(self, buf: str, pos: int) -> int:
@@ -221,11 +232,12 @@ class TextReader:
         if run == n:  # what follows the backticks tells a closing fence from a next ```tool_code
             self._pending = buf[pos:]
             return n
-        self._set_mode(PROSE)
         if run - j >= 3 and buf[run] in _WS:
+            self._set_mode(NEXT_CALL)  # another fenced call may follow
             self._ws = ""
             end = buf.find("\n", j)
             return n if end == -1 else end + 1
+        self._set_mode(PROSE)
         return self._read_prose(buf, pos)
 
     def _skip_ws(self, buf: str, pos: int) -> int:
@@ -401,8 +413,15 @@ class TextReader:
             self._leave_message_start()
             self._after_call = False
             text = self._take_fence() + text
+        elif self._ws or self._fence:  # a fence line (and whitespace) held at a line's start after text
+            text, self._ws = self._take_fence() + self._ws + text, ""
         if text:
             self._out.append(TextDelta(text))
+            if self._watching:
+                tail = self._tail
+                tail.append(text)
+                if len(tail) > 64:  # kept short: only its last BEFORE characters are ever read
+                    tail[:] = ["".join(tail)[-BEFORE:]]
 
     def _take_fence(self) -> str:
         fence, self._fence = self._fence, ""
@@ -455,7 +474,11 @@ _MODE_READERS: dict[TextMode, Callable[[TextReader, str, int], int]] = {
     PROSE: TextReader._read_prose,
     MESSAGE_START: TextReader._read_message_start,
     LINE_START: TextReader._read_message_start,
+    NEXT_CALL: TextReader._read_message_start,
+    HELD: TextReader._read_held,
+    HELD_CALL: TextReader._read_message_start,
     FORCED_PROSE: TextReader._read_forced_prose,
+    WATCH: TextReader._read_forced_prose,
     FENCED_CALL_END: TextReader._read_fenced_call_end,
     REASONING: TextReader._read_reasoning,
 }

@@ -22,6 +22,7 @@ FULL_DISPATCHES = {
     ("app/chat/encoder.py", "add"),  # Chat's answer, not streamed
     ("app/responses/encoder.py", "feed"),
     ("app/messages/encoder.py", "feed"),
+    ("app/gemini/encoder.py", "feed"),
     ("app/pipeline/driver.py", "_account"),  # what the usage estimate and the outcomes count
 }
 

@@ -63,8 +63,8 @@ def _computing(route: Compute) -> Callable[..., Response]:
 
 
 def _listing(route: ListModels) -> Callable[..., Response]:
-    def view() -> Response:
-        return jsonify(route.shape(model_entries()))
+    def view(**url_args: str) -> Response:
+        return jsonify(route.shape(model_entries(), **url_args))
 
     return view
 

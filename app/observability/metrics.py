@@ -67,6 +67,10 @@ TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",
                               ["model"])
 
+REASKS = Counter("toolwire_reasks_total",
+                 "Answers asked for again because a call failed its check (invalid_call) or a forced tool_choice "
+                 "got none (forced_choice_unmet)", ["model", "reason"])
+
 #: An error code fit for a label; any other (an upstream's own, passed through) counts as ``other_error``.
 _OUTCOME_LABEL = re.compile(r"[a-z][a-z0-9_]{0,47}")
 

@@ -81,6 +81,7 @@ class RequestRecord:
         stream_requested: the body's ``stream`` value, once read (the access log's ``stream``, so a
             rejected streaming request still shows ``true``).
         tool_mode: how the back end got the tools (``prompt`` or ``native``), once it was called.
+        reasked: why the model was asked a second time (``invalid_call``, ``forced_choice_unmet``), if it was.
         first_byte: when the first frame (or the whole JSON body) was handed to the server.
         disconnected: the client left before the stream's end.
         drivers: the choice drivers built for this request.
@@ -102,6 +103,7 @@ class RequestRecord:
     stream: bool = False
     stream_requested: bool | None = None
     tool_mode: str | None = None
+    reasked: str | None = None
     first_byte: float | None = None
     disconnected: bool = False
     drivers: list[TracedChoices] = field(default_factory=list)
@@ -189,6 +191,7 @@ class RequestRecord:
             fields = {"method": self.method, "route": self.route, "status": self.status, "model": self.model,
                       "stream": self.stream if self.stream_requested is None else self.stream_requested,
                       "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
+                      "reasked": self.reasked,
                       "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
                       "duration_ms": _ms(duration)}
             if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeAlias
+from typing import Any, Callable, Protocol, TypeAlias
 
 import gevent
 import orjson
@@ -29,12 +29,14 @@ from ..profile import ModelProfile, model_profile
 from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
+from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, usage_of
-from .native import FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
-from .plan import forced_call_format, is_json_format, prompt_format, with_auto_marker
+from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
+from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
+from .reask import Reasking, checked
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 
 log = logging.getLogger("toolwire.pipeline.generate")
@@ -85,19 +87,48 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
         stream, config, messages, context, generation = open_with_fallbacks(generation, context)
+    reask = _reasks(generation, config)
+    if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
+        config = checked(config, validate=reask)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=generation.profile.reasoning,
                           record=context.record)
-    usage = UsageSoFar(driver, prompt_chars)
+    events: ChoiceDriver | Reasking = driver
+    source: Paced = stream
+    if reask:
+        events = source = Reasking(driver, stream, config, _second_answer(generation, context), context,
+                                  hold_first=not generation.stream)
+    usage = UsageSoFar(events, prompt_chars)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
-            for index, event in cooperative(driver):
+            for index, event in cooperative(events):
                 encoder.add(index, event)
         return encoder.body(usage())
 
-    return stream_body(driver, encoder, usage, stream, context, max_seconds=left)
+    return stream_body(events, encoder, usage, source, context, max_seconds=left)
+
+
+def _reasks(generation: Generation, config: ParserConfig) -> bool:
+    """Whether a call failing its check (or a forced choice unmet) is asked for again (``reask_calls``): one choice,
+    tools that may be called."""
+    mode = generation.profile.reask_calls
+    return generation.n == 1 and config.parsing_enabled and (mode == "on" or (mode == "unstreamed" and
+                                                                              not generation.stream))
+
+
+def _second_answer(generation: Generation, context: RequestContext
+                   ) -> Callable[[list[dict[str, Any]]], tuple[UpstreamStream, ChoiceDriver]]:
+    """Opens the model's second answer, ``added`` after the transcript, under the operator's own policies."""
+    def again(added: list[dict[str, Any]]) -> tuple[UpstreamStream, ChoiceDriver]:
+        retry = dataclasses.replace(generation, messages=[*generation.messages, *added])
+        stream, config, _ = open_in_tool_mode(retry, context)
+        if not generation.stream:
+            config = checked(config, validate=False)
+        return stream, ChoiceDriver(stream, config, reasoning=generation.profile.reasoning,
+                                    record=context.record)
+    return again
 
 
 class UsageSoFar:
@@ -106,7 +137,7 @@ class UsageSoFar:
 
     __slots__ = ("_driver", "_prompt_chars")
 
-    def __init__(self, driver: ChoiceDriver, prompt_chars: int):
+    def __init__(self, driver: ChoiceDriver | Reasking, prompt_chars: int):
         self._driver = driver
         self._prompt_chars = prompt_chars
 
@@ -186,22 +217,23 @@ def open_in_tool_mode(generation: Generation,
     refusal: UpstreamError | None = None
     if mode != "prompt":
         key = (upstream_name(context.upstream), profile.upstream_model)
-        if mode == "native" or not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
+        if not FALLBACKS.prompt_only(key, settings.tool_mode_fallback_seconds):
             messages = native_messages(generation.messages)
             try:
                 body = upstream_body(profile, messages, {**generation.fields, **native_tools(config)})
                 stream = context.upstream.open(body, request_id=context.request_id)
-                if mode == "auto":
-                    stream.confirm()  # a back end that fails after its 200 headers still falls back
+                stream.confirm()  # a back end that fails after its 200 headers still falls back
             except UpstreamError as exc:
-                if mode == "native" or not refuses_tools(exc):
+                # native mode takes only a back end that cannot stream tool calls at all (its stream ends empty:
+                # llama-cpp-python's chatml-function-calling) to prompt mode; auto any refusal of tools
+                if not refuses_tools(exc) or (mode == "native" and exc.code != EMPTY_STREAM):
                     raise
                 refusal = exc
             else:
                 if record is not None:
                     record.tool_mode = "native"
                 return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
-    config, messages, fields = prompt_mode_request(generation, config, settings)
+    config, messages, fields = prompt_mode_request(generation, config, settings, context.upstream)
     stream = context.upstream.open(upstream_body(profile, messages, fields), request_id=context.request_id)
     if refusal is not None:
         # Remembered (for every client of this worker) only now: the same request without tools was taken,
@@ -212,19 +244,20 @@ def open_in_tool_mode(generation: Generation,
     return stream, config, messages
 
 
-def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings
+def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings, upstream: Any = None
                         ) -> tuple[ParserConfig, list[dict[str, Any]], dict[str, Any]]:
     """Prompt mode's parser configuration (its marker, if any), the messages that teach the tools and the
-    back end's other fields (``count_tokens`` counts these messages too)."""
+    back end's other fields (with the constraint of ``upstream``'s decoding,
+    :mod:`~app.pipeline.constrain`; ``count_tokens`` counts these messages too)."""
     profile = generation.profile
     config = with_auto_marker(config, generation.messages, settings)
     fields, answer_format = prompt_mode_fields(generation.fields, config)
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
                                        manifest=profile.manifest, examples=profile.examples,
                                        system_in=profile.system_in)
-    if profile.constrain_calls and "response_format" not in fields:
-        constraint = forced_call_format(config)
-        fields = {**fields, "response_format": constraint} if constraint else fields
+    way = resolve(profile.constrain_calls, upstream) if upstream is not None else None
+    if way is not None and "response_format" not in fields and config.marker is None:
+        fields = {**fields, **constraint_fields(config, way, prompt_format(config).name)}
     return config, messages, fields
 
 
@@ -272,7 +305,17 @@ def upstream_body(profile: ModelProfile, messages: list[dict[str, Any]], fields:
     return body
 
 
-def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: UpstreamStream,
+class Paced(Protocol):
+    """What a streamed body needs of the upstream stream behind its events (an HTTP one also has ``wait``)."""
+
+    def pause_every(self, tick: float | None) -> None:
+        """Pause at least every ``tick`` seconds (``None``: never)."""
+
+    def close(self) -> None:
+        """Close the stream."""
+
+
+def stream_body(events: Events, encoder: Encoder, usage: Callable[[], Usage], stream: Paced,
                 context: RequestContext, *, max_seconds: float | None) -> SSEBody:
     """The SSE body streaming ``events`` (made from ``stream``) as ``encoder``'s frames for at most
     ``max_seconds`` more, with keep-alives unless the client opted out.

@@ -87,6 +87,8 @@ class FallbackMemory:
 
 
 FALLBACKS = FallbackMemory()
+#: The code of a 200 stream that ended before its first event: a back end that cannot stream tool calls.
+EMPTY_STREAM = "upstream_empty_stream"
 
 
 def refuses_tools(error: UpstreamError) -> bool:
@@ -100,7 +102,7 @@ def refuses_tools(error: UpstreamError) -> bool:
     every client of the worker). A 200 stream that ended empty is one too (llama-cpp-python fails after its
     headers when it cannot stream a tool choice).
     """
-    if error.code == "upstream_empty_stream":
+    if error.code == EMPTY_STREAM:
         return True
     if error.kind == "client_error":
         if error.status not in REFUSAL_STATUSES or error.param not in TOOL_PARAMS:

@@ -190,17 +190,30 @@ def request_marker(settings: "Settings", requested: bool = False) -> str | None:
 def with_auto_marker(config: ParserConfig, messages: Iterable[Mapping[str, Any]],
                      settings: "Settings") -> ParserConfig:
     """``config`` with a fresh marker when ``auto_marker`` is on, it has none yet, tools are offered, and a
-    user message or tool result in ``messages`` holds an opener of the request's formats."""
+    user message or tool result in ``messages`` holds an opener of the request's formats or a call of an offered
+    tool written without one (:func:`_call_finder`)."""
     if config.marker is not None or not config.tools or not settings.auto_marker:
         return config
     find_opener = _opener_finder(config.formats)
+    find_call = _call_finder(tuple(config.tools))
     for message in messages:
         if message.get("role") in ("user", "tool", "function"):
             content = message.get("content")
             text = content if isinstance(content, str) else orjson.dumps(content).decode() if content else ""
-            if find_opener(text):
+            if find_opener(text) or find_call(text):
                 return dataclasses.replace(config, marker=secrets.token_urlsafe(12))
     return config
+
+
+@functools.lru_cache(maxsize=64)
+def _call_finder(names: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """A search for a call of one of the tools ``names`` written without an opener, as toolwire reads one at an
+    answer's start (issue 43 item 4): a JSON call object naming it (bare, fenced, OpenAI-shaped:
+    ``"name": "delete_repo"``), a Python call (``[delete_repo(confirm=True)]``) or the name before a JSON object
+    (``delete_repo\n{…}``). A model quoting such a document back would otherwise make a call nobody asked for."""
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})\s*[({{]"
+                      rf'|"(?:name|tool_name|tool|function)"\s*:\s*"(?:functions\.)?(?:{alternatives})"').search
 
 
 @functools.lru_cache(maxsize=64)

@@ -42,14 +42,11 @@ from ..prompt_protocol import (
     GUIDE_HEADING,
     HOW_TO_HEADING,
     MANIFEST_HEADING,
-    MAX_SCHEMA_DEPTH,
     TOOL_BLOCK_TITLE,
     TOOL_RESULT_END,
     TURN_HEADING,
     example_value,
     object_shape,
-    primary_type,
-    resolve_schema,
 )
 from ..settings import ExampleExchange, ToolManifest
 from .lru import BoundedLRU
@@ -103,7 +100,7 @@ def build_upstream_messages(messages: list[dict], config: ParserConfig, fmt: Tex
             calls are rendered in it too.
         answer_format: a JSON ``response_format`` (Chat shape) the prompt teaches for an answer
             without calls, because the back end is not asked to enforce it (see ``answer_format_block``).
-        manifest: how the tool block lists the tools: ``json`` (schemas and a guide) or ``compact``
+        manifest: how the tool block lists the tools: ``json`` (each tool's JSON Schema) or ``compact``
             (signature lines, :mod:`.signatures`).
         examples: exchanges written before the conversation, in ``fmt``, when calls are parsed, each
             when its tool is offered (a small model imitates a call it sees far better than one it is told about).
@@ -230,7 +227,8 @@ def _cached_tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolMani
     tools = shared_key(config.tools)
     if tools is None:
         return _tool_block(config, fmt, manifest)
-    key = (fmt, manifest, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, tools)
+    key = (fmt, manifest, config.tool_choice, config.parallel_tool_calls, config.legacy_functions, config.bare_json,
+           tools)
     block = _tool_blocks.get(key)
     if block is None:
         block = _tool_block(config, fmt, manifest)
@@ -243,10 +241,8 @@ def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = 
     tools = list(config.tools.values())
     sections = [
         f"{TOOL_BLOCK_TITLE}\n"
-        "You can call the tools listed below. The client that sent this conversation runs them and "
-        "sends each result back in a later message; built-in tools or restrictions of your own runtime "
-        "do not apply here. Call a tool only by writing a call block exactly as described under "
-        '"How to call".',
+        "You can call the tools below. The client that sent this conversation runs each call and sends its "
+        "result back in a later message; your own runtime's tools and limits do not apply here.",
     ]
     if manifest == "compact":
         sections.append(f"{MANIFEST_HEADING}\nOne line per tool: its name(parameters) - what it does; `?` marks "
@@ -255,39 +251,45 @@ def _tool_block(config: ParserConfig, fmt: TextFormat, manifest: ToolManifest = 
         if custom:
             sections.append(f"{GUIDE_HEADING}\n" + "\n\n".join(_custom_guide(t) for t in custom))
     else:
-        sections += [f"{MANIFEST_HEADING}\nOne line per tool: its name, then its parameters as JSON Schema "
-                     "(or, for a custom tool, the kind of free-text input it takes).\n"
-                     + "\n".join(_manifest_line(t) for t in tools),
-                     f"{GUIDE_HEADING}\n" + "\n\n".join(_tool_guide(t) for t in tools)]
-    sections.append(f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt, compact=manifest == "compact")))
+        sections.append(f"{MANIFEST_HEADING}\n" + "\n\n".join(_tool_entry(t) for t in tools))
+    sections.append(f"{HOW_TO_HEADING}\n" + "\n\n".join(_how_to(config, fmt)))
     rules = _turn_rules(config, tools)
     if rules:
         sections.append(f"{TURN_HEADING}\n" + "\n".join(f"- {line}" for line in rules))
     return "\n\n".join(sections)
 
 
-def _manifest_line(tool: ToolSpec) -> str:
+def _tool_entry(tool: ToolSpec) -> str:
+    """``### NAME``, what it does, and its parameters' JSON Schema on a line of their own.
+
+    No line of the manifest is a call's shape: a ``NAME {schema}`` line was copied as ``NAME {arguments}``
+    (text, not a call) by a small model (issue 38).
+    """
     if tool.kind == "custom":
-        return f"{tool.name} (custom tool: {_input_kind(tool.input_format)})"
-    return f"{tool.name} {_compact(tool.parameters or _EMPTY_PARAMETERS)}"
+        return _custom_guide(tool)
+    lines = [f"### {tool.name}"]
+    if tool.description:
+        lines.append(tool.description.strip())
+    lines.append(f"Parameters: {_compact(tool.parameters or _EMPTY_PARAMETERS)}")
+    return "\n".join(lines)
 
 
 def _compact_lines(tool: ToolSpec) -> str:
-    return _manifest_line(tool) if tool.kind == "custom" else "\n".join(signature_lines(tool))
+    if tool.kind == "custom":
+        return f"{tool.name} (custom tool: {_input_kind(tool.input_format)})"
+    return "\n".join(signature_lines(tool))
 
 
-def _how_to(config: ParserConfig, fmt: TextFormat, *, compact: bool = False) -> list[str]:
+def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
     """The call-format instructions: the JSON format's for function tools, the custom format's for custom tools."""
     parts = []
     example_tool = _example_tool(config, "function")
     if example_tool is not None:
-        sample = compact_example if compact else example_value
-        example_args = json.dumps(sample(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
-        # "..." in ASCII: one '…' made the whole system prompt two bytes a character (CPython's UCS-2 strings),
-        # and every copy and encoding of it slower
-        parts.append(f"{fmt.instructions(example_tool.name, example_args)}\n"
-                     "- Wrong (never do this, an array of calls): "
-                     f'[{{"name": "{example_tool.name}", "arguments": {example_args}}}, ...]')
+        # a string's name in angle brackets where the schema gives no value: the JSON manifest's "example" was
+        # copied into real calls (issue 31)
+        example_args = json.dumps(compact_example(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+        bare = fmt.bare_instructions() if config.bare_json and config.marker is None else None
+        parts.append(bare or fmt.instructions(example_tool.name, example_args))
     custom_tool = _example_tool(config, "custom")
     if custom_tool is not None:
         parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
@@ -320,38 +322,6 @@ def _custom_guide(tool: ToolSpec) -> str:
     return "\n".join(lines)
 
 
-def _tool_guide(tool: ToolSpec) -> str:
-    """Name, description, one line per top-level parameter, example arguments."""
-    if tool.kind == "custom":
-        return _custom_guide(tool)
-    lines = [f"### {tool.name}"]
-    if tool.description:
-        lines.append(tool.description.strip())
-    params = resolve_schema(tool.parameters or _EMPTY_PARAMETERS)
-    props, required = object_shape(params)
-    if props:
-        lines.append("Parameters:")
-        for pname, pschema in props.items():
-            lines.append(_parameter_line(pname, pschema, pname in required))
-    else:
-        lines.append("Parameters: none.")
-    lines.append(f"Example arguments: {json.dumps(example_value(params), ensure_ascii=False)}")
-    return "\n".join(lines)
-
-
-def _parameter_line(name: str, schema: Any, required: bool) -> str:
-    """``- city (required, string, one of: …, default …): description``."""
-    resolved = resolve_schema(schema)
-    facts = ["required" if required else "optional", _type_name(resolved)]
-    if isinstance(resolved.get("enum"), list) and resolved["enum"]:
-        facts.append("one of: " + ", ".join(_compact(v) for v in resolved["enum"]))
-    if "default" in resolved:
-        facts.append(f"default {_compact(resolved['default'])}")
-    line = f"- {name} ({', '.join(facts)})"
-    description = str(resolved.get("description") or "").strip()
-    return f"{line}: {description}" if description else line
-
-
 def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     """The ``tool_choice``, strict and parallel lines (parsing.md 3 and 6.1)."""
     choice = config.tool_choice
@@ -373,19 +343,6 @@ def _turn_rules(config: ParserConfig, tools: list[ToolSpec]) -> list[str]:
     elif not config.parallel_tool_calls:
         rules.append("Call at most one tool in this reply.")
     return rules
-
-
-def _type_name(schema: Mapping[str, Any], depth: int = 0) -> str:
-    """A short human-readable type, e.g. ``string or null``, ``array of integer``."""
-    kind = schema.get("type")
-    if isinstance(kind, list) and kind:
-        return " or ".join(str(k) for k in kind)
-    kind = primary_type(schema)
-    if kind == "array" and depth < MAX_SCHEMA_DEPTH and isinstance(schema.get("items"), Mapping):
-        return f"array of {_type_name(resolve_schema(schema['items']), depth + 1)}"
-    if kind is None:
-        return "enum" if "enum" in schema else "any"
-    return kind
 
 
 def _compact(value: Any) -> str:

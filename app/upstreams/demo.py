@@ -177,17 +177,19 @@ class _ToolBlock:
         self.tools: dict[str, dict[str, Any]] = {}  # name -> parameters schema
         self.descriptions: dict[str, str] = {}
         for line in _section(system, MANIFEST_HEADING)[1:]:
-            name, _, schema = line.partition(" ")
-            if schema.startswith("{"):  # a custom tool's line describes free text: the demo calls only functions
-                self.tools[name] = json.loads(schema)
-            elif (signature := _signature(line)) is not None:  # the compact manifest
+            if (signature := _signature(line)) is not None:  # the compact manifest
                 name, self.tools[name], self.descriptions[name] = signature
-        current: str | None = None  # the guide entry whose description lines are being read
-        for line in _section(system, GUIDE_HEADING, to_blank=False):
+        # the JSON manifest's entries (### NAME, description lines, "Parameters: {schema}"), and the custom tools'
+        # guide: the demo calls only function tools
+        current: str | None = None  # the entry whose description lines are being read
+        for line in _section(system, MANIFEST_HEADING, to_blank=False) + _section(system, GUIDE_HEADING, to_blank=False):
             if line.startswith("### "):
                 current = line[4:]
                 self.descriptions[current] = ""
-            elif line.startswith(("Parameters", "- ", "Example arguments:")):
+            elif line.startswith("Parameters: {") and current is not None:
+                self.tools[current] = json.loads(line.removeprefix("Parameters: "))
+                current = None
+            elif line.startswith(("Parameters", "- ", "Input:", "Grammar")):
                 current = None
             elif current is not None:
                 self.descriptions[current] = f"{self.descriptions[current]} {line}".strip()

@@ -262,8 +262,8 @@ class HttpStream:
         return self._whole() if self._json else self._events()
 
     def confirm(self) -> None:
-        """Wait for the first bytes of a streamed body (``auto`` tool mode: a back end that fails after its
-        200 headers must fail before the client's first byte, so the prompt-mode retry can still answer).
+        """Wait for the first bytes of a streamed body (native and ``auto`` tool modes: a back end that fails after
+        its 200 headers must fail before the client's first byte, so the prompt-mode retry can still answer).
 
         Raises:
             UpstreamError: the body ended empty (``upstream_empty_stream``), timed out or broke.

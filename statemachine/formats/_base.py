@@ -149,16 +149,19 @@ class TextFormat(abc.ABC):
         """
         example = self.render_call(example_name, example_arguments)
         return (
-            f"To call a tool, write exactly one block like this for each call:\n{example}\n"
-            "Rules:\n"
-            f"- Use exactly one opener and one closer ({self.closer}) per call; never repeat the closer.\n"
-            "- Put nothing else inside the block: no code fences, no comments, no extra braces.\n"
-            "- Arguments are one JSON object using the tool's exact parameter names; "
-            "a tool without parameters gets {}.\n"
-            "- Write each call as its own block; never wrap several calls in a JSON array.\n"
-            "- The client runs the tools and sends the results back in a later message.\n"
-            "- If no tool is needed, answer in plain text without any block."
+            f"To call tools, reply with only the calls, each written like this:\n{example}\n"
+            "- One block per call, each on its own line; write every call the request needs.\n"
+            "- Arguments are one JSON object with the tool's parameter names and the request's values "
+            "({} for a tool without parameters).\n"
+            "- Nothing else: no code fence, no comment, no text around the calls.\n"
+            "- If no tool fits the request, answer in plain text without any call."
         )
+
+    def bare_instructions(self) -> str | None:
+        """Prompt text teaching calls written without an opener (read by the core's bare-JSON rule at a message's
+        start), for a format whose models write them so; ``None`` (the default): :meth:`instructions` is taught.
+        Never taught in marker mode or when the client asked for a JSON answer: bare calls are text there."""
+        return None
 
     def marked_openers(self, marker: str) -> dict[str, str]:
         """Each marked opener with the plain opener it stands for (see :meth:`with_marker`).

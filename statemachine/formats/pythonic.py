@@ -17,7 +17,10 @@ literal ends its call as invalid, and the calls after it still stand.
 
 Without a wrapper, a pythonic call is recognised only at a message's start
 and only for an offered tool (the bare-JSON rule): text is held only while it
-can still become ``[NAME(`` or ``NAME(`` with NAME an offered tool's name.
+can still become ``[NAME(`` or ``NAME(`` with NAME an offered tool's name. Such
+a bare call is named (and its header sent) only at its ``)``, once every
+argument was a literal: ``[get_weather(c) for c in cities]`` is code, and stays
+text (issue 43 item 6).
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ class PythonicBody(TableReader):
         self.keys: set[str] = set()
         self.broken = False  # the current call has an argument that is no literal
         self.pending = False  # a call whose ')' arrived, not ended yet
+        self.name = ""  # the current call's name
 
     @property
     def in_arguments(self) -> bool:
@@ -117,7 +121,9 @@ class PythonicBody(TableReader):
         if self.calls:
             self.sink.call_begin()
         self.calls += 1
-        self.sink.call_name(m.group())
+        self.name = m.group()
+        if not self.bare:
+            self.sink.call_name(self.name)
         self.sink.call_args("{")
         self.scanner = ArgScanner()
         self.args, self.keys, self.broken = 0, set(), False
@@ -193,7 +199,7 @@ class PythonicBody(TableReader):
 
     def _positional_key(self) -> str | None:
         """A positional argument's name: the schema's parameter at its position (a noted repair)."""
-        schema = self.sink.schema_for(self.sink.current_name()) or {}
+        schema = self.sink.schema_for(self.name) or {}
         names = list(schema.get("properties") or ())
         if self.args >= len(names) or self.keys & set(names[self.args:]):
             return None
@@ -207,6 +213,8 @@ class PythonicBody(TableReader):
             self.sink.call_end(invalid=True)
             return
         self.sink.call_args("}")
+        if self.bare:  # named only now: code that merely starts like a call (a comprehension) stays text
+            self.sink.call_name(self.name)
         if self.bare and not self.listed:  # nothing closes bare lines: the call is over now
             self.sink.call_end()
         else:
@@ -299,6 +307,17 @@ class PythonicFormat(TextFormat):
             "Write the calls as one Python list of function calls, as the very first thing in your reply, "
             "before any other text; several calls go in the same list, separated by commas.",
             *_ARG_RULES))
+
+    def bare_instructions(self) -> str | None:
+        """One Python list of the calls at the reply's start, in the abstract two-call shape of BFCL's prompt."""
+        return (
+            "To call tools, reply with only a Python list of one or more calls, in this form:\n"
+            "[tool_name1(param1=value1, param2=value2), tool_name2(param=value)]\n"
+            "- Put every call the request asks for in the list: several things asked, several calls.\n"
+            "- Each call's keyword arguments are its tool's parameters with the values from the request.\n"
+            "- Nothing else: no code fence, no comment, no text around the list.\n"
+            "- If no tool fits the request, answer in plain text without any call."
+        )
 
     def bare_start(self, buf: str, pos: int, sink: CallSink) -> BodyReader | Pending | None:
         return bare_pythonic(buf, pos, sink)

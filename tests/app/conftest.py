@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import io
+import logging
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from app import create_app
+from app.observability.logs import make_handler
 from app.settings import Settings
 from support.fakes import FakeUpstream, text_chunks
 
@@ -56,3 +59,17 @@ def serve() -> Iterator[Callable[..., Any]]:
     for server, upstream in opened:
         upstream.close()
         server.close()
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """The root logger's lines as JSON, collected at INFO (the access line among them)."""
+    buffer = io.StringIO()
+    handler = make_handler("json", buffer)
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield buffer
+    root.removeHandler(handler)
+    root.setLevel(previous)

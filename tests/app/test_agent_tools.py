@@ -194,13 +194,14 @@ def test_prompt_teaches_custom_tools_with_their_grammar_and_the_custom_format(ma
     upstream = FakeUpstream(text_chunks("ok"))
     post(make_app(upstream).test_client(), tools=[WEATHER, APPLY_PATCH, NAMESPACE, *HOSTED])
     system = upstream.bodies[0]["messages"][0]["content"]
-    manifest = system.split("## Manifest\n")[1].split("\n\n")[0].splitlines()[1:]
-    assert manifest[1:] == ["apply_patch (custom tool: text in the lark grammar below)",
-                            'crm__lookup {"type":"object","properties":{"id":{"type":"string"}}}',
-                            "crm__note (custom tool: free text)"]
+    manifest = system.split("## Manifest\n")[1].split("\n## ")[0]
+    assert [line for line in manifest.splitlines() if line.startswith(("### ", "Parameters", "Input"))][2:] == [
+        "### apply_patch", "Input: text in the lark grammar below, written raw (not JSON) in a custom tool call block.",
+        "### crm__lookup", 'Parameters: {"type":"object","properties":{"id":{"type":"string"}}}',
+        "### crm__note", "Input: free text, written raw (not JSON) in a custom tool call block."]
     assert "Grammar (lark):\nstart: begin_patch hunk+ end_patch" in system
     how_to = system.split("## How to call\n")[1]
-    assert "<tool_call>" in how_to and '<custom_tool_call name="apply_patch">' in how_to
+    assert "reply with only a JSON list" in how_to and '<custom_tool_call name="apply_patch">' in how_to
     assert "web_search" not in system and "mcp" not in system
 
 

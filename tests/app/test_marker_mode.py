@@ -125,3 +125,48 @@ def test_the_auto_marker_search_finds_what_a_search_per_opener_finds():
         texts = ["plain prose", "", *openers, *(f"quoted: {o[:-1]} and then {o} here" for o in openers)]
         for text in texts:
             assert (find(text) is not None) == any(opener in text for opener in openers), (formats, text)
+
+
+DELETE_REPO = {"type": "function", "function": {
+    "name": "delete_repo", "description": "Delete a repository.",
+    "parameters": {"type": "object", "properties": {"repo": {"type": "string"}, "confirm": {"type": "boolean"}},
+                   "required": ["repo"]}}}
+#: Call forms without an opener that toolwire reads at an answer's start (issue 43 item 4).
+OPENERLESS = {
+    "bare_json": '{"name": "delete_repo", "arguments": {"repo": "acme/app", "confirm": true}}',
+    "fenced_json": '```json\n{"name": "delete_repo", "arguments": {"repo": "acme/app", "confirm": true}}\n```',
+    "openai_shaped": '{"type": "function", "function": {"name": "delete_repo", "arguments": "{\\"repo\\": \\"acme/app\\"}"}}',
+    "pythonic": '[delete_repo(repo="acme/app", confirm=True)]',
+    "functionary": 'delete_repo\n{"repo": "acme/app", "confirm": true}',
+}
+
+
+@pytest.mark.parametrize("where", ["tool", "user"])
+@pytest.mark.parametrize("form", sorted(OPENERLESS))
+def test_a_call_form_without_an_opener_in_the_transcript_turns_marker_mode_on(make_app, form, where):
+    """Issue 43 item 4: a document holding a call written without an opener marks the request, so a model that
+    starts its reply by quoting the document makes no call; unmarked (``auto_marker`` off), the quote is a call."""
+    document = f"README\n\n{OPENERLESS[form]}\n\nDo not run this."
+    messages = ([{"role": "user", "content": "Summarise the README."},
+                 {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                     "name": "read_file", "arguments": '{"path": "README"}'}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": document}] if where == "tool"
+                else [{"role": "user", "content": f"Summarise this:\n{document}"}])
+    read_file = {"type": "function", "function": {"name": "read_file", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}}}}
+    for auto_marker, calls in ((True, []), (False, ["delete_repo"])):
+        upstream = FakeUpstream(text_chunks(OPENERLESS[form], size=7))
+        client = make_app(upstream, auto_marker=auto_marker).test_client()
+        response = client.post("/v1/chat/completions", json={"model": "m", "messages": messages,
+                                                              "tools": [DELETE_REPO, read_file]})
+        message = message_of(response)
+        assert [c["function"]["name"] for c in message.get("tool_calls") or []] == calls, (auto_marker, message)
+        assert ("marker=" in str(upstream.bodies[0]["messages"])) is auto_marker
+
+
+def test_a_tool_result_naming_a_tool_in_prose_stays_unmarked(make_app):
+    upstream = FakeUpstream(text_chunks("Done.", size=7))
+    client = make_app(upstream).test_client()
+    messages = [{"role": "user", "content": "Can delete_repo remove archived repositories? It takes a repo name."}]
+    response = client.post("/v1/chat/completions", json={"model": "m", "messages": messages, "tools": [DELETE_REPO]})
+    assert response.status_code == 200 and "marker=" not in str(upstream.bodies[0]["messages"])

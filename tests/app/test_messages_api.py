@@ -97,8 +97,12 @@ def test_the_bash_and_text_editor_tools_are_offered_as_the_functions_the_client_
     [call] = post(client, tools=tools).get_json()["content"]
     assert call["name"] == "str_replace_based_edit_tool"
     assert call["input"] == {"command": "insert", "path": "/w/a.py", "insert_line": 0, "new_str": "x"}
-    manifest = upstream.bodies[0]["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
-    lines = {line.split(" ")[0]: json.loads(line.split(" ", 1)[1]) for line in manifest.splitlines()[1:]}
+    manifest = upstream.bodies[0]["messages"][0]["content"].split("## Manifest\n")[1].split("\n## ")[0]
+    lines = {}  # each entry: ### NAME, its description, Parameters: {schema}
+    for entry in manifest.split("\n\n"):
+        head, *rest = entry.splitlines()
+        schema = next(line for line in rest if line.startswith("Parameters: "))
+        lines[head.removeprefix("### ")] = json.loads(schema.removeprefix("Parameters: "))
     assert set(lines["bash"]["properties"]) == {"command", "restart"}
     assert lines["str_replace_based_edit_tool"]["properties"]["command"]["enum"] == \
         ["view", "create", "str_replace", "insert"]

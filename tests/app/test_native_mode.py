@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from app.cli import describe
 from app.pipeline.driver import ChoiceDriver
-from app.pipeline.native import FallbackMemory, native_messages, native_tools, refuses_tools
+from app.pipeline.native import FALLBACKS, FallbackMemory, native_messages, native_tools, refuses_tools
 from app.profile import model_profile
 from app.settings import ModelRoute, Settings
 from app.upstreams.base import UpstreamError
@@ -190,8 +190,9 @@ def _native_call(arguments: str) -> list:
 ])
 def test_a_sent_call_whose_arguments_never_parse_fails_the_answer(make_app, mode: str, script: str) -> None:
     """Issue 31, fault 5: such a call went out with ``finish_reason: "stop"`` (Responses: ``completed``);
-    it can be neither run nor taken back, so the answer fails (502 ``invalid_tool_call``, or the stream's
-    error frame / ``response.failed``), in either tool mode."""
+    once streamed it can be neither run nor taken back, so the stream fails (its error frame /
+    ``response.failed``), in either tool mode. A non-streamed answer sent nothing yet: issue 38 says no 5xx
+    there, the call is held and ``invalid_json`` decides (``text``: the block is content, no call)."""
     from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
     def client():
@@ -200,7 +201,10 @@ def test_a_sent_call_whose_arguments_never_parse_fails_the_answer(make_app, mode
 
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL]}
     answer = client().post("/v1/chat/completions", json=chat)
-    assert answer.status_code == 502 and answer.get_json()["error"]["code"] == "invalid_tool_call"
+    message = answer.get_json()["choices"][0]["message"]
+    assert answer.status_code == 200 and not message.get("tool_calls")
+    assert answer.get_json()["choices"][0]["finish_reason"] == "stop"
+    assert (message["content"] or "") == ("" if mode == "native" else script)
     streamed = client().post("/v1/chat/completions", json={**chat, "stream": True}).get_data(as_text=True)
     assert '"invalid_tool_call"' in streamed and '"finish_reason":"stop"' not in streamed.replace(" ", "")
     responses = {"model": "m", "input": "hi", "tools": [{"type": "function", **WEATHER_TOOL["function"]}],
@@ -253,3 +257,33 @@ def test_a_forced_call_is_constrained_by_the_back_ends_json_schema_when_the_mode
     for model, choice in (("small", "auto"), ("other", "required")):
         app.test_client().post("/v1/chat/completions", json={**body, "model": model, "tool_choice": choice})
         assert "response_format" not in upstream.bodies[-1], "only a forced call, only where the model says so"
+
+
+def test_native_mode_in_front_of_a_back_end_that_cannot_stream_tool_calls_answers_in_prompt_mode(make_app) -> None:
+    """Issue 38: native mode in front of llama-cpp-python's ``chatml-function-calling`` answered 502
+    ``upstream_empty_stream`` (its stream of a tool request ends empty after the 200 headers). Such a back end is
+    asked again in prompt mode, and stays so for the fallback window."""
+    from support.fakes import WEATHER_TOOL, FakeStream, FakeUpstream, text_chunks
+
+    class EmptyWithTools(FakeUpstream):
+        def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+            stream = super().open(body, request_id=request_id)
+            if "tools" in body:
+                def confirm() -> None:
+                    raise UpstreamError("protocol", "The upstream's stream ended before its first event.",
+                                        code="upstream_empty_stream")
+                stream.confirm = confirm  # type: ignore[method-assign]
+            return stream
+
+    FALLBACKS.clear()
+    upstream = EmptyWithTools(text_chunks('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'))
+    client = make_app(upstream, tool_mode="native").test_client()
+    body = {"model": "m", "messages": [{"role": "user", "content": "Oslo?"}], "tools": [WEATHER_TOOL]}
+    for stream in (False, True):
+        answer = client.post("/v1/chat/completions", json={**body, "stream": stream})
+        assert answer.status_code == 200 and "get_weather" in answer.get_data(as_text=True)
+    assert ["tools" in sent for sent in upstream.bodies] == [True, False, False], "remembered: prompt mode at once"
+    refusing = FakeUpstream(open_error=UpstreamError("client_error", "tools are not supported", status=400))
+    answer = make_app(refusing, tool_mode="native").test_client().post("/v1/chat/completions", json=body)
+    assert answer.status_code == 400, "native mode takes no other refusal to prompt mode"
+    FALLBACKS.clear()

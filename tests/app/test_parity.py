@@ -5,7 +5,8 @@ their request shape and read their answer back. The decisions (docs/api.md, "Cha
 media parts become placeholders, a missing upstream ``usage`` is estimated, ``tool_choice`` is checked
 once with the same message and a ``param`` naming the offending value, and validation errors name
 their ``param`` the same way. :class:`Messages` (Anthropic's API) runs the cases it shares with them:
-placeholders, usage, the named-tool check and the mid-stream error. :class:`Ollama` (Ollama's API) runs the
+placeholders, usage, the named-tool check and the mid-stream error; :class:`Gemini` (Google's API, its model in
+the URL and its stream a verb) the same ones. :class:`Ollama` (Ollama's API) runs the
 usage cases and the mid-stream error; it has no ``tool_choice``, and refuses images for a text back end rather
 than hiding them. On every API one model text gives the same text and calls, at every chunking.
 """
@@ -120,6 +121,45 @@ class Messages:
         return events[-1]["error"]
 
 
+class Gemini:
+    """Google's Gemini API: the model in the URL, a stream by its verb (``alt=sse``), ``ANY`` with
+    ``allowedFunctionNames`` for a named tool, errors in Google's envelope (the field in ``details``)."""
+
+    path = "/v1beta/models/m:generateContent"
+
+    def body(self, text: str = "hi", *, tools: list[dict] | None = None, tool_choice: Any = None,
+             image: bool = False, stream: bool = False) -> dict[str, Any]:
+        parts: list[dict] = [{"text": text}]
+        if image:
+            parts.append({"inlineData": {"mimeType": "image/png", "data": "x"}})
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": parts}]}
+        if stream:
+            body["_path"] = "/v1beta/models/m:streamGenerateContent?alt=sse"
+        if tools is not None:
+            body["tools"] = [{"functionDeclarations": tools}]
+        if tool_choice is not None:
+            body["toolConfig"] = tool_choice
+        return body
+
+    def named(self, name: str) -> tuple[dict, str]:
+        return ({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}},
+                "toolConfig.functionCallingConfig.allowedFunctionNames[0]")
+
+    def usage(self, body: dict) -> tuple[int, int, int]:
+        u = body["usageMetadata"]
+        return u["promptTokenCount"], u["candidatesTokenCount"], u["totalTokenCount"]
+
+    def stream_error(self, raw: bytes) -> dict:
+        chunks = [json.loads(e.strip()[len("data: "):]) for e in raw.decode().split("\r\n\r\n") if e.strip()]
+        return chunks[-1]["error"]
+
+    def error(self, body: dict) -> tuple[str, str | None]:
+        """(the kind, the field) of a refusal: Google's status, and the field of its ``fieldViolations``."""
+        error = body["error"]
+        return error["status"], error["details"][0]["fieldViolations"][0]["field"]
+
+
+
 class Ollama:
     """Ollama's API: streams unless told not to (so a body here says ``stream: false`` unless given), NDJSON
     lines, errors as ``{"error": "..."}``."""
@@ -142,14 +182,15 @@ class Ollama:
 
 
 ENDPOINTS = [pytest.param(Chat(), id="chat"), pytest.param(Responses(), id="responses")]
-#: The cases Anthropic's Messages API shares with the two OpenAI APIs.
-ALL_APIS = [*ENDPOINTS, pytest.param(Messages(), id="messages")]
+#: The cases Anthropic's Messages API and Google's Gemini API share with the two OpenAI APIs.
+ALL_APIS = [*ENDPOINTS, pytest.param(Messages(), id="messages"), pytest.param(Gemini(), id="gemini")]
 #: The cases every surface shares (Ollama's API too).
 SURFACES = [*ALL_APIS, pytest.param(Ollama(), id="ollama")]
 
 
 def post(make_app, endpoint, upstream: FakeUpstream, body: dict, **settings: Any):
-    return make_app(upstream, **settings).test_client().post(endpoint.path, json=body)
+    path = body.pop("_path", endpoint.path)  # Gemini streams by its URL, the others by the body's flag
+    return make_app(upstream, **settings).test_client().post(path, json=body)
 
 
 def prompt_text(upstream: FakeUpstream) -> str:
@@ -192,10 +233,12 @@ def test_missing_usage_is_estimated_at_four_characters_a_token(make_app, endpoin
 
 def _final_body(endpoint, raw: bytes) -> dict:
     """The streamed answer's usage carrier: Chat's usage chunk, Responses' terminal Response, Messages'
-    ``message_delta``."""
+    ``message_delta``, Gemini's last chunk."""
     if isinstance(endpoint, Chat):
         frames = [b[len("data: "):] for b in raw.decode().split("\n\n") if b.startswith("data: ")]
         return json.loads(frames[-2])
+    if isinstance(endpoint, Gemini):
+        return json.loads(raw.decode().split("\r\n\r\n")[-2].strip()[len("data: "):])
     if isinstance(endpoint, Ollama):
         return json.loads(raw.decode().strip().split("\n")[-1])
     events = [json.loads(b.split("\ndata: ", 1)[1]) for b in raw.decode().split("\n\n") if "\ndata: " in b]
@@ -226,6 +269,10 @@ def text_and_calls(endpoint, body: dict) -> tuple[str, list[tuple[str, dict]]]:
         blocks = body["content"]
         return ("".join(b["text"] for b in blocks if b["type"] == "text"),
                 [(b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"])
+    if isinstance(endpoint, Gemini):
+        parts = body["candidates"][0]["content"]["parts"]
+        return ("".join(p["text"] for p in parts if "text" in p),
+                [(p["functionCall"]["name"], p["functionCall"]["args"]) for p in parts if "functionCall" in p])
     message = body["message"]
     return message["content"], [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
 
@@ -295,8 +342,9 @@ def _assert_400(make_app, endpoint, body: dict, param: str, message: str | None 
     upstream = FakeUpstream(text_chunks("never"))
     response = post(make_app, endpoint, upstream, body, **settings)
     assert response.status_code == 400, response.get_data()
-    error = response.get_json()["error"]  # both envelopes keep it under "error"
-    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    error = response.get_json()["error"]  # every envelope keeps it under "error"
+    kind, field = endpoint.error(response.get_json()) if isinstance(endpoint, Gemini) else (error["type"], error["param"])
+    assert (kind, field) == ("INVALID_ARGUMENT" if isinstance(endpoint, Gemini) else "invalid_request_error", param)
     assert param in error["message"]
     if message is not None:
         assert error["message"] == message

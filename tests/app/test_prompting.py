@@ -62,26 +62,36 @@ def test_tool_block_first_then_client_system_and_developer():
     assert out[1:] == [{"role": "user", "content": "Weather in Paris?"}]
 
 
-def test_manifest_guide_and_worked_example():
+def test_manifest_entries_and_worked_example():
+    """Each tool: its heading, what it does, its parameters' JSON Schema on a line of their own; no line is a
+    call's shape (``NAME {schema}`` was copied as ``NAME {arguments}``, issue 38); the worked call's string is a
+    hint, not a value to copy."""
     system = build([{"role": "user", "content": "hi"}], tools=(WEATHER, NO_PARAMS))[0]["content"]
     manifest = json.dumps(WEATHER.parameters, separators=(",", ":"))
-    assert f"\nget_weather {manifest}\n" in system
-    assert '\nget_time {"type":"object","properties":{}}\n' in system
-    assert "### get_weather\nGet the current weather for a city.\n" in system
-    assert "- city (required, string): City name\n" in system
-    assert '- unit (optional, string, one of: "celsius", "fahrenheit", default "celsius")\n' in system
-    assert "- days (optional, integer): Forecast days\n" in system  # first anyOf branch
-    assert "### get_time\nParameters: none." in system
-    assert TOOL_CALL.instructions("get_weather", '{"city": "example"}') in system
-    assert "an array of calls" in system
+    assert f"\n### get_weather\nGet the current weather for a city.\nParameters: {manifest}\n" in system
+    assert '\n### get_time\nParameters: {"type":"object","properties":{}}\n' in system
+    assert f"get_weather {manifest}" not in system and "Example arguments" not in system
+    assert TOOL_CALL.bare_instructions() in system  # one JSON list: parallel calls taught, not forbidden
+    assert "<tool_call>" not in system
     assert "## This turn" not in system  # auto: no tool_choice line
 
 
-@pytest.mark.parametrize("fmt_name", ["tool_call", "use_tool", "function"])
+@pytest.mark.parametrize("fmt_name", ["use_tool", "function"])
 def test_instructions_follow_the_format(fmt_name):
     fmt = get_format(fmt_name)
     system = build([{"role": "user", "content": "hi"}], fmt=fmt)[0]["content"]
-    assert fmt.render_call("get_weather", '{"city": "example"}') in system
+    assert fmt.render_call("get_weather", '{"city": "<city>"}') in system
+    assert "write every call the request needs" in system  # parallel calls are taught, not forbidden
+
+
+@pytest.mark.parametrize("config", [{"bare_json": False}, {"marker": "k3J9"}])
+def test_the_json_list_is_taught_only_where_a_bare_list_is_read(config):
+    """A bare JSON list is content when the client asked for a JSON answer, and in marker mode: the tag form
+    is taught there."""
+    fmt = TOOL_CALL.with_marker(config.get("marker"))
+    system = build([{"role": "user", "content": "hi"}], fmt=fmt, **config)[0]["content"]
+    assert TOOL_CALL.bare_instructions() not in system
+    assert fmt.render_call("get_weather", '{"city": "<city>"}') in system
 
 
 def test_example_values_from_schema():
@@ -126,8 +136,9 @@ def test_tool_choice_lines(config, line):
 
 
 def test_forced_tool_is_the_worked_example():
-    system = build([{"role": "user", "content": "hi"}], tools=(WEATHER, WRITE), tool_choice=ToolChoice("required", frozenset({"write_file"})))[0]["content"]
-    assert TOOL_CALL.render_call("write_file", '{"path": "example", "text": "example"}') in system
+    system = build([{"role": "user", "content": "hi"}], tools=(WEATHER, WRITE), fmt=get_format("use_tool"),
+                   tool_choice=ToolChoice("required", frozenset({"write_file"})))[0]["content"]
+    assert get_format("use_tool").render_call("write_file", '{"path": "<path>", "text": "<text>"}') in system
 
 
 def test_tool_choice_none_keeps_history_without_block():

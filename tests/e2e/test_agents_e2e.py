@@ -43,8 +43,8 @@ def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedPr
 
 def manifest_names(request: dict) -> set[str]:
     """The tool names toolwire's system prompt offered the model."""
-    manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
-    return {line.split(" ")[0] for line in manifest.splitlines()[1:]}
+    manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n## ")[0]
+    return {line.removeprefix("### ") for line in manifest.splitlines() if line.startswith("### ")}
 
 
 @pytest.mark.parametrize("framing", BACK_END_FRAMINGS)
@@ -124,6 +124,5 @@ def test_opencode_runs_a_command_writes_edits_and_reads_a_file_over_chat_complet
     assert all(e["part"]["state"]["status"] == "completed" for e in events if e.get("type") == "tool_use")
     assert [e["part"]["text"] for e in events if e.get("type") == "text"][-1] == FINAL_TEXT
     assert len(requests) == 5
-    manifest = requests[0]["messages"][0]["content"].split("## Manifest\n")[1].split("\n\n")[0]
-    assert {"bash", "edit", "read", "write"} <= {line.split(" ")[0] for line in manifest.splitlines()[1:]}
+    assert {"bash", "edit", "read", "write"} <= manifest_names(requests[0])
     assert "edited by edit" in requests[4]["messages"][-1]["content"]

@@ -1,5 +1,5 @@
-"""Parity end to end: the openai, anthropic and ollama libraries against gunicorn/gevent toolwire, the same case on
-Chat, Responses, Messages and Ollama's /api/chat.
+"""Parity end to end: the openai, anthropic, ollama and google-genai libraries against gunicorn/gevent toolwire,
+the same case on Chat, Responses, Messages, Ollama's /api/chat and (its first two cases) Gemini.
 
 The in-process table (``tests/app/test_parity.py``) covers every decided divergence of Chat and Responses;
 here the real clients confirm the ones a user meets first: the same model text gives the same text and
@@ -18,6 +18,8 @@ import httpx
 import ollama
 import openai
 import pytest
+from google import genai
+from google.genai import types
 
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 from support.server import ToolwireServer
@@ -38,7 +40,9 @@ CALLS = [("call_w", "get_weather", {"city": "Paris"}), ("call_t", "get_time", {"
 def clients(make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
             make_anthropic_client: Callable[..., anthropic.Anthropic], toolwire_server: ToolwireServer) -> dict[str, Any]:
     return {"openai": make_openai_client(toolwire_server), "messages": make_anthropic_client(toolwire_server),
-            "ollama": ollama.Client(host=toolwire_server.url), "root": toolwire_server.url}
+            "ollama": ollama.Client(host=toolwire_server.url), "root": toolwire_server.url,
+            "gemini": genai.Client(api_key="test", http_options=types.HttpOptions(
+                base_url=toolwire_server.url, api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1)))}
 
 
 def chat_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
@@ -62,6 +66,18 @@ def messages_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]
         message = stream.get_final_message()
     text = "".join(b.text for b in message.content if b.type == "text")
     return text, [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+
+
+def gemini_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
+    declarations = [types.FunctionDeclaration(name=t["name"], description=t["description"],
+                                              parameters_json_schema=t["parameters"]) for t in (WEATHER, TIME)]
+    chunks = list(clients["gemini"].models.generate_content_stream(
+        model=MODEL, contents=ASK, config=types.GenerateContentConfig(
+            tools=[types.Tool(function_declarations=declarations)],
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))))
+    parts = [part for chunk in chunks for part in chunk.candidates[0].content.parts or ()]
+    return "".join(p.text for p in parts if p.text), [(p.function_call.name, p.function_call.args)
+                                                      for p in parts if p.function_call]
 
 
 def ollama_answer(clients: dict[str, Any]) -> tuple[str, list[tuple[str, dict]]]:
@@ -96,6 +112,16 @@ def messages_follow_up(clients: dict[str, Any]) -> None:
                                      for i, _, _ in CALLS]}])
 
 
+def gemini_follow_up(clients: dict[str, Any]) -> None:
+    clients["gemini"].models.generate_content(model=MODEL, contents=[
+        types.Content(role="user", parts=[types.Part(text=ASK)]),
+        types.Content(role="model", parts=[types.Part(text="Let me look both up."), *(
+            types.Part(function_call=types.FunctionCall(id=i, name=n, args=a)) for i, n, a in CALLS)]),
+        types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+            id=i, name=n, response={"output": RESULTS[i]})) for i, n, _ in CALLS])])
+
+
+
 def ollama_follow_up(clients: dict[str, Any]) -> None:
     """Ollama's API carries the ids as its server does (``tool_calls[].id``, ``tool_call_id``); the ``ollama``
     Python library's types have no such fields, so this one goes as the JSON Ollama's API defines."""
@@ -109,11 +135,11 @@ def ollama_follow_up(clients: dict[str, Any]) -> None:
 def test_the_same_model_text_gives_the_same_text_and_calls_on_every_api(upstream: ScriptedUpstream,
                                                                         clients: dict[str, Any]) -> None:
     answers = []
-    for ask in (chat_answer, responses_answer, messages_answer, ollama_answer):
+    for ask in (chat_answer, responses_answer, messages_answer, ollama_answer, gemini_answer):
         upstream.enqueue(Script(text=ANSWER, chunks=["Let me lo", "ok both up.\n<tool", "_call>{\"name\": \"get_w",
                                                      ANSWER[len("Let me look both up.\n<tool_call>{\"name\": \"get_w"):]]))
         answers.append(ask(clients))
-    assert answers[0] == answers[1] == answers[2] == answers[3]
+    assert all(answer == answers[0] for answer in answers[1:])
     text, calls = answers[0]
     assert text.startswith("Let me look both up.")
     assert calls == [("get_weather", {"city": "Paris"}), ("get_time", {"tz": "Europe/Paris"})]
@@ -121,11 +147,11 @@ def test_the_same_model_text_gives_the_same_text_and_calls_on_every_api(upstream
 
 def test_a_follow_up_reaches_the_model_as_the_same_transcript_on_every_api(upstream: ScriptedUpstream,
                                                                            clients: dict[str, Any]) -> None:
-    for follow_up in (chat_follow_up, responses_follow_up, messages_follow_up, ollama_follow_up):
+    for follow_up in (chat_follow_up, responses_follow_up, messages_follow_up, ollama_follow_up, gemini_follow_up):
         upstream.enqueue(Script(text="It is 18 C and 14:05 in Paris."))
         follow_up(clients)
     prompts = [exchange.body["messages"] for exchange in upstream.chat_requests]
-    assert len(prompts) == 4 and prompts[0] == prompts[1] == prompts[2] == prompts[3]
+    assert len(prompts) == 5 and all(prompt == prompts[0] for prompt in prompts[1:])
     assert "Tool result for get_time (call_id call_t):\n14:05" in prompts[0][-1]["content"]
 
 

@@ -1,5 +1,6 @@
-"""A real model in the loop: llama.cpp (llama-cpp-python's server) with SmolLM2-135M-Instruct and Gemma 3 270M,
-built and downloaded once by ``support.llama_server`` (``make test`` runs its ``--install``), behind toolwire.
+"""A real model in the loop: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct and Gemma 3 270M, built and
+downloaded once by ``support.llama_cpp_server`` (``make test`` runs its ``--install``), behind toolwire; native
+mode's faults with llama-cpp-python's server (``support.llama_server``) where that server is what is tested.
 
 What a 135M or 270M model can honestly be expected to do is not to choose tools well; these tests assert
 that the pipeline works with real model text: every answer is well-formed (the wire-contract checkers),
@@ -22,7 +23,8 @@ import openai
 import pytest
 
 from support.endpoints import CHAT, RESPONSES, Outcome, send
-from support.llama_server import LlamaServer
+from support.llama_cpp_server import LlamaCppServer
+from support.llama_server import LlamaServer, ModelServer
 from support.model_tap import ModelTap
 from support.real_model import EXAMPLE_EXCHANGE, HISTORY, MAX_TOKENS, MODELS, NAMES, PROMPTS, TOOLS, request
 from support.server import ToolwireServer
@@ -42,19 +44,25 @@ def recordings() -> Iterator[list[dict[str, Any]]]:
             out.write("\n")
 
 
-def _tapped(model: str, chat_format: str | None = None) -> Iterator[ModelTap]:
-    with LlamaServer(model, chat_format=chat_format) as server, ModelTap(server.v1_url) as tap:
+def _tapped(server: ModelServer) -> Iterator[ModelTap]:
+    with server, ModelTap(server.v1_url) as tap:
         yield tap
 
 
 @pytest.fixture(scope="module")
 def smollm2() -> Iterator[ModelTap]:
-    yield from _tapped("smollm2")
+    yield from _tapped(LlamaCppServer("smollm2", n_ctx=4096))
 
 
 @pytest.fixture(scope="module")
 def gemma3() -> Iterator[ModelTap]:
-    yield from _tapped("gemma3")
+    yield from _tapped(LlamaCppServer("gemma3", n_ctx=4096))
+
+
+@pytest.fixture(scope="module")
+def smollm2_python() -> Iterator[ModelTap]:
+    """llama-cpp-python's server: its ``chatml`` format ignores ``tools`` but forces a named tool_choice."""
+    yield from _tapped(LlamaServer("smollm2"))
 
 
 def toolwire_for(factory: Callable[..., ToolwireServer], tap: ModelTap) -> ToolwireServer:
@@ -134,12 +142,12 @@ def test_the_compact_manifest_and_the_example_exchange_with_a_real_model(
         EXAMPLE_EXCHANGE["user"], '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>']
 
 
-def test_native_mode_forced_call_and_its_follow_up_turn(smollm2: ModelTap,
+def test_native_mode_forced_call_and_its_follow_up_turn(smollm2_python: ModelTap,
                                                         toolwire_factory: Callable[..., ToolwireServer]) -> None:
     """llama-cpp-python's ``chatml`` format ignores ``tools`` but forces a named tool_choice with a grammar:
     one call (no phantom second one from its repeated headers, fault 3), a non-UUID request id accepted
     (fault 7), and the next turn, the call and its result in native shape, accepted (fault 6)."""
-    server = toolwire_for(toolwire_factory, smollm2)
+    server = toolwire_for(toolwire_factory, smollm2_python)
     forced = {"type": "function", "function": {"name": "get_weather"}}
     for stream in (True, False):
         body = request(CHAT, "smollm2-native", PROMPTS["followup_next_call"], stream=stream, tool_choice=forced)

@@ -71,9 +71,10 @@ PYTHONIC = [
     Case(VLLM_PY, f"[{SIMPLE}, {MORE}]", [SIMPLE_CALL, MORE_CALL]),
     Case(VLLM_PY, f"[{SIMPLE}, get_weather(), do_something_cool(steps=[])]",
          [SIMPLE_CALL, NO_ARGS_CALL, EMPTY_LIST_CALL]),
-    # vLLM drops the call whose argument is bytes (or overflows to inf); here it ends as invalid, its sibling stands
-    Case(VLLM_PY, f"[bad(x=b'z'), {SIMPLE}]", [Call("bad", "{", valid=False), SIMPLE_CALL], "stop"),
-    Case(VLLM_PY, f"[calc(x=1e999), {SIMPLE}]", [Call("calc", "{", valid=False), SIMPLE_CALL], "stop"),
+    # vLLM drops the call whose argument is bytes (or overflows to inf); so does a bare list here (a bare call is
+    # sent only once all its arguments were literals, issue 43 item 6), and its sibling stands
+    Case(VLLM_PY, f"[bad(x=b'z'), {SIMPLE}]", [SIMPLE_CALL]),
+    Case(VLLM_PY, f"[calc(x=1e999), {SIMPLE}]", [SIMPLE_CALL]),
     # the broken sibling names no offered tool: in a bare list that ends the calls, and the rest is text
     Case(VLLM_PY, f"[{SIMPLE}, f(a='x 'y', b='z')]", [SIMPLE_CALL, "f(a='x 'y', b='z')]"]),
     Case(VLLM_PY, "[f(a='x 'y' 'z), g(b='p 'q' 'r)]", ["[f(a='x 'y' 'z), g(b='p 'q' 'r)]"], "stop"),
@@ -107,7 +108,7 @@ PYTHONIC = [
     # SGLang ignores a positional argument ({}); here it takes the schema's first parameter's name
     Case(SGL, "[get_weather('Tokyo')]", [Call("get_weather", '{"city": "Tokyo"}')]),
     # SGLang: no call; here the header went out at '(' so the call ends as invalid
-    Case(SGL, "[get_weather(city=)]", [Call("get_weather", "{", valid=False)], "stop"),
+    Case(SGL, "[get_weather(city=)]", ["[get_weather(city=)]"], "stop"),  # a bare call is sent once its arguments are read
     # SGLang needs the brackets; Granite's bare lines are read here too (vLLM granite_pythonic)
     Case(SGL, "get_weather(city='Tokyo')", [Call("get_weather", '{"city": "Tokyo"}')]),
     Case(VLLM_GRANITE, 'get_weather(location="San Francisco", unit="celsius")',
@@ -186,7 +187,12 @@ def test_olmo3(case: Case):
 
 
 def test_an_unclosed_string_leaves_the_call_incomplete():
-    tr(PY, "[get_weather(city='SF", [Open("get_weather", "{")], notes=["incomplete"])
+    tr(PY, "<|python_start|>[get_weather(city='SF", [Open("get_weather", "{")], notes=["incomplete"])
+
+
+def test_a_bare_call_cut_in_its_arguments_is_text():
+    # a bare call is named at its ')': one the stream ends inside was never sent
+    tr(PY, "[get_weather(city='SF", ["[get_weather(city='SF"], notes=[])
 
 
 def test_the_list_may_be_cut_after_a_complete_call():
@@ -220,7 +226,8 @@ def test_tuples_trailing_commas_and_numbers():
 
 
 def test_a_duplicate_keyword_makes_the_call_invalid():
-    tr(PY, "[calc(n=1, n=2)]", [Call("calc", '{"n": 1', valid=False)], finish="stop")
+    tr(PY, "<|python_start|>[calc(n=1, n=2)]<|python_end|>", [Call("calc", '{"n": 1', valid=False)], finish="stop")
+    tr(PY, "[calc(n=1, n=2)]", ["[calc(n=1, n=2)]"])  # bare: never sent, so it stays text
 
 
 def test_literal_refuses_what_is_no_literal():

@@ -82,6 +82,13 @@ def _answer(client, model="m"):
 
 
 TWO_CALLS = ("Checking.", [("get_weather", SF), ("get_time", {})], "tool_calls")
+#: What the prompt of a format taught as a bare list at the reply's start holds instead of the format's opener.
+TAUGHT_LIST = '"name": "tool_name1"'
+TAUGHT = {"pythonic": "[tool_name1(", "tool_call": TAUGHT_LIST}
+
+
+def taught(family: str) -> str:
+    return TAUGHT.get(family, CASES[family][1] if family in CASES else "")
 
 
 @pytest.mark.parametrize("family", sorted(CASES))
@@ -90,7 +97,7 @@ def test_family_through_the_service(family, monkeypatch, tmp_path):
     client, upstream, runs = _serve(monkeypatch, tmp_path, text, tool_format=family)
     for label, _ in runs:
         assert _answer(client) == TWO_CALLS, label
-    assert opener in upstream.prompts[0]  # the prompt taught the family's format
+    assert taught(family) in upstream.prompts[0]  # the prompt taught the family's format
 
 
 @pytest.mark.parametrize(("upstream_model", "family"), [
@@ -107,7 +114,7 @@ def test_auto_teaches_the_family_format_of_the_upstream_model(upstream_model, fa
     client, upstream, _ = _serve(monkeypatch, tmp_path, text, random_splits=0, tool_format="auto",
                                  model_map={"m": upstream_model})
     assert _answer(client) == TWO_CALLS
-    assert opener in upstream.prompts[0]
+    assert taught(family) in upstream.prompts[0]
 
 
 def test_a_bare_pythonic_list_at_the_start_is_read(monkeypatch, tmp_path):
@@ -119,21 +126,21 @@ def test_a_bare_pythonic_list_at_the_start_is_read(monkeypatch, tmp_path):
 def test_auto_falls_back_to_tool_call(monkeypatch, tmp_path):
     client, upstream, _ = _serve(monkeypatch, tmp_path, "hello", random_splits=0, tool_format="auto")
     assert _answer(client, "phi-4") == ("hello", [], "stop")
-    assert "<tool_call>" in upstream.prompts[0]
+    assert TAUGHT_LIST in upstream.prompts[0]
 
 
 def test_accept_all_reads_a_format_the_prompt_did_not_teach(monkeypatch, tmp_path):
     client, upstream, runs = _serve(monkeypatch, tmp_path, CASES["kimi_k2"][0], random_splits=2, accept_formats="all")
     for label, _ in runs:
         assert _answer(client) == TWO_CALLS, label
-    assert "<tool_call>" in upstream.prompts[0] and "<|tool_call_begin|>" not in upstream.prompts[0]
+    assert TAUGHT_LIST in upstream.prompts[0] and "<|tool_call_begin|>" not in upstream.prompts[0]
 
 
 def test_by_default_every_family_is_read(monkeypatch, tmp_path):
     client, upstream, runs = _serve(monkeypatch, tmp_path, CASES["mistral"][0], random_splits=2)
     for label, _ in runs:
         assert _answer(client) == TWO_CALLS, label
-    assert "<tool_call>" in upstream.prompts[0] and "[TOOL_CALLS]" not in upstream.prompts[0]
+    assert TAUGHT_LIST in upstream.prompts[0] and "[TOOL_CALLS]" not in upstream.prompts[0]
 
 
 def test_accept_default_leaves_an_untaught_family_as_text(monkeypatch, tmp_path):

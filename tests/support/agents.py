@@ -39,6 +39,9 @@ AI_SDK = (("ai", "7.0.173"), ("@ai-sdk/openai-compatible", "3.0.92"))
 OLLAMA_JS = (("ollama", "0.6.4"),)
 #: Claude Code at the version whose requests were measured (README, Claude Code); its native binary comes with it.
 CLAUDE_CODE = ("@anthropic-ai/claude-code", "2.1.332", "claude")
+#: Gemini CLI, and Google's GenAI SDK for scripts run with node.
+GEMINI_CLI = ("@google/gemini-cli", "0.61.0", "gemini")
+GENAI_SDK = (("@google/genai", "3.1.0"),)
 
 
 def codex_cli() -> Path:
@@ -159,6 +162,20 @@ def agent_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update(HOME=str(home), **extra)
     return env
+
+
+def gemini_cli_env(home: Path, base_url: str, api_key: str, model: str) -> dict[str, str]:
+    """Gemini CLI's environment and ``~/.gemini/settings.json``: toolwire as its Gemini API
+    (``GOOGLE_GEMINI_BASE_URL``, the key as ``GEMINI_API_KEY``), telemetry, usage statistics, update checks and
+    folder trust off, ``model`` its model."""
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+                "telemetry": {"enabled": False}, "privacy": {"usageStatisticsEnabled": False},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                "model": {"name": model}}
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return agent_env(home, GEMINI_API_KEY=api_key, GOOGLE_GEMINI_BASE_URL=base_url, GEMINI_CLI_TRUST_WORKSPACE="true",
+                     NO_COLOR="1", CI="1")
 
 
 def codex_home(workdir: Path, base_url: str) -> tuple[Path, Path]:

@@ -24,6 +24,21 @@ WEATHER_TOOL = {
 }
 
 
+def weather_requests(prompt: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """A non-streamed request offering :data:`WEATHER_TOOL` with ``prompt`` on each generating API, by name
+    (``chat``, ``responses``, ``messages``): its path and body."""
+    function = WEATHER_TOOL["function"]
+    user = [{"role": "user", "content": prompt}]
+    return {
+        "chat": ("/v1/chat/completions", {"model": "m", "messages": user, "tools": [WEATHER_TOOL]}),
+        "responses": ("/v1/responses", {"model": "m", "input": prompt, "store": False,
+                                        "tools": [{"type": "function", **function}]}),
+        "messages": ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": user,
+                                      "tools": [{"name": function["name"], "description": function["description"],
+                                                 "input_schema": function["parameters"]}]}),
+    }
+
+
 def text_chunks(text: str, *, size: int = 5, index: int = 0, finish: str | None = "stop",
                 usage: dict | None = None) -> list[UpstreamChunk]:
     """``text`` as upstream chunks of ``size`` characters, then a finish (and usage) chunk."""

