@@ -137,8 +137,28 @@ class ListModels:
     shape: Callable[..., dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class Relay:
+    """A route passed through to the model's back end: ``POST rule`` with a JSON body (or a multipart form: audio),
+    sent on to the back end's ``path`` as it came, the model's name replaced by the back end's, and the answer
+    relayed as it arrives (a stream chunk by chunk, never parsed).
+
+    Fields:
+        rule, endpoint: as :class:`Generate`'s.
+        path: the back end's path under its base URL (``/embeddings`` under ``…/v1``); it may name the rule's
+            arguments (``/audio/{kind}``).
+        at_root: the path is under the back end's server root instead (llama.cpp's and vLLM's ``/tokenize``): its
+            base URL without a last ``/v1``.
+    """
+
+    rule: str
+    endpoint: str
+    path: str
+    at_root: bool = False
+
+
 #: One of a surface's routes.
-Route = Generate | Compute | View | ListModels
+Route = Generate | Compute | View | ListModels | Relay
 
 
 @dataclass(frozen=True, slots=True)

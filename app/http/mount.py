@@ -11,9 +11,10 @@ from typing import Any, Callable, TypeVar, assert_never
 from flask import Blueprint, Response, jsonify
 
 from ..pipeline.generate import generate
-from ..surface import Compute, Generate, ListModels, Surface, View
+from ..surface import Compute, Generate, ListModels, Relay, Surface, View
 from .errors import register_error_handlers
 from .models import model_entries
+from .relay import relaying
 from .request import json_body, owned_store, request_context, send
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,6 +34,8 @@ def surface_blueprint(surface: Surface) -> Blueprint:
             bp.add_url_rule(route.rule, route.endpoint, view_func=view, methods=list(route.methods))
         elif isinstance(route, ListModels):
             bp.add_url_rule(route.rule, route.endpoint, view_func=_listing(route), methods=["GET"])
+        elif isinstance(route, Relay):
+            bp.add_url_rule(route.rule, route.endpoint, view_func=relaying(route), methods=["POST"])
         else:
             assert_never(route)
     return bp

@@ -31,7 +31,15 @@ def json_body() -> dict[str, Any]:
             (``limits.check_breadth``), does not parse, is not an object or nests
             too deep (``limits.check_nesting``); 413 over the body-size limit.
     """
-    raw = limits.read_body()
+    return json_object(limits.read_body())
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body read whole (:func:`limits.read_body`) as a JSON object.
+
+    Raises:
+        ApiError: 400 ``invalid_json`` as :func:`json_body`'s.
+    """
     limits.check_breadth(raw)
     try:
         body = orjson.loads(raw)

@@ -46,6 +46,8 @@ DECODE_BYTES = 4096
 #: ``/readyz``: the longest wait for the upstream's model list, seconds.
 READY_TIMEOUT = 3.0
 _JSON_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
+#: A back end's answers that mean it has no such endpoint.
+NO_ENDPOINT = (404, 405, 501)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,31 @@ class HttpUpstream:
             if not isinstance(answer, dict):
                 raise UpstreamError("protocol", "The upstream sent a malformed embeddings answer.")
         return answer
+
+    def relay(self, path: str, body: bytes, *, content_type: str, at_root: bool = False,
+              request_id: str | None = None) -> "RelayedAnswer":
+        """POST ``body`` as it is to ``path`` under the base URL (``at_root``: under the server's root, where
+        llama.cpp and vLLM serve ``/tokenize``) and return the answer once its status and headers are in.
+
+        Raises:
+            UpstreamError: connect failure, timeout or a non-2xx answer; kind ``no_endpoint`` with the back end's
+                status when it answered 404, 405 or 501 (it has no such endpoint).
+        """
+        headers = {"Content-Type": content_type, "Accept-Encoding": "identity"}
+        if request_id:
+            headers["X-Request-Id"] = upstream_request_id(request_id)
+        with MAPPED_ERRORS:
+            response = self.connection.request("POST", path, body, headers=headers, at_root=at_root,
+                                               read_timeout=self._stream_read_timeout,
+                                               max_buffer=self.bounds.max_body_bytes)
+            if response.status_code in NO_ENDPOINT:
+                response.release()
+                raise UpstreamError("no_endpoint", f"The upstream has no POST {path} (HTTP {response.status_code}).",
+                                    status=response.status_code, code="unsupported_endpoint")
+            if response.status_code >= 300:
+                raise self._status_error(response)
+            _check_encoding(response)
+        return RelayedAnswer(response, self.bounds.max_body_bytes)
 
     def ready(self) -> bool:
         """Whether ``GET /models`` answers 200 within :data:`READY_TIMEOUT` seconds."""
@@ -381,6 +408,58 @@ class HttpStream:
 
     def close(self) -> None:
         """Close the response (an unfinished one closes its connection: the upstream stops generating)."""
+        self._response.release()
+
+
+class RelayedAnswer:
+    """A back end's answer to a relayed request (:meth:`HttpUpstream.relay`): its status and type, then its body
+    whole (:meth:`read`) or as it arrives (:meth:`pieces`), never parsed.
+
+    Args:
+        response: the open response, its headers read.
+        max_body_bytes: the most of a whole body read.
+    """
+
+    __slots__ = ("_response", "_max_body_bytes", "status", "content_type", "length")
+
+    def __init__(self, response: BoundedResponse, max_body_bytes: int):
+        self._response = response
+        self._max_body_bytes = max_body_bytes
+        self.status: int = response.status_code
+        self.content_type: str = _header(response, "content-type") or "application/octet-stream"
+        length = _header(response, "content-length")
+        self.length: int | None = int(length) if length and length.isdigit() else None
+
+    def read(self) -> bytes:
+        """The whole body (at most the back end's ``max_body_bytes``).
+
+        Raises:
+            UpstreamError: it timed out, broke or was too large.
+        """
+        with MAPPED_ERRORS:
+            self._response.max_buffer = self._max_body_bytes
+            return self._response.read_body()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive, each receive's at once.
+
+        Raises:
+            UpstreamError: the back end went silent for its read timeout, or the connection broke before the body's
+                end (``upstream_connect``, ``upstream_protocol``).
+        """
+        response = self._response
+        with MAPPED_ERRORS:
+            while True:
+                if response.unread:
+                    yield response.take()
+                if response.message_complete:
+                    return
+                if not response.receive(response.read_timeout):
+                    response.release()
+                    raise TimeoutError("the upstream went silent")
+
+    def close(self) -> None:
+        """Let the answer go (an unfinished one closes its connection: the back end stops)."""
         self._response.release()
 
 

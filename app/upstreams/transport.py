@@ -178,7 +178,10 @@ class UpstreamConnection:
         authority = host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
         self.proxy = proxy_for(url.scheme, self.host)
         # A plain-HTTP proxy takes the absolute URL; through a CONNECT tunnel the path is enough.
-        self._target = f"{url.scheme}://{authority}{self.prefix}" if self.proxy and not self.tls else self.prefix
+        origin = f"{url.scheme}://{authority}" if self.proxy and not self.tls else ""
+        self._target = origin + self.prefix
+        # The server's root: where llama.cpp and vLLM serve what is not OpenAI's (``/tokenize``) beside ``/v1``.
+        self._root_target = origin + self.prefix.removesuffix("/v1")
         fixed = {"Host": authority, "User-Agent": "toolwire", **headers}
         proxy = urlsplit(self.proxy) if self.proxy else None
         if proxy is not None and not self.tls and proxy.username:  # a CONNECT tunnel sends them itself
@@ -198,8 +201,9 @@ class UpstreamConnection:
 
     def request(self, method: str, path: str, body: bytes | dict[str, Any] = b"", *,
                 headers: Mapping[str, str] | None = None, read_timeout: float | None = None,
-                max_buffer: int = DEFAULT_MAX_BUFFER) -> BoundedResponse:
-        """Send one request and return the response once its headers are in.
+                max_buffer: int = DEFAULT_MAX_BUFFER, at_root: bool = False) -> BoundedResponse:
+        """Send one request and return the response once its headers are in (``path`` under the base URL, or with
+        ``at_root`` under the server's root: the base URL without a last ``/v1``).
 
         The body is then received with :meth:`BoundedResponse.receive` (or ``read_body``); the
         connection goes back to the pool when the body is complete, and is closed by ``release()``
@@ -223,7 +227,8 @@ class UpstreamConnection:
             raise ConnectionError(str(exc)) from None
         try:
             sock.settimeout(self.timeouts.write)
-            sock.sendall(self._message(method, path, body, headers))
+            sock.sendall(self._message(method, (self._root_target if at_root else self._target) + path, body,
+                                       headers))
             read_timeout = read_timeout or self.timeouts.read
             sock.settimeout(read_timeout)
         except BaseException:
@@ -234,11 +239,11 @@ class UpstreamConnection:
         response.read_head()  # on failure it closes the socket and gives its slot back
         return response
 
-    def _message(self, method: str, path: str, body: bytes | dict[str, Any],
+    def _message(self, method: str, target: str, body: bytes | dict[str, Any],
                  headers: Mapping[str, str] | None) -> bytes:
         """The request's bytes: its head and ``body`` (a ``dict`` as JSON), exactly their size."""
         content = orjson.dumps(body) if isinstance(body, dict) else body
-        head = f"{method} {self._target}{path} HTTP/1.1\r\n{self._fixed}"
+        head = f"{method} {target} HTTP/1.1\r\n{self._fixed}"
         for name, value in (headers or {}).items():
             head += f"{name}: {value}\r\n"
         if content or method == "POST":

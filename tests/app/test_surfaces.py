@@ -232,9 +232,9 @@ def test_a_toy_surface_lists_models_in_its_shape(toy) -> None:
 def test_each_surface_is_a_child_blueprint_of_the_mount(toy) -> None:
     endpoints = {rule.endpoint for rule in toy.application.url_map.iter_rules() if rule.rule.startswith("/v1/")}
     assert {endpoint.split(".")[1] for endpoint in endpoints if endpoint.count(".") == 2} == \
-        {"chat", "responses", "messages", "gemini_v1", "toy"}
+        {"chat", "responses", "messages", "gemini_v1", "passthrough", "toy"}
     assert [surface.name for surface in DEFAULT_SURFACES] == ["chat", "responses", "messages", "ollama", "gemini",
-                                                             "gemini_v1"]
+                                                             "gemini_v1", "passthrough", "tokenizer"]
     assert any(rule.endpoint == "toolwire.ollama.chat" and rule.rule == "/api/chat"
                for rule in toy.application.url_map.iter_rules())  # Ollama's at the root, where its clients look
 
