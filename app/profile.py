@@ -49,6 +49,7 @@ class ModelProfile:
         max_output_tokens: its output limit (0 = none): larger output limits sent to the back end are clamped.
         policy: the parser policy for its calls, with its stop rule (``stop_after_tools``:
             ``policy.stop_after_first_call``).
+        capabilities: what it serves, as its ``model_map`` object declares (``None``: not declared).
     """
 
     model: str
@@ -64,6 +65,7 @@ class ModelProfile:
     reask_calls: ReaskCalls
     max_output_tokens: int
     policy: Policy
+    capabilities: tuple[str, ...] | None = None
 
     @property
     def tool_format(self) -> str:
@@ -109,7 +111,8 @@ def _build(settings: Settings, model: str) -> ModelProfile:
         examples=(examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ()),
         constrain_calls=_constrain(setting("constrain_calls")), reask_calls=setting("reask_calls"),
         max_output_tokens=setting("max_output_tokens"),
-        policy=_one_copy(_policy(settings, stop_after_first_call=setting("stop_after_tools") == "first")))
+        policy=_one_copy(_policy(settings, stop_after_first_call=setting("stop_after_tools") == "first")),
+        capabilities=tuple(own.capabilities) if own and own.capabilities is not None else None)
 
 
 def _constrain(value: bool | ConstrainCalls) -> ConstrainCalls:

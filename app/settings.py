@@ -66,6 +66,8 @@ ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "re
 
 #: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
 ReaskCalls = Literal["off", "unstreamed", "on"]
+#: What a model serves through toolwire, as ``GET /models`` lists it (``capabilities``).
+Capability = Literal["chat", "tools", "completions", "embeddings", "rerank", "audio"]
 
 
 class SettingsError(ValueError):
@@ -157,6 +159,9 @@ class ModelRoute(BaseModel):
         default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
                                           "one before refuses the connection or answers 5xx before its first "
                                           "byte; each gets this entry's settings")
+    capabilities: list[Capability] | None = Field(
+        None, description="What this model serves, as GET /models lists it (an embedding model: [\"embeddings\"]); "
+                          "unset = what its back end's kind and model list say")
 
     @field_validator("example_exchange")
     @classmethod

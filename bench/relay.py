@@ -45,9 +45,11 @@ _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 
 app = Flask(__name__)
-_upstream = urlsplit(os.environ["RELAY_UPSTREAM_URL"].rstrip("/") + "/chat/completions")
+_upstream = urlsplit(os.environ["RELAY_UPSTREAM_URL"].rstrip("/"))
 _client_name = os.environ.get("RELAY_CLIENT", "httpx")
-_open: Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]] | None = None
+#: ``open(body, path)``: the upstream's answer at ``path`` under its base URL, as body bytes and their closer.
+Opener = Callable[[bytes, str], tuple[Iterator[bytes], Callable[[], None]]]
+_open: Opener | None = None
 
 
 @app.get("/healthz")
@@ -62,8 +64,26 @@ def chat_completions() -> Response:
     global _open
     if _open is None:  # after the fork: the app is not preloaded
         _open = CLIENTS[_client_name]()
-    raw, close = _open(request.get_data())
+    raw, close = _open(request.get_data(), "/chat/completions")
     return Response(relay(raw, close), mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+@app.post("/v1/completions")
+def completions() -> Response:
+    """A pass-through's floor: the upstream's ``/completions`` body relayed as the client reads it, unparsed."""
+    global _open
+    if _open is None:
+        _open = CLIENTS[_client_name]()
+    raw, close = _open(request.get_data(), "/completions")
+    return Response(passed(raw, close), mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+def passed(raw: Iterator[bytes], close: Callable[[], None]) -> Iterator[bytes]:
+    """``raw`` as it comes; the upstream response closed at the end."""
+    try:
+        yield from raw
+    finally:
+        close()
 
 
 def relay(raw: Iterator[bytes], close: Callable[[], None]) -> Iterator[bytes]:
@@ -93,10 +113,10 @@ def relay(raw: Iterator[bytes], close: Callable[[], None]) -> Iterator[bytes]:
 
 
 # --------------------------------------------------------------------------- clients
-# Each factory returns ``open(body) -> (body bytes iterator, close)`` for this worker.
+# Each factory returns ``open(body, path) -> (body bytes iterator, close)`` for this worker.
 
 
-def httpx_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:
+def httpx_client() -> Opener:
     """httpx as round 1 used it: no connection cap, 100 kept alive, the non-yielding idle check."""
     import httpx
 
@@ -106,24 +126,24 @@ def httpx_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None
     client = httpx.Client(timeout=httpx.Timeout(300.0, connect=10.0), limits=limits, transport=transport)
     url = _upstream.geturl()
 
-    def open_(body: bytes) -> tuple[Iterator[bytes], Callable[[], None]]:
-        response = client.send(client.build_request("POST", url, content=body,
+    def open_(body: bytes, path: str) -> tuple[Iterator[bytes], Callable[[], None]]:
+        response = client.send(client.build_request("POST", url + path, content=body,
                                                     headers={"Content-Type": "application/json"}), stream=True)
         return response.iter_bytes(), response.close
 
     return open_
 
 
-def geventhttpclient_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:
+def geventhttpclient_client() -> Opener:
     """geventhttpclient's ``HTTPClient``; the body read an event at a time with its ``readline``."""
     from geventhttpclient import HTTPClient
 
     client = HTTPClient(_upstream.hostname, _upstream.port, concurrency=10_000, connection_timeout=10.0,
                         network_timeout=300.0)
-    path = _upstream.path
+    base = _upstream.path
 
-    def open_(body: bytes) -> tuple[Iterator[bytes], Callable[[], None]]:
-        response = client.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    def open_(body: bytes, path: str) -> tuple[Iterator[bytes], Callable[[], None]]:
+        response = client.request("POST", base + path, body=body, headers={"Content-Type": "application/json"})
         return event_reads(response), response.release
 
     return open_
@@ -145,15 +165,15 @@ def event_reads(response: Any) -> Iterator[bytes]:
         yield rest
 
 
-def urllib3_client() -> Callable[[bytes], tuple[Iterator[bytes], Callable[[], None]]]:
+def urllib3_client() -> Opener:
     """urllib3's ``PoolManager``; ``read1`` returns what one receive brought."""
     import urllib3
 
     pool = urllib3.PoolManager(maxsize=100, retries=False, timeout=urllib3.Timeout(connect=10.0, read=300.0))
     url = _upstream.geturl()
 
-    def open_(body: bytes) -> tuple[Iterator[bytes], Callable[[], None]]:
-        response = pool.request("POST", url, body=body, headers={"Content-Type": "application/json"},
+    def open_(body: bytes, path: str) -> tuple[Iterator[bytes], Callable[[], None]]:
+        response = pool.request("POST", url + path, body=body, headers={"Content-Type": "application/json"},
                                 preload_content=False)
         return iter(lambda: response.read1(READ_BYTES), b""), response.release_conn
 

@@ -17,6 +17,8 @@ turns in rounds, and requests/s ratios are the median of the rounds' ratios:
    (:data:`BASELINE`): the same stack as toolwire, with no parsing;
 9. the same short streams on toolwire and the baseline with two workers each
    (run second);
+10. the pass-through: the short prose streams through ``POST /v1/completions``, which toolwire and each
+   relay's own pass-through relay unparsed (run third); target: toolwire within 5 % of the fastest per request;
 1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
    toolwire and every relay, with the worker's CPU time read from
    ``/proc/PID/stat``;
@@ -81,6 +83,10 @@ import upstream as scripted  # noqa: E402
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PATH = "/v1/chat/completions"
+#: Section 10's route: a pass-through, relayed unparsed by toolwire and by the baseline alike.
+PASSTHROUGH_PATH = "/v1/completions"
+#: Section 10's target: the pass-through within 5 % of the baseline's own, per request.
+TARGET_PASSTHROUGH = 0.95
 GUNICORN_FLAGS = ["-k", "gevent", "--worker-connections", "4000"]
 
 #: The minimal relays by upstream client (``bench/relay.py``): httpx is the fixed reference ("relay"),
@@ -316,10 +322,10 @@ class Measured:
 
 
 def measure(server: Server, body: bytes, *, concurrency: int, requests: int, chunks: int,
-            time_limit: float = RUN_TIME_LIMIT) -> Measured:
-    """Run the load generator against ``server``, reading the worker's CPU time before and after."""
+            time_limit: float = RUN_TIME_LIMIT, path: str = PATH) -> Measured:
+    """Run the load generator against ``server`` (``POST path``), reading the worker's CPU time before and after."""
     before = server.cpu()
-    result = load.run_load(server.port, load.build_request(server.port, PATH, body), concurrency=concurrency,
+    result = load.run_load(server.port, load.build_request(server.port, path, body), concurrency=concurrency,
                            requests=requests, time_limit=time_limit)
     cpu = server.cpu() - before if server.workers else None
     return Measured(result, cpu, chunks)
@@ -463,7 +469,7 @@ def relay_name(client: str) -> str:
 
 
 def interleaved(servers: dict[str, Server], body: bytes, *, concurrency: int, requests: int, chunks: int,
-                rounds: int, label: str) -> dict[str, list[Measured]]:
+                rounds: int, label: str, path: str = PATH) -> dict[str, list[Measured]]:
     """``rounds`` rounds in which every server gets the same load in turn (the order rotates each
     round, so none always runs first); every run, per server."""
     runs: dict[str, list[Measured]] = {name: [] for name in servers}
@@ -471,7 +477,8 @@ def interleaved(servers: dict[str, Server], body: bytes, *, concurrency: int, re
     for round_no in range(rounds):
         for name in order[round_no % len(order):] + order[:round_no % len(order)]:
             progress(f"{label}: c={concurrency} round {round_no + 1}/{rounds}: {name}, {requests} requests")
-            runs[name].append(measure(servers[name], body, concurrency=concurrency, requests=requests, chunks=chunks))
+            runs[name].append(measure(servers[name], body, concurrency=concurrency, requests=requests, chunks=chunks,
+                                      path=path))
     return runs
 
 
@@ -566,6 +573,35 @@ def short_streams(table: Table, section: str, servers: dict[str, Server], result
             if headline:
                 table.add(section, f"{kind}: worker CPU per request toolwire / {theirs}", "", "",
                           f"{tw.cpu_us_per_chunk / figures[theirs].cpu_us_per_chunk:.2f}")
+
+
+def passthrough(table: Table, servers: dict[str, Server], results: dict) -> None:
+    """Section 10: short streams through the pass-through ``POST /v1/completions``, toolwire against every
+    relay's own pass-through (the body relayed unparsed), interleaved in rounds at c=64; the floor is the relay
+    with the most requests/s."""
+    concurrency, per_round = SHORT_PLAN
+    model = SHORT_KINDS["text"]
+    chunks, body = scripted.script(model)["chunks"], request_body(model)
+    runs = interleaved(servers, body, concurrency=concurrency, requests=per_round, chunks=chunks, rounds=SHORT_ROUNDS,
+                       label="10", path=PASSTHROUGH_PATH)
+    figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
+    results["pass-through"] = {name: {"rps": f.rps, "cpu_us_per_request": f.cpu_us_per_chunk * chunks,
+                                      "errors": f.errors} for name, f in figures.items()}
+    for name, f in figures.items():
+        table.add("10", f"{name}: ok / errors; req/s, TTFB / total p50 ms, CPU µs/request", f"{f.ok} / {f.errors}",
+                  f"{f.rps:,.1f}, {f.ttfb[0]:.1f} / {f.total[0]:.1f}, {f.cpu_us_per_chunk * chunks:,.0f}")
+    tw = figures["toolwire"]
+    floor = max((name for name in figures if name != "toolwire"), key=lambda name: figures[name].rps)
+    for theirs in figures:
+        if theirs == "toolwire":
+            continue
+        ratio = round_ratio(runs, "toolwire", theirs)
+        target = theirs == floor
+        table.add("10", f"requests/s toolwire / {theirs} (median of rounds); CPU per request ratio", f"{tw.rps:,.1f}",
+                  f"{figures[theirs].rps:,.1f} {theirs}",
+                  f"{ratio:.2f}; {tw.cpu_us_per_chunk / figures[theirs].cpu_us_per_chunk:.2f}",
+                  f">= {TARGET_PASSTHROUGH} (the floor), none failed" if target else "",
+                  verdict(ratio >= TARGET_PASSTHROUGH and tw.errors == 0) if target else "")
 
 
 def added_latency(table: Table, c1: dict[str, Figures]) -> None:
@@ -825,7 +861,7 @@ def save_results(results: dict, out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="0,9,1,2,3,4,5,6,7,8",
+    parser.add_argument("--sections", default="0,9,10,1,2,3,4,5,6,7,8",
                         help="comma-separated sections to run (default all)")
     parser.add_argument("--out", type=Path, default=ROOT / RESULTS_DIR,
                         help=f"folder for results.json and the chart bench.png (default {RESULTS_DIR})")
@@ -869,6 +905,11 @@ def main() -> int:
                           f"and the upstream): {short}")
             two_workers(table, procs, upstream_url, results)
 
+        if "10" in sections:
+            table.section(f"10 pass-through: {scripted.script(SHORT_KINDS['text'])['chunks']}-chunk streams through "
+                          f"POST {PASSTHROUGH_PATH}, relayed unparsed; toolwire vs each relay's own pass-through; "
+                          f"c={SHORT_PLAN[0]}, {SHORT_ROUNDS} interleaved rounds of {SHORT_PLAN[1]} requests")
+            passthrough(table, servers, results)
         if sections & {"1", "2"}:
             table.section(f"1 relay overhead: {fast['chunks']}-chunk streams with a write_file tool call; toolwire "
                           f"vs the minimal relays (baseline {BASELINE}; relay = httpx; on urllib3), {ROUNDS} interleaved "

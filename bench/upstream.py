@@ -3,9 +3,9 @@
 Run: ``python bench/upstream.py --port PORT``. It is a raw gevent
 ``StreamServer`` on 127.0.0.1 speaking just enough HTTP/1.1 (keep-alive,
 ``Content-Length`` request bodies, chunked responses) to be cheap next to the
-servers under test. Every ``POST .../chat/completions`` is answered with a
-pre-encoded ``chat.completion.chunk`` SSE stream chosen by the request's
-``model``:
+servers under test. Every ``POST .../chat/completions`` (and ``.../completions``, the pass-through's: the same
+bytes, which a pass-through relays unread) is answered with a pre-encoded ``chat.completion.chunk`` SSE stream
+chosen by the request's ``model``:
 
 * ``bench-fast``: :data:`STREAM_CHUNKS` frames (role, prose, a ``write_file``
   ``<tool_call>`` split across many frames, more prose, finish, usage), sent
@@ -203,7 +203,7 @@ class Upstream:
         if method == b"GET" and path.endswith(b"/models"):
             sock.sendall(plain_response("200 OK", b'{"object":"list","data":[{"id":"bench-fast","object":"model"}]}'))
             return
-        model = orjson.loads(body).get("model") if method == b"POST" and path.endswith(b"/chat/completions") else None
+        model = orjson.loads(body).get("model") if method == b"POST" and path.endswith(b"/completions") else None
         if model == "bench-slow":
             sock.sendall(HEAD_SSE + self.slow_chunks[0])
             for chunk in self.slow_chunks[1:]:

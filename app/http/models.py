@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 import gevent
 
+from ..capabilities import capabilities
 from ..routing import route
 from ..upstreams.base import UpstreamError
 from .state import Backend, current_state
@@ -20,7 +21,7 @@ MODELS_TIMEOUT = 3.0
 def model_entries() -> list[dict[str, Any]]:
     """Every back end's models, each listed by the back end its name is routed to, plus the client names of
     ``model_map`` and the ``models`` of ``upstreams``, as OpenAI's entries (``id``, ``object``, ``created``,
-    ``owned_by``). A single back end's failure is the answer (502…); several are asked at once, and one that
+    ``owned_by``) with what each serves here (``capabilities``: :func:`~app.capabilities.capabilities`). A single back end's failure is the answer (502…); several are asked at once, and one that
     fails or does not answer within :data:`MODELS_TIMEOUT` seconds is left out (the map's names routed to it
     stay listed)."""
     state = current_state()
@@ -30,9 +31,10 @@ def model_entries() -> list[dict[str, Any]]:
             if isinstance(model, dict) and model.get("id") and str(model["id"]) not in known \
                     and route(state.settings, str(model["id"])) == name:
                 known.add(str(model["id"]))
-                data.append(_model_entry(model))
+                data.append(_model_entry(model, state.upstreams[name]))
     configured = [*state.settings.model_map, *(m for up in state.settings.upstreams.values() for m in up.models)]
-    data += [_model_entry({"id": name}) for name in dict.fromkeys(configured) if name not in known]
+    data += [_model_entry({"id": name}, state.upstreams[route(state.settings, name)])
+             for name in dict.fromkeys(configured) if name not in known]
     return data
 
 
@@ -67,8 +69,10 @@ def _models_or_error(upstream: Any) -> list[Any] | UpstreamError:
         return exc
 
 
-def _model_entry(model: dict[str, Any]) -> dict[str, Any]:
+def _model_entry(model: dict[str, Any], backend: Backend) -> dict[str, Any]:
     created = model.get("created")
-    return {**model, "id": str(model["id"]), "object": "model",
-            "created": created if isinstance(created, int) else 0,
-            "owned_by": model.get("owned_by") or "toolwire"}
+    model_id = str(model["id"])
+    return {**model, "id": model_id, "object": "model", "created": created if isinstance(created, int) else 0,
+            "owned_by": model.get("owned_by") or "toolwire",
+            "capabilities": capabilities(backend.settings, model_id, model,
+                                         relays=hasattr(backend.upstream, "relay"))}

@@ -51,6 +51,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": self.server.owner.models})
+        else:
+            self._json(404, {"error": {"message": f"File Not Found: {self.path}", "type": "not_found_error"}})
+
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         owner = self.server.owner
@@ -101,11 +107,13 @@ class _Server(ThreadingHTTPServer):
 
 class RelayBackend:
     """The server: ``routes`` maps a path (``/v1/embeddings``, ``/tokenize``) to its :class:`Answer`; ``asked``
-    lists the requests it got."""
+    lists the requests it got; ``models`` is its model list."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Answer] = {}
         self.asked: list[Asked] = []
+        #: The entries of its ``GET /v1/models``.
+        self.models: list[dict[str, Any]] = []
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
