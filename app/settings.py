@@ -431,6 +431,10 @@ class AccessSettings(BaseModel):
         None, description="File of client keys, one per line, '#' comments; added to api_keys; unreadable or "
                           "empty = refuse to start")
     metrics_require_key: bool = Field(False, description="Require a client key on the metrics endpoint too")
+    cors_origins: str = Field(
+        "", description="Origins whose web pages may call the API from a browser (comma list, such as "
+                        "app://obsidian.md, or * for any): their preflights are answered and every answer carries "
+                        "Access-Control-Allow-Origin; empty = no CORS headers")
 
 
 class StoreSettings(BaseModel):

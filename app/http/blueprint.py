@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..surface import KeySource, Surface
 from .state import current_state
-from . import limits
+from . import cors, limits
 from .auth import authorize_api_request, key_sources
 from .errors import register_error_handlers
 from .models import model_entries, openai_model_list
@@ -37,23 +37,30 @@ def create_blueprint(name: str, surfaces: Sequence[Surface], url_prefix: str) ->
 
 
 # One hook each way: Flask's cost is per hook and request.
-def _before_request(keys: dict[str, tuple[KeySource, ...]]) -> Callable[[], None]:
-    def before_request() -> None:
-        """The request's record, then its key (before the limits, so a refused client takes no slot), then the
-        declared body size."""
+def _before_request(keys: dict[str, tuple[KeySource, ...]]) -> Callable[[], Response | None]:
+    def before_request() -> Response | None:
+        """A CORS preflight's answer; else the request's record, then its key (before the limits, so a refused
+        client takes no slot), then the declared body size."""
         req = request._get_current_object()  # type: ignore[attr-defined]  # once: each proxy access resolves it
         settings = current_state().settings
+        if req.method == "OPTIONS":
+            answer = cors.preflight(req, settings)
+            if answer is not None:
+                return answer
         open_record(req, settings)
         authorize_api_request(req.method, keys[req.blueprint])
         limits.check_declared_size(req, settings.max_body_bytes)
+        return None
 
     return before_request
 
 
 def _after_request(response: Response) -> Response:
-    """The response stamped with the request's id (its record finished when the body closes), then the
-    limits' part: an unread body finished, the slots handed to a stream."""
-    return limits.after_response(request._get_current_object(), stamp_response(response))  # type: ignore[attr-defined]
+    """The response stamped with the request's id (its record finished when the body closes), its CORS headers,
+    then the limits' part: an unread body finished, the slots handed to a stream."""
+    req = request._get_current_object()  # type: ignore[attr-defined]
+    response = cors.with_cors(stamp_response(response), cors.allowed_origin(req, current_state().settings))
+    return limits.after_response(req, response)
 
 
 def _list_models(surfaces: Sequence[Surface]) -> Callable[[], Response]:

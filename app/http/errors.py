@@ -19,6 +19,8 @@ from ..errors import ApiError, body_too_large
 from ..observability import record as observe
 from ..pipeline.failures import as_api_error
 from ..surface import openai_envelope
+from . import cors
+from .state import current_state
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
 __all__ = ["ApiError", "as_api_error", "error_response", "register_error_handlers"]
@@ -65,9 +67,10 @@ def register_error_handlers(target: Flask | Blueprint, envelope: Envelope = open
 
 def _app_error_response(exc: BaseException) -> Response:
     """An error no Blueprint handled: a 405 as the handler of the route that takes the path answers it, any
-    other in OpenAI's envelope."""
+    other in OpenAI's envelope; CORS headers for an allowed origin (the API Blueprint's hooks did not run)."""
     handler = _route_handler(exc) if isinstance(exc, MethodNotAllowed) else None
-    return error_response(exc) if handler is None else handler(exc)
+    response = error_response(exc) if handler is None else handler(exc)
+    return cors.with_cors(response, cors.allowed_origin(request, current_state().settings))
 
 
 def _route_handler(exc: MethodNotAllowed) -> Callable[[BaseException], Response] | None:
