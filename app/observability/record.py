@@ -89,6 +89,7 @@ class RequestRecord:
         owner: the client key's owner digest (``None`` on an open API): its debug record is that key's alone.
         outcome: the error code the response ended with (an error response, an error frame or
             ``response.failed``); ``None`` until then (the access line says ``completed`` or ``client_gone``).
+        dropped_tools: the types of the request's tools not offered to the model (hosted tools), in order.
     """
 
     request_id: str
@@ -110,6 +111,7 @@ class RequestRecord:
     debug: DebugStore | None = None
     owner: str | None = None
     outcome: str | None = None
+    dropped_tools: tuple[str, ...] = ()
     finished: bool = False
 
     @property
@@ -191,7 +193,7 @@ class RequestRecord:
             fields = {"method": self.method, "route": self.route, "status": self.status, "model": self.model,
                       "stream": self.stream if self.stream_requested is None else self.stream_requested,
                       "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
-                      "reasked": self.reasked,
+                      "reasked": self.reasked, "dropped_tools": list(self.dropped_tools) or None,
                       "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
                       "duration_ms": _ms(duration)}
             if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",
@@ -273,6 +275,13 @@ def note_failure(code: str, message: str) -> None:
     record = _current.get()
     if record is not None:
         record.failed(code, message)
+
+
+def note_dropped_tools(kinds: list[str]) -> None:
+    """The request's tools of these types were not offered to the model (hosted: the provider would run them)."""
+    record = _current.get()
+    if record is not None:
+        record.dropped_tools = tuple(kinds)
 
 
 def note_stream(stream: Any) -> None:

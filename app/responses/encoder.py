@@ -158,11 +158,15 @@ class _Reasoning(_Span):
 
 
 #: Item id prefix per call item type.
-_CALL_ID_PREFIXES = {"function": "fc", "custom": "ctc", "tool_search": "tsc", "local_shell": "lsc"}
+_CALL_ID_PREFIXES = {"function": "fc", "custom": "ctc", "tool_search": "tsc", "local_shell": "lsc", "shell": "sh",
+                     "apply_patch": "apc"}
+#: The operations an ``apply_patch_call`` may carry.
+_PATCH_OPERATIONS = ("create_file", "update_file", "delete_file")
 
 
 class _Call:
-    """An open call item: a ``function_call``, ``custom_tool_call``, ``tool_search_call`` or ``local_shell_call``."""
+    """An open call item: a ``function_call``, ``custom_tool_call``, ``tool_search_call``, ``local_shell_call``,
+    ``shell_call`` or ``apply_patch_call``."""
 
     __slots__ = ("id", "index", "call_id", "origin", "fragments")
 
@@ -194,8 +198,8 @@ class ResponsesEncoder:
     content streams as ``response.reasoning_text.delta`` events, placed before
     what followed it; ``ToolCallNote`` produces nothing. A function call
     streams ``function_call_arguments`` events, a custom call
-    ``custom_tool_call_input`` events; a ``tool_search_call`` or
-    ``local_shell_call`` carries parsed JSON, so it is only added and done.
+    ``custom_tool_call_input`` events; a ``tool_search_call``, ``local_shell_call``, ``shell_call`` or
+    ``apply_patch_call`` carries parsed JSON, so it is only added and done.
     """
 
     def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
@@ -268,7 +272,7 @@ class ResponsesEncoder:
             if open_call.origin.type == "custom":
                 return [self._event("response.custom_tool_call_input.delta", item_id=open_call.id,
                                     output_index=open_call.index, delta=event.fragment)]
-            return []  # tool_search / local_shell: JSON made whole at the end
+            return []  # tool_search, local_shell, shell, apply_patch: JSON made whole at the end
         if isinstance(event, ToolCallEnded):
             return self._close_open("completed" if event.valid else "incomplete")
         if isinstance(event, ChoiceFinished):
@@ -447,6 +451,12 @@ def _call_item(call: _Call, status: str, text: str | None) -> dict[str, Any]:
         item.update(input=text or "", name=origin.name)
     elif origin.type == "tool_search":
         item.update(execution="client", arguments=_json_object(text))
+    elif origin.type == "shell":
+        item["action"] = _shell_action(_json_object(text))
+    elif origin.type == "apply_patch":
+        item["operation"] = _patch_operation(_json_object(text))
+        if status == "incomplete":
+            item["status"] = "in_progress"  # the item has no incomplete status: not completed
     else:  # local_shell
         action = _json_object(text)
         command = action.get("command")
@@ -456,6 +466,27 @@ def _call_item(call: _Call, status: str, text: str | None) -> dict[str, Any]:
     if origin.namespace is not None:
         item["namespace"] = origin.namespace
     return item
+
+
+def _shell_action(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A ``shell_call``'s ``action`` from the model's arguments: ``commands`` (one string is one command),
+    ``timeout_ms`` and ``max_output_length`` (``None`` unless whole numbers)."""
+    commands = arguments.get("commands")
+    if isinstance(commands, str):
+        commands = [commands]
+    return {"commands": [str(c) for c in commands] if isinstance(commands, list) else [],
+            **{key: value if isinstance(value, int) and not isinstance(value, bool) else None
+               for key in ("timeout_ms", "max_output_length") for value in (arguments.get(key),)}}
+
+
+def _patch_operation(arguments: dict[str, Any]) -> dict[str, Any]:
+    """An ``apply_patch_call``'s ``operation`` from the model's arguments: its ``type`` (``update_file`` unless
+    one of the three), ``path`` and V4A ``diff`` (none for ``delete_file``)."""
+    kind = arguments.get("type") if arguments.get("type") in _PATCH_OPERATIONS else "update_file"
+    operation = {"type": kind, "path": str(arguments.get("path") or "")}
+    if kind != "delete_file":
+        operation["diff"] = str(arguments.get("diff") or "")
+    return operation
 
 
 def _json_object(text: str | None) -> dict[str, Any]:

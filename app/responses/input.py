@@ -17,6 +17,8 @@ import orjson
 from ..errors import InputError
 from ..pipeline.prompt import media_placeholder
 from .schemas import (
+    ApplyPatchCallItem,
+    ApplyPatchCallOutputItem,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
@@ -30,6 +32,8 @@ from .schemas import (
     RefusalPart,
     ReasoningItem,
     ResponsesRequest,
+    ShellCallItem,
+    ShellCallOutputItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
     parse_input_item,
@@ -38,7 +42,7 @@ from ..store import OwnedStore, ResponseStore
 
 #: What stored items are read from: the store as the request's client key sees it (or the whole store).
 Lookup = OwnedStore | ResponseStore
-from .tools import LOCAL_SHELL, TOOL_SEARCH, model_name
+from .tools import APPLY_PATCH, LOCAL_SHELL, SHELL, TOOL_SEARCH, model_name
 
 __all__ = ["InputError", "resolve_input_items", "to_chat_messages"]
 
@@ -78,8 +82,8 @@ def to_chat_messages(
     Consecutive function calls (and a call right after assistant text) share
     one assistant message; the Responses ``call_id`` is the tool-call id.
     Custom tool calls keep their raw input (a Chat ``custom`` tool call);
-    ``tool_search`` and ``local_shell`` calls become calls of the tools of
-    those names; reasoning (readable or encrypted) and compaction items are not
+    ``tool_search``, ``local_shell``, ``shell`` and ``apply_patch`` calls become calls of the tools of
+    those names, their outputs results in words; reasoning (readable or encrypted) and compaction items are not
     shown to the model; any other item (a hosted tool's call, an MCP item, a
     type never heard of) becomes one short readable line.
 
@@ -197,6 +201,15 @@ class _ChatBuilder:
                              + (", ".join(n for n in names if n) or "none") + ".")
         elif isinstance(item, LocalShellCallOutputItem):
             self._add_result(item.call_id or item.id or "", _output_text(item.output))
+        elif isinstance(item, ShellCallItem):
+            self._add_call(item.call_id, _function(SHELL, {k: v for k, v in item.action.items() if v is not None}))
+        elif isinstance(item, ShellCallOutputItem):
+            self._add_result(item.call_id, _shell_output_text(item.output))
+        elif isinstance(item, ApplyPatchCallItem):
+            self._add_call(item.call_id, _function(APPLY_PATCH, item.operation))
+        elif isinstance(item, ApplyPatchCallOutputItem):
+            said = f": {item.output}" if item.output else ""
+            self._add_result(item.call_id, f"{item.status or 'completed'}{said}")
         elif isinstance(item, OtherItem) and item.type != "compaction":
             role = "assistant" if _is_model_action(item.type) else "user"
             self._add_note(role, _note(item))
@@ -293,6 +306,22 @@ def _output_text(output: Any) -> str:
     if isinstance(output, list) and output and all(_is_output_part(p) for p in output):
         return "\n".join(p["text"] if p["type"] == "input_text" else media_placeholder(p["type"]) for p in output)
     return orjson.dumps(output).decode()
+
+
+def _shell_output_text(output: Any) -> str:
+    """A ``shell_call_output``'s ``output`` (each command's ``stdout``, ``stderr`` and ``outcome``) as words: per
+    command its output streams and how it ended; anything else as JSON."""
+    if not isinstance(output, list) or not all(isinstance(entry, dict) for entry in output):
+        return _output_text(output)
+    parts = []
+    for entry in output:
+        outcome = entry.get("outcome") if isinstance(entry.get("outcome"), dict) else {}
+        code = outcome.get("exit_code")
+        ended = "timed out" if outcome.get("type") == "timeout" else \
+            f"exit code {code}" if isinstance(code, int) else "exit code unknown"
+        streams = [f"{name}:\n{entry[name]}" for name in ("stdout", "stderr") if entry.get(name)]
+        parts.append("\n".join([*streams, ended]))
+    return "\n\n".join(parts)
 
 
 def _is_output_part(part: Any) -> bool:

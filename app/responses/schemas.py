@@ -160,6 +160,40 @@ class LocalShellCallOutputItem(_EchoedItem):
     output: Any
 
 
+class ShellCallItem(_EchoedItem):
+    """A ``shell`` call: ``action`` is ``{"commands": [...], "timeout_ms", "max_output_length"}``."""
+
+    type: Literal["shell_call"]
+    call_id: str
+    action: dict[str, Any]
+
+
+class ShellCallOutputItem(_EchoedItem):
+    """A ``shell`` call's result: ``output`` lists each command's ``stdout``, ``stderr`` and ``outcome``
+    (``{"type": "exit", "exit_code"}`` or ``{"type": "timeout"}``)."""
+
+    type: Literal["shell_call_output"]
+    call_id: str
+    output: Any
+
+
+class ApplyPatchCallItem(_EchoedItem):
+    """An ``apply_patch`` call: ``operation`` is ``{"type": "create_file" | "update_file" | "delete_file",
+    "path", "diff"}`` (a V4A diff; none for a deletion)."""
+
+    type: Literal["apply_patch_call"]
+    call_id: str
+    operation: dict[str, Any]
+
+
+class ApplyPatchCallOutputItem(_EchoedItem):
+    """An ``apply_patch`` call's result: ``status`` ``completed`` or ``failed``, and what the client said."""
+
+    type: Literal["apply_patch_call_output"]
+    call_id: str
+    output: str | None = None
+
+
 class OtherItem(RequestModel):
     """Any other item type (hosted tool calls, MCP items, compaction, types yet unknown): kept, shown as a note."""
 
@@ -205,6 +239,10 @@ InputItem = Annotated[
         Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
         Annotated[LocalShellCallItem, Tag("local_shell_call")],
         Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
+        Annotated[ShellCallItem, Tag("shell_call")],
+        Annotated[ShellCallOutputItem, Tag("shell_call_output")],
+        Annotated[ApplyPatchCallItem, Tag("apply_patch_call")],
+        Annotated[ApplyPatchCallOutputItem, Tag("apply_patch_call_output")],
         Annotated[ItemReference, Tag("item_reference")],
         Annotated[ReasoningItem, Tag("reasoning")],
         Annotated[OtherItem, Tag("other")],
@@ -277,6 +315,25 @@ class LocalShellTool(RequestModel):
     type: Literal["local_shell"]
 
 
+class ShellTool(RequestModel):
+    """The ``shell`` tool: run by the client on its own machine (``environment`` unset or ``local``); in a
+    container (``container_auto``, ``container_reference``) it is the provider's, a hosted tool."""
+
+    type: Literal["shell"]
+    environment: dict[str, Any] | None = None
+
+    @property
+    def runs_on_client(self) -> bool:
+        """Whether the client runs it (a ``local`` environment, or none named)."""
+        return self.environment is None or self.environment.get("type") == "local"
+
+
+class ApplyPatchTool(RequestModel):
+    """The client-executed ``apply_patch`` tool (``apply_patch_call`` items with a file ``operation``)."""
+
+    type: Literal["apply_patch"]
+
+
 class HostedTool(RequestModel):
     """A tool the provider would run itself (``web_search``, ``file_search``, ``mcp``, unknown types…)."""
 
@@ -294,6 +351,8 @@ Tool = Annotated[
         Annotated[NamespaceTool, Tag("namespace")],
         Annotated[ToolSearchTool, Tag("tool_search")],
         Annotated[LocalShellTool, Tag("local_shell")],
+        Annotated[ShellTool, Tag("shell")],
+        Annotated[ApplyPatchTool, Tag("apply_patch")],
         Annotated[HostedTool, Tag("hosted")],
     ],
     Discriminator(_tool_tag, custom_error_type="invalid_value", custom_error_message="invalid tool type"),

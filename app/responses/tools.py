@@ -2,15 +2,17 @@
 
 A text-only model can call what the client runs: ``function`` tools, the
 function and custom tools of a ``namespace``, ``custom`` (freeform) tools, a
-client-executed ``tool_search`` and ``local_shell``. Each gets a model-facing
+client-executed ``tool_search``, ``local_shell``, ``shell`` (in a local environment) and ``apply_patch``.
+Each gets a model-facing
 name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names it: namespaces stay
 apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
-Hosted tools (``web_search``, ``file_search``, ``mcp``, any unknown type) are
+Hosted tools (``web_search``, ``file_search``, ``mcp``, ``shell`` in a container, any unknown type) are
 not offered: by default they are dropped (counted in
-``toolwire_dropped_tools_total``, logged once per request at debug level);
-with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool.
+``toolwire_dropped_tools_total``, a warning once per type and worker, named on the request's access line);
+with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool. A request whose tools were all dropped
+(none left to call) is a 400 naming ``tools``: the model would answer as if nothing had been asked.
 A ``tool_choice`` that forces a tool the model is not offered is a 400.
 
 Tools a client-executed tool search loaded (the ``tools`` of a
@@ -29,6 +31,7 @@ from statemachine import ToolChoice, ToolSpec, schema_problem
 
 from ..errors import InputError
 from ..observability import metrics
+from ..observability import record as observe
 from ..pipeline.plan import ChoiceRequest, check_tool
 from .schemas import (
     AllowedToolsChoice,
@@ -38,9 +41,11 @@ from .schemas import (
     FunctionToolChoice,
     HostedTool,
     HostedToolChoice,
+    ApplyPatchTool,
     LocalShellTool,
     NamespaceTool,
     ResponsesRequest,
+    ShellTool,
     Tool,
     ToolSearchOutputItem,
     ToolSearchTool,
@@ -49,13 +54,17 @@ from .schemas import (
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["LOCAL_SHELL", "TOOL_SEARCH", "OfferedTools", "ToolOrigin", "model_name", "offered_tools"]
+__all__ = ["APPLY_PATCH", "LOCAL_SHELL", "SHELL", "TOOL_SEARCH", "OfferedTools", "ToolOrigin", "model_name",
+           "offered_tools"]
 
 log = logging.getLogger("toolwire.responses.tools")
 
-#: Model-facing names of the two client-executed built-in tools.
+#: Model-facing names of the client-executed built-in tools (each also its type).
 TOOL_SEARCH = "tool_search"
 LOCAL_SHELL = "local_shell"
+SHELL = "shell"
+APPLY_PATCH = "apply_patch"
+_BUILT_IN = (TOOL_SEARCH, LOCAL_SHELL, SHELL, APPLY_PATCH)
 
 _TOOL_SEARCH_PARAMETERS = {
     "type": "object",
@@ -79,7 +88,41 @@ _LOCAL_SHELL_PARAMETERS = {
     "required": ["command"],
 }
 
+_SHELL_DESCRIPTION = (
+    "Run shell commands on the user's machine, in order. The client runs them and sends back each one's "
+    "stdout, stderr and exit code."
+)
+_SHELL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "commands": {"type": "array", "items": {"type": "string"},
+                     "description": 'Shell command lines, run one after another, e.g. ["ls -la", "git status"].'},
+        "timeout_ms": {"type": "integer", "description": "Stop a command after this many milliseconds."},
+        "max_output_length": {"type": "integer", "description": "The most characters of output to send back."},
+    },
+    "required": ["commands"],
+}
+_APPLY_PATCH_DESCRIPTION = (
+    "Create, change or delete one file on the user's machine. The client applies it and says whether it "
+    "worked. The diff is in V4A form: for create_file, every line of the new file prefixed with '+'; for "
+    "update_file, hunks that each start with an '@@' line (a line of context to find the place, or empty) "
+    "followed by the lines around the change, kept lines prefixed with ' ', removed ones with '-', added ones "
+    "with '+'; delete_file takes no diff."
+)
+_APPLY_PATCH_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string", "enum": ["create_file", "update_file", "delete_file"],
+                 "description": "What to do with the file."},
+        "path": {"type": "string", "description": "The file's path, relative to the project's root."},
+        "diff": {"type": "string", "description": "The V4A diff (not for delete_file)."},
+    },
+    "required": ["type", "path"],
+}
+
 _TOOL_ADAPTER: TypeAdapter[Any] = TypeAdapter(Tool)
+#: The hosted tool types this worker has warned about (once each: a dropped tool is visible, not noisy).
+_warned: set[str] = set()
 
 #: Hosted tool types that label the dropped-tools metric; any other type counts as ``other`` (bounded labels).
 _HOSTED_TYPES = frozenset({
@@ -96,12 +139,13 @@ class ToolOrigin:
     Fields:
         type: the output item a call becomes: ``function`` (``function_call``),
             ``custom`` (``custom_tool_call``), ``tool_search``
-            (``tool_search_call``) or ``local_shell`` (``local_shell_call``).
+            (``tool_search_call``), ``local_shell`` (``local_shell_call``), ``shell`` (``shell_call``) or
+            ``apply_patch`` (``apply_patch_call``).
         name: the tool's name as the client knows it.
         namespace: the namespace tool it belongs to, if any.
     """
 
-    type: Literal["function", "custom", "tool_search", "local_shell"]
+    type: Literal["function", "custom", "tool_search", "local_shell", "shell", "apply_patch"]
     name: str
     namespace: str | None = None
 
@@ -129,7 +173,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
 
     Raises:
         InputError: a hosted tool when ``settings.unsupported_tools`` is
-            ``fail`` (``tools[i].type``); a ``tool_choice`` that forces a
+            ``fail`` (``tools[i].type``); tools that were all dropped, none left to call (``tools``, unless
+            ``tool_choice`` is ``none``); a ``tool_choice`` that forces a
             hosted tool (``tool_choice``), or requires a call from an
             ``allowed_tools`` list none of which can be called (``tool_choice.tools``); a tool named like an
             earlier one (``ns``/``f`` beside a function ``ns__f`` too), a strict schema or regex grammar the
@@ -137,22 +182,47 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
-        if isinstance(tool, HostedTool) or (isinstance(tool, ToolSearchTool) and tool.execution != "client"):
+        if _hosted(tool):
             if settings.unsupported_tools == "fail":
                 raise InputError(
                     f"Tool type {tool.type!r} is not supported: the model behind this server can only call "
-                    "tools the client runs (function, custom, namespace, client tool_search, local_shell).",
-                    f"tools[{i}].type", "unsupported_tool_type")
+                    "tools the client runs (function, custom, namespace, client tool_search, local_shell, "
+                    "shell in a local environment, apply_patch).", f"tools[{i}].type", "unsupported_tool_type")
             builder.dropped.append(tool.type)
         else:
             builder.add(tool, f"tools[{i}]")
     for tool in _searched_tools(request):
         builder.add(tool)
     if builder.dropped:
-        for kind in builder.dropped:
-            metrics.child(metrics.DROPPED_TOOLS, kind if kind in _HOSTED_TYPES else "other").inc()
-        log.debug("tools not offered to the model (hosted, not runnable here): %s", ", ".join(builder.dropped))
-    return OfferedTools(builder.specs, builder.origins, builder.choice(request.tool_choice), builder.dropped)
+        _note_dropped(builder.dropped)
+    choice = builder.choice(request.tool_choice)
+    if builder.dropped and not builder.specs and request.tool_choice != "none":
+        raise InputError(
+            f"None of the request's tools can be called here: {', '.join(dict.fromkeys(builder.dropped))} "
+            "would be run by the provider, and the model behind this server can only call tools the client "
+            "runs. Send function, custom or client-run tools, or no tools.", "tools", "unsupported_tool_type")
+    return OfferedTools(builder.specs, builder.origins, choice, builder.dropped)
+
+
+def _hosted(tool: Any) -> bool:
+    """Whether ``tool`` is run by the provider, not the client (so not offered here)."""
+    return isinstance(tool, HostedTool) or (isinstance(tool, ToolSearchTool) and tool.execution != "client") \
+        or (isinstance(tool, ShellTool) and not tool.runs_on_client)
+
+
+def _note_dropped(dropped: list[str]) -> None:
+    """Count the dropped tool types, log them at debug, and warn about each type once per worker."""
+    labels = [kind if kind in _HOSTED_TYPES else "other" for kind in dropped]  # bounded: never a client's word
+    for label in labels:
+        metrics.child(metrics.DROPPED_TOOLS, label).inc()
+    log.debug("tools not offered to the model (hosted, not runnable here): %s", ", ".join(dropped))
+    observe.note_dropped_tools(labels)
+    for label in dict.fromkeys(labels):
+        if label not in _warned:
+            _warned.add(label)
+            log.warning("hosted tool type %r is dropped from requests: the provider would run it, and the model "
+                        "behind this server can only call tools the client runs (toolwire_dropped_tools_total "
+                        "counts them; said once per worker)", label)
 
 
 def model_name(name: str, namespace: str | None) -> str:
@@ -196,6 +266,12 @@ class _Offer:
         elif isinstance(tool, LocalShellTool):
             self._put(ToolSpec(LOCAL_SHELL, _LOCAL_SHELL_DESCRIPTION, _LOCAL_SHELL_PARAMETERS),
                       ToolOrigin("local_shell", LOCAL_SHELL), param and f"{param}.type")
+        elif isinstance(tool, ShellTool):
+            self._put(ToolSpec(SHELL, _SHELL_DESCRIPTION, _SHELL_PARAMETERS), ToolOrigin("shell", SHELL),
+                      param and f"{param}.type")
+        elif isinstance(tool, ApplyPatchTool):
+            self._put(ToolSpec(APPLY_PATCH, _APPLY_PATCH_DESCRIPTION, _APPLY_PATCH_PARAMETERS),
+                      ToolOrigin("apply_patch", APPLY_PATCH), param and f"{param}.type")
         else:
             self._add_one(tool, None, None, param)
 
@@ -239,7 +315,7 @@ class _Offer:
             if allowed.type in ("function", "custom"):
                 param = f"tool_choice.tools[{i}].name"
                 names.setdefault(self._named(allowed.type, allowed.name or "", param), param)
-            elif allowed.type in (TOOL_SEARCH, LOCAL_SHELL) and allowed.type in self.origins:
+            elif allowed.type in _BUILT_IN and self._built_in(allowed.type):
                 names.setdefault(allowed.type, f"tool_choice.tools[{i}].type")
             # an allowed hosted tool is simply not callable here
         if choice.mode == "required" and not names:
@@ -265,8 +341,13 @@ class _Offer:
                              param, "invalid_value")
         return name
 
+    def _built_in(self, kind: str) -> bool:
+        """Whether the built-in tool of type ``kind`` is offered (not a client tool that shares its name)."""
+        origin = self.origins.get(kind)
+        return origin is not None and origin.type == kind
+
     def _by_type(self, kind: str) -> str:
-        if kind in (TOOL_SEARCH, LOCAL_SHELL) and kind in self.origins:
+        if kind in _BUILT_IN and self._built_in(kind):
             return kind
         raise InputError(f"Invalid value for 'tool_choice': it forces {kind!r}, a tool this server cannot offer "
                          "to its text-only model (hosted tools are not run here).", "tool_choice",

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from app.responses.schemas import parse_responses_request
+from app.responses import tools as tools_module
 from app.responses.tools import offered_tools
 from app.settings import Settings
 from support.tools import WEATHER
@@ -66,18 +67,23 @@ def test_custom_client_tool_search_and_local_shell_are_offered():
         ["custom", "tool_search", "local_shell"]
 
 
-def test_hosted_tools_are_dropped_counted_and_logged_once(caplog):
+def test_hosted_tools_are_dropped_counted_and_logged_once(caplog, monkeypatch):
+    monkeypatch.setattr(tools_module, "_warned", set())  # a fresh worker
     before = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) or 0
     other = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) or 0
     with caplog.at_level("DEBUG", logger="toolwire.responses.tools"):
         tools = offered({"tools": [*HOSTED, {"type": "tool_search"}, WEATHER]})
+        offered({"tools": [HOSTED[0], {"type": "another_new_one"}, WEATHER]})
     assert [s.name for s in tools.specs] == ["get_weather"]
     assert tools.dropped == ["web_search", "file_search", "mcp", "brand_new_hosted_tool", "tool_search"]
-    assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) == before + 1
+    assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) == before + 2
     # a client-invented type cannot grow the label set
-    assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) == other + 1
-    (record,) = [r for r in caplog.records if r.name == "toolwire.responses.tools"]
-    assert record.levelname == "DEBUG" and "web_search, file_search, mcp" in record.getMessage()
+    assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) == other + 2
+    records = [r for r in caplog.records if r.name == "toolwire.responses.tools"]
+    debug = [r.getMessage() for r in records if r.levelname == "DEBUG"]
+    assert len(debug) == 2 and "web_search, file_search, mcp" in debug[0]  # each request, at debug
+    warned = [r.getMessage() for r in records if r.levelname == "WARNING"]  # each type once per worker
+    assert [w.split("'")[1] for w in warned] == ["web_search", "file_search", "mcp", "other", "tool_search"]
 
 
 @pytest.mark.parametrize("index", range(len(HOSTED)))
