@@ -11,6 +11,7 @@ from flask import Response, request
 from ..pipeline.generate import SSE_HEADERS
 from ..pipeline.relay import relay
 from ..profile import model_profile
+from ..settings import Settings
 from ..surface import Relay
 from . import limits
 from .forms import form_boundary, form_field, with_form_field
@@ -32,16 +33,26 @@ def relaying(route: Relay) -> Callable[..., Response]:
         else:
             model, stream = form_field(raw, boundary, "model"), form_field(raw, boundary, "stream") == "true"
         context = request_context(model, stream)
-        if isinstance(model, str):
-            served = model_profile(context.settings, model).upstream_model
-            if served != model:
-                raw = orjson.dumps({**body, "model": served}) if boundary is None \
-                    else with_form_field(raw, boundary, "model", served)
-        del body
-        reply = relay(context, f"POST {request.path}", route.path.format(**url_args), raw, content_type,
-                      at_root=route.at_root)
+        reply = relay(context, f"POST {request.path}", route.path.format(**url_args),
+                      _as_served(raw, body, boundary, model), content_type, at_root=route.at_root)
         if isinstance(reply.body, bytes):
             return Response(reply.body, status=reply.status, content_type=reply.content_type)
         return StreamResponse(reply.body, status=reply.status, content_type=reply.content_type, headers=SSE_HEADERS)
 
     return view
+
+
+def _as_served(raw: bytes, body: dict[str, Any], boundary: bytes | None, model: object) -> Callable[[Settings], bytes]:
+    """The request's bytes as a back end seeing given settings is sent them: the client's ``model`` renamed to the
+    back end's (a JSON body dumped again, a form's field replaced), else as they came."""
+
+    def body_for(settings: Settings) -> bytes:
+        if not isinstance(model, str):
+            return raw
+        served = model_profile(settings, model).upstream_model
+        if served == model:
+            return raw
+        return orjson.dumps({**body, "model": served}) if boundary is None \
+            else with_form_field(raw, boundary, "model", served)
+
+    return body_for

@@ -180,7 +180,7 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
         except UpstreamError as exc:
             if exc.kind not in FALLS_BACK:
                 raise
-            _falling_back(attempt, exc)
+            falling_back(attempt, exc)
     generation = _served_by(generation, last, context)
     return (*open_in_tool_mode(generation, last), last, generation)
 
@@ -192,7 +192,8 @@ def _served_by(generation: Generation, attempt: RequestContext, first: RequestCo
     return dataclasses.replace(generation, profile=model_profile(attempt.settings, generation.model))
 
 
-def _falling_back(context: RequestContext, error: UpstreamError) -> None:
+def falling_back(context: RequestContext, error: UpstreamError) -> None:
+    """Say that the back end of ``context`` failed with ``error`` before its first byte and the next is tried."""
     log.warning("back end %s failed before its first byte (%s); trying the next", context.upstream_name,
                 error.kind, extra={"fields": {"upstream": context.upstream_name, "status": error.status}})
 

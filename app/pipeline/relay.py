@@ -9,15 +9,17 @@ and the back end; its other refusals pass through as a generation's do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 import orjson
 
 from ..errors import ApiError
 from ..observability.record import RequestRecord
+from ..settings import Settings
 from ..upstreams.base import UpstreamError
 from .context import RequestContext
 from .failures import from_upstream
+from .generate import FALLS_BACK, falling_back
 
 
 class Relayed(Protocol):
@@ -44,20 +46,36 @@ class RelayReply:
     body: bytes | RelayBody
 
 
-def relay(context: RequestContext, endpoint: str, path: str, body: bytes, content_type: str, *,
-          at_root: bool = False) -> RelayReply:
-    """Send ``body`` on to the back end's ``path`` and answer with what it answers.
+def relay(context: RequestContext, endpoint: str, path: str, body_for: Callable[[Settings], bytes],
+          content_type: str, *, at_root: bool = False) -> RelayReply:
+    """Send the request on to the back end's ``path`` and answer with what it answers; while a back end refuses
+    the connection or answers 5xx, the model's ``fallback`` back ends are tried in turn, as a generation's are.
 
     Args:
-        context: the request's context: its routed back end, its record.
+        context: the request's context: its routed back end (and its fallbacks), its record.
         endpoint: the client's ``METHOD /path``, for the error that says the back end has none.
         path, at_root: where the back end serves it (see :class:`~app.surface.Relay`).
-        body, content_type: the request's body as it goes to the back end.
+        body_for: the request's body as a back end seeing these settings is sent it (the model its name there).
+        content_type: the request's ``Content-Type``.
 
     Raises:
         ApiError: 404 or 501 ``unsupported_endpoint`` when the back end has no such endpoint; the back end's
             other refusals and failures as a generation's.
     """
+    *earlier, last = (context, *context.fallbacks)
+    for attempt in earlier:
+        try:
+            return _relay_to(attempt, endpoint, path, body_for(attempt.settings), content_type, at_root)
+        except UpstreamError as exc:
+            if exc.kind not in FALLS_BACK:
+                raise
+            falling_back(attempt, exc)
+    return _relay_to(last, endpoint, path, body_for(last.settings), content_type, at_root)
+
+
+def _relay_to(context: RequestContext, endpoint: str, path: str, body: bytes, content_type: str,
+              at_root: bool) -> RelayReply:
+    """:func:`relay` to the back end of ``context`` alone."""
     ask = getattr(context.upstream, "relay", None)
     if ask is None:
         raise unsupported(endpoint, context.upstream_name, 501, "its kind serves chat generations only")

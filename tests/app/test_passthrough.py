@@ -171,3 +171,14 @@ def test_the_access_line_and_metrics_count_a_relay(backend: RelayBackend, json_l
         ("/v1/rerank", 404, "unsupported_endpoint", "embedder", "default")]
     metrics = client.get("/metrics").get_data(as_text=True)
     assert 'toolwire_requests_total{route="/v1/embeddings",status="200"} 1.0' in metrics
+
+
+def test_a_back_end_that_refuses_the_connection_falls_back_as_a_generation_does() -> None:
+    with RelayBackend() as spare:
+        spare.routes["/v1/embeddings"] = Answer(body=EMBEDDING)
+        app = create_app(Settings(upstream_url="http://127.0.0.1:1/v1",  # nothing listens there
+                                  upstreams={"spare": {"kind": "openai", "url": spare.v1_url}},
+                                  model_map={"embedder": {"model": "served-embedder", "fallback": ["spare"]}}))
+        answer = app.test_client().post("/v1/embeddings", json={"model": "embedder", "input": "a"})
+        assert answer.status_code == 200 and answer.get_json() == EMBEDDING
+        assert spare.asked[0].json() == {"model": "served-embedder", "input": "a"}
