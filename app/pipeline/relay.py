@@ -108,11 +108,12 @@ class RelayBody:
     body for a whole one; either way the record says how it ended.
     """
 
-    __slots__ = ("_answer", "_record")
+    __slots__ = ("_answer", "_record", "_ended")
 
     def __init__(self, answer: Relayed, record: RequestRecord | None):
         self._answer = answer
         self._record = record
+        self._ended = False
         if record is not None:
             record.stream_opened()
 
@@ -125,7 +126,9 @@ class RelayBody:
                     record.first_frame_sent()
                 last = piece
                 yield piece
+            self._ended = True
         except UpstreamError as exc:
+            self._ended = True
             error = from_upstream(exc)
             if record is not None:
                 record.failed(error.code or error.type, error.message)
@@ -135,5 +138,8 @@ class RelayBody:
             raise ConnectionResetError("the back end's answer broke off") from None
 
     def close(self) -> None:
-        """Let the back end's answer go (an unfinished one closes its connection)."""
+        """Let the back end's answer go (an unfinished one closes its connection: the back end stops); closed
+        before its end, the client left."""
         self._answer.close()
+        if not self._ended and self._record is not None:
+            self._record.client_left()

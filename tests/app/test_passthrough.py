@@ -182,3 +182,14 @@ def test_a_back_end_that_refuses_the_connection_falls_back_as_a_generation_does(
         answer = app.test_client().post("/v1/embeddings", json={"model": "embedder", "input": "a"})
         assert answer.status_code == 200 and answer.get_json() == EMBEDDING
         assert spare.asked[0].json() == {"model": "served-embedder", "input": "a"}
+
+
+def test_a_client_that_leaves_mid_stream_is_client_gone(backend: RelayBackend, json_log: Any) -> None:
+    backend.routes["/v1/completions"] = Answer(events=[{"choices": [{"text": str(n)}]} for n in range(50)], gap=0.05)
+    answer = app_for(backend).post("/v1/completions", json={"model": "m", "prompt": "p", "stream": True},
+                                   buffered=False)
+    assert next(iter(answer.response)).startswith(b"data: ")
+    answer.close()
+    access = [json.loads(line) for line in json_log.getvalue().splitlines()
+              if json.loads(line)["logger"] == "toolwire.access"]
+    assert (access[-1]["outcome"], access[-1]["disconnected"], access[-1]["stream"]) == ("client_gone", True, True)
