@@ -8,6 +8,7 @@ and the back end; its other refusals pass through as a generation's do.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
@@ -135,7 +136,8 @@ class RelayBody:
             if self._answer.content_type.startswith("text/event-stream") and last.endswith((b"\n\n", b"\r\n\r\n")):
                 yield b"data: " + orjson.dumps(error.body()) + b"\n\ndata: [DONE]\n\n"
                 return
-            raise ConnectionResetError("the back end's answer broke off") from None
+            # ECONNRESET: gunicorn closes the connection without a traceback (the body stays unfinished)
+            raise ConnectionResetError(errno.ECONNRESET, "the back end's answer broke off") from None
 
     def close(self) -> None:
         """Let the back end's answer go (an unfinished one closes its connection: the back end stops); closed
