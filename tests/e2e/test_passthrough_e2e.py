@@ -42,7 +42,8 @@ def llama() -> Iterator[LlamaCppServer]:
 @pytest.fixture
 def toolwire(llama: LlamaCppServer, toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
     return toolwire_factory(TOOLWIRE_UPSTREAM_URL=llama.v1_url, TOOLWIRE_UPSTREAM_READ_TIMEOUT="150",
-                            TOOLWIRE_MODEL_MAP=json.dumps({"coder": "qwen-coder"}))
+                            TOOLWIRE_MODEL_MAP=json.dumps({"coder": {"model": "qwen-coder", "capabilities": [
+                                "chat", "tools", "completions", "embeddings"]}}))
 
 
 def client_for(server: ToolwireServer) -> openai.OpenAI:
@@ -93,6 +94,12 @@ def test_the_back_ends_tokenizer_at_the_root(toolwire: ToolwireServer, llama: Ll
     assert asked.json() == httpx.post(llama.url + "/tokenize", json={"content": PREFIX}, timeout=60).json()
     back = httpx.post(toolwire.url + "/detokenize", json={"tokens": asked.json()["tokens"]}, timeout=60)
     assert back.json()["content"] == PREFIX
+
+
+def test_the_model_list_says_what_each_model_serves(toolwire: ToolwireServer) -> None:
+    listed = {model.id: model.model_extra["capabilities"] for model in client_for(toolwire).models.list()}
+    assert listed == {"qwen-coder": ["chat", "tools"],  # the server's own entry says nothing more
+                      "coder": ["chat", "tools", "completions", "embeddings"]}  # as the operator declared
 
 
 def test_an_endpoint_the_server_lacks_is_named(toolwire: ToolwireServer) -> None:
