@@ -1,17 +1,23 @@
 """A :class:`~app.surface.Surface` as a child Blueprint of the API Blueprint: its routes' views and its error
 envelope. Every route kind is answered alike for every surface: the JSON body read and bounded, the model routed
-to its back end, the reply sent (one JSON body, or the encoder's frames as the route's media type)."""
+to its back end, the reply sent (one JSON body, or the encoder's frames as the route's media type). The paths
+under its routes' first segments that none of them takes are its own too: a 404 in its envelope."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Any, Callable, TypeVar, assert_never
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import BaseConverter
+
+from ..errors import ApiError
 
 from ..pipeline.generate import generate
-from ..surface import Compute, Generate, ListModels, Surface, View
+from ..surface import Compute, Generate, ListModels, Route, Surface, View
 from .errors import register_error_handlers
 from .models import model_entries
 from .request import json_body, owned_store, request_context, send
@@ -35,7 +41,76 @@ def surface_blueprint(surface: Surface) -> Blueprint:
             bp.add_url_rule(route.rule, route.endpoint, view_func=_listing(route), methods=["GET"])
         else:
             assert_never(route)
+    _claim_unrouted(bp, surface)
     return bp
+
+
+#: The methods an unrouted path a surface claims is answered for.
+_ANY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE")
+#: A rule's variable (``<path:subpath>``, ``<response_id>``): its converter and its name.
+_VARIABLE = re.compile(r"<(?:(\w+):)?(\w+)>")
+
+
+def _claim_unrouted(bp: Blueprint, surface: Surface) -> None:
+    """The paths under the first segment of ``surface``'s routes that none of them takes (``/messages/batches``,
+    ``/api/pull``; ``/messages/`` when ``/messages`` is a route) answer a 404 in its envelope naming what it
+    serves, not Werkzeug's in OpenAI's (a route of its own of such a shape, with a better hint, takes them
+    instead)."""
+    rules = {route.rule for route in surface.routes}
+    shapes = {_shape(rule) for rule in rules}
+    view = _unrouted(surface)
+    bp.record_once(_add_nothing_converter)
+    for head in sorted({_head(rule) for rule in rules} - {""}):
+        claimed = (head + "/<path:subpath>", head + "/<nothing:subpath>") if head in rules \
+            else (head + "/<path:subpath>",)
+        for rule in claimed:
+            if _shape(rule) not in shapes and _shape(head + "/") not in shapes:
+                bp.add_url_rule(rule, "unrouted", view_func=view, methods=_ANY_METHOD)
+
+
+def _add_nothing_converter(state: BlueprintSetupState) -> None:
+    state.app.url_map.converters.setdefault("nothing", _Nothing)
+
+
+class _Nothing(BaseConverter):
+    """Takes the empty rest of a path: ``/messages/<nothing:subpath>`` is ``/messages/`` alone. (A rule ending
+    in ``/`` would redirect ``/messages`` to it for a method its own route does not take.)"""
+
+    regex = ""
+    part_isolating = False
+
+
+def _shape(rule: str) -> str:
+    """``rule`` with its variables' names left out: two rules of one shape take the same paths."""
+    return _VARIABLE.sub(lambda match: f"<{match.group(1) or 'default'}>", rule)
+
+
+def _head(rule: str) -> str:
+    """``rule``'s first segment if it is fixed (``/messages`` of ``/messages/count_tokens``), else ``""``."""
+    head = "/" + rule.split("/")[1]
+    return "" if "<" in head or head == "/" else head
+
+
+def _unrouted(surface: Surface) -> Callable[..., Response]:
+    served = [(_methods(route), _VARIABLE.sub(r"{\2}", route.rule)) for route in surface.routes
+              if not (isinstance(route, View) and route.rule.endswith("<path:subpath>"))]  # not a catch-all
+
+    def unrouted(subpath: str = "") -> Response:
+        """A path under ``surface``'s routes that none of them takes: 404, naming those it serves."""
+        claim = _VARIABLE.sub("", request.url_rule.rule).rstrip("/")  # type: ignore[union-attr]  # the head
+        prefix = claim[:claim.rindex("/")]
+        routes = ", ".join(f"{methods} {prefix}{rule}" for methods, rule in served)
+        raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
+                            f"{routes}.", code="not_supported")
+
+    return unrouted
+
+
+def _methods(route: Route) -> str:
+    """The methods ``route`` takes, as a client would write them."""
+    if isinstance(route, View):
+        return "/".join(route.methods)
+    return "GET" if isinstance(route, ListModels) else "POST"
 
 
 def _generating(route: Generate) -> Callable[..., Response]:

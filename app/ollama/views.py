@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from flask import Response, jsonify, request
+from flask import Response, jsonify
 
 from statemachine import get_format
 
@@ -94,10 +94,3 @@ def running() -> Response:
 def version() -> Response:
     """``GET /api/version``."""
     return jsonify({"version": OLLAMA_API_VERSION})
-
-
-def unsupported_path(subpath: str) -> Response:
-    """Any other ``/api/…`` path (``pull``, ``create``, ``delete``…): 404, naming what is served."""
-    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves POST "
-                   "/api/chat, /api/generate, /api/show, /api/embed and GET /api/tags, /api/ps, /api/version.",
-                   code="not_supported")

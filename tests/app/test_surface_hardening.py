@@ -166,12 +166,15 @@ def test_messages_takes_its_numbers_and_flags_as_json_types_not_coerced(make_app
     assert upstream.bodies == []
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/count_tokens/"), ("GET", "/v1/messages/batches/")])
+@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/count_tokens/"), ("GET", "/v1/messages/batches/"),
+                                          ("POST", "/v1/messages/")])
 def test_a_messages_path_routing_refuses_answers_in_anthropics_envelope(client, method, path):
     response = client.open(path, method=method, json={})
     assert response.status_code in (404, 405)
     body = response.get_json()
     assert body["type"] == "error" and body["error"]["type"] in ("not_found_error", "invalid_request_error"), body
+    assert response.status_code == 405 or "serves POST /v1/messages, POST /v1/messages/count_tokens" in \
+        body["error"]["message"]
 
 
 def test_models_leaves_unreachable_back_ends_out_without_a_traceback(tmp_path, capfd, caplog):
