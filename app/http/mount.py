@@ -53,7 +53,7 @@ _VARIABLE = re.compile(r"<(?:(\w+):)?(\w+)>")
 
 def _claim_unrouted(bp: Blueprint, surface: Surface) -> None:
     """The paths under the first segment of ``surface``'s routes that none of them takes (``/messages/batches``,
-    ``/api/pull``; ``/messages/`` when ``/messages`` is a route) answer a 404 in its envelope naming what it
+    ``/api/nothing``; ``/messages/`` when ``/messages`` is a route) answer a 404 in its envelope naming what it
     serves, not Werkzeug's in OpenAI's (a route of its own of such a shape, with a better hint, takes them
     instead)."""
     rules = {route.rule for route in surface.routes}
@@ -93,7 +93,7 @@ def _head(rule: str) -> str:
 
 def _unrouted(surface: Surface) -> Callable[..., Response]:
     served = [(_methods(route), _VARIABLE.sub(r"{\2}", route.rule)) for route in surface.routes
-              if not (isinstance(route, View) and route.rule.endswith("<path:subpath>"))]  # not a catch-all
+              if not (isinstance(route, View) and route.refusal)]
 
     def unrouted(subpath: str = "") -> Response:
         """A path under ``surface``'s routes that none of them takes: 404, naming those it serves."""
@@ -115,14 +115,17 @@ def _methods(route: Route) -> str:
 
 def _generating(route: Generate) -> Callable[..., Response]:
     """The view of a generating route: the request's JSON body planned (validated, the generation and the
-    encoder to answer with), the body let go, then the generation's reply."""
+    encoder to answer with, or an answer needing none), the body let go, then the generation's reply."""
     if route.store:
         route = dataclasses.replace(route, plan=_with_store(route.plan), store=False)
 
     def view(**url_args: str) -> Response:
         body = json_body()
         context = request_context(route.model(body, url_args), route.stream(body, url_args))
-        generation, encoder = route.plan(body, context, **url_args)
+        planned = route.plan(body, context, **url_args)
+        if isinstance(planned, dict):  # an answer that needs no generation
+            return jsonify(planned)
+        generation, encoder = planned
         del body  # the plan holds what is needed: a request waiting for its back end holds no more
         return send(generate(generation, encoder, context), route.media_type)
 
