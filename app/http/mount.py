@@ -10,12 +10,12 @@ import functools
 import re
 from typing import Any, Callable, TypeVar, assert_never
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing import BaseConverter
 
 from ..errors import ApiError
-
 from ..pipeline.generate import generate
 from ..surface import Compute, Generate, ListModels, Route, Surface, View
 from .errors import register_error_handlers
@@ -47,8 +47,8 @@ def surface_blueprint(surface: Surface) -> Blueprint:
 
 #: The methods an unrouted path a surface claims is answered for.
 _ANY_METHOD = ("GET", "POST", "PUT", "PATCH", "DELETE")
-#: A rule's variable (``<path:subpath>``, ``<response_id>``): its converter and its name.
-_VARIABLE = re.compile(r"<(?:(\w+):)?(\w+)>")
+#: A rule's variable (``<path:subpath>``, ``<response_id>``, ``<any(a, b):name>``): its converter and its name.
+_VARIABLE = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")
 
 
 def _claim_unrouted(bp: Blueprint, surface: Surface) -> None:
@@ -64,7 +64,7 @@ def _claim_unrouted(bp: Blueprint, surface: Surface) -> None:
         claimed = (head + "/<path:subpath>", head + "/<nothing:subpath>") if head in rules \
             else (head + "/<path:subpath>",)
         for rule in claimed:
-            if _shape(rule) not in shapes and _shape(head + "/") not in shapes:
+            if _shape(rule) not in shapes:
                 bp.add_url_rule(rule, "unrouted", view_func=view, methods=_ANY_METHOD)
 
 
@@ -96,7 +96,11 @@ def _unrouted(surface: Surface) -> Callable[..., Response]:
               if not (isinstance(route, View) and route.refusal)]
 
     def unrouted(subpath: str = "") -> Response:
-        """A path under ``surface``'s routes that none of them takes: 404, naming those it serves."""
+        """A path under ``surface``'s routes that none of them takes: 404, naming those it serves (405 for a
+        path a route takes with other methods)."""
+        allowed = _methods_of_routes()
+        if allowed:
+            raise MethodNotAllowed(valid_methods=allowed)
         claim = _VARIABLE.sub("", request.url_rule.rule).rstrip("/")  # type: ignore[union-attr]  # the head
         prefix = claim[:claim.rindex("/")]
         routes = ", ".join(f"{methods} {prefix}{rule}" for methods, rule in served)
@@ -104,6 +108,20 @@ def _unrouted(surface: Surface) -> Callable[..., Response]:
                             f"{routes}.", code="not_supported")
 
     return unrouted
+
+
+def _methods_of_routes() -> list[str]:
+    """The methods another route than the current one takes the current request's path with."""
+    adapter = current_app.create_url_adapter(request)
+    allowed = []
+    for method in _ANY_METHOD:
+        try:
+            rule, _ = adapter.match(method=method, return_rule=True)  # type: ignore[union-attr]
+        except HTTPException:
+            continue
+        if rule is not request.url_rule:
+            allowed.append(method)
+    return allowed
 
 
 def _methods(route: Route) -> str:

@@ -401,12 +401,12 @@ def test_too_many_tools_is_the_same_limit(make_app):
     assert "tools" in error_of(response, 400)
 
 
-def test_an_unknown_api_path_or_method_is_a_404_in_ollamas_envelope_naming_what_is_served(make_app):
+def test_an_unknown_api_path_is_a_404_and_a_wrong_method_a_405_in_ollamas_envelope(make_app):
     client = make_app(FakeUpstream()).test_client()
     message = error_of(client.post("/api/nothing", json={"model": MODEL}), 404)
     assert "POST /api/nothing is not supported" in message and "pull" not in message
-    message = error_of(client.get("/api/chat"), 404)
-    assert "GET /api/chat is not supported" in message and "POST /api/chat" in message
+    wrong_method = client.get("/api/chat")
+    assert error_of(wrong_method, 405) and wrong_method.headers["Allow"] == "POST"
 
 
 @pytest.mark.parametrize("method, path", [("POST", "/api/pull"), ("POST", "/api/push"), ("POST", "/api/create"),
