@@ -100,6 +100,12 @@ class CallBook:
         self.next_index = 0
         self.out: list[Event] = []  # the machine's events of the current input
 
+    @property
+    def holding_args(self) -> bool:
+        """Whether the call being read is accepted and its arguments have begun, held until they end."""
+        call = self.call
+        return call is not None and call.decision == ACCEPT and bool(call.pre_args)
+
     # the sink (what readers report) -------------------------------------------
 
     def call_begin(self, *, native: bool = False) -> None:

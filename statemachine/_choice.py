@@ -20,7 +20,7 @@ from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
 from ._finish import normalize_finish_reason
 from ._machine import build_machine
 from ._reader import COMPLETE, BodyReader
-from ._table import DONE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
+from ._table import ARGS_STREAMING, DONE, IN_TOOL_CALL, INITIAL, READERS, TEXT, TRANSITIONS, ChoiceState, Verdict
 from ._scan_tables import reader_opens_reasoning
 from ._lines import FENCED_CALL_END, FORCED_PROSE, PROSE, REASONING, WATCH
 from ._text import TextReader
@@ -220,6 +220,12 @@ class ChoiceStream(TextReader):
         self._flush_text(final=True)
         self._trigger("upstream_finished", upstream=upstream)
         return out
+
+    @property
+    def inside_call(self) -> bool:
+        """Whether a call's arguments are being read: going out (``args_streaming``) or held until they end
+        (``Policy.hold_calls``), so a stream ending here was cut off inside a call."""
+        return self.state is ARGS_STREAMING or self._calls.holding_args
 
     @property
     def wants_more(self) -> bool:

@@ -25,6 +25,8 @@ import math
 import time
 from typing import Any
 
+import gevent
+
 from statemachine import ParserConfig, ToolSpec
 
 from ..upstreams.base import UpstreamError
@@ -41,6 +43,8 @@ TRIGGER_WORD = 1
 
 #: How long a back end that could not say who it is goes unconstrained before it is asked again, seconds.
 RETRY_SECONDS = 60.0
+#: How long the request that asks may wait for the answer, seconds: a model list is instant on a healthy back end.
+PROBE_SECONDS = 2.0
 
 _KNOWN: dict[str, tuple[str | None, float]] = {}  # per back end: its way, and until when (inf: for good)
 
@@ -53,7 +57,8 @@ def engine_of(upstream: Any) -> str | None:
     if known is not None and time.monotonic() < known[1]:
         return known[0]
     try:
-        models = upstream.models()
+        with gevent.Timeout(PROBE_SECONDS, UpstreamError("timeout", "The model list took too long.")):
+            models = upstream.models()
     except (UpstreamError, AttributeError) as exc:
         log.info("could not ask the back end who it is: %s", exc)
         _KNOWN[key] = (None, time.monotonic() + RETRY_SECONDS)

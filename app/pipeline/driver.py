@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, assert_never
 
 from statemachine import (
-    ChoiceState,
     ChoiceFinished,
     ChoiceStream,
     Event,
@@ -169,7 +168,7 @@ class ChoiceDriver:
                 if self._cut and len(self._finished) >= self._n:
                     break
             for index in sorted(self._choices.keys() - self._finished):
-                if self._choices[index].state is ChoiceState.ARGS_STREAMING:
+                if self._choices[index].inside_call:
                     # Part of a call went out and the back end stopped without saying why: it was cut off,
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TypeAlias
+from typing import Any, Callable, NamedTuple, Protocol, TypeAlias
 
 import gevent
 import orjson
@@ -76,6 +76,15 @@ class Generation:
         return self.profile.model
 
 
+class Opened(NamedTuple):
+    """A back end opened in the model's tool mode (:func:`open_in_tool_mode`)."""
+
+    stream: UpstreamStream
+    config: ParserConfig
+    messages: list[dict[str, Any]]
+    native: bool  # the tools went as the back end's own (native mode), not taught in the prompt
+
+
 def generate(generation: Generation, encoder: Encoder, context: RequestContext) -> Reply:
     """Run ``generation`` for the request ``context`` describes and answer with ``encoder``'s stream or body.
 
@@ -86,8 +95,8 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     deadline = time.monotonic() + limit if limit else None
     client = context.client_socket
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
-        stream, config, messages, context, generation = open_with_fallbacks(generation, context)
-    reask = _reasks(generation, config)
+        (stream, config, messages, native), context, generation = open_with_fallbacks(generation, context)
+    reask = not native and _reasks(generation, config)  # (a back end given the tools enforces its own choice)
     if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
         config = checked(config, validate=reask)
     prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
@@ -123,7 +132,7 @@ def _second_answer(generation: Generation, context: RequestContext
     """Opens the model's second answer, ``added`` after the transcript, under the operator's own policies."""
     def again(added: list[dict[str, Any]]) -> tuple[UpstreamStream, ChoiceDriver]:
         retry = dataclasses.replace(generation, messages=[*generation.messages, *added])
-        stream, config, _ = open_in_tool_mode(retry, context)
+        stream, config, _, _ = open_in_tool_mode(retry, context)
         if not generation.stream:
             config = checked(config, validate=False)
         return stream, ChoiceDriver(stream, config, reasoning=generation.profile.reasoning,
@@ -159,7 +168,7 @@ def _time_limit(seconds: float | None, limit: float | None = None) -> gevent.Tim
 
 
 def open_with_fallbacks(generation: Generation, context: RequestContext
-                        ) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]], RequestContext, Generation]:
+                        ) -> tuple[Opened, RequestContext, Generation]:
     """:func:`open_in_tool_mode` on the request's back end, then on each of its ``fallbacks`` in turn while the
     one before refused the connection or answered 5xx; nothing has gone to the client yet. Each back end
     serves the model as its own settings say (its own profile of the model).
@@ -176,13 +185,13 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
     for attempt in earlier:
         generation = _served_by(generation, attempt, context)
         try:
-            return (*open_in_tool_mode(generation, attempt), attempt, generation)
+            return open_in_tool_mode(generation, attempt), attempt, generation
         except UpstreamError as exc:
             if exc.kind not in FALLS_BACK:
                 raise
             _falling_back(attempt, exc)
     generation = _served_by(generation, last, context)
-    return (*open_in_tool_mode(generation, last), last, generation)
+    return open_in_tool_mode(generation, last), last, generation
 
 
 def _served_by(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:
@@ -197,14 +206,12 @@ def _falling_back(context: RequestContext, error: UpstreamError) -> None:
                 error.kind, extra={"fields": {"upstream": context.upstream_name, "status": error.status}})
 
 
-def open_in_tool_mode(generation: Generation,
-                      context: RequestContext) -> tuple[UpstreamStream, ParserConfig, list[dict[str, Any]]]:
+def open_in_tool_mode(generation: Generation, context: RequestContext) -> Opened:
     """Open the request's back end (``context``'s) in the model's tool mode (docs/tool-modes.md;
     :mod:`app.pipeline.native`).
 
     Returns:
-        The open stream, the parser configuration for it (no marker in native mode: the model never
-        saw one), and the messages sent.
+        The open stream, its parser configuration, the messages sent and whether they went natively.
     Raises:
         UpstreamError: the upstream refused (in ``auto`` mode: anything but a tools refusal, or the
             prompt-mode retry's refusal; the tools refusal is remembered only once that retry was taken).
@@ -232,7 +239,8 @@ def open_in_tool_mode(generation: Generation,
             else:
                 if record is not None:
                     record.tool_mode = "native"
-                return stream, dataclasses.replace(config, marker=None) if config.marker else config, messages
+                return Opened(stream, dataclasses.replace(config, marker=None) if config.marker else config, messages,
+                              native=True)
     config, messages, fields = prompt_mode_request(generation, config, settings, context.upstream)
     stream = context.upstream.open(upstream_body(profile, messages, fields), request_id=context.request_id)
     if refusal is not None:
@@ -241,7 +249,7 @@ def open_in_tool_mode(generation: Generation,
         _remember_refusal(key, refusal, context)
     if record is not None:
         record.tool_mode = "prompt"
-    return stream, config, messages
+    return Opened(stream, config, messages, native=False)
 
 
 def prompt_mode_request(generation: Generation, config: ParserConfig, settings: Settings, upstream: Any = None
@@ -255,7 +263,8 @@ def prompt_mode_request(generation: Generation, config: ParserConfig, settings: 
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
                                        manifest=profile.manifest, examples=profile.examples,
                                        system_in=profile.system_in)
-    way = resolve(profile.constrain_calls, upstream) if upstream is not None else None
+    callable_tools = upstream is not None and config.parsing_enabled and bool(config.tools)
+    way = resolve(profile.constrain_calls, upstream) if callable_tools else None
     if way is not None and "response_format" not in fields and config.marker is None:
         fields = {**fields, **constraint_fields(config, way, prompt_format(config).name)}
     return config, messages, fields

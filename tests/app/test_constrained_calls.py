@@ -4,7 +4,9 @@ names itself (``owned_by``), per back end and per model."""
 from __future__ import annotations
 
 import json
+import time
 
+import gevent
 import pytest
 
 from app.pipeline import constrain
@@ -87,6 +89,28 @@ def test_a_back_end_that_names_itself_otherwise_gets_no_constraint(make_app) -> 
 @pytest.mark.parametrize("body", [{**BODY, "tool_choice": "none"}, {k: v for k, v in BODY.items() if k != "tools"}])
 def test_no_constraint_where_no_call_may_come(make_app, body: dict) -> None:
     assert not KEYS & set(sent(make_app, "llamacpp", body))
+
+
+@pytest.mark.parametrize("body", [{**BODY, "tool_choice": "none"}, {k: v for k, v in BODY.items() if k != "tools"}])
+def test_the_engine_is_not_asked_where_no_call_may_come(make_app, body: dict) -> None:
+    """A request without callable tools waits for nothing: a back end's model list may hang (the hostile suite's)."""
+    upstream = EngineUpstream("llamacpp")
+    make_app(upstream).test_client().post("/v1/chat/completions", json=body)
+    assert upstream.asked == 0
+
+
+def test_a_model_list_that_hangs_is_given_up_on(make_app, monkeypatch) -> None:
+    class Hanging(EngineUpstream):
+        def models(self) -> list[dict]:
+            gevent.sleep(5)
+            return super().models()
+
+    monkeypatch.setattr(constrain, "PROBE_SECONDS", 0.05)
+    upstream = Hanging("llamacpp")
+    started = time.monotonic()
+    response = make_app(upstream).test_client().post("/v1/chat/completions", json=BODY)
+    assert response.status_code == 200 and time.monotonic() - started < 2
+    assert not KEYS & set(upstream.bodies[-1]), "unconstrained until it answers"
 
 
 def test_the_engine_is_asked_once_per_back_end(make_app) -> None:

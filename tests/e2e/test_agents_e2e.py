@@ -43,7 +43,7 @@ def codex_exec(home: Path, project: Path, *model: str) -> subprocess.CompletedPr
 
 def manifest_names(request: dict) -> set[str]:
     """The tool names toolwire's system prompt offered the model."""
-    manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n## ")[0]
+    manifest = request["messages"][0]["content"].split("## Manifest\n")[1].split("\n## How to call")[0]
     return {line.removeprefix("### ") for line in manifest.splitlines() if line.startswith("### ")}
 
 
@@ -75,7 +75,7 @@ def test_codex_exec_runs_a_command_edits_with_apply_patch_and_reads_back(
     offered = manifest_names(requests[0])
     assert {"exec_command", "apply_patch", "tool_search"} <= offered and "web_search" not in offered
     # apply_patch is taught as a custom tool, with its lark grammar.
-    assert "apply_patch (custom tool: text in the lark grammar below)" in system
+    assert "### apply_patch\n" in system and "Input: text in the lark grammar below" in system
     assert "begin_patch" in system
     # The patch went back to the model as the custom call it wrote, and the file content came back as a result.
     last = "\n".join(m["content"] for m in requests[3]["messages"])

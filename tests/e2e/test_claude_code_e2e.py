@@ -94,7 +94,7 @@ def test_claude_code_runs_a_command_writes_and_reads_a_file_and_answers(
     assert {r["max_tokens"] for r in requests} == {8192}  # Claude Code's 128000, clamped
     system = requests[0]["messages"][0]["content"]
     for tool in ("Bash", "Read", "Write", "Edit"):
-        assert f"\n{tool} {{" in system  # Claude Code's tools, in the manifest
+        assert f"\n### {tool}\n" in system  # Claude Code's tools, in the manifest
     assert "Primary working directory" in system  # its mid-conversation system turn, moved to the front
     assert "The shell first" not in json.dumps(requests[1:])  # its thinking block came back: not shown again
     last = "\n".join(m["content"] for m in requests[3]["messages"][1:])

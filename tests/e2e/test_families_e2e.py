@@ -62,6 +62,10 @@ ANSWERS = {"ds": "Sunny.<｜end▁of▁sentence｜>", "kimi": "Sunny.<|im_end|>"
                       "<|message|>Sunny.<|return|>"}
 
 
+#: What the prompt shows of a family whose format teaches its calls by an abstract list (issue 38), not its opener.
+TAUGHT = {"llama4": "[tool_name1(param1=value1"}
+
+
 @pytest.fixture(scope="module")
 def families_server(toolwire_factory: Callable[..., ToolwireServer]) -> ToolwireServer:
     model_map = {client: upstream_model for client, (upstream_model, _, _) in FAMILIES.items()}
@@ -88,7 +92,7 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
     assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
         ("get_weather", {"city": "SF"})]
     assert (choice.message.content, choice.finish_reason) == ("Checking.", "tool_calls")
-    assert opener in _system_text(upstream.chat_requests[0].body)
+    assert TAUGHT.get(model, opener) in _system_text(upstream.chat_requests[0].body)
 
     (call,) = choice.message.tool_calls
     history = [*USER, {"role": "assistant", "content": None, "tool_calls": [
@@ -106,7 +110,7 @@ def test_family_call_streams_and_renders_back(model: str, families_server: Toolw
 
 def test_by_default_an_untaught_family_is_read_and_prose_keeps_its_chunks(
         toolwire_server: ToolwireServer, upstream: ScriptedUpstream, make_openai_client) -> None:
-    """Default settings teach ``<tool_call>`` and read every family (``accept_formats=all``): a Mistral call is
+    """Default settings teach a bare JSON list of calls and read every family (``accept_formats=all``): a Mistral call is
     a call; the prose before it, whose ``<`` and ``[`` start no sentinel, arrives in the upstream's pieces (sent
     apart: pieces that arrive together go on as one)."""
     pieces = ["See <b>this</b> and ", "[the docs](x) | a < b | ", '[TOOL_CALLS]get_weather[ARGS]{"city": "SF"}']
@@ -120,4 +124,4 @@ def test_by_default_an_untaught_family_is_read_and_prose_keeps_its_chunks(
     assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
         ("get_weather", {"city": "SF"})]
     assert choice.finish_reason == "tool_calls"
-    assert "<tool_call>" in _system_text(upstream.chat_requests[0].body)
+    assert '[{"name": "tool_name1", "arguments": {' in _system_text(upstream.chat_requests[0].body)

@@ -88,6 +88,8 @@ def test_responses_gets_the_forced_call(upstream: ScriptedUpstream, openai_clien
 def test_a_text_answer_to_a_forced_choice_stays_text(upstream: ScriptedUpstream, openai_client: openai.OpenAI,
                                                      stream: bool) -> None:
     text = "The time is 18:02.\n```json\n{\"hour\": 18}\n```"  # SmolLM2's answer, and JSON that fits no tool
-    upstream.enqueue(Script(text=text, chunks=3))
+    upstream.enqueue(Script(text=text, chunks=3), Script(text=text, chunks=3))
     content, finish, calls = chat(openai_client, stream, "required")
     assert (content, finish, calls) == (text, "stop", [])
+    # asked once more when the answer goes whole (reask_calls=unstreamed), and the second answer stands
+    assert len(upstream.chat_requests) == (1 if stream else 2)

@@ -109,8 +109,9 @@ def test_tool_result_follow_up(client: anthropic.Anthropic, upstream: ScriptedUp
 ])
 def test_tool_choice_variants(client: anthropic.Anthropic, upstream: ScriptedUpstream, choice: dict,
                               rule: str | None) -> None:
-    upstream.enqueue(Script(text="Fine."))
+    upstream.enqueue(Script(text="Fine."), Script(text="Fine."))  # (a forced choice unmet is asked again once)
     client.messages.create(model=MODEL, max_tokens=64, messages=ASK, tools=[WEATHER, TIME], tool_choice=choice)
+    assert len(upstream.chat_requests) == (2 if choice["type"] in ("any", "tool") else 1)
     prompt = system_prompt(upstream)
     for other in ("You must call", "Tools are disabled"):
         assert (other in prompt) == (rule is not None and rule.startswith(other))
