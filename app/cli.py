@@ -16,7 +16,8 @@ from statemachine.diagram import FORMATS
 from .store import store_url
 from .routing import routing_table, upstream_names, upstream_settings
 from .loading import config_file_keys, load_settings
-from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, NamedUpstream, Settings, SettingsError, mask_url
+from .settings import ENV_PREFIX, MASK, NESTED, SECTIONS, Settings, SettingsError, mask_url
+from .upstream_settings import NamedUpstream
 
 #: gunicorn's settings, shipped inside the package (see that file for why it is not a module).
 GUNICORN_CONF = Path(__file__).resolve().parent / "gunicorn.conf.py"

@@ -16,8 +16,8 @@ from pydantic.fields import FieldInfo
 
 from statemachine import get_format, registered_formats
 
-from .settings import (CONFIG_FILE_ENV, DEFAULT_UPSTREAM, ENV_PREFIX, SECTIONS, ExampleExchange, ModelRoute,
-                       NamedUpstream)
+from .settings import CONFIG_FILE_ENV, ENV_PREFIX, SECTIONS, ExampleExchange, ModelRoute
+from .upstream_settings import DEFAULT_UPSTREAM, NamedUpstream
 
 #: The environment variables gunicorn's settings (``app/gunicorn.conf.py``) read: ``(name, default, meaning)``.
 GUNICORN_ENV = (
@@ -37,7 +37,7 @@ GUNICORN_ENV = (
 _INTRO = f"""\
 # Configuration reference
 
-<!-- Generated from app/settings.py by `toolwire config --describe`; edit the settings, not this file. -->
+<!-- Generated from app/settings.py and app/upstream_settings.py by `toolwire config --describe`; edit the settings, not this file. -->
 
 Every setting is an environment variable, `{ENV_PREFIX}` + its name in upper case, or the same name in lower
 case in a TOML file named by `{CONFIG_FILE_ENV}` (the environment wins); an app that mounts toolwire may

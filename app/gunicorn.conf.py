@@ -80,25 +80,23 @@ if _soft != resource.RLIM_INFINITY and _soft < _wanted:
 class _EnvelopeWriter:
     """Stands in for the client socket while gunicorn writes one of its own error pages (a malformed request
     line, a head over the limits above, a bad chunked body: answered before toolwire runs), and sends the
-    same status and message as the OpenAI error envelope clients expect (Anthropic's, for a Messages path). gunicorn writes the page with one
-    ``sendall``: status line, headers, and an HTML body whose message follows the ``<h1>`` heading."""
+    same status and message in the error envelope of the client API the path is for (``envelope``: OpenAI's,
+    Anthropic's on a Messages path…). gunicorn writes the page with one ``sendall``: status line, headers, and
+    an HTML body whose message follows the ``<h1>`` heading."""
 
-    def __init__(self, sock, anthropic=False):
+    def __init__(self, sock, envelope):
         self._sock = sock
-        self._anthropic = anthropic  # a Messages request: Anthropic's envelope
+        self._envelope = envelope
 
     def sendall(self, data):
+        from app.errors import ApiError  # the worker's app (never in the master)
+
         head, _, page = data.partition(b"\r\n\r\n")
         _, status, reason = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
         message = html.unescape(page.decode("latin-1").partition("</h1>")[2].partition("</body>")[0].strip())
-        if self._anthropic:
-            from app.messages.errors import error_type  # the worker's app (never in the master)
-
-            error = {"type": "error", "error": {"type": error_type(int(status)), "message": message or reason}}
-        else:
-            error = {"error": {"message": message or reason, "param": None, "code": None,
-                               "type": "invalid_request_error" if int(status) < 500 else "server_error"}}
-        body = json.dumps(error).encode()
+        error = ApiError(int(status), message or reason,
+                         type="invalid_request_error" if int(status) < 500 else "server_error")
+        body = json.dumps(self._envelope(error)).encode()
         self._sock.sendall(f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
                            f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
 
@@ -112,17 +110,22 @@ STREAM_END_MARGIN = 2.0
 
 
 class ToolwireWorker(GeventWorker):
-    """gevent's worker, with gunicorn's own error answers in the OpenAI envelope, that ends its open streams
+    """gevent's worker, with gunicorn's own error answers in the envelope of the path's client API, that ends its open streams
     with an error frame and their terminator before the graceful timeout."""
 
     _ending_streams = None
 
     def handle_error(self, req, client, addr, exc):
-        from app.messages.errors import is_messages_path
+        from flask import Flask
+
+        from app.http.errors import envelope_for
+        from app.surface import openai_envelope
 
         parsed = req or getattr(exc, "req", None)  # a request refused for its headers may still name its path
-        super().handle_error(req, _EnvelopeWriter(client, is_messages_path(getattr(parsed, "path", None) or "")),
-                             addr, exc)
+        path = getattr(parsed, "path", None)
+        app = self.wsgi
+        envelope = envelope_for(app, path) if path and isinstance(app, Flask) else openai_envelope
+        super().handle_error(req, _EnvelopeWriter(client, envelope), addr, exc)
 
     def handle_exit(self, sig, frame):
         """SIGTERM (a shutdown, or the old workers of a reload): gunicorn lets streams run until the graceful

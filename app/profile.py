@@ -16,8 +16,8 @@ from typing import Any, Literal, TypeVar
 from statemachine import ParserConfig, Policy, get_format, registered_formats
 from statemachine.formats import format_for_model
 
-from .settings import ConstrainCalls, ExampleExchange, ModelRoute, ReaskCalls, ReasoningOutput, Settings, ToolManifest, \
-    ToolMode
+from .setting_values import ConstrainCalls, ReaskCalls, ReasoningOutput, ToolManifest, ToolMode
+from .settings import ExampleExchange, ModelRoute, Settings
 
 T = TypeVar("T")
 

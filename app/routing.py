@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .settings import DEFAULT_UPSTREAM, ModelRoute, Settings, mask_url, served_models
+from .settings import ModelRoute, Settings, mask_url
+from .upstream_settings import DEFAULT_UPSTREAM, served_models
 
 
 def upstream_names(settings: Settings) -> list[str]:

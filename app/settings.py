@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, TypeVar
@@ -30,7 +29,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from statemachine import get_format
+from .setting_values import (ConstrainCalls, ReaskCalls, ReasoningOutput, SystemIn, ToolManifest, ToolMode,
+                             check_accept, check_tool_format)
+from .upstream_settings import DEFAULT_UPSTREAM, KIND_SECTIONS, KindSettings, UpstreamSettings, check_upstreams
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
@@ -38,63 +39,15 @@ CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
 NESTED = "__"
 #: What a secret or a URL's password is shown as.
 MASK = "**********"
-#: The name of the back end ``upstream_url`` & co. describe, which serves every model not routed elsewhere.
-DEFAULT_UPSTREAM = "default"
-#: What a back end's name in ``upstreams`` may hold (it labels metrics and log lines).
-UPSTREAM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 #: The most values :meth:`Settings.derived` keeps per settings object (a key may hold a client's model name).
 DERIVED_KEPT = 256
 
 _T = TypeVar("_T")
 
-#: How a model is given tools: ``prompt`` (a manifest in the prompt, calls parsed from the text), ``native``
-#: (the back end gets ``tools`` and answers with ``tool_calls``), ``auto`` (native, prompt once it refuses tools).
-ToolMode = Literal["prompt", "native", "auto"]
-#: What becomes of the model's reasoning: ``show`` (Chat ``reasoning_content``, Responses ``reasoning`` items),
-#: ``hide`` (dropped), ``inline`` (in the content, between ``<think>`` and ``</think>``).
-ReasoningOutput = Literal["show", "hide", "inline"]
-#: How the tool block lists the tools: ``json`` (each tool's JSON Schema, then a guide per tool) or ``compact``
-#: (a signature line per tool: ``get_weather(city: string, unit?: "c"|"f")``).
-ToolManifest = Literal["json", "compact"]
-#: Where a model's system text goes in prompt mode (``auto``: by its family, :attr:`~app.profile.ModelProfile.system_in`).
-SystemIn = Literal["auto", "system", "first_user"]
-
-
-#: How calls are constrained by the back end's decoding (:mod:`app.pipeline.constrain`).
-ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
-
-
-#: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
-ReaskCalls = Literal["off", "unstreamed", "on"]
-
 
 class SettingsError(ValueError):
     """Settings toolwire cannot start with. The message is one line that names the environment variable (or
     the config file) to fix."""
-
-
-def _check_format(value: str) -> str:
-    try:
-        get_format(value)
-    except KeyError as exc:
-        raise ValueError(str(exc.args[0])) from None
-    return value
-
-
-def _check_tool_format(value: str) -> str:
-    return value if value == "auto" else _check_format(value)
-
-
-def _check_accept(value: str) -> str:
-    """``default``, ``all`` or a comma list of registered format names."""
-    if value.strip() in ("default", "all"):
-        return value.strip()
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
-        raise ValueError("accept_formats is 'default', 'all' or a comma list of format names")
-    for name in names:
-        _check_format(name)
-    return ",".join(names)
 
 
 #: Bounds of the example exchanges of one model: every request of it carries them all in its prompt (400 made
@@ -168,120 +121,12 @@ class ModelRoute(BaseModel):
     @field_validator("tool_format")
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
-        return None if value is None else _check_tool_format(value)
+        return None if value is None else check_tool_format(value)
 
     @field_validator("accept_formats")
     @classmethod
     def _known_accept(cls, value: str | None) -> str | None:
-        return None if value is None else _check_accept(value)
-
-
-class NamedUpstream(BaseModel):
-    """One back end of ``upstreams``: its kind, address and the settings that differ from the top-level ones.
-
-    Unset keys take the top-level setting they stand for (:data:`UPSTREAM_KEYS`); values are checked as that
-    setting is.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: str = Field(
-        description="Its kind, a registered one's name: openai (an OpenAI-compatible HTTP API at url), codex (a Codex "
-                    "app-server) or demo (checked when the back ends are made)")
-    url: str | None = Field(None, description="Base URL of its Chat Completions API, up to and including /v1")
-    api_key: SecretStr | None = Field(None, description="Bearer key sent to it (masked like upstream_api_key)")
-    models: list[str] = Field(
-        default_factory=list, description="Back-end model names routed to it as they are, without a model_map "
-                                          "entry (a name two back ends list is refused at start)")
-    connect_timeout: float | None = Field(None, description="upstream_connect_timeout for it")
-    read_timeout: float | None = Field(None, description="upstream_read_timeout for it")
-    write_timeout: float | None = Field(None, description="upstream_write_timeout for it")
-    idle_content_seconds: float | None = Field(None, description="upstream_idle_content_seconds for it")
-    max_event_bytes: int | None = Field(None, description="upstream_max_event_bytes for it")
-    max_body_bytes: int | None = Field(None, description="upstream_max_body_bytes for it")
-    max_concurrent: int | None = Field(None, description="upstream_max_concurrent for it")
-    opens_reasoning: bool | None = Field(None, description="upstream_opens_reasoning for it")
-    tool_mode: ToolMode | None = Field(None, description="tool_mode for its models")
-    tool_format: str | None = Field(None, description="tool_format for its models")
-    accept_formats: str | None = Field(None, description="accept_formats for its models")
-    reasoning: ReasoningOutput | None = Field(None, description="reasoning for its models")
-    max_output_tokens: int | None = Field(None, description="max_output_tokens for its models")
-    constrain_calls: ConstrainCalls | None = Field(None, description="constrain_calls for its models")
-    demo_model: str | None = Field(None, description="demo_model, for a demo back end")
-    codex_command: str | None = Field(None, description="codex_command, for a Codex back end")
-    codex_home: str | None = Field(None, description="codex_home, for a Codex back end")
-    codex_provider_url: str | None = Field(None, description="codex_provider_url, for a Codex back end")
-    codex_provider_api_key: SecretStr | None = Field(None, description="codex_provider_api_key, for a Codex "
-                                                                       "back end")
-    codex_recycle_requests: int | None = Field(None, description="codex_recycle_requests, for a Codex back end")
-    codex_max_turns: int | None = Field(None, description="codex_max_turns, for a Codex back end")
-    options: dict[str, Any] | None = Field(None, description="upstream_options for it")
-
-    def overrides(self) -> dict[str, Any]:
-        """The top-level settings this back end sets, by their names (:data:`UPSTREAM_KEYS`)."""
-        return {UPSTREAM_KEYS.get(key, key): value for key, value in self if key != "models" and value is not None}
-
-
-#: The keys of a :class:`NamedUpstream` that stand for a top-level setting of another name.
-UPSTREAM_KEYS = {
-    "kind": "upstream_kind", "url": "upstream_url", "api_key": "upstream_api_key",
-    "connect_timeout": "upstream_connect_timeout", "read_timeout": "upstream_read_timeout",
-    "write_timeout": "upstream_write_timeout", "idle_content_seconds": "upstream_idle_content_seconds",
-    "max_event_bytes": "upstream_max_event_bytes", "max_body_bytes": "upstream_max_body_bytes",
-    "max_concurrent": "upstream_max_concurrent", "opens_reasoning": "upstream_opens_reasoning",
-    "options": "upstream_options",
-}
-
-
-def served_models(named: NamedUpstream, demo_model: str) -> list[str]:
-    """The model names a back end of ``upstreams`` serves without a ``model_map`` entry: its ``models``, and a
-    demo's own model (its ``demo_model``, else the top-level ``demo_model``)."""
-    return [*named.models, named.demo_model or demo_model] if named.kind == "demo" else named.models
-
-
-class UpstreamSettings(BaseModel):
-    """Back end: which one toolwire calls, and how long and how much it waits for it."""
-
-    upstream_kind: str | None = Field(
-        None, description="The back end's kind, a registered one's name (checked when the back ends are made): "
-                          "openai (an OpenAI-compatible HTTP API at upstream_url), codex (a Codex app-server, see "
-                          "the Codex section) or demo (the embedded demo, see the Demo section); unset = openai "
-                          "when upstream_url is set, else demo")
-    upstream_url: str | None = Field(
-        None, description="Base URL of the back end's Chat Completions API, up to and including /v1; "
-                          "unset = the embedded demo")
-    upstream_api_key: SecretStr | None = Field(
-        None, description="Bearer key sent to the back end (never logged, shown or quoted in an error)")
-    upstream_connect_timeout: float = Field(
-        10.0, gt=0, description="Connect timeout (TCP and TLS, per connection; for Codex, the longest wait for a "
-                                "control request), seconds")
-    upstream_read_timeout: float = Field(300.0, gt=0, description="Longest silence between bytes, seconds")
-    upstream_write_timeout: float = Field(30.0, gt=0, description="Longest the sending of one request may take, "
-                                                                  "seconds")
-    upstream_idle_content_seconds: float = Field(
-        300.0, ge=0, description="Longest a back-end stream may send no data event (only keep-alive comments, or "
-                                 "nothing), seconds; then it is closed and the client gets an upstream timeout; "
-                                 "0 = no limit")
-    upstream_max_event_bytes: int = Field(
-        8 * 1024 * 1024, gt=0, description="Largest back-end SSE event or line (or Codex app-server line) held "
-                                           "while it arrives (502 upstream_too_large past it)")
-    upstream_max_body_bytes: int = Field(
-        64 * 1024 * 1024, gt=0, description="Largest non-streamed back-end JSON answer "
-                                             "(502 upstream_too_large past it)")
-    upstream_max_concurrent: int = Field(
-        0, ge=0, description="Generations in flight per worker to this back end (above it 429 with "
-                             "Retry-After: 1, the other back ends unaffected); 0 = only max_concurrent_streams")
-    upstream_opens_reasoning: bool = Field(
-        False, description="Every model of the back end has a chat template that opens <think> itself "
-                           "(a model_map object's opens_reasoning wins)")
-    upstream_options: dict[str, Any] = Field(
-        default_factory=dict, description="The keys of a back-end kind whose section is not among these settings "
-                                          "(one an app registers), checked by that section when the back ends are "
-                                          "made; JSON in the environment")
-    upstreams: dict[str, NamedUpstream] = Field(
-        default_factory=dict, description="More back ends by name, each serving the models routed to it (see "
-                                          "Named back ends below); JSON in the environment, [upstreams.NAME] "
-                                          "tables in the file; the one above is named default")
+        return None if value is None else check_accept(value)
 
 
 class ModelSettings(BaseModel):
@@ -352,12 +197,12 @@ class ToolSettings(BaseModel):
     @field_validator("tool_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        return _check_tool_format(value)
+        return check_tool_format(value)
 
     @field_validator("accept_formats")
     @classmethod
     def _known_accept(cls, value: str) -> str:
-        return _check_accept(value)
+        return check_accept(value)
 
 
 class CallPolicySettings(BaseModel):
@@ -453,34 +298,6 @@ class StoreSettings(BaseModel):
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds "
                                           "(Redis: the keys' TTL)")
-
-
-class CodexSettings(BaseModel):
-    """Codex back end (upstream_kind = codex): the app-servers toolwire runs."""
-
-    codex_command: str = Field(
-        "codex", description="The Codex binary, or its npm launcher (the native binary beside it is run)")
-    codex_home: str = Field(
-        "~/.codex", description="The user's Codex home: its auth.json (the codex login) is used, never written "
-                                "by toolwire")
-    codex_provider_url: str | None = Field(
-        None, description="A Responses-API base URL (up to /v1) for Codex to use instead of the login")
-    codex_provider_api_key: SecretStr | None = Field(None, description="Bearer key Codex sends to that provider")
-    codex_work_dir: str = Field(
-        "var/codex", description="Where toolwire writes its private Codex homes (one per worker, removed at exit)")
-    codex_recycle_requests: int = Field(
-        1000, ge=0, description="Requests per Codex app-server before a fresh one takes over (the old one "
-                                "finishes its requests first); 0 = never")
-    codex_max_turns: int = Field(
-        64, ge=0, description="Codex turns in flight per worker (above it 429 with Retry-After: 1); 0 = no limit")
-
-
-class DemoSettings(BaseModel):
-    """Demo back end (upstream_kind = demo): the embedded model."""
-
-    demo_model: str = Field("toolwire-demo", description="Model id served by the embedded demo back end")
-
-
 class ObservabilitySettings(BaseModel):
     """Observability: logs, readiness checks and the debug page."""
 
@@ -505,19 +322,18 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, KindSettings, ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings)
+    AccessSettings, StoreSettings, *KIND_SECTIONS, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, CodexSettings, DemoSettings, ObservabilitySettings,
-               BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, KindSettings, ObservabilitySettings, BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
@@ -561,10 +377,8 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
 
     @model_validator(mode="after")
     def _check_upstreams(self) -> Settings:
-        for name, named in self.upstreams.items():
-            if name == DEFAULT_UPSTREAM or not UPSTREAM_NAME.fullmatch(name):
-                raise ValueError(f"upstreams: {name!r} cannot name a back end ('{DEFAULT_UPSTREAM}' is the one "
-                                 "upstream_url describes; a name is a letter, then letters, digits, '_', '.', '-')")
+        check_upstreams(self.upstreams, self.demo_model)
+        for name, named in self.upstreams.items():  # a back end's keys are checked as the settings they stand for
             try:
                 _AllSettings.model_validate({**self._section_values(), **named.overrides()})
             except ValidationError as exc:
@@ -578,20 +392,10 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
                     raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
             if (route.upstream or DEFAULT_UPSTREAM) in route.fallback or len(set(route.fallback)) < len(route.fallback):
                 raise ValueError(f"model_map.{client}: a fallback repeats a back end")
-        listed: dict[str, str] = {}
-        for name, named in self.upstreams.items():
-            for model in served_models(named, self.demo_model):
-                if listed.setdefault(model, name) != name:
-                    raise ValueError(f"upstreams: {model!r} is in the models of both {listed[model]} and {name}")
         return self
 
     def _section_values(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _AllSettings.model_fields}
-
-    @property
-    def backend(self) -> str:
-        """The back end in use: ``upstream_kind``, else ``openai`` with an ``upstream_url``, else ``demo``."""
-        return self.upstream_kind or ("openai" if self.upstream_url else "demo")
 
 
 def config_file_path() -> Path | None:

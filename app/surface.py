@@ -24,9 +24,10 @@ from .pipeline.generate import Generation
 #: function of the JSON body and the URL's arguments (:func:`in_body`, :func:`in_url`, :func:`fixed`).
 Source = Callable[[Mapping[str, Any], Mapping[str, str]], object]
 #: A generating route's planning: ``plan(body, context, **url_args)`` -> the generation and the encoder
-#: that answers it (a route with ``store=True`` is also given ``store=``, the response store as the client's
-#: key sees it, or ``None``).
-Plan = Callable[..., tuple[Generation, Encoder]]
+#: that answers it, or the JSON body of an answer that needs no generation (Ollama's requests to load a model)
+#: (a route with ``store=True`` is also given ``store=``, the response store as the client's key sees it, or
+#: ``None``).
+Plan = Callable[..., tuple[Generation, Encoder] | dict[str, Any]]
 #: A computing route's work: ``answer(body, context, **url_args)`` -> the JSON body of the answer.
 Computation = Callable[..., dict[str, Any]]
 
@@ -112,6 +113,8 @@ class View:
         view: the view (it reads the request itself, and raises :class:`~app.errors.ApiError` to refuse).
         methods: the HTTP methods it serves.
         store: the view is also given ``store=``, as a :class:`Generate` route's plan.
+        refusal: it answers only refusals (a catch-all with a hint, routes of the API the server does not
+            serve), so a 404 of the surface does not name it among its routes.
     """
 
     rule: str
@@ -119,6 +122,7 @@ class View:
     view: Callable[..., Response]
     methods: tuple[str, ...] = ("GET",)
     store: bool = False
+    refusal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ _MODEL_ROUTES = (
 GEMINI = Surface(
     "gemini",
     routes=(*_MODEL_ROUTES, ListModels("/models", "list_models", list_models),
-            View("/<path:subpath>", "unsupported_path", unsupported_path, ("GET", "POST", "DELETE"))),
+            View("/<path:subpath>", "unsupported_path", unsupported_path, ("GET", "POST", "DELETE"), refusal=True)),
     error_envelope=error_body,
     keys=(header_key("x-goog-api-key"), QUERY_KEY, BEARER),
     url_prefix="/v1beta")

@@ -3,13 +3,14 @@
 A surface's routes answer in its envelope (:attr:`~app.surface.Surface.error_envelope`: its child Blueprint's
 handler); every other route in OpenAI's, ``{"error": {"message", "type", "param", "code"}}`` with all four keys
 present (:class:`~app.errors.ApiError`). A method a route does not take (405, raised by routing before any
-Blueprint is known) is answered by the handler of the route's Blueprint. Clients never see a stack trace:
+Blueprint is known) is answered by the handler of the route's Blueprint, and an answer made before the app runs
+(gunicorn's refusal of a request it cannot read) in the envelope :func:`envelope_for` its path. Clients never
+see a stack trace:
 unexpected exceptions are logged and answered with a generic 500 (:func:`~app.pipeline.failures.as_api_error`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 from flask import Blueprint, Flask, Response, current_app, has_request_context, jsonify, request
@@ -21,7 +22,7 @@ from ..pipeline.failures import as_api_error
 from ..surface import openai_envelope
 
 # ApiError is re-exported: code that raised it from here before it moved to app.errors keeps working.
-__all__ = ["ApiError", "as_api_error", "error_response", "register_error_handlers"]
+__all__ = ["ApiError", "as_api_error", "envelope_for", "error_response", "register_error_handlers"]
 
 #: An error as the JSON body a client API's clients read.
 Envelope = Callable[[ApiError], dict[str, Any]]
@@ -60,7 +61,36 @@ def register_error_handlers(target: Flask | Blueprint, envelope: Envelope = open
     if isinstance(target, Flask):
         target.register_error_handler(Exception, _app_error_response)
     else:
-        target.register_error_handler(Exception, functools.partial(error_response, envelope=envelope))
+        target.register_error_handler(Exception, _EnvelopeHandler(envelope))
+
+
+class _EnvelopeHandler:
+    """A Blueprint's error handler: :func:`error_response` in its ``envelope``, kept for :func:`envelope_for`."""
+
+    __slots__ = ("envelope",)
+
+    def __init__(self, envelope: Envelope):
+        self.envelope = envelope
+
+    def __call__(self, exc: BaseException) -> Response:
+        return error_response(exc, self.envelope)
+
+
+def envelope_for(app: Flask, path: str) -> Envelope:
+    """The envelope of the route that takes ``path`` (with any method; a path a surface claims included), else
+    OpenAI's: for an answer made before the app runs, which knows the path alone."""
+    adapter = app.url_map.bind("localhost")
+    try:
+        endpoint, _ = adapter.match(path, method="POST")
+    except MethodNotAllowed as exc:
+        try:
+            endpoint, _ = adapter.match(path, method=next(iter(exc.valid_methods or ("GET",))))
+        except HTTPException:
+            return openai_envelope
+    except HTTPException:
+        return openai_envelope
+    handler = _scope_handler(app, endpoint)
+    return handler.envelope if isinstance(handler, _EnvelopeHandler) else openai_envelope
 
 
 def _app_error_response(exc: BaseException) -> Response:
@@ -81,9 +111,14 @@ def _route_handler(exc: MethodNotAllowed) -> Callable[[BaseException], Response]
         rule, _ = adapter.match(method=method, return_rule=True)
     except HTTPException:
         return None
-    scope = rule.endpoint.rpartition(".")[0]
+    return _scope_handler(current_app, rule.endpoint)
+
+
+def _scope_handler(app: Flask, endpoint: str) -> Callable[[BaseException], Response] | None:
+    """The error handler of ``endpoint``'s Blueprint, or of its nearest parent with one."""
+    scope = endpoint.rpartition(".")[0]
     while scope:
-        handler = current_app.error_handler_spec.get(scope, {}).get(None, {}).get(Exception)
+        handler = app.error_handler_spec.get(scope, {}).get(None, {}).get(Exception)
         if handler is not None:
             return handler  # type: ignore[return-value]
         scope = scope.rpartition(".")[0]

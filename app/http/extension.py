@@ -31,7 +31,8 @@ from ..store import ResponseStore, StoreError, open_store, store_url
 from ..loading import load_settings, settings_from_config
 from ..profile import upstream_models
 from ..routing import upstream_names, upstream_settings
-from ..settings import DEFAULT_UPSTREAM, Settings, SettingsError
+from ..settings import Settings, SettingsError
+from ..upstream_settings import DEFAULT_UPSTREAM
 from ..surface import Surface
 from ..surfaces import DEFAULT_SURFACES
 from .state import EXTENSION_KEY, Backend, StreamSlots, ToolwireState

@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify
 from ..observability.metrics import exposition
 from ..store import StoreError
 from .auth import metrics_guard as key_if_required
-from ..settings import DEFAULT_UPSTREAM
+from ..upstream_settings import DEFAULT_UPSTREAM
 from .errors import register_error_handlers
 from .state import bind_to_mount, current_state
 

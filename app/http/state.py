@@ -14,7 +14,7 @@ from flask import Blueprint, current_app, g, has_request_context, request
 from flask.blueprints import BlueprintSetupState
 
 from ..routing import route
-from ..settings import DEFAULT_UPSTREAM
+from ..upstream_settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
     from ..store import ResponseStore

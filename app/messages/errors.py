@@ -17,12 +17,6 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
           529: "overloaded_error"}
 
 
-def is_messages_path(path: str) -> bool:
-    """Whether a request path is a Messages endpoint's (``/v1/messages``, ``…/count_tokens``, with or without a
-    trailing slash): its refusals, also gunicorn's own, are answered in this envelope."""
-    return path.rstrip("/").endswith(("/messages", "/messages/count_tokens"))
-
-
 def error_type(status: int) -> str:
     """The Anthropic error type of an HTTP status."""
     return _TYPES.get(status) or ("invalid_request_error" if status < 500 else "api_error")

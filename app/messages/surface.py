@@ -1,20 +1,18 @@
-"""Anthropic's Messages API as a surface: ``POST /messages``, ``POST /messages/count_tokens`` and a 404 for any
-other ``/messages/…`` path, in Anthropic's error envelope; the client key as ``x-api-key`` (Claude Code's) or
+"""Anthropic's Messages API as a surface: ``POST /messages`` and ``POST /messages/count_tokens`` (any other
+``/messages/…`` path a 404, as every surface's), in Anthropic's error envelope; the client key as ``x-api-key`` (Claude Code's) or
 a Bearer token; ``GET /models`` with Anthropic's fields for a client sending ``anthropic-version``."""
 
 from __future__ import annotations
 
-from ..surface import BEARER, Compute, Generate, Surface, View, header_key
+from ..surface import BEARER, Compute, Generate, Surface, header_key
 from .errors import error_body
 from .models import model_list_for_anthropic_clients
-from .views import count_message_tokens, plan_message, unsupported_messages_path
+from .views import count_message_tokens, plan_message
 
 MESSAGES = Surface(
     "messages",
     routes=(Generate("/messages", "create_message", plan_message),
-            Compute("/messages/count_tokens", "count_message_tokens", count_message_tokens),
-            View("/messages/<path:subpath>", "unsupported_messages_path", unsupported_messages_path,
-                 ("GET", "POST", "PUT", "PATCH", "DELETE"))),
+            Compute("/messages/count_tokens", "count_message_tokens", count_message_tokens)),
     error_envelope=error_body,
     keys=(BEARER, header_key("x-api-key")),
     model_list=model_list_for_anthropic_clients)

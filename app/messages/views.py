@@ -11,9 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from flask import Response, request
-
-from ..errors import ApiError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
 from ..pipeline.encoder import CHARS_PER_TOKEN
@@ -45,10 +42,3 @@ def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[
     _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
     chars = sum(len(message["content"]) for message in prompt)
     return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
-
-
-def unsupported_messages_path(subpath: str) -> Response:
-    """Any other ``/messages/…`` path (message batches…): 404."""
-    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
-                   "POST /v1/messages and POST /v1/messages/count_tokens.", code="not_supported")
-

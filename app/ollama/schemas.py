@@ -1,15 +1,17 @@
 """Ollama's request bodies (``/api/chat``, ``/api/generate``, ``/api/show``, ``/api/embed``), validated so that a
 refusal names the offending parameter (``messages[1].tool_calls[0].function.arguments``, ``options.num_predict``).
 
-Fields Ollama takes that change nothing behind an OpenAI-compatible back end (``keep_alive``, ``template``,
-``context``, the runner's options such as ``num_gpu``) are accepted and not used.
+Fields Ollama takes that change nothing behind an OpenAI-compatible back end (``template``, ``context``, the
+runner's options such as ``num_gpu``) are accepted and not used; ``keep_alive`` only says whether a request with
+nothing to answer asks to unload its model.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictFloat, field_validator
 
 from ..validation import RequestModel, ToolName, validate
 
@@ -81,6 +83,12 @@ class Tool(RequestModel):
     function: ToolFunction
 
 
+#: A Go duration, as ``keep_alive`` may be written (``"5m"``, ``"1h30m"``, ``"0"``): its parts, by unit.
+_DURATION = re.compile(r"[-+]?(?:0|(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+)")
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_NANOSECONDS = {"ns": 1, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}
+
+
 class Generating(RequestModel):
     """What ``/api/chat`` and ``/api/generate`` share."""
 
@@ -89,11 +97,28 @@ class Generating(RequestModel):
     format: Format | None = None
     options: Options | None = None
     think: Think | None = None
+    keep_alive: StrictFloat | str | None = None  # (a JSON true is no duration)
 
     @property
     def streams(self) -> bool:
         """Whether to answer as a stream: Ollama streams unless ``stream`` is ``false``."""
         return self.stream is not False
+
+    @property
+    def unloads(self) -> bool:
+        """Whether ``keep_alive`` is zero (seconds as a number, or a Go duration): with nothing to answer, the
+        request asks Ollama to unload its model."""
+        if isinstance(self.keep_alive, str):
+            parts = _DURATION_PART.findall(self.keep_alive)
+            return int(sum(float(number) * _NANOSECONDS[unit] for number, unit in parts)) == 0
+        return self.keep_alive is not None and 0 <= self.keep_alive * 1e9 < 1
+
+    @field_validator("keep_alive")
+    @classmethod
+    def _a_duration(cls, value: float | str | None) -> float | str | None:
+        if isinstance(value, str) and not _DURATION.fullmatch(value):
+            raise ValueError(f"time: invalid duration {value!r}: seconds as a number, or a duration such as '5m'")
+        return value
 
 
 class ChatRequest(Generating):

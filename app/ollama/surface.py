@@ -1,8 +1,9 @@
 """Ollama's API as a surface, at the root as Ollama serves it (``OLLAMA_HOST=http://toolwire:PORT`` works):
 ``POST /api/chat`` and ``/api/generate`` (NDJSON streams unless ``stream: false``), ``POST /api/show``,
 ``/api/embed`` and ``/api/embeddings``, ``GET /api/tags``, ``/api/ps``, ``/api/version`` and ``/`` (Ollama's
-"Ollama is running", which its clients probe), and a 404 for any
-other ``/api/…`` path; every error as Ollama's ``{"error": "..."}``; the client key as a Bearer token (the
+"Ollama is running", which its clients probe); the model-management routes (``/api/pull``, ``push``, ``create``,
+``copy``, ``delete``, ``blobs/…``) a 501 saying toolwire manages no models, any other ``/api/…`` path a 404 (as
+every surface's); every error as Ollama's ``{"error": "..."}``; the client key as a Bearer token (the
 ``ollama`` libraries send one from ``OLLAMA_API_KEY`` or their ``headers``). ``ollama_surface(prefix)`` mounts
 the same API under a prefix of its own."""
 
@@ -15,8 +16,8 @@ from ..errors import ApiError
 from ..surface import Compute, Generate, ListModels, Surface, View
 from .embed import embed, embed_one
 from .encoder import NDJSON
-from .views import (model_named, model_tags, plan_chat, plan_generate, running, running_models, show_model,
-                    streams, unsupported_path, version)
+from .views import (manages_no_models, model_named, model_tags, plan_chat, plan_generate, running, running_models,
+                    show_model, streams, version)
 
 
 def error_body(error: ApiError) -> dict[str, Any]:
@@ -40,7 +41,9 @@ def ollama_surface(url_prefix: str = "", name: str | None = None) -> Surface:
         ListModels("/api/ps", "ps", running_models),
         View("/api/version", "version", version),
         View("/", "running", running),
-        View("/api/<path:subpath>", "unsupported_path", unsupported_path, ("GET", "POST", "PUT", "PATCH", "DELETE")),
+        View("/api/<any(pull, push, create, copy, delete):action>", "manage", manages_no_models, ("POST", "DELETE"),
+             refusal=True),
+        View("/api/blobs/<digest>", "blobs", manages_no_models, ("HEAD", "POST"), refusal=True),
     ), error_envelope=error_body, url_prefix=url_prefix)
 
 

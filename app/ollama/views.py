@@ -19,7 +19,7 @@ from ..pipeline.context import RequestContext
 from ..pipeline.generate import Generation
 from ..profile import model_profile
 from ..validation import check_chat_limits
-from .encoder import OllamaEncoder
+from .encoder import OllamaEncoder, created_at
 from .plan import chat_generation, generate_generation
 from .schemas import parse_chat_request, parse_generate_request, parse_model_request
 
@@ -32,17 +32,25 @@ _DETAILS = {"parent_model": "", "format": "", "family": "", "families": None, "p
             "quantization_level": ""}
 
 
-def plan_chat(body: dict[str, Any], context: RequestContext) -> tuple[Generation, OllamaEncoder]:
-    """``POST /api/chat``: the generation and the encoder to run it with, streamed unless ``stream: false``."""
+def plan_chat(body: dict[str, Any], context: RequestContext) -> tuple[Generation, OllamaEncoder] | dict[str, Any]:
+    """``POST /api/chat``: the generation and the encoder to run it with, streamed unless ``stream: false``; with
+    no messages, Ollama's answer to a request to load the model (or unload it: ``keep_alive`` zero)."""
     check_chat_limits(body, context.settings)
     req = parse_chat_request(body)
+    if not req.messages:
+        return {"model": req.model, "created_at": created_at(), "message": {"role": "assistant", "content": ""},
+                "done": True, "done_reason": "unload" if req.unloads else "load"}
     generation = chat_generation(req, context.settings, marker_requested=context.marker_requested)
     return generation, OllamaEncoder(req.model, chat=True, show_thinking=req.think is not False)
 
 
-def plan_generate(body: dict[str, Any], context: RequestContext) -> tuple[Generation, OllamaEncoder]:
-    """``POST /api/generate``: the prompt (with ``system``) as a one-turn conversation."""
+def plan_generate(body: dict[str, Any], context: RequestContext) -> tuple[Generation, OllamaEncoder] | dict[str, Any]:
+    """``POST /api/generate``: the prompt (with ``system``) as a one-turn conversation; with no prompt, Ollama's
+    answer to a request to load the model (or unload it: ``keep_alive`` zero)."""
     req = parse_generate_request(body)
+    if not req.prompt:
+        return {"model": req.model, "created_at": created_at(), "response": "", "done": True,
+                "done_reason": "unload" if req.unloads else "load"}
     generation = generate_generation(req, context.settings)
     return generation, OllamaEncoder(req.model, chat=False, show_thinking=req.think is not False)
 
@@ -96,8 +104,8 @@ def version() -> Response:
     return jsonify({"version": OLLAMA_API_VERSION})
 
 
-def unsupported_path(subpath: str) -> Response:
-    """Any other ``/api/…`` path (``pull``, ``create``, ``delete``…): 404, naming what is served."""
-    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves POST "
-                   "/api/chat, /api/generate, /api/show, /api/embed and GET /api/tags, /api/ps, /api/version.",
-                   code="not_supported")
+def manages_no_models(**url_args: str) -> Response:
+    """``/api/pull``, ``push``, ``create``, ``copy``, ``delete`` and ``blobs/…``: 501, as toolwire serves its
+    back ends' models and keeps none of its own (a client asking to pull a model learns why it cannot)."""
+    raise ApiError(501, f"{request.method} {request.path}: toolwire does not manage models; it serves its back "
+                        "ends' models as they are (GET /api/tags lists them).", code="not_implemented")

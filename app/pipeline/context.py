@@ -6,7 +6,8 @@ import socket
 from dataclasses import dataclass
 
 from ..observability.record import RequestRecord
-from ..settings import DEFAULT_UPSTREAM, Settings
+from ..settings import Settings
+from ..upstream_settings import DEFAULT_UPSTREAM
 from ..upstreams.base import Upstream
 
 

@@ -162,9 +162,8 @@ class ChoiceDriver:
                     for delta in chunk.choices:
                         index = delta.index
                         if index not in self._finished:
-                            yield from [(index, event) for event in self._delta_events(
-                                index, delta.content, delta.reasoning, delta.tool_calls, delta.finish_reason,
-                                delta.stop_sequence)]
+                            yield from self._delta_events(index, delta.content, delta.reasoning, delta.tool_calls,
+                                                          delta.finish_reason, delta.stop_sequence)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
@@ -174,8 +173,7 @@ class ChoiceDriver:
                     # and no finish reason would be true (parsing.md 4.11), so the answer fails.
                     raise UpstreamError("protocol", "The upstream's stream ended inside a tool call "
                                                     "without a finish reason.")
-                for event in self._output(index, self._finish(index, None)):
-                    yield index, event
+                yield from self._output(index, self._finish(index, None))
         except ModelOutputError as exc:
             if exc.code != _BROKEN_CODE:  # (a broken call was counted by its note)
                 self.outcomes["failed"] += 1  # a fail policy ends the response
@@ -187,7 +185,7 @@ class ChoiceDriver:
         """The events of choice 0's ``text`` alone (the common chunk), paired with the index as they go out:
         :meth:`_delta_events` without the checks that only other chunks need."""
         if not text or self._natives or not self._plain or self.first_output_at is None:
-            return [(0, event) for event in self._delta_events(0, text)]
+            return self._delta_events(0, text)
         return self._plain_out(self._choices[0].feed(text))
 
     def _native_events(self, fragments: list[dict[str, Any]]) -> list[tuple[int, Event]]:
@@ -195,16 +193,21 @@ class ChoiceDriver:
         with the index as they go out: :meth:`_delta_events` without the checks that only other chunks need."""
         natives = self._natives.get(0)
         if natives is None or not self._plain or self.first_output_at is None:
-            return [(0, event) for event in self._delta_events(0, None, None, fragments)]
+            return self._delta_events(0, None, None, fragments)
         return self._plain_out(natives.feed(fragments))
 
     def _plain_out(self, events: list[Event]) -> list[tuple[int, Event]]:
         """Choice 0's ``events`` of a common chunk as they go out of a plain driver: the choice finished if its
-        policy cut the output, each event counted as :meth:`_account` counts it (all :meth:`_output` does for a
-        plain driver) and paired with the index."""
+        policy cut the output, then :meth:`_counted`."""
         if not self._choices[0].wants_more:
             events += self._finish(0, None)
             self._cut = True
+        return self._counted(0, events)
+
+    def _counted(self, index: int, events: list[Event]) -> list[tuple[int, Event]]:
+        """Choice ``index``'s ``events`` as a plain driver sends them, in one pass: each counted as
+        :meth:`_account` counts it, reasoning bounded where it is counted (:meth:`_bounded`), paired with the
+        index."""
         out: list[tuple[int, Event]] = []
         for event in events:
             if isinstance(event, ToolCallArgumentsDelta):  # the two common kinds here
@@ -212,33 +215,35 @@ class ChoiceDriver:
             elif isinstance(event, TextDelta):
                 self.output_chars += len(event.text)
             elif isinstance(event, ReasoningDelta):
-                kept = self._bounded(0, event)
+                kept = self._bounded(index, event)
                 if kept is None:
                     continue
                 event = kept
-                self._account(0, [event])
+                self.output_chars += len(event.text)
             else:
-                self._account(0, [event])
-            out.append((0, event))
+                self._account(index, [event])
+            out.append((index, event))
         return out
 
     def _bounded(self, index: int, event: ReasoningDelta) -> ReasoningDelta | None:
-        """``event`` as far as choice ``index``'s reasoning stays within :data:`MAX_REASONING_CHARS`, or ``None``."""
-        reasoned = self._reasoned if self._reasoned is not None else {}
-        self._reasoned = reasoned
-        room = MAX_REASONING_CHARS - reasoned.get(index, 0)
-        if room <= 0:
+        """``event`` as far as choice ``index``'s reasoning stays within :data:`MAX_REASONING_CHARS` (all of it,
+        its head, or ``None``)."""
+        if self._reasoned is None:
+            self._reasoned = {}
+        before = self._reasoned.get(index, 0)
+        self._reasoned[index] = before + len(event.text)
+        if before + len(event.text) <= MAX_REASONING_CHARS:
+            return event
+        if before >= MAX_REASONING_CHARS:
             return None
-        if len(event.text) > room:
-            log.warning("choice %d's reasoning is past %d characters: the rest is dropped", index, MAX_REASONING_CHARS)
-            event = ReasoningDelta(event.text[:room])
-        reasoned[index] = reasoned.get(index, 0) + len(event.text)
-        return event
+        log.warning("choice %d's reasoning is past %d characters: the rest is dropped", index, MAX_REASONING_CHARS)
+        return ReasoningDelta(event.text[:MAX_REASONING_CHARS - before])
 
     def _delta_events(self, index: int, content: str | None, reasoning: str | None = None,
                       tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None,
-                      stop_sequence: str | None = None) -> list[Event]:
-        """The events of choice ``index``'s delta (the fields of a :class:`ChoiceDelta`), as they go out."""
+                      stop_sequence: str | None = None) -> list[tuple[int, Event]]:
+        """The events of choice ``index``'s delta (the fields of a :class:`ChoiceDelta`), as they go out, paired
+        with the index."""
         choice = self._choices.get(index) or self._choice(index)
         events: list[Event] = [ReasoningDelta(reasoning)] if reasoning else []
         natives = self._natives.get(index) if self._natives else None
@@ -263,7 +268,7 @@ class ChoiceDriver:
         elif not choice.wants_more:
             events += self._finish(index, None)
             self._cut = True
-        return self._output(index, events) if events else events
+        return self._output(index, events) if events else []
 
     def _choice(self, index: int) -> ChoiceStream:
         choice = self._choices.get(index)
@@ -284,18 +289,23 @@ class ChoiceDriver:
             events[-1] = FinishedAtStopSequence("stop", stop_sequence)
         return events
 
-    def _output(self, index: int, events: list[Event]) -> list[Event]:
-        """Choice ``index``'s ``events`` as they go out: reasoning recorded for the debug view, then dropped
-        or inlined as asked, then counted; past :data:`MAX_REASONING_CHARS`, reasoning is dropped."""
-        if any(event.__class__ is ReasoningDelta for event in events):
+    def _output(self, index: int, events: list[Event]) -> list[tuple[int, Event]]:
+        """Choice ``index``'s ``events`` as they go out, paired with the index: reasoning recorded for the debug
+        view, then dropped or inlined as asked, then counted; past :data:`MAX_REASONING_CHARS`, reasoning is
+        dropped where it is first read (counted, recorded or inlined), so a chunk pays no pass of its own."""
+        if self._plain:
+            out = self._counted(index, events)
+            if self.first_output_at is None and any(isinstance(event, _OUTPUT) for _, event in out):
+                self.first_output_at = time.perf_counter()
+            return out
+        if self.reasoning is not None:  # the debug view (off in production) records reasoning bounded
             events = [kept for event in events
                       if (kept := self._bounded(index, event) if isinstance(event, ReasoningDelta) else event)]
-        if self.reasoning is not None:
             self._keep_reasoning(self.reasoning.setdefault(index, []), index, events)
         if self._reasoning != "show":
             events = self._restyle(index, events)
         self._account(index, events)
-        return events
+        return [(index, event) for event in events]
 
     def _keep_reasoning(self, spans: list[ReasoningSpan], index: int, events: list[Event]) -> None:
         """Record choice ``index``'s reasoning: one span per stretch of it, with the step of its machine's path
@@ -310,17 +320,21 @@ class ChoiceDriver:
                 spans[-1].open = False
 
     def _restyle(self, index: int, events: list[Event]) -> list[Event]:
-        """``events`` of choice ``index`` with its reasoning dropped (``hide``) or made content (``inline``)."""
+        """``events`` of choice ``index`` with its reasoning dropped (``hide``) or made content (``inline``, bounded
+        here unless the debug view bounded it)."""
         if self._reasoning == "hide":
             return [event for event in events if event.__class__ is not ReasoningDelta]
         inside = index in self._inline_open
         out: list[Event] = []
         for event in events:
-            if event.__class__ is ReasoningDelta:
+            if isinstance(event, ReasoningDelta):
+                kept = self._bounded(index, event) if self.reasoning is None else event  # (the debug view bounded it)
+                if kept is None:
+                    continue
                 if not inside:
                     out.append(TextDelta(INLINE_OPEN))
                     inside = True
-                out.append(TextDelta(event.text))
+                out.append(TextDelta(kept.text))
                 continue
             if inside and isinstance(event, _ENDS_REASONING):
                 out.append(TextDelta(INLINE_CLOSE))

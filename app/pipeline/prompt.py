@@ -48,7 +48,8 @@ from ..prompt_protocol import (
     example_value,
     object_shape,
 )
-from ..settings import ExampleExchange, ToolManifest
+from ..setting_values import ToolManifest
+from ..settings import ExampleExchange
 from .lru import BoundedLRU
 from .plan import shared_key
 from .signatures import compact_example, signature_lines

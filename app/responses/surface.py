@@ -12,5 +12,5 @@ RESPONSES = Surface("responses", routes=(
     View("/responses/<response_id>", "get_response", get_response, ("GET",), store=True),
     View("/responses/<response_id>", "delete_response", delete_response, ("DELETE",), store=True),
     View("/responses/<path:subpath>", "unsupported_subpath", unsupported_subpath,
-         ("GET", "POST", "PUT", "PATCH", "DELETE")),
+         ("GET", "POST", "PUT", "PATCH", "DELETE"), refusal=True),
 ), keys=(BEARER, header_key("x-api-key")))  # both, as Chat's

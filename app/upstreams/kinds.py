@@ -24,7 +24,8 @@ from typing import Any, Callable, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..settings import DEFAULT_UPSTREAM, CodexSettings, DemoSettings, Settings, SettingsError
+from ..settings import Settings, SettingsError
+from ..upstream_settings import DEFAULT_UPSTREAM, CodexSettings, DemoSettings
 from .base import Upstream
 from .demo import DemoUpstream
 from .http import HttpSection, make_http_upstream

@@ -46,7 +46,7 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
     assert {r.endpoint for r in host.url_map.iter_rules() if r.rule.startswith("/llm/")} == \
         {"llm.chat.chat_completions", "llm.responses.create_response", "llm.responses.get_response",
          "llm.responses.delete_response", "llm.responses.unsupported_subpath", "llm.messages.create_message",
-         "llm.messages.count_message_tokens", "llm.messages.unsupported_messages_path", "llm.list_models"}
+         "llm.messages.count_message_tokens", "llm.messages.unrouted", "llm.chat.unrouted", "llm.responses.unrouted", "llm.list_models"}
     assert host.extensions["toolwire"] == {"llm": ext}
     assert ext.state(host).upstream is upstream
 

@@ -401,11 +401,54 @@ def test_too_many_tools_is_the_same_limit(make_app):
     assert "tools" in error_of(response, 400)
 
 
-def test_an_unknown_api_path_or_method_is_a_404_in_ollamas_envelope_naming_what_is_served(make_app):
+def test_an_unknown_api_path_is_a_404_and_a_wrong_method_a_405_in_ollamas_envelope(make_app):
     client = make_app(FakeUpstream()).test_client()
-    assert "POST /api/pull is not supported" in error_of(client.post("/api/pull", json={"model": MODEL}), 404)
-    message = error_of(client.get("/api/chat"), 404)
-    assert "GET /api/chat is not supported" in message and "POST /api/chat" in message
+    message = error_of(client.post("/api/nothing", json={"model": MODEL}), 404)
+    assert "POST /api/nothing is not supported" in message and "pull" not in message
+    wrong_method = client.get("/api/chat")
+    assert error_of(wrong_method, 405) and wrong_method.headers["Allow"] == "POST"
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/api/pull"), ("POST", "/api/push"), ("POST", "/api/create"),
+                                          ("POST", "/api/copy"), ("DELETE", "/api/delete"),
+                                          ("POST", "/api/blobs/sha256:0123")])
+def test_managing_models_is_a_501_saying_toolwire_manages_none(make_app, method, path):
+    """They were a 404 naming what is served, as for a path Ollama does not have."""
+    upstream = FakeUpstream()
+    response = make_app(upstream).test_client().open(path, method=method, json={"model": MODEL})
+    assert f"{method} {path}: toolwire does not manage models" in error_of(response, 501)
+    assert upstream.bodies == []
+
+
+@pytest.mark.parametrize("route, empty, answer", [
+    ("/api/chat", {}, {"message": {"role": "assistant", "content": ""}}),
+    ("/api/chat", {"messages": []}, {"message": {"role": "assistant", "content": ""}}),
+    ("/api/generate", {}, {"response": ""}),
+    ("/api/generate", {"prompt": "", "stream": True}, {"response": ""}),
+], ids=["chat", "chat-empty-list", "generate", "generate-streamed"])
+@pytest.mark.parametrize("keep_alive, reason", [
+    (0, "unload"), ("0", "unload"), ("0s", "unload"), ("0m0s", "unload"), (0.0, "unload"),
+    (None, "load"), ("5m", "load"), (300, "load"), (-1, "load"), ("-1m", "load"),
+])
+def test_a_request_with_nothing_to_answer_loads_or_unloads_the_model_as_ollama_answers_it(
+        make_app, route, empty, answer, keep_alive, reason):
+    """Ollama's clients load a model with an empty request and unload it with ``keep_alive`` zero: one JSON
+    object, done, with its ``done_reason``; nothing is asked of the back end."""
+    upstream = FakeUpstream()
+    body = {"model": MODEL, **empty, **({} if keep_alive is None else {"keep_alive": keep_alive})}
+    response = make_app(upstream).test_client().post(route, json=body)
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    got = response.get_json()
+    assert got.pop("created_at").endswith("Z")
+    assert got == {"model": MODEL, **answer, "done": True, "done_reason": reason}
+    assert upstream.bodies == []
+
+
+@pytest.mark.parametrize("keep_alive", ["soon", "5 m", "1x", True, [0]])
+def test_a_keep_alive_that_is_no_duration_is_refused(make_app, keep_alive):
+    response = make_app(FakeUpstream()).test_client().post("/api/chat", json={"model": MODEL,
+                                                                              "keep_alive": keep_alive})
+    assert "keep_alive" in error_of(response, 400)
 
 
 def test_a_missing_key_is_a_401_in_ollamas_envelope(make_app):
@@ -456,5 +499,5 @@ def test_it_is_at_the_root_beside_v1_and_on_a_prefix_of_its_own():
     assert client.get("/ollama/").get_data(as_text=True) == "Ollama is running"
     assert client.post("/ollama/api/chat", json={"model": MODEL, "messages": ASK, "stream": False}
                        ).get_json()["message"]["content"] == "ok"
-    assert "/ollama/api/pull" in error_of(client.post("/ollama/api/pull", json={}), 404)
+    assert "/ollama/api/pull" in error_of(client.post("/ollama/api/pull", json={}), 501)
     assert client.post("/v1/chat/completions", json={"model": MODEL, "messages": ASK}).status_code == 200

@@ -27,6 +27,7 @@ from app.upstreams.base import ChoiceDelta, UpstreamChunk
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
 from support.server import free_port
+from support.stops import BEYOND, BEYOND_IDS, refused_unsent, sent_on
 
 USER = [{"role": "user", "content": "Hi."}]
 
@@ -45,23 +46,17 @@ def anthropic_400(response, param: str, message: str = "") -> dict:
 
 # -- item 1: stop_sequences ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("stops", "param", "message"), [
-    (["a", "b", "c", "d", "e"], "stop_sequences", "at most 4 stop sequences"),
-    ([f"s{i:07}" for i in range(100_000)], "stop_sequences", "at most 4 stop sequences"),
-    (["ok", "x" * 257], "stop_sequences[1]", "at most 256 characters"),
-    (["x" * 1000], "stop_sequences[0]", "at most 256 characters"),
-], ids=["five", "100k", "long", "1000-chars"])
-def test_too_many_or_too_long_stop_sequences_are_an_anthropic_400(make_app, stops, param, message):
-    upstream = FakeUpstream(text_chunks("never"))
-    anthropic_400(messages(make_app(upstream).test_client(), stop_sequences=stops), param, message)
-    assert upstream.bodies == []
+def send_stops(client, stops):
+    return messages(client, stop_sequences=stops)
+
+
+@pytest.mark.parametrize(("stops", "where", "message"), BEYOND, ids=BEYOND_IDS)
+def test_too_many_or_too_long_stop_sequences_are_an_anthropic_400(make_app, stops, where, message):
+    anthropic_400(refused_unsent(make_app, send_stops, stops), f"stop_sequences{where}", message)
 
 
 def test_four_stop_sequences_of_256_characters_are_sent_on(make_app):
-    upstream = FakeUpstream(text_chunks("Hello."))
-    stops = ["a", "b", "c", "x" * 256]
-    assert messages(make_app(upstream).test_client(), stop_sequences=stops).status_code == 200
-    assert upstream.bodies[0]["stop"] == stops
+    sent_on(make_app, send_stops, "stop")
 
 
 @pytest.mark.parametrize("length", [256, 5_000, sys.getrecursionlimit() * 4])
@@ -171,12 +166,15 @@ def test_messages_takes_its_numbers_and_flags_as_json_types_not_coerced(make_app
     assert upstream.bodies == []
 
 
-@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/count_tokens/"), ("GET", "/v1/messages/batches/")])
+@pytest.mark.parametrize("method, path", [("POST", "/v1/messages/count_tokens/"), ("GET", "/v1/messages/batches/"),
+                                          ("POST", "/v1/messages/")])
 def test_a_messages_path_routing_refuses_answers_in_anthropics_envelope(client, method, path):
     response = client.open(path, method=method, json={})
     assert response.status_code in (404, 405)
     body = response.get_json()
     assert body["type"] == "error" and body["error"]["type"] in ("not_found_error", "invalid_request_error"), body
+    assert response.status_code == 405 or "serves POST /v1/messages, POST /v1/messages/count_tokens" in \
+        body["error"]["message"]
 
 
 def test_models_leaves_unreachable_back_ends_out_without_a_traceback(tmp_path, capfd, caplog):
@@ -255,6 +253,16 @@ def test_every_api_passes_on_reasoning_up_to_the_bound(make_app, path, body, rea
     assert response.status_code == 200
     reasoning = reasoning_of(response.get_json())
     assert len(reasoning) == MAX_REASONING_CHARS and ENDLESS_THOUGHT.startswith(reasoning[:len(ENDLESS_THOUGHT)])
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["think-tags", "native-field"])
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+def test_inlined_reasoning_is_bounded_as_shown_reasoning_is(make_app, tmp_path, native, debug):
+    """The bound is kept where reasoning is first read: counted (shown), recorded (the debug view) or inlined."""
+    app = make_app(thinking_upstream(native), reasoning="inline", debug=debug, debug_dir=str(tmp_path / "debug"))
+    response = app.test_client().post("/v1/chat/completions", json={"model": "m", "messages": USER})
+    content = response.get_json()["choices"][0]["message"]["content"]
+    assert content == f"<think>{(ENDLESS_THOUGHT * 14)[:MAX_REASONING_CHARS]}</think>Done."
 
 
 def test_the_debug_record_of_endless_reasoning_is_bounded(make_app, tmp_path):

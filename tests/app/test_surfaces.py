@@ -15,12 +15,13 @@ from flask import Flask, request
 
 from app import Toolwire
 from app.errors import ApiError
-from app.http.errors import register_error_handlers
+from app.http.errors import envelope_for, register_error_handlers
+from app.messages.errors import error_body as anthropic_envelope
 from app.pipeline.encoder import Usage
 from app.pipeline.generate import Generation
 from app.profile import model_profile
 from app.settings import Settings
-from app.surface import SSE, Generate, ListModels, Surface, View, fixed, header_key, in_url
+from app.surface import SSE, Generate, ListModels, Surface, View, fixed, header_key, in_url, openai_envelope
 from app.surfaces import DEFAULT_SURFACES
 from statemachine import Event, ParserConfig, TextDelta
 from support.fakes import FakeUpstream, text_chunks
@@ -205,6 +206,25 @@ def test_a_toy_surface_refuses_in_its_own_envelope(toy) -> None:
     wrong_method = toy.put("/v1/toy/models/small:stream", headers=TOY_KEY)  # refused by routing, before any view
     assert wrong_method.status_code == 405 and wrong_method.get_json()["toy_error"]["status"] == 405
     assert "POST" in wrong_method.headers["Allow"]
+
+
+def test_a_surface_claims_the_paths_under_its_routes_that_none_of_them_takes(upstream) -> None:
+    """Without a catch-all of its own, the toy's unrouted paths answer 404 in its envelope naming what it serves
+    (they were Werkzeug's 404 in OpenAI's), and an answer made outside the app (gunicorn's) finds its envelope."""
+    host = Flask(__name__)
+    register_error_handlers(host)
+    bare = dataclasses.replace(TOY, routes=TOY.routes[:3])
+    Toolwire(host, settings=Settings(api_keys="sk-toy"), upstream=upstream, surfaces=(*DEFAULT_SURFACES, bare))
+    client = host.test_client()
+    for method, path in (("GET", "/v1/toy/nothing"), ("POST", "/v1/toy/tags/"), ("DELETE", "/v1/toy/models/")):
+        answer = client.open(path, method=method, headers=TOY_KEY)
+        assert (answer.status_code, answer.get_json()) == (404, {"toy_error": {"status": 404, "message": (
+            f"{method} {path} is not supported by this server: it serves POST /v1/toy/models/{{model}}:generate, "
+            "POST /v1/toy/models/{model}:stream, GET /v1/toy/tags.")}})
+    assert envelope_for(host, "/v1/toy/nothing") is toy_envelope
+    assert envelope_for(host, "/v1/toy/models/small:stream") is toy_envelope  # (a route taking POST only)
+    assert envelope_for(host, "/v1/messages/") is anthropic_envelope
+    assert envelope_for(host, "/v1/chat/completions") is envelope_for(host, "/elsewhere") is openai_envelope
 
 
 def test_a_toy_surface_takes_its_key_from_its_own_header(toy) -> None:

@@ -14,6 +14,7 @@ from app.settings import Settings
 from app.upstreams.codex.emulation import StopRules
 from support.fakes import FakeUpstream, text_chunks
 from support.invariants import check_error_envelope
+from support.stops import BEYOND, BEYOND_IDS, refused_unsent, sent_on
 
 USER = [{"role": "user", "content": "Hi."}]
 
@@ -33,23 +34,18 @@ def refused(response, param, message=""):
 
 # -- item 3: stop ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("stop", "param", "message"), [
-    (["a", "b", "c", "d", "e"], "stop", "at most 4 stop sequences"),
-    ([f"s{i}" for i in range(10_000)], "stop", "at most 4 stop sequences"),
-    ("x" * 257, "stop", "at most 256 characters"),
-    (["ok", "x" * 257], "stop[1]", "at most 256 characters"),
-])
-def test_too_many_or_too_long_stop_sequences_are_refused(make_app, stop, param, message):
-    upstream = FakeUpstream(text_chunks("never"))
-    refused(chat(make_app(upstream).test_client(), stop=stop), param, message)
-    assert upstream.bodies == []
+def send_stop(client, stop):
+    return chat(client, stop=stop)
+
+
+@pytest.mark.parametrize(("stop", "where", "message"), [*BEYOND, ("x" * 257, "", "at most 256 characters")],
+                         ids=[*BEYOND_IDS, "one-long-string"])
+def test_too_many_or_too_long_stop_sequences_are_refused(make_app, stop, where, message):
+    refused(refused_unsent(make_app, send_stop, stop), f"stop{where}", message)
 
 
 def test_four_stop_sequences_are_sent_on(make_app):
-    upstream = FakeUpstream(text_chunks("Hello."))
-    stop = ["a", "b", "c", "x" * 256]
-    assert chat(make_app(upstream).test_client(), stop=stop).status_code == 200
-    assert upstream.bodies[0]["stop"] == stop
+    sent_on(make_app, send_stop, "stop")
 
 
 def test_emulated_stops_are_found_all_at_once():

@@ -4,6 +4,8 @@ routed to it, and a back end whose kind or section is unusable is refused at sta
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -136,3 +138,16 @@ def test_an_unusable_kind_or_section_is_refused_at_start_in_one_line(settings, n
         monkeypatch.setenv(f"TOOLWIRE_{key.upper()}", value if isinstance(value, str) else json.dumps(value))
     assert main(["check"]) == 2
     assert capsys.readouterr().err == f"toolwire cannot start: {caught.value}\n"
+
+
+def test_a_kind_lives_in_app_upstreams_and_its_section_beside_the_other_back_ends():
+    """A new kind touches only ``app/upstreams/`` and its settings section: each registered kind's section is
+    declared with the back ends' settings (or its kind), and ``app/settings.py`` only composes the sections."""
+    import app.settings
+
+    for name in registered_kinds():
+        section = kinds._KINDS[name].section
+        assert section.__module__ == "app.upstream_settings" or section.__module__.startswith("app.upstreams."), name
+    source = Path(app.settings.__file__).read_text()
+    assert not re.search(r"\b(codex|openai)\b", source, re.IGNORECASE)
+    assert len(source.splitlines()) <= 450

@@ -220,13 +220,52 @@ def test_gunicorn_s_own_errors_come_as_openai_envelopes(guarded: ToolwireServer,
     assert error["message"] and "<" not in error["message"]
 
 
-def test_gunicorn_s_own_errors_on_a_messages_path_come_in_anthropic_s_envelope(guarded: ToolwireServer) -> None:
-    """A Messages request gunicorn refuses for its head (two Content-Length headers) got OpenAI's envelope."""
-    head = (b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
-    body = json.loads(_gunicorn_refusal(guarded, head, 400))
-    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
-    assert body["error"]["message"] and "<" not in body["error"]["message"]
+#: Each surface's error envelope, read: its message (the checks that it is that envelope made on the way).
+ENVELOPE_MESSAGES: dict[str, Callable[[dict], str]] = {
+    "messages": lambda body: body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    and body["error"]["message"],
+    "ollama": lambda body: list(body) == ["error"] and isinstance(body["error"], str) and body["error"],
+    "gemini": lambda body: body["error"]["status"] == "INVALID_ARGUMENT" and body["error"]["message"],
+}
+
+
+@pytest.mark.parametrize("path, envelope", [
+    ("/v1/messages", "messages"), ("/v1/messages/", "messages"), ("/v1/messages/count_tokens", "messages"),
+    ("/api/chat", "ollama"), ("/api/pull", "ollama"), ("/v1beta/models/m:generateContent", "gemini"),
+])
+def test_gunicorn_s_own_errors_on_a_surface_s_path_come_in_its_envelope(guarded: ToolwireServer, path: str,
+                                                                         envelope: str) -> None:
+    """A request gunicorn refuses for its head (two Content-Length headers) got OpenAI's envelope on every path
+    but the Messages API's two: it is answered as the route (or the path a surface claims) would answer."""
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+            + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
+    message = ENVELOPE_MESSAGES[envelope](json.loads(_gunicorn_refusal(guarded, head, 400)))
+    assert message and "<" not in message
+
+
+def test_a_messages_body_that_does_not_arrive_in_time_is_anthropic_s_408(toolwire_factory) -> None:
+    """The request's own time limit for its body answers in the envelope of the API it was for."""
+    server = toolwire_factory(TOOLWIRE_API_KEYS=KEY, TOOLWIRE_BODY_TIMEOUT_SECONDS="1")
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall((f"POST /v1/messages HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                      f"x-api-key: {KEY}\r\nContent-Length: 100\r\n\r\n{{\"model\"").encode())
+        answer = b""
+        while b"request_timeout" not in answer and b"}}" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert body["type"] == "error" and "did not arrive in time" in body["error"]["message"], body
+
+
+def test_a_messages_path_no_route_takes_is_anthropic_s_404(guarded: ToolwireServer) -> None:
+    """POST /v1/messages/ (a trailing slash) was Werkzeug's 404 in OpenAI's envelope."""
+    response = httpx.post(guarded.v1_url + "/messages/", json={"model": MODEL, "max_tokens": 8, "messages": USER},
+                          headers={"x-api-key": KEY}, timeout=10)
+    assert response.status_code == 404
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "not_found_error", body
+    assert "POST /v1/messages, POST /v1/messages/count_tokens" in body["error"]["message"]
 
 
 def _gunicorn_refusal(server: ToolwireServer, head: bytes, status: int) -> bytes:

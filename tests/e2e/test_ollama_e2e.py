@@ -185,6 +185,34 @@ def test_errors_raise_the_librarys_response_error(client: ollama.Client, upstrea
     assert broken.value.error
 
 
+@pytest.mark.parametrize("mode", ["prompt"], indirect=True)
+def test_loading_and_unloading_a_model_answer_as_ollama_does(client: ollama.Client, upstream: ScriptedUpstream,
+                                                            mode: str) -> None:
+    """What the library's users write to load a model and to unload it (an empty request; ``keep_alive=0``):
+    done, with Ollama's ``done_reason``, and nothing asked of the back end."""
+    for stream in (False, True):
+        loaded = client.chat(model=MODEL, stream=stream)
+        unloaded = client.generate(model=MODEL, keep_alive=0, stream=stream)
+        if stream:
+            [loaded], [unloaded] = list(loaded), list(unloaded)
+        assert (loaded.done, loaded.done_reason, loaded.message.role) == (True, "load", "assistant")
+        assert (unloaded.done, unloaded.done_reason, unloaded.response) == (True, "unload", "")
+    assert client.chat(model=MODEL, messages=[], keep_alive="0s").done_reason == "unload"
+    assert client.generate(model=MODEL, keep_alive="5m").done_reason == "load"
+    assert upstream.chat_requests == []
+
+
+@pytest.mark.parametrize("mode", ["prompt"], indirect=True)
+def test_managing_models_raises_a_501_saying_toolwire_manages_none(client: ollama.Client, mode: str) -> None:
+    """pull, push, create, copy and delete were a 404 naming the routes served (as for a path Ollama lacks)."""
+    for manage in (lambda: client.pull(MODEL), lambda: client.push(MODEL), lambda: client.delete(MODEL),
+                   lambda: client.copy(MODEL, "mine"), lambda: client.create("mine", from_=MODEL),
+                   lambda: list(client.pull(MODEL, stream=True))):
+        with pytest.raises(ollama.ResponseError) as refused:
+            manage()
+        assert refused.value.status_code == 501 and "toolwire does not manage models" in refused.value.error
+
+
 # --- the JavaScript library -----------------------------------------------------------------------------------
 
 JS_SCRIPT = r"""
