@@ -113,7 +113,7 @@ BASELINE = f"relay-{CHOSEN_CLIENT}"
 PACED_INTERVAL = 0.04
 PACED_PLAN = ((100, 5), (1000, 2))
 PACED_KINDS = ("text", "tool-call")
-PACED_RAMP = (100, 200, 300, 400, 600, 800)
+PACED_RAMP = (25, 50, 100, 200, 300, 400, 600)
 PACED_RAMP_SHAPE = "llama-server"
 PACED_P99_LIMIT_MS = 5.0
 TARGET_PACED_CPU = {100: 1.05, 1000: 1.10}
@@ -943,22 +943,28 @@ def two_workers(table: Table, procs: Processes, upstream_url: str, results: dict
 
 
 def save_results(results: dict, paced: dict, out: Path) -> None:
-    """``results`` (the bursts) and ``paced`` (section P) as ``out/results.json``, and the bursts' chart as
-    ``out/bench.png``."""
+    """``results`` (the bursts: their requests/s and CPU per request) and ``paced`` (section P) into
+    ``out/results.json``, each with when and at what load it was measured (the figures of sections not run
+    stay as they were), and the bursts' chart as ``out/bench.png``."""
     from chart import write_chart
 
     out.mkdir(parents=True, exist_ok=True)
     stamp = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-             f"load {os.getloadavg()[0]:.1f}, c={SHORT_PLAN[0]}")
+             f"load {os.getloadavg()[0]:.1f}")
     saved = out / "results.json"
-    kept = orjson.loads(saved.read_bytes()) if saved.exists() else {}  # the sections not run this time stay
-    results = {**kept.get("scenarios", {}), **results}
-    (out / "results.json").write_bytes(orjson.dumps({"measured": stamp, "scenarios": results,
-                                                     "paced": paced.get("paced", kept.get("paced", {}))},
-                                                    option=orjson.OPT_INDENT_2))
+    data = orjson.loads(saved.read_bytes()) if saved.exists() else {}
     if results:
-        path = write_chart(results, out / "bench.png", f"make bench: toolwire vs minimal relays, bursts ({stamp})")
-        progress(f"results and chart written to {path.parent}")
+        data["measured"] = f"{stamp}, c={SHORT_PLAN[0]}"
+        data["scenarios"] = {**data.get("scenarios", {}), **results}
+    if paced:
+        data["paced_measured"] = stamp
+        data["paced"] = paced["paced"]
+    saved.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    if results:
+        path = write_chart(data["scenarios"], out / "bench.png",
+                           f"make bench: toolwire vs minimal relays, bursts ({data['measured']})")
+        progress(f"chart written to {path}")
+    progress(f"results written to {saved}")
 
 
 def main() -> int:
