@@ -24,9 +24,10 @@ from .pipeline.generate import Generation
 #: function of the JSON body and the URL's arguments (:func:`in_body`, :func:`in_url`, :func:`fixed`).
 Source = Callable[[Mapping[str, Any], Mapping[str, str]], object]
 #: A generating route's planning: ``plan(body, context, **url_args)`` -> the generation and the encoder
-#: that answers it (a route with ``store=True`` is also given ``store=``, the response store as the client's
-#: key sees it, or ``None``).
-Plan = Callable[..., tuple[Generation, Encoder]]
+#: that answers it, or the JSON body of an answer given at once (a generation left to run in the background);
+#: a route with ``store=True`` is also given ``store=``, the response store as the client's key sees it, or
+#: ``None``.
+Plan = Callable[..., "tuple[Generation, Encoder] | dict[str, Any]"]
 #: A computing route's work: ``answer(body, context, **url_args)`` -> the JSON body of the answer.
 Computation = Callable[..., dict[str, Any]]
 
@@ -93,7 +94,7 @@ class Compute:
     (a token count): ``POST rule``, ``answer(body, context, **url_args)``.
 
     Fields:
-        rule, endpoint, model: as :class:`Generate`'s.
+        rule, endpoint, model, store: as :class:`Generate`'s.
         answer: the request's JSON body and context to the answer's JSON body (see :data:`Computation`).
     """
 
@@ -101,6 +102,7 @@ class Compute:
     endpoint: str
     answer: Computation
     model: Source = in_body("model")
+    store: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,8 @@ class View:
         view: the view (it reads the request itself, and raises :class:`~app.errors.ApiError` to refuse).
         methods: the HTTP methods it serves.
         store: the view is also given ``store=``, as a :class:`Generate` route's plan.
+        body: the view is also given ``body=``, the request's JSON body read and bounded as a generating
+            route's is.
     """
 
     rule: str
@@ -119,6 +123,7 @@ class View:
     view: Callable[..., Response]
     methods: tuple[str, ...] = ("GET",)
     store: bool = False
+    body: bool = False
 
 
 @dataclass(frozen=True, slots=True)
