@@ -114,14 +114,14 @@ def test_only_a_running_background_response_can_be_cancelled(upstream: ScriptedU
         openai_client.responses.cancel("resp_" + "0" * 32)
 
 
-def test_background_needs_store_and_no_stream(openai_client: openai.OpenAI) -> None:
+def test_background_needs_store_and_no_stream(openai_client: openai.OpenAI, toolwire_server: ToolwireServer) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         openai_client.responses.create(model=MODEL, input="hi", background=True, store=False)
     assert caught.value.body["param"] == "background"
-    response = httpx.post(openai_client.base_url.join("responses"), timeout=15, headers={"Authorization": "Bearer t"},
+    response = httpx.post(toolwire_server.v1_url + "/responses", timeout=15, headers={"Authorization": "Bearer t"},
                           json={"model": MODEL, "input": "hi", "background": True, "stream": True})
     assert response.status_code == 400 and response.json()["error"]["param"] == "stream"
-    check_error_envelope(response.json())
+    check_error_envelope(response.status_code, response.json())
 
 
 def test_a_background_response_whose_worker_died_ends_failed(upstream: ScriptedUpstream,
