@@ -184,6 +184,7 @@ def test_the_conversations_api_round_trips(openai_client: openai.OpenAI) -> None
     created = conversations.create(items=[{"role": "user", "content": "first"}], metadata={"topic": "demo"})
     assert created.object == "conversation" and created.id.startswith("conv_") and created.metadata == {"topic": "demo"}
     assert conversations.retrieve(created.id).metadata == {"topic": "demo"}
+    assert conversations.with_raw_response.retrieve(created.id).headers.get("x-request-id")
     assert conversations.update(created.id, metadata={"topic": "other"}).metadata == {"topic": "other"}
     added = conversations.items.create(created.id, items=[{"role": "assistant", "content": "second"},
                                                           {"type": "message", "role": "user", "content": "third"}])
