@@ -68,9 +68,17 @@ def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedSto
         return planned.generation, ResponsesWireEncoder(encoder, keep)
     assert store is not None and input_items is not None and keep is not None  # _check_background
     run = _BackgroundRun(planned.generation, ResponsesWireEncoder(encoder), _quiet(context))
-    slot = g.pop("toolwire_backend_slot", None)  # held by the generation, not by this request
-    return background.start(encoder.response(), input_items, store, run, keep,
-                            slot.release if slot is not None else _nothing)
+    # the back end's slot (app.http.limits.take_backend_slot) goes with the generation, not with this request
+    slot = g.pop("toolwire_backend_slot", None)
+    release = slot.release if slot is not None else _nothing
+    try:
+        return background.start(encoder.response(), input_items, store, run, keep, release)
+    except StoreError as exc:
+        release()
+        if isinstance(exc, ApiError):
+            raise
+        raise InputError(f"The background response cannot be stored: {exc}.", "background",
+                         "store_quota_exceeded") from None
 
 
 class _Planned(NamedTuple):
