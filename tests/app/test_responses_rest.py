@@ -11,6 +11,7 @@ import time
 import pytest
 
 from app.errors import InputError
+from app.prompt_protocol import MANIFEST_HEADING, TOOL_BLOCK_TITLE
 from app.responses import background
 from app.responses.compaction import compaction_content, compaction_summary
 from app.responses.listing import ListQuery, listed_item, page
@@ -79,3 +80,24 @@ def test_a_response_whose_runner_lives_is_left_as_it_is(owned) -> None:
     elsewhere = _running({"boot": "another-host", "pid": 1, "heartbeat": time.time()})
     assert background.settled(owned, elsewhere)["status"] == "in_progress"
     assert owned.get("resp_bg") is None  # nothing written for a live one
+
+
+def test_compaction_of_a_codex_history_with_calls_offers_no_tool(make_app) -> None:
+    from support.fakes import FakeUpstream, text_chunks
+
+    upstream = FakeUpstream(text_chunks("Listed the files; README.md is next."))
+    client = make_app(upstream).test_client()
+    shell = {"type": "function", "name": "shell", "parameters": {"type": "object", "properties": {
+        "command": {"type": "array", "items": {"type": "string"}}}}}
+    answer = client.post("/v1/responses/compact", json={
+        "model": "m", "instructions": "You are Codex.", "tools": [shell], "parallel_tool_calls": True,
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List files."}]},
+                  {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": '{"command":["ls"]}'},
+                  {"type": "function_call_output", "call_id": "c1", "output": "README.md"}]})
+    assert answer.status_code == 200, answer.data
+    body = answer.get_json()
+    assert [item["type"] for item in body["output"]] == ["message", "compaction"]
+    assert compaction_summary(body["output"][-1]) == "Listed the files; README.md is next."
+    sent = "\n".join(str(m["content"]) for m in upstream.bodies[-1]["messages"])
+    assert "README.md" in sent and "shell" in sent  # the call shown to the model ...
+    assert TOOL_BLOCK_TITLE not in sent and MANIFEST_HEADING not in sent  # ... and no tool offered
