@@ -30,9 +30,16 @@ def llama() -> Iterator[LlamaCppServer]:
         yield server
 
 
-def gateway(factory: Callable[..., ToolwireServer], llama: LlamaCppServer, model: str) -> ToolwireServer:
+@pytest.fixture(scope="module")
+def llama_jinja() -> Iterator[LlamaCppServer]:
+    with LlamaCppServer("qwen-coder", jinja=True, n_ctx=8192) as server:
+        yield server
+
+
+def gateway(factory: Callable[..., ToolwireServer], llama: LlamaCppServer, model: str,
+            mode: str = "prompt") -> ToolwireServer:
     return factory(TOOLWIRE_UPSTREAM_URL=llama.v1_url, TOOLWIRE_UPSTREAM_READ_TIMEOUT="200",
-                   TOOLWIRE_MODEL_MAP=json.dumps({model: {"model": "qwen-coder", "tool_mode": "prompt"}}))
+                   TOOLWIRE_MODEL_MAP=json.dumps({model: {"model": "qwen-coder", "tool_mode": mode}}))
 
 
 def post(server: ToolwireServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +64,16 @@ def test_claude_codes_count_tokens_is_within_two_percent(llama: LlamaCppServer,
     reported = answered["usage"]["input_tokens"]
     assert reported > 1000  # the tool block and the transcript, not an empty prompt
     assert relative_error(counted["input_tokens"], reported) <= TOLERANCE
+
+
+def test_native_mode_counts_the_back_ends_own_tool_template(llama_jinja: LlamaCppServer,
+                                                             toolwire_factory: Callable[..., ToolwireServer]) -> None:
+    """In native mode the back end renders the tools in its model's template: the count is of that prompt."""
+    server = gateway(toolwire_factory, llama_jinja, CLAUDE_CODE["model"], "native")
+    request = {key: CLAUDE_CODE[key] for key in ("model", "system", "messages", "tools")}
+    counted = post(server, "/messages/count_tokens", request)
+    answered = post(server, "/messages", {**request, "max_tokens": 1})
+    assert relative_error(counted["input_tokens"], answered["usage"]["input_tokens"]) <= TOLERANCE
 
 
 def test_responses_input_tokens_is_within_two_percent(llama: LlamaCppServer,
