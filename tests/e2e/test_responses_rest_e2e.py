@@ -253,7 +253,6 @@ def test_another_keys_responses_and_conversations_are_404(upstream: ScriptedUpst
 
 def test_the_agents_sdk_conversations_session_example_runs(upstream: ScriptedUpstream,
                                                            toolwire_server: ToolwireServer) -> None:
-    pytest.importorskip("agents")
     upstream.enqueue(Script(text="San Francisco."), Script(text="California."))
     env = {**os.environ, "OPENAI_BASE_URL": toolwire_server.v1_url, "OPENAI_API_KEY": "test",
            "OPENAI_AGENTS_DISABLE_TRACING": "1"}
