@@ -263,3 +263,26 @@ def test_the_agents_sdk_conversations_session_example_runs(upstream: ScriptedUps
     # the second turn was answered with the first one in its transcript, read back from the conversation
     assert "What city is the Golden Gate Bridge in?" in upstream_text(upstream)
     assert "San Francisco." in upstream_text(upstream)
+
+
+# -- on Redis, across hosts -------------------------------------------------------------------------------------
+
+def test_on_redis_another_host_continues_a_conversation_and_cancels_a_background_response(
+        upstream: ScriptedUpstream, toolwire_factory: Callable[..., ToolwireServer], redis_server,
+        make_openai_client) -> None:
+    settings = {"TOOLWIRE_RESPONSE_STORE_URL": redis_server.url, "TOOLWIRE_API_KEYS": ALICE}
+    host_a, host_b = (make_openai_client(toolwire_factory(**settings, TOOLWIRE_TEST_HOST=name)).with_options(
+        api_key=ALICE) for name in ("rest-a", "rest-b"))
+    upstream.enqueue(Script(text="Noted: blue."), Script(text="Blue.", chunks=2),
+                     Script(text="Never.", hang_after_chunks=0))
+    conversation = host_a.conversations.create(items=[{"role": "user", "content": "My colour is blue."}])
+    host_a.responses.create(model=MODEL, conversation=conversation.id, input="Remember it.")
+    assert host_b.responses.create(model=MODEL, conversation=conversation.id, input="Which?").output_text == "Blue."
+    assert "My colour is blue." in upstream_text(upstream) and "Noted: blue." in upstream_text(upstream)
+    assert len(list(host_a.conversations.items.list(conversation.id))) == 5
+
+    queued = host_a.responses.create(model=MODEL, input="Run long.", background=True)
+    until(lambda: host_b.responses.retrieve(queued.id).status == "in_progress")
+    assert host_b.responses.cancel(queued.id).status == "cancelled"
+    time.sleep(6.0)  # past host A's next heartbeat, which stops the generation and leaves the cancel as it is
+    assert host_a.responses.retrieve(queued.id).status == "cancelled"
