@@ -26,7 +26,7 @@ def test_choice_streams_public_names_are_its_api_and_the_call_books_port():
     public = {name for name in dir(ChoiceStream) if not name.startswith("_")}
     port = {name for name in dir(CallMachine) if not name.startswith("_")}
     assert port == {"begin_call", "complete_name"}
-    assert public - port == {"config", "feed", "feed_tool_call", "finish", "path", "spans", "state", "wants_more"}
+    assert public - port == {"config", "feed", "feed_tool_call", "finish", "inside_call", "path", "spans", "state", "wants_more"}
 
 
 @pytest.mark.parametrize("finished", [False, True])
