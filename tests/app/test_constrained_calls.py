@@ -102,14 +102,14 @@ def test_the_engine_is_not_asked_where_no_call_may_come(make_app, body: dict) ->
 def test_a_model_list_that_hangs_is_given_up_on(make_app, monkeypatch) -> None:
     class Hanging(EngineUpstream):
         def models(self) -> list[dict]:
-            gevent.sleep(5)
+            gevent.sleep(60)
             return super().models()
 
     monkeypatch.setattr(constrain, "PROBE_SECONDS", 0.05)
     upstream = Hanging("llamacpp")
     started = time.monotonic()
     response = make_app(upstream).test_client().post("/v1/chat/completions", json=BODY)
-    assert response.status_code == 200 and time.monotonic() - started < 2
+    assert response.status_code == 200 and time.monotonic() - started < 30, "the probe's bound, not the hang"
     assert not KEYS & set(upstream.bodies[-1]), "unconstrained until it answers"
 
 
