@@ -24,9 +24,9 @@ from .pipeline.generate import Generation
 #: function of the JSON body and the URL's arguments (:func:`in_body`, :func:`in_url`, :func:`fixed`).
 Source = Callable[[Mapping[str, Any], Mapping[str, str]], object]
 #: A generating route's planning: ``plan(body, context, **url_args)`` -> the generation and the encoder
-#: that answers it, or the JSON body of an answer that needs no generation (Ollama's requests to load a model)
-#: (a route with ``store=True`` is also given ``store=``, the response store as the client's key sees it, or
-#: ``None``).
+#: that answers it, or the JSON body of an answer given at once (Ollama's requests to load a model; a generation
+#: left to run in the background); a route with ``store=True`` is also given ``store=``, the response store as
+#: the client's key sees it, or ``None``.
 Plan = Callable[..., tuple[Generation, Encoder] | dict[str, Any]]
 #: A computing route's work: ``answer(body, context, **url_args)`` -> the JSON body of the answer.
 Computation = Callable[..., dict[str, Any]]
@@ -94,7 +94,7 @@ class Compute:
     (a token count): ``POST rule``, ``answer(body, context, **url_args)``.
 
     Fields:
-        rule, endpoint, model: as :class:`Generate`'s.
+        rule, endpoint, model, store: as :class:`Generate`'s.
         answer: the request's JSON body and context to the answer's JSON body (see :data:`Computation`).
     """
 
@@ -102,6 +102,7 @@ class Compute:
     endpoint: str
     answer: Computation
     model: Source = in_body("model")
+    store: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,8 @@ class View:
         store: the view is also given ``store=``, as a :class:`Generate` route's plan.
         refusal: it answers only refusals (a catch-all with a hint, routes of the API the server does not
             serve), so a 404 of the surface does not name it among its routes.
+        body: the view is also given ``body=``, the request's JSON body read and bounded as a generating
+            route's is.
     """
 
     rule: str
@@ -123,6 +126,7 @@ class View:
     methods: tuple[str, ...] = ("GET",)
     store: bool = False
     refusal: bool = False
+    body: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ at a time, a UUID ``X-Request-Id`` each. Modes:
 - ``bfcl-prompt``: BFCL's prompting system prompt and its ``[f(a=1)]`` decoder, no tools, straight to
   ``llama-server --no-jinja`` (the baseline);
 - ``native``: BFCL's OpenAI tools to ``llama-server --jinja`` (the model's own template and tool-call parser);
-- ``toolwire``: toolwire's defaults (prompt mode) in front of ``llama-server --no-jinja``;
-- ``toolwire-constrain``: the same with constrained calls on (``constrain_calls``);
+- ``toolwire``: toolwire's defaults (prompt mode) in front of ``llama-server --no-jinja``: ``constrain_calls: auto``
+  sends llama-server a GBNF grammar of the calls (each record's ``constrained`` says the tap saw it);
+- ``toolwire-unconstrained``: the same without the grammar (``constrain_calls: off``);
 - ``toolwire-pythonic``: the same taught BFCL's own call syntax (``tool_format: pythonic``);
 - ``toolwire-compact``: the same with the signature manifest (``tool_manifest: compact``);
 - ``toolwire-small``: docs/backends.md's settings for a small model (``tool_manifest: compact``,
@@ -84,7 +85,7 @@ MODES = {
     "bfcl-prompt": Mode(jinja=False, tools=False),
     "native": Mode(jinja=True, tools=True),
     "toolwire": Mode(jinja=False, tools=True, toolwire={}),
-    "toolwire-constrain": Mode(jinja=False, tools=True, toolwire={"constrain_calls": True}),
+    "toolwire-unconstrained": Mode(jinja=False, tools=True, toolwire={"constrain_calls": False}),
     "toolwire-pythonic": Mode(jinja=False, tools=True, toolwire={"tool_format": "pythonic"}),
     "toolwire-compact": Mode(jinja=False, tools=True, toolwire={"tool_manifest": "compact"}),
     "toolwire-small": Mode(jinja=False, tools=True, toolwire={"tool_manifest": "compact", "stop_after_tools": "first",
@@ -290,6 +291,7 @@ def run_mode(bfcl: Bfcl, name: str, cases: list[dict[str, Any]]) -> list[dict[st
             if tap is not None:
                 got.raw, tokens = tapped_text(tap.answers[seen:])
                 got.prompt_tokens = tokens or got.prompt_tokens
+                got.extra["constrained"] = any("grammar" in body for body, _ in tap.answers[seen:])
             ok, error = bfcl.score(case, got.answer, mode.tools) if got.status == 200 else (False, f"HTTP {got.status}")
             records.append({"id": case["id"], "category": case["category"], "ok": ok, "error": error,
                             "status": got.status, "prompt_tokens": got.prompt_tokens, "non_json": got.non_json,
@@ -329,13 +331,13 @@ def mcnemar_p(wins: int, losses: int) -> float:
 
 
 def report(results: dict[str, list[dict[str, Any]]]) -> str:
-    """The table (k/n per category, total, prompt tokens a request, HTTP errors, non-JSON arguments, paired
-    wins/losses against ``bfcl-prompt``), and each mode's losses with the model's raw text in OUT."""
+    """The table (k/n per category, total, prompt tokens a request, HTTP errors, non-JSON arguments, the cases whose
+    request to the model carried a grammar, paired wins/losses against ``bfcl-prompt``), and each mode's losses with the model's raw text in OUT."""
     short = {"simple_python": "simple", "multiple": "multiple", "parallel": "parallel",
              "parallel_multiple": "par. multiple", "irrelevance": "irrelevance"}
     lines = ["| mode | " + " | ".join(short[c] for c in CATEGORIES) + " | total | prompt tokens / request "
-             "| HTTP errors | non-JSON arguments | vs bfcl-prompt: won / lost (p) |",
-             "|---" * (len(CATEGORIES) + 6) + "|"]
+             "| HTTP errors | non-JSON arguments | grammar sent | vs bfcl-prompt: won / lost (p) |",
+             "|---" * (len(CATEGORIES) + 7) + "|"]
     baseline = {r["id"]: r["ok"] for r in results.get("bfcl-prompt", [])}
     for name, records in results.items():
         cells = [f"{sum(r['ok'] for r in records if r['category'] == c)}/"
@@ -343,11 +345,13 @@ def report(results: dict[str, list[dict[str, Any]]]) -> str:
         tokens = sum(r["prompt_tokens"] for r in records) / max(len(records), 1)
         errors = sum(r["status"] != 200 for r in records)
         non_json = sum(r["non_json"] for r in records)
+        grammar = (f"{sum(bool(r.get('constrained')) for r in records)}/{len(records)}"
+                   if any("constrained" in r for r in records) else "—")
         won = [r for r in records if r["id"] in baseline and r["ok"] and not baseline[r["id"]]]
         lost = [r for r in records if r["id"] in baseline and not r["ok"] and baseline[r["id"]]]
         paired = "—" if name == "bfcl-prompt" else f"{len(won)} / {len(lost)} (p = {mcnemar_p(len(won), len(lost)):.3f})"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | **{sum(r['ok'] for r in records)}/{len(records)}** "
-                     f"| {tokens:.0f} | {errors} | {non_json} | {paired} |")
+                     f"| {tokens:.0f} | {errors} | {non_json} | {grammar} | {paired} |")
         _write_losses(name, records, {r["id"] for r in lost})
     return "\n".join(lines)
 

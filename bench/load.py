@@ -12,7 +12,10 @@ generator stays cheap next to the servers it measures. Per request it records:
 * ``ttfc``: request sent → first frame with non-empty ``content`` or any
   ``tool_calls`` (found with one regex on the bytes received so far);
 * ``total``: request sent → the chunked body's last chunk;
-* ``ok``: status 200, ``data: [DONE]`` at the end and no ``"error":`` frame there.
+* ``ok``: status 200, ``data: [DONE]`` at the end and no ``"error":`` frame there (and, for a paced
+  stream, every stamp the back end wrote);
+* ``delays`` (paced streams, ``stamps`` given): each stamp's delay, microseconds from the back end's write
+  (``bench/upstream.py``'s :func:`~upstream.stamp`) to the receive that brought it.
 
 :class:`Progress` counts open streams while the run is going, so a caller can
 take measurements while they are all open.
@@ -20,6 +23,7 @@ take measurements while they are all open.
 
 from __future__ import annotations
 
+import random
 import re
 import resource
 import socket
@@ -32,6 +36,9 @@ RECV_BYTES = 262144
 TAIL_BYTES = 1024
 FIRST_CONTENT = re.compile(rb'"content":"[^"]|"tool_calls":\[')
 LAST_CHUNK = b"\r\n0\r\n\r\n"
+STAMP = re.compile(rb"@(\d{10})")
+STAMP_BYTES = 11
+STAMP_MODULUS = 10 ** 10
 
 
 @dataclass
@@ -44,6 +51,7 @@ class Sample:
         ttfc: time to the first content or tool-call frame (``None`` if none came).
         total: time to the end of the response (or to the failure).
         error: why it is not ok ("" when ok).
+        delays: per stamp received, microseconds since the back end wrote it (paced streams only).
     """
 
     ok: bool
@@ -51,6 +59,7 @@ class Sample:
     ttfc: float | None
     total: float
     error: str = ""
+    delays: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -103,7 +112,8 @@ def build_request(port: int, path: str, body: bytes) -> bytes:
 
 
 def run_load(port: int, request: bytes, *, concurrency: int, requests: int, time_limit: float,
-             read_timeout: float = 60.0, progress: Progress | None = None) -> LoadResult:
+             read_timeout: float = 60.0, progress: Progress | None = None, stamps: int | None = None,
+             stagger: float = 0.0) -> LoadResult:
     """Send ``requests`` copies of ``request`` to 127.0.0.1:``port`` over ``concurrency`` connections.
 
     No request is started after ``time_limit`` seconds; requests still running
@@ -117,6 +127,9 @@ def run_load(port: int, request: bytes, *, concurrency: int, requests: int, time
         time_limit: seconds after which no new request starts.
         read_timeout: longest silence tolerated on a connection, seconds.
         progress: counters to update live (a fresh one if ``None``).
+        stamps: a paced stream's stamps per response: each is timed, and a response with fewer fails.
+        stagger: each connection starts after a random wait of up to this many seconds (paced streams,
+            so that their chunks do not all arrive at once).
     """
     progress = progress or Progress()
     samples: list[Sample] = []
@@ -128,10 +141,12 @@ def run_load(port: int, request: bytes, *, concurrency: int, requests: int, time
 
     def worker() -> None:
         sock = None
+        if stagger:
+            gevent.sleep(random.uniform(0, stagger))
         try:
             while budget[0] > 0 and time.perf_counter() < deadline:
                 budget[0] -= 1
-                sample, sock = _exchange(sock, port, request, read_timeout, progress)
+                sample, sock = _exchange(sock, port, request, read_timeout, progress, stamps)
                 samples.append(sample)
         finally:
             if sock is not None:
@@ -158,8 +173,9 @@ def _connect(port: int, timeout: float) -> socket.socket:
 
 
 def _exchange(sock: socket.socket | None, port: int, request: bytes, read_timeout: float,
-              progress: Progress) -> tuple[Sample, socket.socket | None]:
-    """Send one request (connecting first if ``sock`` is ``None``) and read its response.
+              progress: Progress, stamps: int | None = None) -> tuple[Sample, socket.socket | None]:
+    """Send one request (connecting first if ``sock`` is ``None``) and read its response (timing each of
+    ``stamps`` stamps, if given).
 
     Returns:
         The sample, and the connection if it can carry the next request (else
@@ -192,7 +208,11 @@ def _exchange(sock: socket.socket | None, port: int, request: bytes, read_timeou
         data = buf[end + 4:]
         scan = data
         tail = b"\r\n"
+        delays: list[int] = []
+        timing = _Stamps(delays) if stamps is not None else None
         while True:
+            if timing is not None:
+                timing.read(data)
             if ttfc is None and FIRST_CONTENT.search(scan):
                 ttfc = time.perf_counter() - t0
                 scan = b""
@@ -211,9 +231,11 @@ def _exchange(sock: socket.socket | None, port: int, request: bytes, read_timeou
             error = "error frame"
         elif b"data: [DONE]" not in tail:
             error = "no [DONE]"
+        elif stamps is not None and len(delays) != stamps:
+            error = f"{len(delays)} of {stamps} stamps"
         else:
             error = ""
-        return Sample(not error, ttfb, ttfc, total, error), _kept(sock, keep)
+        return Sample(not error, ttfb, ttfc, total, error, delays), _kept(sock, keep)
     except (OSError, ValueError) as exc:
         if sock is not None:
             sock.close()
@@ -222,6 +244,25 @@ def _exchange(sock: socket.socket | None, port: int, request: bytes, read_timeou
         if ttfb is not None:
             progress.open -= 1
         progress.done += 1
+
+
+class _Stamps:
+    """The delay of each stamp in a response's bytes as they are received (a stamp cut by a receive is
+    timed at the receive that completes it)."""
+
+    __slots__ = ("delays", "_rest")
+
+    def __init__(self, delays: list[int]) -> None:
+        self.delays = delays
+        self._rest = b""
+
+    def read(self, data: bytes) -> None:
+        """Time the stamps ``data`` completes, now."""
+        now = time.monotonic_ns() // 1000 % STAMP_MODULUS
+        data = self._rest + data
+        cut = data.rfind(b"@", len(data) - STAMP_BYTES + 1)  # a stamp that may still be arriving
+        self._rest, data = (data[cut:], data[:cut]) if cut >= 0 else (b"", data)
+        self.delays += [(now - int(match)) % STAMP_MODULUS for match in STAMP.findall(data)]
 
 
 def _kept(sock: socket.socket, keep: bool) -> socket.socket | None:

@@ -21,6 +21,10 @@ the lowest of five rounds' medians (the apps take turns). Run:
 ``.venv/bin/python bench/request_bench.py [--requests N] [--long | --short | --text] [--wire] [--profile]``
 (``--wire``: the stream decodes the script's SSE body, as from a real upstream, so ``rest`` includes decoding)
 (``--profile`` prints the top cProfile entries of the toolwire requests).
+``--paced text|tool-call [--shape NAME]``: the paced section's stream (``make bench`` section P) in a real
+server's chunk shape (``bench/shapes``), each frame its own receive, as a model sends them: every chunk
+takes the whole path (receive, decode, driver, core, encoder, the pause and the write), and the baseline is
+``bench/relay.py``'s relay loop given the same frames one a receive; ``per chunk`` divides ``rest``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class _Stream:
 
 #: ``--wire``: the SSE body of the script, which each request's stream decodes (see :class:`_Upstream`).
 WIRE: bytes | None = None
+#: ``--paced``: the paced stream's frames, one a receive.
+PACED: list[bytes] | None = None
 
 
 class _Upstream:
@@ -93,6 +99,8 @@ class _Upstream:
     body, decoded by a real :class:`~app.upstreams.http.HttpStream` as it would be from a fast server)."""
 
     def open(self, body: dict[str, Any], *, request_id: str | None = None) -> Any:
+        if PACED is not None:
+            return HttpStream(ArrivingResponse(PACED))  # type: ignore[arg-type]
         if WIRE is not None:
             return HttpStream(ArrivingResponse([WIRE]))  # type: ignore[arg-type]
         return _Stream()
@@ -122,6 +130,20 @@ def bare_app() -> Flask:
         frames = (b'data: {"choices":[{"delta":{"content":"Hello"}}]}\n\n',
                   b'data: {"choices":[{"delta":{"content":" world."}}]}\n\n', b"data: [DONE]\n\n")
         return Response(iter(frames), mimetype="text/event-stream")
+
+    return app
+
+
+def relay_app(frames: list[bytes]) -> Flask:
+    """The paced baseline: ``bench/relay.py``'s relay loop over ``frames``, one a receive."""
+    os.environ.setdefault("RELAY_UPSTREAM_URL", "http://127.0.0.1:1/v1")
+    import relay
+
+    app = Flask("relay")
+
+    @app.post("/v1/chat/completions")
+    def chat() -> Response:
+        return Response(relay.relay(iter(frames), lambda: None), mimetype="text/event-stream")
 
     return app
 
@@ -186,6 +208,9 @@ def main() -> None:
                              "~100 chunks)")
     parser.add_argument("--text", action="store_true",
                         help="stream bench/upstream.py's bench-text script (~100 chunks of prose, no call)")
+    parser.add_argument("--paced", choices=("text", "tool-call"),
+                        help="the paced section's stream of this kind, a frame a receive, against the relay loop")
+    parser.add_argument("--shape", default="llama-server", help="with --paced: the server's chunk shape")
     parser.add_argument("--wire", action="store_true",
                         help="with a script: hand the stream its SSE body (role, pieces, finish, usage, [DONE]) to "
                              "decode, as bench/upstream.py sends it, instead of ready chunks")
@@ -199,10 +224,19 @@ def main() -> None:
             WIRE = b"".join(scripted.stream_frames(pieces))
     body = request_body(MODEL)
     tw = toolwire_app()
-    rows = list(zip(("bare Flask view", "toolwire"), measure([bare_app(), tw], body, args.requests)))
-    print(f"{'median µs':<18}{'first frame':>12}{'rest':>8}{'close':>8}{'total':>8}")
+    baseline = ("bare Flask view", bare_app())
+    if args.paced:
+        global PACED
+        PACED = [head + scripted.stamp() + tail if tail is not None else head
+                 for head, tail in scripted.paced_frames(args.paced, scripted.shapes()[args.shape])]
+        PACED.append(b"data: [DONE]\n\n")
+        baseline = ("relay loop", relay_app(PACED))
+    rows = list(zip((baseline[0], "toolwire"), measure([baseline[1], tw], body, args.requests)))
+    print(f"{'median µs':<18}{'first frame':>12}{'rest':>8}{'close':>8}{'total':>8}"
+          + (f"{'per chunk':>10}" if PACED else ""))
     for name, (first, rest, close) in rows:
-        print(f"{name:<18}{first:>12.1f}{rest:>8.1f}{close:>8.1f}{first + rest + close:>8.1f}")
+        print(f"{name:<18}{first:>12.1f}{rest:>8.1f}{close:>8.1f}{first + rest + close:>8.1f}"
+              + (f"{(first + rest + close) / (len(PACED) - 1):>10.2f}" if PACED else ""))
     (b_first, _, b_close), (t_first, _, t_close) = rows[0][1], rows[1][1]
     print(f"{'toolwire - bare':<18}{t_first - b_first:>12.1f}{'':>8}{t_close - b_close:>8.1f}")
     if args.profile:

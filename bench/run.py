@@ -10,15 +10,25 @@ stderr). Every figure is set against a baseline measured in the same run, as a
 ratio, because the machine is small, shared and noisy; servers compared take
 turns in rounds, and requests/s ratios are the median of the rounds' ratios:
 
-0. the headline (run first): short streams at concurrency 64, toolwire and
-   every relay, one worker each; ~100-chunk streams ending in a tool call with
-   an escaped JSON argument, and ~100-chunk prose streams answering a request
-   that offered tools. The baseline is the relay on geventhttpclient
+P. the headline (run first): paced streams, as a model sends them. The back
+   end writes each chunk on its own, :data:`PACED_INTERVAL` seconds apart, in
+   the chunk shapes of real servers (``bench/shapes``: llama.cpp's
+   llama-server, vLLM, Ollama, LM Studio; one shape a round), stamping each
+   with its write time; ~100-chunk text streams and tool-call streams (an
+   escaped string argument), 100 and 1,000 at once, toolwire and the
+   baseline (below) one worker each, alternating rounds. Figures: the
+   worker's CPU per chunk (``/proc/PID/stat`` of the worker), each chunk's
+   added delay (the back end's write to the client's receive) p50/p99,
+   streams failed, and a short ramp: the most concurrent streams a worker
+   carries before its added p99 passes :data:`PACED_P99_LIMIT_MS`;
+0. bursts: short streams at concurrency 64, toolwire and every relay, one
+   worker each, each stream's ~100 chunks written at once; streams ending in
+   a tool call with an escaped JSON argument, and prose streams answering a
+   request that offered tools. The baseline is the relay on geventhttpclient
    (:data:`BASELINE`): the same stack as toolwire, with no parsing;
-9. the same short streams on toolwire and the baseline with two workers each
-   (run second);
+9. the same bursts on toolwire and the baseline with two workers each;
 10. the pass-through: the short prose streams through ``POST /v1/completions``, which toolwire and each
-   relay's own pass-through relay unparsed (run third); target: toolwire within 5 % of the fastest per request;
+   relay's own pass-through relay unparsed; target: toolwire within 5 % of the fastest per request;
 1. relay overhead: 500-chunk tool-call streams at concurrency 1, 64 and 512,
    toolwire and every relay, with the worker's CPU time read from
    ``/proc/PID/stat``;
@@ -45,8 +55,8 @@ The requests/s and worker CPU per request of sections 0, 9 and 1 (c=64) are
 written to ``docs/bench/results.json`` and drawn in ``docs/bench/bench.png``
 (``bench/chart.py``; ``--out DIR`` writes them elsewhere).
 
-``--sections 0,3`` runs only some sections (section 2 needs section 1's c=1
-runs, so it comes with it); the default is all ten.
+``--sections P,0,3`` runs only some sections (section 2 needs section 1's c=1
+runs, so it comes with it); the default is all eleven.
 """
 
 from __future__ import annotations
@@ -103,6 +113,17 @@ SHORT_PLAN = (64, 400)
 SHORT_ROUNDS = 5
 #: The headline's baseline: the relay on toolwire's own client (same stack, no parsing).
 BASELINE = f"relay-{CHOSEN_CLIENT}"
+#: Section P: seconds between a paced stream's chunks (25 tokens/s); (streams at once, rounds) per plan (each
+#: round one stream per connection, the shapes taking turns by round); the ramp's stream counts (tool-call
+#: streams in llama-server's shape), and the added p99 it stops at.
+PACED_INTERVAL = 0.04
+PACED_PLAN = ((100, 5), (1000, 2))
+PACED_KINDS = ("text", "tool-call")
+PACED_RAMP = (25, 50, 100, 200, 300, 400, 600)
+PACED_RAMP_SHAPE = "llama-server"
+PACED_P99_LIMIT_MS = 5.0
+TARGET_PACED_CPU = {100: 1.05, 1000: 1.10}
+TARGET_PACED_DELAY_MS = 1.0
 #: Where the results (JSON) and their chart (PNG) are written, relative to the repository.
 RESULTS_DIR = "docs/bench"
 RUN_TIME_LIMIT = 60.0
@@ -322,11 +343,13 @@ class Measured:
 
 
 def measure(server: Server, body: bytes, *, concurrency: int, requests: int, chunks: int,
-            time_limit: float = RUN_TIME_LIMIT, path: str = PATH) -> Measured:
-    """Run the load generator against ``server`` (``POST path``), reading the worker's CPU time before and after."""
+            time_limit: float = RUN_TIME_LIMIT, stamps: int | None = None, stagger: float = 0.0,
+            path: str = PATH) -> Measured:
+    """Run the load generator against ``server`` (``POST path``), reading the worker's CPU time before and after
+    (``stamps`` and ``stagger``: a paced stream's, see :func:`load.run_load`)."""
     before = server.cpu()
     result = load.run_load(server.port, load.build_request(server.port, path, body), concurrency=concurrency,
-                           requests=requests, time_limit=time_limit)
+                           requests=requests, time_limit=time_limit, stamps=stamps, stagger=stagger)
     cpu = server.cpu() - before if server.workers else None
     return Measured(result, cpu, chunks)
 
@@ -536,6 +559,116 @@ def relay_overhead(table: Table, upstream: Server, servers: dict[str, Server], b
         table.add(s, f"c={concurrency}: harness ceiling (upstream direct)", "",
                   f"{up.chunks_per_s:,.0f} chunks/s", f"{tw.chunks_per_s / up.chunks_per_s:.2f}")
     return figures
+
+
+def paced_model(kind: str, shape: str) -> tuple[str, int, int]:
+    """The upstream model of a paced stream, its data frames and its stamps."""
+    frames = scripted.paced_frames(kind, scripted.shapes()[shape])
+    return f"paced:{kind}:{shape}", len(frames), sum(tail is not None for _head, tail in frames)
+
+
+def measure_paced(server: Server, kind: str, shape: str, streams: int) -> Measured:
+    """``streams`` paced streams at once on ``server``, one per connection, started within one interval."""
+    model, chunks, stamps = paced_model(kind, shape)
+    return measure(server, request_body(model), concurrency=streams, requests=streams, chunks=chunks,
+                   stamps=stamps, stagger=PACED_INTERVAL)
+
+
+@dataclass
+class Paced:
+    """The rounds of one server at one paced load: CPU per chunk, the added delays (ms), failures."""
+
+    runs: list[Measured]
+
+    @property
+    def cpu_us_per_chunk(self) -> float:
+        chunks = sum(len(m.result.ok) * m.chunks for m in self.runs)
+        return sum(m.worker_cpu or 0.0 for m in self.runs) / chunks * 1e6 if chunks else float("nan")
+
+    @property
+    def delays(self) -> tuple[float, float]:
+        values = [d / 1e3 for m in self.runs for s in m.result.ok for d in s.delays]
+        return pct(values, 0.50), pct(values, 0.99)
+
+    @property
+    def failed(self) -> int:
+        return sum(len(m.result.errors) for m in self.runs)
+
+    @property
+    def streams(self) -> int:
+        return sum(len(m.result.samples) for m in self.runs)
+
+    def first_error(self) -> str:
+        return next((s.error for m in self.runs for s in m.result.errors), "")
+
+
+def paced_streams(table: Table, servers: dict[str, Server], upstream: Server, results: dict) -> None:
+    """Section P: paced streams on toolwire and :data:`BASELINE`, rounds alternating, shapes by round; then the
+    ramp. Writes its figures into ``results``."""
+    pair = {"toolwire": servers["toolwire"], BASELINE: servers[BASELINE]}
+    shapes = sorted(scripted.shapes())
+    for streams, rounds in PACED_PLAN:
+        for kind in PACED_KINDS:
+            runs: dict[str, list[Measured]] = {name: [] for name in pair}
+            for round_no in range(rounds):
+                shape = shapes[round_no % len(shapes)]
+                order = list(pair) if round_no % 2 == 0 else list(pair)[::-1]
+                for name in order:
+                    progress(f"P {kind}: {streams} streams round {round_no + 1}/{rounds} ({shape}): {name}")
+                    runs[name].append(measure_paced(pair[name], kind, shape, streams))
+            _paced_rows(table, kind, streams, {name: Paced(r) for name, r in runs.items()},
+                        [a.worker_cpu / b.worker_cpu for a, b in zip(runs["toolwire"], runs[BASELINE])
+                         if b.worker_cpu], results)
+            if streams == PACED_PLAN[0][0]:
+                direct = Paced([measure_paced(upstream, kind, shapes[0], streams)])
+                table.add("P", f"{kind}, {streams}: delay straight from the back end p50 / p99 ms (harness floor)",
+                          "", ms_pair(direct.delays), "", "", f"{direct.failed} failed")
+    _paced_ramp(table, pair, results)
+
+
+def _paced_rows(table: Table, kind: str, streams: int, paced: dict[str, Paced], round_ratios: list[float],
+                results: dict) -> None:
+    tw, rl = paced["toolwire"], paced[BASELINE]
+    label = f"{kind}, {streams} streams"
+    table.add("P", f"{label}: streams failed (of)", f"{tw.failed} ({tw.streams})", f"{rl.failed} ({rl.streams})",
+              "", "none", verdict(tw.failed == 0) + (f" {tw.first_error()[:40]}" if tw.failed else ""))
+    ratio = tw.cpu_us_per_chunk / rl.cpu_us_per_chunk
+    target = TARGET_PACED_CPU.get(streams)
+    table.add("P", f"{label}: worker CPU µs / chunk", f"{tw.cpu_us_per_chunk:.1f}", f"{rl.cpu_us_per_chunk:.1f}",
+              f"{ratio:.2f} ({'/'.join(f'{r:.2f}' for r in round_ratios)})",
+              f"<= {target:.2f}" if target else "", verdict(ratio <= target) if target else "")
+    (t50, t99), (r50, r99) = tw.delays, rl.delays
+    delay_target = streams == PACED_PLAN[0][0]
+    table.add("P", f"{label}: added delay / chunk p50 / p99 ms", ms_pair(tw.delays), ms_pair(rl.delays),
+              f"Δ {t50 - r50:+.2f} / {t99 - r99:+.2f}", f"Δ <= {TARGET_PACED_DELAY_MS:.0f} ms" if delay_target else "",
+              verdict(t50 - r50 <= TARGET_PACED_DELAY_MS and t99 - r99 <= TARGET_PACED_DELAY_MS)
+              if delay_target else "")
+    results.setdefault("paced", {})[label] = {
+        name: {"cpu_us_per_chunk": p.cpu_us_per_chunk, "delay_ms_p50": p.delays[0], "delay_ms_p99": p.delays[1],
+               "failed": p.failed, "streams": p.streams} for name, p in paced.items()}
+
+
+def _paced_ramp(table: Table, pair: dict[str, Server], results: dict) -> None:
+    """The most tool-call streams at once (of :data:`PACED_RAMP`) each server carries with its added p99 within
+    :data:`PACED_P99_LIMIT_MS`; a server leaves the ramp at its first step past it (or with a failed stream)."""
+    carried: dict[str, int] = {name: 0 for name in pair}
+    going = list(pair)
+    for streams in PACED_RAMP:
+        for name in list(going):
+            progress(f"P ramp: {streams} tool-call streams: {name}")
+            p = Paced([measure_paced(pair[name], "tool-call", PACED_RAMP_SHAPE, streams)])
+            table.add("P", f"ramp {streams} tool-call streams: {name} p99 ms / failed", f"{p.delays[1]:.2f}",
+                      f"{p.failed} failed")
+            if p.delays[1] > PACED_P99_LIMIT_MS or p.failed:
+                going.remove(name)
+            else:
+                carried[name] = streams
+        if not going:
+            break
+    table.add("P", f"most streams with added p99 <= {PACED_P99_LIMIT_MS:.0f} ms (ramp {'/'.join(map(str, PACED_RAMP))})",
+              str(carried["toolwire"]), f"{carried[BASELINE]} {BASELINE}",
+              f"{carried['toolwire'] / carried[BASELINE]:.2f}" if carried[BASELINE] else "")
+    results.setdefault("paced", {})["ramp"] = carried
 
 
 def short_streams(table: Table, section: str, servers: dict[str, Server], results: dict) -> None:
@@ -846,28 +979,41 @@ def two_workers(table: Table, procs: Processes, upstream_url: str, results: dict
             procs.stop(server.proc)
 
 
-def save_results(results: dict, out: Path) -> None:
-    """``results`` as ``out/results.json`` and their chart as ``out/bench.png``."""
+def save_results(results: dict, paced: dict, out: Path) -> None:
+    """``results`` (the bursts: their requests/s and CPU per request) and ``paced`` (section P) into
+    ``out/results.json``, each with when and at what load it was measured (the figures of sections not run
+    stay as they were), and the bursts' chart as ``out/bench.png``."""
     from chart import write_chart
 
     out.mkdir(parents=True, exist_ok=True)
     stamp = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-             f"load {os.getloadavg()[0]:.1f}, c={SHORT_PLAN[0]}")
-    (out / "results.json").write_bytes(orjson.dumps({"measured": stamp, "scenarios": results},
-                                                    option=orjson.OPT_INDENT_2))
-    path = write_chart(results, out / "bench.png", f"make bench: toolwire vs minimal relays ({stamp})")
-    progress(f"results and chart written to {path.parent}")
+             f"load {os.getloadavg()[0]:.1f}")
+    saved = out / "results.json"
+    data = orjson.loads(saved.read_bytes()) if saved.exists() else {}
+    if results:
+        data["measured"] = f"{stamp}, c={SHORT_PLAN[0]}"
+        data["scenarios"] = {**data.get("scenarios", {}), **results}
+    if paced:
+        data["paced_measured"] = stamp
+        data["paced"] = paced["paced"]
+    saved.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    if results:
+        path = write_chart(data["scenarios"], out / "bench.png",
+                           f"make bench: toolwire vs minimal relays, bursts ({data['measured']})")
+        progress(f"chart written to {path}")
+    progress(f"results written to {saved}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="0,9,10,1,2,3,4,5,6,7,8",
+    parser.add_argument("--sections", default="P,0,9,10,1,2,3,4,5,6,7,8",
                         help="comma-separated sections to run (default all)")
     parser.add_argument("--out", type=Path, default=ROOT / RESULTS_DIR,
                         help=f"folder for results.json and the chart bench.png (default {RESULTS_DIR})")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     results: dict = {}
+    paced_results: dict = {}
     raise_fd_limit()
     procs = Processes()
     gevent.signal_handler(signal.SIGTERM, _terminate, procs)
@@ -876,7 +1022,8 @@ def main() -> int:
     try:
         up_port = free_port()
         up_proc = procs.start("upstream", [PY, str(BENCH / "upstream.py"), "--port", str(up_port),
-                                           "--slow-interval", str(SLOW_INTERVAL)], {})
+                                           "--slow-interval", str(SLOW_INTERVAL),
+                                           "--paced-interval", str(PACED_INTERVAL)], {})
         wait_ready(procs, "upstream", up_proc, up_port)
         upstream = Server("upstream", up_port, up_proc)
         upstream_url = f"http://127.0.0.1:{up_port}/v1"
@@ -897,11 +1044,18 @@ def main() -> int:
         short = (f"{scripted.script('bench-short')['chunks']}-chunk streams ending in a write_file call "
                  f"(tool-call) and of prose only, tools offered (text); c={SHORT_PLAN[0]}, {SHORT_ROUNDS} "
                  f"interleaved rounds of {SHORT_PLAN[1]} requests; baseline {BASELINE} (same stack, no parsing)")
+        if "P" in sections:
+            table.section(f"P HEADLINE, paced streams, one worker each: {scripted.PACED_CHUNKS}-chunk text and "
+                          f"tool-call streams, each chunk written on its own {PACED_INTERVAL * 1e3:.0f} ms apart "
+                          f"({1 / PACED_INTERVAL:.0f} tokens/s) in real servers' chunk shapes ("
+                          f"{', '.join(sorted(scripted.shapes()))}: one a round); toolwire vs {BASELINE}, "
+                          f"alternating rounds; load {os.getloadavg()[0]:.1f}")
+            paced_streams(table, servers, upstream, paced_results)
         if "0" in sections:
-            table.section(f"0 HEADLINE, one worker each: {short}")
+            table.section(f"0 BURSTS, one worker each (each stream's chunks written at once): {short}")
             short_streams(table, "0", servers, results)
         if "9" in sections:
-            table.section(f"9 two workers each (--workers 2, {os.cpu_count()} CPUs shared with the load generator "
+            table.section(f"9 BURSTS, two workers each (--workers 2, {os.cpu_count()} CPUs shared with the load generator "
                           f"and the upstream): {short}")
             two_workers(table, procs, upstream_url, results)
 
@@ -952,8 +1106,8 @@ def main() -> int:
         return 1
     finally:
         procs.stop_all()
-    if results:
-        save_results(results, args.out)
+    if results or paced_results:
+        save_results(results, paced_results, args.out)
     print(f"toolwire bench: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
           f"{time.monotonic() - started:.0f} s; logs in {procs.logdir}")
     print(table.render())

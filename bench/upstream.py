@@ -18,7 +18,13 @@ chosen by the request's ``model``:
 * ``bench-slow``: a short prose + tool-call stream whose frames are sent
   ``--slow-interval`` seconds apart (the open-streams test);
 * ``bench-arg-100k`` / ``bench-arg-1m``: one tool call whose argument text is
-  about 100 KB / 1 MB, one character per frame (the linearity test).
+  about 100 KB / 1 MB, one character per frame (the linearity test);
+* ``paced:KIND:SHAPE`` (KIND ``text`` or ``tool-call``, SHAPE a real server's chunk shape from
+  ``bench/shapes/SHAPE.json``): :data:`PACED_CHUNKS` frames written one at a time,
+  ``--paced-interval`` seconds apart, as a model generates them (see :func:`paced_pieces`). Each
+  frame whose text may carry it ends its content with a stamp, ``@`` and the write time in
+  microseconds of ``CLOCK_MONOTONIC`` (modulo 10**10, ten digits), taken just before the write, so a
+  client can tell each chunk's delay from the back end's write to its own receive.
 
 Anything else gets 404. ``GET /healthz`` answers 200. The scripts are described by
 :func:`script`, which the load generator also imports to know what the
@@ -33,6 +39,8 @@ import argparse
 import json
 import resource
 import socket
+import time
+from pathlib import Path
 
 import gevent
 import orjson
@@ -41,6 +49,15 @@ from gevent.server import StreamServer
 STREAM_CHUNKS = 500
 SHORT_CHUNKS = 100
 SLOW_PIECES = 24
+#: The paced streams: data frames before ``[DONE]`` (the role frame, the content frames, the finish frame, and
+#: the usage frame where the shape has one), and their content's words and argument lines.
+PACED_CHUNKS = 100
+PACED_PROSE_PIECES = 12
+PACED_ARGUMENT_LINE = r'\"q\" a\tb\n '
+#: The real servers' chunk shapes (one JSON file each: the role, content, finish and usage chunks, and where
+#: the shape was read or recorded).
+SHAPES_DIR = Path(__file__).resolve().parent / "shapes"
+STAMP_MODULUS = 10 ** 10
 HTTP_CHUNK_BYTES = 256 * 1024
 MODEL = "bench"
 PROSE = "Sure. I will write the file now, then summarise what changed and why it matters. "
@@ -126,6 +143,62 @@ def script(name: str) -> dict:
     return {"text": text, "arguments": arguments, "pieces": pieces, "chunks": len(pieces) + 3}
 
 
+def shapes() -> dict[str, dict]:
+    """The real servers' chunk shapes, by name (``bench/shapes/NAME.json``)."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(SHAPES_DIR.glob("*.json"))}
+
+
+def paced_pieces(kind: str) -> list[tuple[str, bool]]:
+    """The content of a paced stream's frames, each with whether it carries a stamp.
+
+    ``text``: words of prose, all stamped. ``tool-call``: a sentence's words (stamped), then a ``write_file``
+    ``<tool_call>`` whose opening (up to the ``content`` string's quote) and closing go out unstamped, a few
+    characters a frame, and whose ``content`` argument is lines of JSON escapes (``\\"``, ``\\t``, ``\\n``),
+    one a frame, each stamped inside the string (so the arguments stay valid JSON).
+    """
+    content = PACED_CHUNKS - 3
+    if kind == "text":
+        words = ((PROSE + TAIL) * 10).split(" ")[1:content + 1]
+        return [(" " + word, True) for word in words]
+    opening = '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "'
+    closing = '"}}</tool_call>'
+    head = [(" " + word, True) for word in PROSE.split(" ")[1:PACED_PROSE_PIECES + 1]]
+    head += [(piece, False) for piece in split_even(opening, 6)]
+    lines = content - len(head) - 2
+    return head + [(PACED_ARGUMENT_LINE, True)] * lines + [(piece, False) for piece in split_even(closing, 2)]
+
+
+def paced_frames(kind: str, shape: dict) -> list[tuple[bytes, bytes | None]]:
+    """A paced stream's frames in ``shape``: ``(head, tail)`` pairs, the stamp written between them (``tail``
+    ``None``: the frame is ``head`` alone)."""
+    mark = "\x01"
+
+    def frame(chunk: dict) -> bytes:
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def with_content(text: str) -> dict:
+        chunk = json.loads(json.dumps(shape["content"]))
+        chunk["choices"][0]["delta"]["content"] = text
+        return chunk
+
+    frames: list[tuple[bytes, bytes | None]] = [(frame(shape["role"]), None)]
+    for piece, stamped in paced_pieces(kind):
+        if stamped:
+            head, tail = frame(with_content(piece + mark)).split(b"\\u0001")
+            frames.append((head, tail))
+        else:
+            frames.append((frame(with_content(piece)), None))
+    frames.append((frame(shape["finish"]), None))
+    if shape["usage"] is not None:
+        frames.append((frame(shape["usage"]), None))
+    return frames
+
+
+def stamp() -> bytes:
+    """``@`` and now in microseconds of ``CLOCK_MONOTONIC``, modulo :data:`STAMP_MODULUS` (ten digits)."""
+    return b"@%010d" % (time.monotonic_ns() // 1000 % STAMP_MODULUS)
+
+
 def http_chunks(frames: list[bytes]) -> list[bytes]:
     """``frames`` joined into HTTP/1.1 chunks of about :data:`HTTP_CHUNK_BYTES`, frame-aligned."""
     out, batch, size = [], [], 0
@@ -159,8 +232,11 @@ def plain_response(status: str, body: bytes) -> bytes:
 class Upstream:
     """The scripted server: pre-encoded bodies, one greenlet per connection."""
 
-    def __init__(self, slow_interval: float):
+    def __init__(self, slow_interval: float, paced_interval: float = 0.04):
         self.slow_interval = slow_interval
+        self.paced_interval = paced_interval
+        self.paced = {f"paced:{kind}:{name}": paced_frames(kind, shape)
+                      for name, shape in shapes().items() for kind in ("text", "tool-call")}
         self.fast_bodies = {name: http_chunks(stream_frames(script(name)["pieces"]))
                             for name in SCRIPT_NAMES if name != "bench-slow"}
         self.slow_chunks = [chunk_bytes(f) for f in stream_frames(script("bench-slow")["pieces"])]
@@ -210,6 +286,8 @@ class Upstream:
                 gevent.sleep(self.slow_interval)
                 sock.sendall(chunk)
             sock.sendall(LAST_CHUNK)
+        elif model in self.paced:
+            self.write_paced(sock, self.paced[model])
         elif model in self.fast_bodies:
             sock.sendall(HEAD_SSE)
             for chunk in self.fast_bodies[model]:
@@ -217,6 +295,19 @@ class Upstream:
             sock.sendall(LAST_CHUNK)
         else:
             sock.sendall(plain_response("404 Not Found", b'{"error":{"message":"unknown model","type":"invalid_request_error"}}'))
+
+
+    def write_paced(self, sock, frames: list[tuple[bytes, bytes | None]]) -> None:
+        """Write ``frames`` one at a time on a fixed schedule (one ``paced_interval`` apart from the first; a late
+        write is not made up for), each stamped just before its write; ``[DONE]`` right after the last."""
+        sock.sendall(HEAD_SSE)
+        start = time.monotonic()
+        for k, (head, tail) in enumerate(frames):
+            wait = start + k * self.paced_interval - time.monotonic()
+            if wait > 0:
+                gevent.sleep(wait)
+            sock.sendall(chunk_bytes(head if tail is None else head + stamp() + tail))
+        sock.sendall(chunk_bytes(b"data: [DONE]\n\n") + LAST_CHUNK)
 
 
 def raise_fd_limit() -> None:
@@ -229,9 +320,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--slow-interval", type=float, default=0.5, help="seconds between bench-slow frames")
+    parser.add_argument("--paced-interval", type=float, default=0.04, help="seconds between paced frames")
     args = parser.parse_args()
     raise_fd_limit()
-    upstream = Upstream(args.slow_interval)
+    upstream = Upstream(args.slow_interval, args.paced_interval)
     server = StreamServer(("127.0.0.1", args.port), upstream.handle, backlog=4096)
     server.serve_forever()
 

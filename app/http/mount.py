@@ -37,6 +37,7 @@ def surface_blueprint(surface: Surface) -> Blueprint:
             bp.add_url_rule(route.rule, route.endpoint, view_func=_computing(route), methods=["POST"])
         elif isinstance(route, View):
             view = _with_store(route.view) if route.store else route.view
+            view = _with_body(view) if route.body else view
             bp.add_url_rule(route.rule, route.endpoint, view_func=view, methods=list(route.methods))
         elif isinstance(route, ListModels):
             bp.add_url_rule(route.rule, route.endpoint, view_func=_listing(route), methods=["GET"])
@@ -144,19 +145,21 @@ def _generating(route: Generate) -> Callable[..., Response]:
         body = json_body()
         context = request_context(route.model(body, url_args), route.stream(body, url_args))
         planned = route.plan(body, context, **url_args)
-        if isinstance(planned, dict):  # an answer that needs no generation
+        del body  # the plan holds what is needed: a request waiting for its back end holds no more
+        if isinstance(planned, dict):  # answered at once: the generation runs in the background
             return jsonify(planned)
         generation, encoder = planned
-        del body  # the plan holds what is needed: a request waiting for its back end holds no more
         return send(generate(generation, encoder, context), route.media_type)
 
     return view
 
 
 def _computing(route: Compute) -> Callable[..., Response]:
+    answer = _with_store(route.answer) if route.store else route.answer
+
     def view(**url_args: str) -> Response:
         body = json_body()
-        return jsonify(route.answer(body, request_context(route.model(body, url_args)), **url_args))
+        return jsonify(answer(body, request_context(route.model(body, url_args)), **url_args))
 
     return view
 
@@ -166,6 +169,16 @@ def _listing(route: ListModels) -> Callable[..., Response]:
         return jsonify(route.shape(model_entries(), **url_args))
 
     return view
+
+
+def _with_body(func: F) -> F:
+    """``func``, given ``body=``: the request's JSON body (:func:`~app.http.request.json_body`)."""
+
+    @functools.wraps(func)
+    def with_body(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, body=json_body(), **kwargs)
+
+    return with_body  # type: ignore[return-value]
 
 
 def _with_store(func: F) -> F:

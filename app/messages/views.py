@@ -8,17 +8,17 @@ add ``?beta=true`` and any ``anthropic-version`` / ``anthropic-beta`` headers: t
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
-from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Generation, prompt_mode_request
+from ..pipeline.generate import Generation
+from ..pipeline.tokens import prompt_tokens
 from ..validation import check_messages_limits
 from .encoder import MessageBuilder, MessagesEncoder
 from .plan import messages_generation
 from .schemas import parse_count_tokens_request, parse_messages_request
+
 
 def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generation, MessagesEncoder]:
     """``POST /messages`` on the request's JSON ``body``, streaming or not: the generation and the encoder to
@@ -34,11 +34,10 @@ def plan_message(body: dict[str, Any], context: RequestContext) -> tuple[Generat
 
 
 def count_message_tokens(body: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    """``POST /messages/count_tokens``: the prompt the back end would get in prompt mode, built as the
-    generation builds it, estimated as usage is (about four characters a token, tool block included)."""
+    """``POST /messages/count_tokens``: the tokens of the prompt the back end would get, built as the generation
+    builds it (tool block included), counted by the back end's own tokenizer where it offers one, else estimated
+    as usage is (:func:`~app.pipeline.tokens.prompt_tokens`)."""
     check_messages_limits(body, context.settings)
     req = parse_count_tokens_request(body)
     generation = messages_generation(req, context.settings, marker_requested=context.marker_requested)
-    _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
-    chars = sum(len(message["content"]) for message in prompt)
-    return {"input_tokens": math.ceil(chars / CHARS_PER_TOKEN)}
+    return {"input_tokens": prompt_tokens(generation, context)}

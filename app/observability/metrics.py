@@ -59,6 +59,9 @@ DROPPED_TOOLS = Counter("toolwire_dropped_tools_total",
                         "Request tools not offered to the model (hosted tools it cannot run), by type", ["type"])
 STORE_WRITE_FAILURES = Counter("toolwire_store_write_failures_total",
                                "Responses answered with store: true that the response store failed to keep")
+TOKEN_COUNT_ESTIMATES = Counter("toolwire_token_count_estimates_total",
+                                "Token counts (count_tokens, input_tokens) answered with the estimate because the "
+                                "back end's tokenizer could not be used, by reason", ["reason"])
 UPSTREAM_REQUESTS = Counter("toolwire_upstream_requests_total",
                             "Generations by the back end they were routed to and how their response ended "
                             "(as toolwire_request_outcomes_total)", ["upstream", "outcome"])

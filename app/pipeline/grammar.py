@@ -5,7 +5,9 @@ A tool's JSON Schema becomes rules for its arguments: objects (declared properti
 the others optional, in their declared order), arrays, strings, numbers, integers, booleans, null, ``enum``,
 ``const``, ``anyOf`` / ``oneOf``, a type list and local ``$ref`` s; anything else (``allOf``, ``not``, patterns,
 formats) is any JSON value of the type, so a schema is never made stricter than it says. The calls are written
-as the taught format writes them (:data:`WRAPPED`), or as a bare ``{"name", "arguments"}`` object.
+as the taught format writes them (:data:`WRAPPED`), or as a bare ``{"name", "arguments"}`` object. In free text
+(``calls_in_prose``) a call may also name a tool nobody offered, its arguments any object: the grammar keeps the
+call well-formed but never makes a model that means another tool call an offered one.
 """
 
 from __future__ import annotations
@@ -123,9 +125,11 @@ class Grammar:
         return self.add(name, f'"{{" ws ( {" | ".join(firsts)} )? "}}"')
 
 
-def call_object(grammar: Grammar, tools: Sequence[ToolSpec]) -> str:
-    """The rule of one ``{"name": …, "arguments": {…}}`` object calling one of ``tools``."""
-    options = []
+def call_object(grammar: Grammar, tools: Sequence[ToolSpec], *, others: bool = False) -> str:
+    """The rule of one ``{"name": …, "arguments": {…}}`` object calling one of ``tools``; with ``others``, also of
+    any other name, its arguments any object (read as a call of an unknown tool, ``unknown_tool`` decides)."""
+    options = [f'{_other_name(grammar, [spec.name for spec in tools])} ws "," ws "\\"arguments\\"" ws ":" ws object'] \
+        if others else []
     for spec in tools:
         schema = spec.parameters or {"type": "object"}
         arguments = grammar.value(schema, f"args-{spec.name}", schema)
@@ -149,7 +153,9 @@ def calls_in_prose(tools: Sequence[ToolSpec], fmt: str, *, bare: bool) -> str | 
     as the bare-JSON rule reads it). It fits both ways a back end applies it: from the first token, or lazily
     from the opener. ``None`` when there is nothing to constrain."""
     grammar = Grammar()
-    call = call_object(grammar, tools)
+    # A name the model means for a tool nobody offered stays its own: forced to an offered name, it became a
+    # call of a tool that does not fit (two of BFCL's irrelevance cases, docs/benchmarks.md).
+    call = call_object(grammar, tools, others=True)
     list_or_call = f'( "[" ws {call} ( ws "," ws {call} )* ws "]" | {call} )'
     if fmt not in WRAPPED:
         if not bare:
@@ -162,6 +168,28 @@ def calls_in_prose(tools: Sequence[ToolSpec], fmt: str, *, bare: bool) -> str | 
     if not bare:
         return grammar.text(f"{prose} ( {block} {prose} )*")
     return grammar.text(f"ws ( {list_or_call} {prose} | {start} ) ( {block} {prose} )*")
+
+
+def _other_name(grammar: Grammar, names: Sequence[str]) -> str:
+    """The rule of a JSON string that is none of ``names``: one rule per node of their trie, a closing quote
+    allowed wherever no name ends, any other character leaving the trie for a free tail."""
+    trie: dict[str, dict] = {}
+    for name in names:
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a name ends here
+    grammar.rules["name-tail"] = '"\\"" | char name-tail'
+
+    def rule(node: dict, path: str) -> str:
+        chars = [c for c in node if c]
+        options = [] if "" in node else ['"\\""']
+        options.append("[^" + "".join(_class_char(c) for c in ['"', "\\", *chars]) + '\\x7F\\x00-\\x1F] name-tail')
+        options.append('"\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) name-tail')
+        options += [f"{literal(c)} {rule(node[c], path + c)}" for c in chars]
+        return grammar.add("other-name", " | ".join(options))
+
+    return f'"\\"" {rule(trie, "")}'
 
 
 def _without(grammar: Grammar, word: str, *, not_first: str) -> tuple[str, str]:

@@ -288,13 +288,27 @@ def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
     if example_tool is not None:
         # a string's name in angle brackets where the schema gives no value: the JSON manifest's "example" was
         # copied into real calls (issue 31)
-        example_args = json.dumps(compact_example(example_tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
-        bare = fmt.bare_instructions() if config.bare_json and config.marker is None else None
+        example_args = _example_arguments(example_tool)
+        bare = fmt.bare_instructions(_two_calls(config, example_tool)) if config.bare_json and config.marker is None \
+            else None
         parts.append(bare or fmt.instructions(example_tool.name, example_args))
     custom_tool = _example_tool(config, "custom")
     if custom_tool is not None:
         parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
     return parts
+
+
+def _example_arguments(tool: ToolSpec) -> str:
+    return json.dumps(compact_example(tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+
+
+def _two_calls(config: ParserConfig, first: ToolSpec) -> list[tuple[str, str]]:
+    """A worked example of parallel calls: ``first``, then the next callable function tool (``first`` again when
+    it is the only one), each with :func:`compact_example`'s arguments."""
+    allowed = config.tool_choice.allowed
+    others = [t for t in config.tools.values()
+              if t.kind == "function" and t is not first and (allowed is None or t.name in allowed)]
+    return [(tool.name, _example_arguments(tool)) for tool in (first, others[0] if others else first)]
 
 
 def _example_tool(config: ParserConfig, kind: str) -> ToolSpec | None:

@@ -76,6 +76,8 @@ def responses_usage(usage: Mapping[str, Any] | None) -> dict[str, Any]:
 
 # Request values the Response object repeats, with what OpenAI sends when absent.
 _ECHO_DEFAULTS: dict[str, Any] = {
+    "background": False,
+    "conversation": None,
     "instructions": None,
     "max_output_tokens": None,
     "metadata": {},
@@ -543,6 +545,12 @@ class ResponsesWireEncoder:
     def body(self, usage: Usage) -> dict[str, Any]:
         """The finished Response object (kept first)."""
         self._kept(self._encoder.finish(usage))
+        return self._encoder.response()
+
+    def failed(self, error: ApiError) -> dict[str, Any]:
+        """The Response object failed by ``error`` (a generation that raised before it ended), not kept."""
+        if not self._encoder.ended:
+            self._encoder.fail(error.code or "server_error", error.message)
         return self._encoder.response()
 
     def _kept(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

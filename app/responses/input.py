@@ -16,6 +16,7 @@ import orjson
 
 from ..errors import InputError
 from ..pipeline.prompt import media_placeholder
+from .compaction import SUMMARY_HEADING, compaction_summary
 from .schemas import (
     ApplyPatchCallItem,
     ApplyPatchCallOutputItem,
@@ -72,7 +73,7 @@ def resolve_input_items(request: ResponsesRequest, lookup: Lookup | None) -> lis
 
 def to_chat_messages(
     request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None, *,
-    max_history_items: int = 0, max_history_bytes: int = 0,
+    max_history_items: int = 0, max_history_bytes: int = 0, conversation: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
@@ -83,7 +84,8 @@ def to_chat_messages(
     one assistant message; the Responses ``call_id`` is the tool-call id.
     Custom tool calls keep their raw input (a Chat ``custom`` tool call);
     ``tool_search``, ``local_shell``, ``shell`` and ``apply_patch`` calls become calls of the tools of
-    those names, their outputs results in words; reasoning (readable or encrypted) and compaction items are not
+    those names, their outputs results in words; a toolwire compaction item is its summary in a user message;
+    reasoning (readable or encrypted) and other compaction items are not
     shown to the model; any other item (a hosted tool's call, an MCP item, a
     type never heard of) becomes one short readable line.
 
@@ -92,6 +94,7 @@ def to_chat_messages(
     ``max_history_items`` and ``max_history_bytes`` (0 = no limit) bound the history the
     ``previous_response_id`` chain resolves to, checked as the chain is walked: a short
     request naming a long chain must not rebuild hundreds of megabytes for the back end.
+    ``conversation`` is the items of the request's ``conversation``, which come where a chain's would.
 
     Raises:
         InputError: a chain past those limits (400 ``history_too_long``), unknown ``previous_response_id``, unresolvable
@@ -105,6 +108,8 @@ def to_chat_messages(
     if request.previous_response_id is not None:
         for earlier in _history(request.previous_response_id, lookup, max_history_items, max_history_bytes):
             builder.add(parse_input_item(earlier, "previous_response_id"), "previous_response_id")
+    for earlier in conversation or ():
+        builder.add(parse_input_item(earlier, "conversation"), "conversation")
     # The request's own items are parsed already; only a referenced (stored) one needs parsing,
     # and every reference is resolved before any item is added, as resolve_input_items does.
     stored = {i: input_items[i] if input_items is not None else _stored_item(item, i, lookup)
@@ -210,10 +215,14 @@ class _ChatBuilder:
         elif isinstance(item, ApplyPatchCallOutputItem):
             said = f": {item.output}" if item.output else ""
             self._add_result(item.call_id, f"{item.status or 'completed'}{said}")
-        elif isinstance(item, OtherItem) and item.type != "compaction":
+        elif isinstance(item, OtherItem) and item.type == "compaction":
+            summary = compaction_summary(item.model_extra or {})
+            if summary is not None:
+                self.messages.append({"role": "user", "content": f"{SUMMARY_HEADING}\n{summary}"})
+        elif isinstance(item, OtherItem):
             role = "assistant" if _is_model_action(item.type) else "user"
             self._add_note(role, _note(item))
-        # Compaction items and encrypted reasoning are opaque: never replayed as text.
+        # Another server's compaction items and encrypted reasoning are opaque: never replayed as text.
 
     def _with_reasoning(self, message: dict[str, Any]) -> dict[str, Any]:
         """``message`` (an assistant turn) carrying the readable reasoning items that came before it."""

@@ -410,6 +410,12 @@ ToolChoiceParam = Union[
 ]
 
 
+class ConversationRef(RequestModel):
+    """``{"id": "conv_…"}``: the conversation a response belongs to."""
+
+    id: str
+
+
 class ResponsesRequest(RequestModel):
     """A ``/v1/responses`` request body. Unknown keys are kept in ``model_extra``."""
 
@@ -431,10 +437,19 @@ class ResponsesRequest(RequestModel):
     text: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     reasoning: dict[str, Any] | None = None
+    background: bool = False
+    conversation: str | ConversationRef | None = None
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The id of the ``conversation`` the response joins, if any."""
+        return self.conversation.id if isinstance(self.conversation, ConversationRef) else self.conversation
 
     def response_echo(self) -> dict[str, Any]:
         """The request values a Response object repeats (wire-contract 4.4)."""
         return {
+            "background": self.background,
+            "conversation": None if self.conversation_id is None else {"id": self.conversation_id},
             "instructions": self.instructions,
             "max_output_tokens": self.max_output_tokens,
             "metadata": self.metadata or {},

@@ -15,22 +15,27 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
-from flask import Response, jsonify, request
+from flask import Response, g, jsonify, request
 
 from statemachine import ParserConfig
 
-from ..errors import ApiError
+from ..errors import ApiError, InputError
 from ..pipeline.context import RequestContext
-from ..pipeline.generate import Generation
+from ..pipeline.failures import as_api_error
+from ..pipeline.generate import Generation, generate
 from ..pipeline.plan import build_parser_config, is_json_format
 from ..profile import ModelProfile, model_profile
+from ..pipeline.tokens import prompt_tokens
 from ..validation import check_responses_limits
+from . import background
+from .conversations import append_turn, conversation_transcript
+from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
-from ..store import OwnedStore, StoreError
+from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from .tools import OfferedTools, offered_tools
 
@@ -43,35 +48,78 @@ _PASSTHROUGH = ("temperature", "top_p", "user")
 _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
-def plan_response(body: dict[str, Any], context: RequestContext,
-                  store: OwnedStore | None) -> tuple[Generation, ResponsesWireEncoder]:
+def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedStore | None
+                  ) -> tuple[Generation, ResponsesWireEncoder] | dict[str, Any]:
     """``POST /responses`` on the request's JSON ``body``, streaming or not, with the client's view of the
     response ``store`` (``None`` when storing is off): the generation and the encoder to run it with
-    (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion` plans a Chat one."""
-    settings = context.settings
-    check_responses_limits(body, settings)
+    (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion` plans a Chat one;
+    for ``background: true``, the ``queued`` Response object, the generation left running
+    (:mod:`.background`)."""
+    check_responses_limits(body, context.settings)
     req = parse_responses_request(body)
+    if req.background:
+        _check_background(req, store)
+    planned = _planned(req, context, store)
+    input_items = planned.input_items  # resolved when the response is stored or joins a conversation
+    keep = None if store is None or input_items is None else \
+        functools.partial(_keep, store, input_items, req.conversation_id, req.store)
+    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=planned.tools.origins)
+    if not req.background:
+        return planned.generation, ResponsesWireEncoder(encoder, keep)
+    assert store is not None and input_items is not None and keep is not None  # _check_background
+    run = _BackgroundRun(planned.generation, ResponsesWireEncoder(encoder), _quiet(context))
+    # the back end's slot (app.http.limits.take_backend_slot) goes with the generation, not with this request
+    slot = g.pop("toolwire_backend_slot", None)
+    release = slot.release if slot is not None else _nothing
+    try:
+        return background.start(encoder.response(), input_items, store, run, keep, release)
+    except StoreError as exc:
+        release()
+        if isinstance(exc, ApiError):
+            raise
+        raise InputError(f"The background response cannot be stored: {exc}.", "background",
+                         "store_quota_exceeded") from None
+
+
+class _Planned(NamedTuple):
+    """A Responses request planned: its generation, its tools, and its input items to store (or ``None``)."""
+
+    generation: Generation
+    tools: OfferedTools
+    input_items: list[dict[str, Any]] | None
+
+
+def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore | None) -> _Planned:
+    """The generation of ``req``: its transcript (the ``previous_response_id`` chain or the ``conversation``'s
+    items, then its input), tools and fields; the input items resolved when they are to be stored."""
+    settings = context.settings
     # the items to store, when storing: their references are then looked up once, here
-    input_items = resolve_input_items(req, store) if req.store and store is not None else None
+    wanted = store is not None and (req.store or req.conversation_id is not None)
+    input_items = resolve_input_items(req, store) if wanted else None
     tools = offered_tools(req, settings)
     # a stored history counts as if the client had sent it: the same item and size limits
     messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
-                                max_history_bytes=settings.max_body_bytes)
+                                max_history_bytes=settings.max_body_bytes,
+                                conversation=conversation_transcript(req, store, settings.max_messages))
     profile = model_profile(settings, req.model)
     generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
                             fields=_chat_fields(req), stream=req.stream)
+    return _Planned(generation, tools, input_items)
 
-    keep = functools.partial(_keep, store, input_items) if store is not None and input_items is not None else None
-    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=tools.origins)
-    return generation, ResponsesWireEncoder(encoder, keep)
+
+def count_input_tokens(body: dict[str, Any], context: RequestContext, store: OwnedStore | None) -> dict[str, Any]:
+    """``POST /responses/input_tokens``: the tokens of the prompt a ``POST /responses`` of this body would send,
+    counted by the back end's own tokenizer where it offers one, else estimated
+    (:func:`~app.pipeline.tokens.prompt_tokens`)."""
+    check_responses_limits(body, context.settings)
+    req = parse_responses_request({**body, "store": False, "stream": False})
+    generation = _planned(req, context, store).generation
+    return {"object": "response.input_tokens", "input_tokens": prompt_tokens(generation, context)}
 
 
 def get_response(response_id: str, store: OwnedStore | None) -> Response:
-    """``GET /responses/{id}``: a stored Response object."""
-    response = _enabled(store).get(response_id)
-    if response is None:
-        raise _not_found(response_id)
-    return jsonify(response)
+    """``GET /responses/{id}``: a stored Response object (a background one as it stands)."""
+    return jsonify(background.settled(_enabled(store), _stored(store, response_id)))
 
 
 def delete_response(response_id: str, store: OwnedStore | None) -> Response:
@@ -81,12 +129,77 @@ def delete_response(response_id: str, store: OwnedStore | None) -> Response:
     return jsonify({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
+def list_input_items(response_id: str, store: OwnedStore | None) -> Response:
+    """``GET /responses/{id}/input_items``: the input items of a stored response, paged as OpenAI pages them."""
+    query = parse_list_query(request.args)
+    items = _stored(store, response_id).input_items
+    return jsonify(page([listed_item(item, f"{response_id}:{i}") for i, item in enumerate(items)], query))
+
+
+def cancel_response(response_id: str, store: OwnedStore | None) -> Response:
+    """``POST /responses/{id}/cancel``: stop a background response that has not ended (a cancelled one is
+    answered as it is); any other is a 400, as OpenAI's."""
+    owned = _enabled(store)
+    stored = _stored(owned, response_id)
+    response = background.settled(owned, stored)
+    if not response.get("background"):
+        raise ApiError(400, "Cannot cancel a synchronous response: only a response created with background: "
+                            "true can be cancelled.", param="response_id", code="invalid_request")
+    if response["status"] == "cancelled":
+        return jsonify(response)
+    if response["status"] not in background.UNFINISHED:
+        raise ApiError(400, f"Cannot cancel a {response['status']} response.", param="response_id",
+                       code="invalid_request")
+    return jsonify(background.cancel(owned, stored))
+
+
 def unsupported_subpath(subpath: str) -> Response:
-    """Any other ``/responses/…`` path (``POST /responses/compact``…): 404 ``not_supported``, not a 405."""
-    hint = (" Compaction happens on the client (Codex compacts locally with this provider)."
-            if subpath.strip("/") == "compact" else "")
+    """Any other ``/responses/…`` path: 404 ``not_supported``, not a 405."""
     raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
-                   "POST /v1/responses and GET/DELETE /v1/responses/{id}." + hint, code="not_supported")
+                   "POST /v1/responses, POST /v1/responses/input_tokens, POST /v1/responses/compact, "
+                   "GET/DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items and "
+                   "POST /v1/responses/{id}/cancel.", code="not_supported")
+
+
+class _BackgroundRun:
+    """A background response's generation (:class:`.background.Generation`)."""
+
+    def __init__(self, generation: Generation, encoder: ResponsesWireEncoder, context: RequestContext):
+        self._generation, self._encoder, self._context = generation, encoder, context
+
+    def generate(self) -> dict[str, Any]:
+        reply = generate(self._generation, self._encoder, self._context)
+        assert isinstance(reply, dict)  # a background response is never streamed (_check_background)
+        return reply
+
+    def failed(self, error: BaseException) -> dict[str, Any]:
+        return self._encoder.failed(as_api_error(error))
+
+
+def _check_background(req: ResponsesRequest, store: OwnedStore | None) -> None:
+    if req.stream:
+        raise InputError("A background response is not streamed here: create it without stream and poll "
+                         "GET /v1/responses/{id}.", "stream", "unsupported_value")
+    if not req.store or store is None:
+        raise InputError("background: true needs the response stored (store: true, and a server with its "
+                         "response store on).", "background", "unsupported_value")
+
+
+def _quiet(context: RequestContext) -> RequestContext:
+    """``context`` for a generation that outlives its request: no record, no client connection, no keep-alives."""
+    return dataclasses.replace(context, record=None, client_socket=None, keepalive=False,
+                               fallbacks=tuple(_quiet(f) for f in context.fallbacks))
+
+
+def _nothing() -> None:
+    return None
+
+
+def _stored(store: OwnedStore | None, response_id: str) -> StoredResponse:
+    stored = _enabled(store).load(response_id)
+    if stored is None:
+        raise _not_found(response_id)
+    return stored
 
 
 def _parser_config(req: ResponsesRequest, tools: OfferedTools, context: RequestContext,
@@ -134,12 +247,17 @@ def _chat_response_format(fmt: Any) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {k: v for k, v in fmt.items() if k != "type"}}
 
 
-def _keep(store: OwnedStore, input_items: list[dict[str, Any]], response: dict[str, Any]) -> bool:
-    """Store a finished response and say whether it was stored. A store failure is logged and counted, not
-    sent as an error: the client's answer is complete, and says ``store: false`` (a later
-    ``previous_response_id`` naming it gets a 404)."""
+def _keep(store: OwnedStore, input_items: list[dict[str, Any]], conversation: str | None, stored: bool,
+          response: dict[str, Any]) -> bool:
+    """Store a finished response (when ``stored``), append its turn to its ``conversation`` (when it ended
+    well), and say whether all went as the response claims. A store failure is logged and counted, not sent as
+    an error: the client's answer is complete, and says ``store: false`` (a later ``previous_response_id``
+    naming it gets a 404)."""
     try:
-        store.put(response, input_items)
+        if stored:
+            store.put(response, input_items)
+        if conversation is not None and response["status"] in ("completed", "incomplete"):
+            append_turn(store, conversation, input_items, response)
         return True
     except StoreError as exc:
         log.error("response %s was answered but not stored: %s", response["id"], exc)

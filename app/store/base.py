@@ -8,7 +8,10 @@ with ``shared=True`` still records owners but lets every owner see everything
 (one tenant).
 
 Stored responses and items are JSON objects the store never interprets beyond
-``id`` and ``output``: new item types need no store change.
+``id`` and ``output``: new item types need no store change. Conversations (the
+Conversations API) are kept beside them: a conversation object and its items in
+order, owned and retained as responses are (each write starts its retention
+again); they are not counted in the quotas.
 
 Quotas: a stored response's *size* is the bytes of JSON written for it (the
 Response object, its input items and the item copies made resolvable). A store
@@ -118,6 +121,37 @@ class ResponseStore(abc.ABC):
         """Forget a response and the items it stored last; ``False`` when it is not stored (for ``owner``)."""
 
     @abc.abstractmethod
+    def put_conversation(self, conversation: dict[str, Any], *, owner: str | None = None) -> None:
+        """Create or replace a conversation object (``id``, ``created_at``, ``metadata``), keeping its items;
+        its retention starts again.
+
+        Raises:
+            StoreUnavailable: see the class.
+        """
+
+    @abc.abstractmethod
+    def get_conversation(self, conversation_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        """The conversation object; ``None`` when unknown, expired or not ``owner``'s."""
+
+    @abc.abstractmethod
+    def delete_conversation(self, conversation_id: str, *, owner: str | None = None) -> bool:
+        """Forget a conversation and its items; ``False`` when it is not stored (for ``owner``)."""
+
+    @abc.abstractmethod
+    def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]], *,
+                               owner: str | None = None) -> bool:
+        """Append ``items`` (each with an ``id``) to the conversation, in order, all or none; ``False`` when the
+        conversation is not stored (for ``owner``)."""
+
+    @abc.abstractmethod
+    def conversation_items(self, conversation_id: str, *, owner: str | None = None) -> list[dict[str, Any]] | None:
+        """The conversation's items, oldest first; ``None`` when the conversation is not stored (for ``owner``)."""
+
+    @abc.abstractmethod
+    def delete_conversation_item(self, conversation_id: str, item_id: str, *, owner: str | None = None) -> bool:
+        """Remove one item from the conversation; ``False`` when there is no such item (for ``owner``)."""
+
+    @abc.abstractmethod
     def usage(self, owner: str | None = None) -> int:
         """The bytes stored responses take: ``owner``'s (``None``: those stored without a key)."""
 
@@ -195,3 +229,27 @@ class OwnedStore:
     def delete(self, response_id: str) -> bool:
         """See :meth:`ResponseStore.delete`."""
         return self.store.delete(response_id, owner=self.owner)
+
+    def put_conversation(self, conversation: dict[str, Any]) -> None:
+        """See :meth:`ResponseStore.put_conversation`."""
+        self.store.put_conversation(conversation, owner=self.owner)
+
+    def get_conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        """See :meth:`ResponseStore.get_conversation`."""
+        return self.store.get_conversation(conversation_id, owner=self.owner)
+
+    def delete_conversation(self, conversation_id: str) -> bool:
+        """See :meth:`ResponseStore.delete_conversation`."""
+        return self.store.delete_conversation(conversation_id, owner=self.owner)
+
+    def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+        """See :meth:`ResponseStore.add_conversation_items`."""
+        return self.store.add_conversation_items(conversation_id, items, owner=self.owner)
+
+    def conversation_items(self, conversation_id: str) -> list[dict[str, Any]] | None:
+        """See :meth:`ResponseStore.conversation_items`."""
+        return self.store.conversation_items(conversation_id, owner=self.owner)
+
+    def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+        """See :meth:`ResponseStore.delete_conversation_item`."""
+        return self.store.delete_conversation_item(conversation_id, item_id, owner=self.owner)

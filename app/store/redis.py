@@ -4,6 +4,8 @@ Layout (``toolwire:`` is the key prefix):
 
 - ``toolwire:resp:<response id>``: a hash ``owner``, ``response``, ``input``,
   ``items`` (the ids of the items it stored, JSON); its TTL is the retention.
+- ``toolwire:conv:<conversation id>`` and ``…:items``: a conversation (see
+  :mod:`.redis_scripts`).
 - ``toolwire:item:<item id>``: a hash with one field per owner (``""`` for none)
   holding the copy that owner stored last, as JSON
   ``{"response": id, "expires_at": t, "stored_at": t, "item": {...}}``; its TTL
@@ -79,6 +81,10 @@ class RedisResponseStore(ResponseStore):
         self._ttl = None if retention_seconds is None else max(1, math.ceil(retention_seconds))
         self._put = self._redis.register_script(redis_scripts.PUT)
         self._delete = self._redis.register_script(redis_scripts.DELETE)
+        self._put_conversation = self._redis.register_script(redis_scripts.PUT_CONVERSATION)
+        self._append_items = self._redis.register_script(redis_scripts.APPEND_ITEMS)
+        self._delete_conversation = self._redis.register_script(redis_scripts.DELETE_CONVERSATION)
+        self._delete_item = self._redis.register_script(redis_scripts.DELETE_ITEM)
 
     def location(self) -> str:
         return mask_url(self.url)
@@ -129,6 +135,37 @@ class RedisResponseStore(ResponseStore):
     def delete(self, response_id: str, *, owner: str | None = None) -> bool:
         return bool(self._run(self._delete, [PREFIX], [response_id, owner or "", "1" if self.shared else "0"]))
 
+    def put_conversation(self, conversation: dict[str, Any], *, owner: str | None = None) -> None:
+        self._conversation_script(self._put_conversation, conversation["id"], owner, orjson.dumps(conversation))
+
+    def get_conversation(self, conversation_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        record_owner, conversation = self._run(self._redis.hmget, _conversation_key(conversation_id),
+                                               ["owner", "conversation"])
+        if record_owner is None or conversation is None or not self.visible(record_owner.decode() or None, owner):
+            return None
+        return _decode(conversation)
+
+    def delete_conversation(self, conversation_id: str, *, owner: str | None = None) -> bool:
+        return self._conversation_script(self._delete_conversation, conversation_id, owner)
+
+    def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]], *,
+                               owner: str | None = None) -> bool:
+        return self._conversation_script(self._append_items, conversation_id, owner, *map(orjson.dumps, items))
+
+    def conversation_items(self, conversation_id: str, *, owner: str | None = None) -> list[dict[str, Any]] | None:
+        if self.get_conversation(conversation_id, owner=owner) is None:
+            return None
+        raw = self._run(self._redis.lrange, _conversation_key(conversation_id) + ":items", 0, -1)
+        return [item for item in map(_decode, raw) if item is not None]
+
+    def delete_conversation_item(self, conversation_id: str, item_id: str, *, owner: str | None = None) -> bool:
+        return self._conversation_script(self._delete_item, conversation_id, owner, item_id)
+
+    def _conversation_script(self, script: Any, conversation_id: str, owner: str | None, *args: Any) -> bool:
+        key = _conversation_key(conversation_id)
+        return bool(self._run(script, [key, key + ":items"],
+                              [owner or "", "1" if self.shared else "0", self._ttl or 0, *args]))
+
     def usage(self, owner: str | None = None) -> int:
         return int(self._run(self._redis.hget, f"{PREFIX}usage", owner or "") or 0)
 
@@ -153,6 +190,18 @@ def _response_key(response_id: str) -> str:
 
 def _item_key(item_id: str) -> str:
     return f"{PREFIX}item:{item_id}"
+
+
+def _conversation_key(conversation_id: str) -> str:
+    return f"{PREFIX}conv:{conversation_id}"
+
+
+def _decode(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _decode_copy(raw: bytes | None) -> dict[str, Any] | None:

@@ -8,6 +8,10 @@ Beside the records (see :mod:`.redis`) the scripts keep, under the key prefix:
   order (``seq``), all owners' and one owner's: the oldest come first;
 - ``usage``: a hash, owner field → bytes, and ``*`` → the total.
 
+The conversation scripts keep ``conv:<id>`` (a hash ``owner``, ``conversation``) and
+``conv:<id>:items`` (a list of item JSON, oldest first) together: written, expired and
+deleted as one.
+
 Redis expires records without running code, so every write first forgets up
 to :data:`TRIM` of the oldest responses whose expiry has passed.
 """
@@ -97,4 +101,48 @@ local owner = redis.call('HGET', P .. 'resp:' .. ARGV[1], 'owner')
 if not owner or (ARGV[3] ~= '1' and owner ~= ARGV[2]) then return 0 end
 forget(ARGV[1])
 return 1
+"""
+
+#: The owner check of the conversation scripts: KEYS[1] the conversation's hash, ARGV[1] the asking owner
+#: field, ARGV[2] "1" when the store is shared. Returns from the script with 0 when the caller may not touch it.
+_CONVERSATION_OWNED = """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if not owner or (ARGV[2] ~= '1' and owner ~= ARGV[1]) then return 0 end
+"""
+#: Keeps KEYS[1] and KEYS[2] (a conversation's hash and its item list) for ARGV[3] seconds (0: for good).
+_CONVERSATION_KEEP = """
+for _, key in ipairs(KEYS) do
+    if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', key, ARGV[3]) else redis.call('PERSIST', key) end
+end
+"""
+
+#: KEYS: the conversation's hash, its item list; ARGV: owner field, shared, ttl, conversation JSON.
+#: A conversation another owner holds is left alone (0).
+PUT_CONVERSATION = "#!lua\n" + """
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and owner ~= ARGV[1] and ARGV[2] ~= '1' then return 0 end
+redis.call('HSET', KEYS[1], 'owner', owner or ARGV[1], 'conversation', ARGV[4])
+""" + _CONVERSATION_KEEP + "return 1"
+
+#: KEYS: the conversation's hash, its item list; ARGV: owner field, shared, ttl, then the items' JSON.
+APPEND_ITEMS = "#!lua\n" + _CONVERSATION_OWNED + """
+for i = 4, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+""" + _CONVERSATION_KEEP + "return 1"
+
+#: KEYS: the conversation's hash, its item list; ARGV: owner field, shared.
+DELETE_CONVERSATION = "#!lua flags=allow-oom\n" + _CONVERSATION_OWNED + """
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+
+#: KEYS: the conversation's hash, its item list; ARGV: owner field, shared, ttl (unused), the item's id.
+DELETE_ITEM = "#!lua flags=allow-oom\n" + _CONVERSATION_OWNED + """
+for _, raw in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    local ok, item = pcall(cjson.decode, raw)
+    if ok and type(item) == 'table' and item.id == ARGV[4] then
+        redis.call('LREM', KEYS[2], 1, raw)
+        return 1
+    end
+end
+return 0
 """

@@ -139,6 +139,64 @@ class SQLiteResponseStore(ResponseStore):
         self._vacuum()
         return deleted
 
+    def put_conversation(self, conversation: dict[str, Any], *, owner: str | None = None) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            _purge(conn, now)
+            conn.execute("INSERT INTO conversations (id, body, owner, expires_at) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT (id) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at",
+                         (conversation["id"], orjson.dumps(conversation), owner, self._expiry(now)))
+
+        self._retrying(write, transaction=True)
+
+    def get_conversation(self, conversation_id: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        row = self._query_one(f"SELECT body FROM conversations WHERE id = :id AND {_LIVE} AND {_OWNED}",
+                              {"id": conversation_id, **self._scope(owner)})
+        return None if row is None else orjson.loads(row[0])
+
+    def delete_conversation(self, conversation_id: str, *, owner: str | None = None) -> bool:
+        def forget(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(f"DELETE FROM conversations WHERE id = :id AND {_LIVE} AND {_OWNED}",
+                                  {"id": conversation_id, **self._scope(owner)})
+            return cursor.rowcount > 0  # its items follow by trigger
+
+        deleted = self._retrying(forget, transaction=True, reserve=True)
+        self._vacuum()
+        return deleted
+
+    def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]], *,
+                               owner: str | None = None) -> bool:
+        def append(conn: sqlite3.Connection) -> bool:
+            now = time.time()
+            cursor = conn.execute(f"UPDATE conversations SET expires_at = :expires WHERE id = :id AND {_LIVE} "
+                                  f"AND {_OWNED}", {"id": conversation_id, "expires": self._expiry(now),
+                                                    **self._scope(owner)})
+            if cursor.rowcount == 0:
+                return False
+            conn.executemany("INSERT INTO conversation_items (conversation_id, id, body) VALUES (?, ?, ?)",
+                             [(conversation_id, item["id"], orjson.dumps(item)) for item in items])
+            return True
+
+        return self._retrying(append, transaction=True)
+
+    def conversation_items(self, conversation_id: str, *, owner: str | None = None) -> list[dict[str, Any]] | None:
+        if self.get_conversation(conversation_id, owner=owner) is None:
+            return None
+        rows = self._retrying(lambda conn: conn.execute(
+            "SELECT body FROM conversation_items WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
+        ).fetchall())
+        return [orjson.loads(row[0]) for row in rows]
+
+    def delete_conversation_item(self, conversation_id: str, item_id: str, *, owner: str | None = None) -> bool:
+        def forget(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                f"DELETE FROM conversation_items WHERE conversation_id = :conversation AND id = :id AND EXISTS "
+                f"(SELECT 1 FROM conversations WHERE id = :conversation AND {_LIVE} AND {_OWNED})",
+                {"conversation": conversation_id, "id": item_id, **self._scope(owner)})
+            return cursor.rowcount > 0
+
+        return self._retrying(forget, transaction=True, reserve=True)
+
     def usage(self, owner: str | None = None) -> int:
         row = self._query_one("SELECT bytes FROM usage WHERE owner = :owner", {"owner": owner or ""})
         return 0 if row is None else row[0]
@@ -181,6 +239,9 @@ class SQLiteResponseStore(ResponseStore):
                     self.reserve.ensure()
         except (sqlite3.Error, OSError) as exc:
             log.debug("response store %s: incremental vacuum failed: %s", self.location(), exc)
+
+    def _expiry(self, now: float) -> float | None:
+        return None if self.retention_seconds is None else now + self.retention_seconds
 
     def _scope(self, owner: str | None) -> dict[str, Any]:
         return {"now": time.time(), "shared": self.shared, "owner": owner}
@@ -288,8 +349,9 @@ class SQLiteResponseStore(ResponseStore):
 
 
 def _purge(conn: sqlite3.Connection, now: float) -> None:
-    """Delete the responses expired by ``now`` (their items and the totals follow by trigger)."""
+    """Delete the responses and conversations expired by ``now`` (their items and the totals follow by trigger)."""
     conn.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
+    conn.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
 
 
 #: ``_evict``'s owner for "every owner" (the store-wide quota).

@@ -3,7 +3,8 @@
 Running byte totals live in ``usage`` (one row per owner, ``''`` for none) and
 are kept by triggers, so every path that adds or removes a response (a put, a
 DELETE, the purge of expired rows, an eviction) updates them in its own
-transaction. Removing a response also removes its item copies.
+transaction. Removing a response also removes its item copies; removing a
+conversation, its items.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS usage (owner TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, body BLOB NOT NULL, owner TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS conversation_items (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    body BLOB NOT NULL
+);
 """
 
 _DERIVED = """
@@ -43,6 +51,10 @@ CREATE INDEX IF NOT EXISTS items_response_id ON items (response_id);
 CREATE TRIGGER IF NOT EXISTS responses_added AFTER INSERT ON responses BEGIN
     INSERT INTO usage (owner, bytes) VALUES (coalesce(new.owner, ''), new.size)
         ON CONFLICT (owner) DO UPDATE SET bytes = bytes + new.size;
+END;
+CREATE INDEX IF NOT EXISTS conversation_items_order ON conversation_items (conversation_id, seq);
+CREATE TRIGGER IF NOT EXISTS conversations_removed AFTER DELETE ON conversations BEGIN
+    DELETE FROM conversation_items WHERE conversation_id = old.id;
 END;
 CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses BEGIN
     UPDATE usage SET bytes = bytes - old.size WHERE owner = coalesce(old.owner, '');

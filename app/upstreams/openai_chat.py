@@ -26,7 +26,8 @@ def read_chunk(obj: Any, secret: SecretStr | None = None) -> ChunkItem:
     """:func:`parse_chunk`'s reading of ``obj``, except that the common chunks are read alone, with no objects
     built for them: choice 0's text and nothing else (no finish reason, usage, calls or reasoning) as that text,
     and choice 0's native call fragments and nothing else (no text, finish reason, usage or reasoning) as their
-    ``tool_calls`` list."""
+    ``tool_calls`` list. Other delta keys that are empty (SGLang's ``reasoning_content: null`` and
+    ``tool_calls: null`` on every chunk, an empty ``tool_calls`` list) leave a chunk on this path."""
     if obj.__class__ is dict and obj.get("usage") is None:
         choices = obj.get("choices")
         if choices.__class__ is list and len(choices) == 1 and not obj.get("error"):
@@ -35,12 +36,22 @@ def read_chunk(obj: Any, secret: SecretStr | None = None) -> ChunkItem:
                 delta = choice.get("delta")
                 if delta.__class__ is dict:
                     text = delta.get("content")
-                    if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY):
+                    if text.__class__ is str and (len(delta) == 1 or delta.keys() <= _TEXT_ONLY
+                                                  or _empty_beyond(delta, _TEXT_ONLY)):
                         return text
                     calls = delta.get("tool_calls")
-                    if calls.__class__ is list and calls and text is None and delta.keys() <= _CALLS_ONLY:
+                    if calls.__class__ is list and calls and text is None and (delta.keys() <= _CALLS_ONLY or
+                                                                               _empty_beyond(delta, _CALLS_ONLY)):
                         return calls
     return parse_chunk(obj, secret)
+
+
+def _empty_beyond(delta: dict[str, Any], keys: frozenset[str]) -> bool:
+    """Whether every key of ``delta`` outside ``keys`` is empty (``None``, ``""``, ``[]``...)."""
+    for key, value in delta.items():
+        if value and key not in keys:
+            return False
+    return True
 
 
 def parse_chunk(obj: Any, secret: SecretStr | None = None) -> UpstreamChunk:
@@ -79,7 +90,7 @@ def _reasoning_of(delta: dict[str, Any]) -> str | None:
     """A delta's (or message's) reasoning under any of the names servers use: ``reasoning_content`` (DeepSeek,
     vLLM, SGLang, llama.cpp), ``reasoning`` (newer vLLM, OpenRouter, Ollama's /v1), ``thinking`` (Ollama)."""
     text = delta.get("reasoning_content") or delta.get("reasoning") or delta.get("thinking")
-    return text if isinstance(text, str) else None
+    return text if isinstance(text, str) and text else None
 
 
 def _native_calls(delta: dict[str, Any]) -> list[Any] | None:

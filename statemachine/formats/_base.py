@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import json
 import re
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 from .._reader import BodyReader, CallSink, Pending
 
@@ -157,10 +157,14 @@ class TextFormat(abc.ABC):
             "- If no tool fits the request, answer in plain text without any call."
         )
 
-    def bare_instructions(self) -> str | None:
+    def bare_instructions(self, calls: Sequence[tuple[str, str]]) -> str | None:
         """Prompt text teaching calls written without an opener (read by the core's bare-JSON rule at a message's
         start), for a format whose models write them so; ``None`` (the default): :meth:`instructions` is taught.
-        Never taught in marker mode or when the client asked for a JSON answer: bare calls are text there."""
+        Never taught in marker mode or when the client asked for a JSON answer: bare calls are text there.
+
+        Args:
+            calls: a worked example of two calls of the offered tools, ``(name, arguments JSON)`` each.
+        """
         return None
 
     def marked_openers(self, marker: str) -> dict[str, str]:

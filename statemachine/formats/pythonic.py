@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .._scanning import WS, skip_ws
 from .._reader import BodyReader, CallSink, COMPLETE, MORE, Outcome, Pending, Step, TableReader
@@ -308,8 +308,9 @@ class PythonicFormat(TextFormat):
             "before any other text; several calls go in the same list, separated by commas.",
             *_ARG_RULES))
 
-    def bare_instructions(self) -> str | None:
-        """One Python list of the calls at the reply's start, in the abstract two-call shape of BFCL's prompt."""
+    def bare_instructions(self, calls: Sequence[tuple[str, str]]) -> str | None:
+        """One Python list of the calls at the reply's start, in the abstract two-call shape of BFCL's prompt (the
+        shape measured on ``make bench-bfcl``; ``calls`` are not shown)."""
         return (
             "To call tools, reply with only a Python list of one or more calls, in this form:\n"
             "[tool_name1(param1=value1, param2=value2), tool_name2(param=value)]\n"

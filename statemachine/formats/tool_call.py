@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Sequence
 
 from .. import _jsonblock
 from .._reader import BodyReader, CallSink
@@ -19,20 +20,22 @@ class ToolCallFormat(TextFormat):
     def render_call(self, name: str, arguments: str) -> str:
         return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}</tool_call>'
 
-    def bare_instructions(self) -> str | None:
-        """One JSON list of the calls, in the abstract two-call shape of BFCL's own prompt.
+    def bare_instructions(self, calls: Sequence[tuple[str, str]]) -> str | None:
+        """One JSON list of the calls, shown with two calls of the request's own tools.
 
         Measured on ``make bench-bfcl`` (Qwen2.5-Coder-0.5B, issue 38): such a model never writes the
         ``<tool_call>`` wrapper (a special token of its family it does not emit when only told about it); it writes
         a bare JSON call or list, which the core reads at the message's start. Taught one call per block, or a list
         shown with one call, it wrote one call where several were asked; a worked example with a made-up tool was
-        copied (its calls, and ``get_``-names for the offered tools).
+        copied (its calls, and ``get_``-names for the offered tools); BFCL's abstract two-call shape
+        (``tool_name1``) got 3 of 24 parallel cases right, two calls of the offered tools 8.
         """
+        listed = ", ".join(f'{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}'
+                           for name, arguments in calls)
         return (
-            "To call tools, reply with only a JSON list of one or more calls, in this form:\n"
-            '[{"name": "tool_name1", "arguments": {"param1": value1, "param2": value2}}, '
-            '{"name": "tool_name2", "arguments": {"param": value}}]\n'
-            "- Put every call the request asks for in the list: several things asked, several calls.\n"
+            f"To call tools, reply with only a JSON list of the calls, for example:\n[{listed}]\n"
+            "- Write one call for each thing the request asks for: two cities, two values or two tasks are two "
+            "calls, even of the same tool.\n"
             "- Each call's arguments are its tool's parameters with the values from the request.\n"
             "- Nothing else: no code fence, no comment, no text around the list.\n"
             "- If no tool fits the request, answer in plain text without any call."

@@ -287,8 +287,8 @@ def test_stored_custom_tool_call_is_found_by_item_reference(make_app):
 
 # -- around it -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/responses/compact"), ("POST", "/v1/responses/resp_1"),
-                                              ("GET", "/v1/responses/resp_1/input_items")])
+@pytest.mark.parametrize(("method", "path"), [("POST", "/v1/responses/resp_1"), ("GET", "/v1/responses/resp_1/outputs"),
+                                              ("POST", "/v1/conversations/conv_1/items/msg_1/x")])
 def test_unknown_responses_sub_paths_are_404_not_supported(make_app, method, path):
     response = make_app(FakeUpstream()).test_client().open(path, method=method, json={"model": "m"})
     assert response.status_code == 404

@@ -45,10 +45,15 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
     assert client.post("/v1/chat/completions", json={}).status_code == 404
     assert {r.endpoint for r in host.url_map.iter_rules() if r.rule.startswith("/llm/")} == \
         {"llm.chat.chat_completions", "llm.responses.create_response", "llm.responses.get_response",
-         "llm.responses.delete_response", "llm.responses.unsupported_subpath", "llm.messages.create_message",
-         "llm.messages.count_message_tokens", "llm.messages.unrouted", "llm.chat.unrouted", "llm.responses.unrouted",
-         "llm.list_models", "llm.passthrough.embeddings", "llm.passthrough.completions", "llm.passthrough.rerank",
-         "llm.passthrough.audio", "llm.passthrough.unrouted"}
+         "llm.responses.delete_response", "llm.responses.unsupported_subpath",
+         *(f"llm.responses.{name}" for name in (
+             "count_input_tokens", "compact_response", "list_input_items", "cancel_response", "create_conversation",
+             "get_conversation", "update_conversation", "delete_conversation", "list_conversation_items",
+             "add_conversation_items", "get_conversation_item", "delete_conversation_item",
+             "unsupported_conversation_path")),
+         "llm.messages.create_message", "llm.messages.count_message_tokens", "llm.messages.unrouted",
+         "llm.chat.unrouted", "llm.responses.unrouted", "llm.list_models", "llm.passthrough.embeddings",
+         "llm.passthrough.completions", "llm.passthrough.rerank", "llm.passthrough.audio", "llm.passthrough.unrouted"}
     assert host.extensions["toolwire"] == {"llm": ext}
     assert ext.state(host).upstream is upstream
 

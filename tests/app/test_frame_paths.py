@@ -70,8 +70,12 @@ def _near_text_chunks(draw: Any) -> dict[str, Any]:
     chunk = draw(_TEXT_CHUNK)
     choice = chunk["choices"][0]
     change = draw(st.sampled_from(["finish", "index", "usage", "error", "role", "reasoning", "call", "content",
-                                   "delta", "choices", "stop"]))
-    if change == "finish":
+                                   "delta", "choices", "stop", "empty"]))
+    if change == "empty":  # keys some servers send on every chunk, empty (SGLang: role, reasoning, calls null)
+        for key in draw(st.lists(st.sampled_from(["role", "reasoning_content", "reasoning", "thinking", "tool_calls",
+                                                  "function_call", "refusal"]), min_size=1)):
+            choice["delta"][key] = draw(st.sampled_from([None, "", []]))
+    elif change == "finish":
         choice["finish_reason"] = draw(st.sampled_from(["stop", "length", ""]))
     elif change == "index":
         choice["index"] = draw(st.sampled_from([1, None, False]))
@@ -122,6 +126,8 @@ def _near_native_chunks(draw: Any) -> dict[str, Any]:
         chunk["usage"] = draw(st.sampled_from([{}, {"prompt_tokens": 1, "completion_tokens": 1}, None]))
     else:
         choice["delta"]["tool_calls"] = draw(st.sampled_from([[], None, {"index": 0}, "x"]))
+    for key in draw(st.lists(st.sampled_from(["reasoning_content", "refusal", "function_call"]), max_size=2)):
+        choice["delta"].setdefault(key, draw(st.sampled_from([None, "", []])))  # empty keys leave it as it was
     return chunk
 
 
@@ -142,6 +148,15 @@ def _outcome(call: Any) -> Any:
 @given(st.one_of(_CHUNK, _TEXT_CHUNK, _near_text_chunks(), _NATIVE_CHUNK, _near_native_chunks()))
 def test_read_chunk_is_parse_chunk(obj):
     assert _outcome(lambda: _expanded(read_chunk(obj))) == _outcome(lambda: parse_chunk(obj))
+
+
+@pytest.mark.parametrize("shape", sorted((Path(__file__).resolve().parents[2] / "bench" / "shapes").glob("*.json")),
+                         ids=lambda path: path.stem)
+def test_real_servers_text_chunks_take_the_quick_path(shape):
+    """The text chunk of every recorded server shape (bench/shapes: llama-server, vLLM, Ollama, LM Studio, SGLang)
+    is read as its text alone: extra keys (system_fingerprint, logprobs, usage and reasoning null) cost nothing."""
+    chunk = orjson.loads(shape.read_bytes())["content"]
+    assert read_chunk(chunk) == chunk["choices"][0]["delta"]["content"]
 
 
 def reference_events(body: bytes) -> list[bytes]:

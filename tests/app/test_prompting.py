@@ -71,7 +71,9 @@ def test_manifest_entries_and_worked_example():
     assert f"\n### get_weather\nGet the current weather for a city.\nParameters: {manifest}\n" in system
     assert '\n### get_time\nParameters: {"type":"object","properties":{}}\n' in system
     assert f"get_weather {manifest}" not in system and "Example arguments" not in system
-    assert TOOL_CALL.bare_instructions() in system  # one JSON list: parallel calls taught, not forbidden
+    # one JSON list of two calls of the offered tools: parallel calls taught, not forbidden (issue 38)
+    assert '[{"name": "get_weather", "arguments": {"city": "<city>"}}, {"name": "get_time", "arguments": {}}]' in system
+    assert "two values or two tasks are two calls, even of the same tool" in system
     assert "<tool_call>" not in system
     assert "## This turn" not in system  # auto: no tool_choice line
 
@@ -90,8 +92,15 @@ def test_the_json_list_is_taught_only_where_a_bare_list_is_read(config):
     is taught there."""
     fmt = TOOL_CALL.with_marker(config.get("marker"))
     system = build([{"role": "user", "content": "hi"}], fmt=fmt, **config)[0]["content"]
-    assert TOOL_CALL.bare_instructions() not in system
+    assert "reply with only a JSON list" not in system
     assert fmt.render_call("get_weather", '{"city": "<city>"}') in system
+
+
+def test_the_worked_list_calls_the_one_tool_twice():
+    """With one tool offered, the worked list calls it twice: several calls of the same tool are allowed."""
+    system = build([{"role": "user", "content": "hi"}])[0]["content"]
+    call = '{"name": "get_weather", "arguments": {"city": "<city>"}}'
+    assert f"[{call}, {call}]" in system
 
 
 def test_example_values_from_schema():

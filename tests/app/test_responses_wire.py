@@ -49,7 +49,8 @@ USAGE = {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}
 RESPONSE_KEYS = {
     "id", "object", "created_at", "status", "error", "incomplete_details", "model", "output", "usage",
     "instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "previous_response_id",
-    "reasoning", "store", "temperature", "text", "tool_choice", "tools", "top_p", "truncation", "user",
+    "reasoning", "store", "background", "conversation", "temperature", "text", "tool_choice", "tools", "top_p",
+    "truncation", "user",
 }
 CATALOGUE = {
     "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",

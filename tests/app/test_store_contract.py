@@ -242,3 +242,43 @@ def test_an_unusable_store_raises_store_unavailable_quickly(kind, tmp_path):
         with pytest.raises(StoreUnavailable):
             operation()
         assert time.monotonic() - started < 5
+
+
+def _conversation(conversation_id, **metadata):
+    return {"id": conversation_id, "object": "conversation", "created_at": 1, "metadata": metadata}
+
+
+def test_a_conversation_keeps_its_items_in_order_and_its_metadata(store):
+    store.put_conversation(_conversation("conv_1"), owner=ALICE)
+    assert store.add_conversation_items("conv_1", [message("msg_1", "a"), message("msg_2", "b")], owner=ALICE)
+    assert store.add_conversation_items("conv_1", [message("msg_3", "c")], owner=ALICE)
+    store.put_conversation(_conversation("conv_1", topic="x"), owner=ALICE)  # an update keeps the items
+    assert store.get_conversation("conv_1", owner=ALICE) == _conversation("conv_1", topic="x")
+    assert [i["id"] for i in store.conversation_items("conv_1", owner=ALICE)] == ["msg_1", "msg_2", "msg_3"]
+    assert store.delete_conversation_item("conv_1", "msg_2", owner=ALICE) is True
+    assert store.delete_conversation_item("conv_1", "msg_2", owner=ALICE) is False
+    assert [i["id"] for i in store.conversation_items("conv_1", owner=ALICE)] == ["msg_1", "msg_3"]
+    assert store.delete_conversation("conv_1", owner=ALICE) is True
+    assert store.get_conversation("conv_1", owner=ALICE) is None
+    assert store.conversation_items("conv_1", owner=ALICE) is None
+    assert store.add_conversation_items("conv_1", [message("msg_4", "d")], owner=ALICE) is False
+
+
+def test_another_owners_conversation_is_absent_and_untouched(store):
+    store.put_conversation(_conversation("conv_a"), owner=ALICE)
+    store.add_conversation_items("conv_a", [message("msg_1", "a")], owner=ALICE)
+    assert store.get_conversation("conv_a", owner=BOB) is None
+    assert store.conversation_items("conv_a", owner=BOB) is None
+    assert store.add_conversation_items("conv_a", [message("msg_2", "b")], owner=BOB) is False
+    assert store.delete_conversation_item("conv_a", "msg_1", owner=BOB) is False
+    assert store.delete_conversation("conv_a", owner=BOB) is False
+    assert [i["id"] for i in store.conversation_items("conv_a", owner=ALICE)] == ["msg_1"]
+
+
+def test_conversations_expire_with_the_retention(make_store):
+    store = make_store(retention_seconds=1)
+    store.put_conversation(_conversation("conv_t"))
+    store.add_conversation_items("conv_t", [message("msg_1", "a")])
+    time.sleep(2.1)
+    assert store.get_conversation("conv_t") is None
+    assert store.add_conversation_items("conv_t", [message("msg_2", "b")]) is False

@@ -102,13 +102,13 @@ def test_follow_up_turn_echoes_every_item_back(upstream: ScriptedUpstream, opena
     assert "agent started" in transcript and "gAAAA" not in transcript
 
 
-def test_hosted_tool_choice_and_compact_are_clear_errors(openai_client: openai.OpenAI) -> None:
+def test_hosted_tool_choice_and_unknown_paths_are_clear_errors(openai_client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         openai_client.responses.create(model=MODEL, input="x", tools=CODEX_TOOLS,
                                        tool_choice={"type": "web_search_preview"})
     assert info.value.body["param"] == "tool_choice"
     with pytest.raises(openai.NotFoundError) as missing:
-        openai_client.post("/responses/compact", body={"model": MODEL, "input": []}, cast_to=object)
+        openai_client.post("/responses/resp_1/outputs", body={"model": MODEL, "input": []}, cast_to=object)
     assert missing.value.body["code"] == "not_supported"
 
 

@@ -1,0 +1,99 @@
+"""A back end's own prompt template and tokenizer, for exact token counts.
+
+llama.cpp's ``llama-server`` renders a Chat request with its model's template (``POST /apply-template``) and
+tokenizes the text (``POST /tokenize``); vLLM tokenizes a Chat request at once (``POST /tokenize`` with
+``messages``). Both live at the server's root, beside its ``/v1`` API. :func:`count_prompt_tokens` asks them in
+turn, within a time bound, and raises :class:`TokenizerUnavailable` when neither answers (a server that has
+neither is not asked again for :data:`UNSUPPORTED_SECONDS`): the caller falls back to its estimate.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import gevent
+import orjson
+from geventhttpclient.response import HTTPParseError
+
+from .http import HttpUpstream
+from .transport import BufferLimitExceeded, Timeouts, UpstreamConnection
+
+__all__ = ["TokenizerUnavailable", "count_prompt_tokens"]
+
+#: The longest the two round trips of a count may take, seconds.
+TIMEOUT_SECONDS = 2.0
+#: How long a server found without either way is not asked again, seconds.
+UNSUPPORTED_SECONDS = 600.0
+#: The largest tokenizer answer read (the token list of a long prompt).
+_MAX_ANSWER_BYTES = 32 * 1024 * 1024
+_JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+
+
+class TokenizerUnavailable(Exception):
+    """The back end could not count: ``reason`` is a metric label (``unsupported``, ``timeout``, ``error``)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(detail or reason)
+        self.reason = reason
+
+
+def count_prompt_tokens(upstream: object, body: dict[str, Any], timeout: float = TIMEOUT_SECONDS) -> int:
+    """The tokens the prompt of the Chat request ``body`` (``model``, ``messages``, ``tools``…) takes for the back
+    end ``upstream``, by its own template and tokenizer.
+
+    Raises:
+        TokenizerUnavailable: the back end is not an HTTP one, offers neither way, failed or took longer than
+            ``timeout`` seconds.
+    """
+    if not isinstance(upstream, HttpUpstream):
+        raise TokenizerUnavailable("unsupported", "the back end is not an HTTP server")
+    if _UNSUPPORTED.get(upstream.base_url, 0.0) > time.monotonic():
+        raise TokenizerUnavailable("unsupported", "the back end offered no tokenizer lately")
+    root = _root(upstream)
+    try:
+        with gevent.Timeout(timeout):
+            status, answer = _post(root, "/apply-template", body)
+            if status == 200 and isinstance(answer.get("prompt"), str):
+                status, answer = _post(root, "/tokenize", {"content": answer["prompt"], "add_special": True,
+                                                           "parse_special": True})
+                if status == 200 and isinstance(answer.get("tokens"), list):
+                    return len(answer["tokens"])
+            status, answer = _post(root, "/tokenize", body)  # vLLM's: the Chat request itself
+            if status == 200 and isinstance(answer.get("count"), int):
+                return int(answer["count"])
+    except gevent.Timeout:
+        raise TokenizerUnavailable("timeout", f"no count within {timeout:g} s") from None
+    except (OSError, HTTPParseError, BufferLimitExceeded, orjson.JSONDecodeError) as exc:
+        raise TokenizerUnavailable("error", str(exc)) from None
+    _UNSUPPORTED[upstream.base_url] = time.monotonic() + UNSUPPORTED_SECONDS
+    raise TokenizerUnavailable("unsupported", f"the back end answered {status} to its tokenizer's routes")
+
+
+def _post(connection: UpstreamConnection, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    response = connection.request("POST", path, body, headers=_JSON, max_buffer=_MAX_ANSWER_BYTES)
+    content = response.read_body()
+    if response.status_code != 200:
+        return response.status_code, {}
+    answer = orjson.loads(content)
+    return 200, answer if isinstance(answer, dict) else {}
+
+
+_ROOTS: dict[str, UpstreamConnection] = {}
+_UNSUPPORTED: dict[str, float] = {}  # base URL -> until when it is not asked
+_ROOTS_LOCK = threading.Lock()
+
+
+def _root(upstream: HttpUpstream) -> UpstreamConnection:
+    """A connection to the root of ``upstream``'s server: its base URL without a trailing ``/v1`` (made once)."""
+    with _ROOTS_LOCK:
+        connection = _ROOTS.get(upstream.base_url)
+        if connection is None:
+            url = urlsplit(upstream.base_url)
+            path = url.path[:-3] if url.path.endswith("/v1") else url.path
+            root = urlunsplit((url.scheme, url.netloc, path, "", ""))
+            connection = _ROOTS[upstream.base_url] = UpstreamConnection(
+                root, timeouts=Timeouts(), headers=upstream.connection_headers)
+        return connection
