@@ -49,3 +49,11 @@ def workdir() -> Iterator[Path]:
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root) as path:
         yield Path(path)
+
+
+@pytest.fixture
+def project(workdir: Path) -> Path:
+    """An agent's project directory, beside an empty ``home`` for its settings, in a fresh :func:`workdir`."""
+    (workdir / "home").mkdir()
+    (workdir / "project").mkdir()
+    return workdir / "project"

@@ -11,13 +11,12 @@ tools, and that every tool result reached the model in the transcript.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, CLAUDE_CODE, claude_code_env, npm_tool, run_agent
+from support.agents import CLAUDE_CODE, claude_code_env, npm_tool, run_agent
 from support.codex_binary import ensure_codex
 from support.responses_model import ModelScript, ResponsesModelServer
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
@@ -34,16 +33,6 @@ PROMPT = "Run echo, write notes.txt, read it back, and tell me what both said."
 def e2e_time_limit() -> Iterator[None]:
     """Claude Code takes longer than the e2e suite's 20 s limit; its run has its own timeout instead."""
     yield
-
-
-@pytest.fixture
-def project() -> Iterator[Path]:
-    root = CACHE_ROOT.parent / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as path:
-        (Path(path) / "project").mkdir()
-        (Path(path) / "home").mkdir()
-        yield Path(path) / "project"
 
 
 def claude_turns(project: Path) -> list[str]:

@@ -11,13 +11,12 @@ model, and that every tool result reached the model in the transcript.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from support.agents import CACHE_ROOT, GEMINI_CLI, gemini_cli_env, npm_tool, run_agent
+from support.agents import GEMINI_CLI, gemini_cli_env, npm_tool, run_agent
 from support.native_upstream import native_frames
 from support.scripted_upstream import Script, ScriptedUpstream, tool_call_text
 
@@ -33,16 +32,6 @@ PROMPT = "Run echo, write notes.txt, read it back, and tell me what both said."
 def e2e_time_limit() -> Iterator[None]:
     """Gemini CLI takes longer than the e2e suite's 20 s limit; its run has its own timeout instead."""
     yield
-
-
-@pytest.fixture
-def project() -> Iterator[Path]:
-    root = CACHE_ROOT.parent / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as path:
-        (Path(path) / "project").mkdir()
-        (Path(path) / "home").mkdir()
-        yield Path(path) / "project"
 
 
 def gemini_turns(project: Path, mode: str) -> list[Script]:
