@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
-from ..observability import metrics
+from ..observability.dropped import DroppedTools
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
 from ..profile import ModelProfile, model_profile
@@ -40,6 +40,8 @@ _GOOGLE_TOOLS = frozenset({"googleSearch", "googleSearchRetrieval", "codeExecuti
 #: OpenAPI-subset keys that are not JSON Schema's (``propertyOrdering`` only orders the model's output).
 _NOT_JSON_SCHEMA = frozenset({"nullable", "propertyOrdering", "property_ordering"})
 _CHOICE_PARAM = "toolConfig.functionCallingConfig"
+#: Google's tools this API drops (and this worker has warned about).
+_DROPPED = DroppedTools(log, _GOOGLE_TOOLS, "Google")
 
 
 def gemini_generation(req: CountTokensRequest, settings: "Settings", *, model: str, stream: bool = False,
@@ -59,17 +61,24 @@ def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelP
 
     Raises:
         InputError: two declarations of one name, one of Google's tools with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail``
-            (``tools[i]``), an allowed name not declared, or ``ANY`` with nothing declared.
+            (``tools[i]``), only such tools (``tools``, unless the mode is ``NONE``), an allowed name not declared,
+            or ``ANY`` with nothing declared.
     """
     specs: list[ToolSpec] = []
+    dropped: list[str] = []
     for i, tool in enumerate(req.tools or ()):
         for j, declaration in enumerate(tool.function_declarations or ()):
             spec = _function(declaration)
             check_tool(spec, [s.name for s in specs], name=f"tools[{i}].functionDeclarations[{j}].name",
                        definition=f"tools[{i}].functionDeclarations[{j}].parameters")
             specs.append(spec)
-        _drop_google_tools(tool, i, settings)
+        dropped += _google_tools(tool, i, settings)
+    _DROPPED.note(dropped)
     calling = req.tool_config.function_calling_config if req.tool_config else None
+    if dropped and not specs and (calling is None or calling.mode != "NONE"):
+        raise InputError(f"None of the request's tools can be called here: {', '.join(dict.fromkeys(dropped))} "
+                         "would run on Google's side, and the model behind this server can only call the "
+                         "functionDeclarations that the client runs.", "tools", "unsupported_tool_type")
     return build_parser_config(specs, _choice_request(calling or FunctionCallingConfig()), parallel_tool_calls=True,
                                legacy_functions=False, settings=settings, profile=profile,
                                marker_requested=marker_requested, json_output=json_output)
@@ -108,16 +117,16 @@ def json_schema(schema: Any) -> Any:
     return out
 
 
-def _drop_google_tools(tool: Tool, index: int, settings: "Settings") -> None:
-    """Google's own tools in ``tools[index]`` (its keys other than ``functionDeclarations``): not offered."""
-    for kind in tool.model_extra or {}:
+def _google_tools(tool: Tool, index: int, settings: "Settings") -> list[str]:
+    """Google's own tools in ``tools[index]`` (its keys other than ``functionDeclarations``), which are not offered."""
+    kinds = list(tool.model_extra or {})
+    for kind in kinds:
         if settings.unsupported_tools == "fail":
             param = f"tools[{index}].{kind}"
             raise InputError(f"Invalid value for '{param}': Google's {kind} tool is not supported; the model behind "
                              "this server can only call the functionDeclarations that the client runs.", param,
                              "unsupported_tool_type")
-        metrics.child(metrics.DROPPED_TOOLS, kind if kind in _GOOGLE_TOOLS else "other").inc()
-        log.debug("tool not offered to the model (Google's, not runnable here): %s", kind)
+    return kinds
 
 
 def _choice_request(calling: FunctionCallingConfig) -> ChoiceRequest:

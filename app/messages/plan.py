@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
-from ..observability import metrics
+from ..observability.dropped import DroppedTools
 from ..pipeline.generate import Generation
 from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
 from ..profile import ModelProfile, model_profile
@@ -41,6 +41,8 @@ log = logging.getLogger("toolwire.messages.plan")
 _SERVER_FAMILIES = frozenset({"web_search", "web_fetch", "code_execution", "computer",
                               "memory", "tool_search_tool_regex", "tool_search_tool_bm25", "mcp_toolset"})
 _DATED = re.compile(r"_(\d{8})$")
+#: The server tools this API drops (and this worker has warned about).
+_DROPPED = DroppedTools(log, _SERVER_FAMILIES, "Anthropic")
 _BASH = {"type": "object", "properties": {
     "command": {"type": "string", "description": "The shell command to run."},
     "restart": {"type": "boolean", "description": "Restart the shell session instead of running a command."}}}
@@ -75,21 +77,28 @@ def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelP
 
     Raises:
         InputError: two tools of one name (``tools[i].name``, the second; the last would silently win); an
-            Anthropic tool with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` (``tools[i].type``); a
+            Anthropic tool with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` (``tools[i].type``), or only such tools
+            (``tools``, unless ``tool_choice`` is ``none``); a
             ``tool_choice`` naming a tool not offered (``tool_choice.name``) or demanding a call with none.
     """
     specs: list[ToolSpec] = []
+    dropped: list[str] = []
     for i, tool in enumerate(req.tools or ()):
         if isinstance(tool, CustomTool):
             spec = ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema)
         elif (client_run := _client_run_tool(tool)) is not None:
             spec = client_run
         else:
-            _drop(tool, i, settings)
+            dropped.append(_dropped(tool, i, settings))
             continue
         check_tool(spec, (s.name for s in specs), name=f"tools[{i}].name", definition=f"tools[{i}].input_schema")
         specs.append(spec)
+    _DROPPED.note(dropped)
     choice = req.tool_choice or MessagesChoice(type="auto")
+    if dropped and not specs and choice.type != "none":
+        raise InputError(f"None of the request's tools can be called here: {', '.join(dict.fromkeys(dropped))} "
+                         "would run on Anthropic's side, and the model behind this server can only call tools "
+                         "the client runs.", "tools", "unsupported_tool_type")
     return build_parser_config(specs, _choice_request(choice), parallel_tool_calls=not choice.disable_parallel_tool_use,
                                legacy_functions=False, settings=settings, profile=profile,
                                marker_requested=marker_requested)
@@ -111,14 +120,13 @@ def _client_run_tool(tool: ServerTool) -> ToolSpec | None:
     return None
 
 
-def _drop(tool: ServerTool, index: int, settings: "Settings") -> None:
+def _dropped(tool: ServerTool, index: int, settings: "Settings") -> str:
+    """The family of an Anthropic-defined tool that is not offered (``web_search`` of ``web_search_20250305``)."""
     if settings.unsupported_tools == "fail":
         raise InputError(f"Tool type {tool.type!r} is not supported: the model behind this server can only call "
                          "custom tools (name, description, input_schema) that the client runs.",
                          f"tools[{index}].type", "unsupported_tool_type")
-    family = _DATED.sub("", tool.type)
-    metrics.child(metrics.DROPPED_TOOLS, family if family in _SERVER_FAMILIES else "other").inc()
-    log.debug("tool not offered to the model (Anthropic-defined, not runnable here): %s", tool.type)
+    return _DATED.sub("", tool.type)
 
 
 def _choice_request(choice: MessagesChoice) -> ChoiceRequest:

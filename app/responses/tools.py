@@ -30,8 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from statemachine import ToolChoice, ToolSpec, schema_problem
 
 from ..errors import InputError
-from ..observability import metrics
-from ..observability import record as observe
+from ..observability.dropped import DroppedTools
 from ..pipeline.plan import ChoiceRequest, check_tool
 from .schemas import (
     AllowedToolsChoice,
@@ -121,15 +120,16 @@ _APPLY_PATCH_PARAMETERS = {
 }
 
 _TOOL_ADAPTER: TypeAdapter[Any] = TypeAdapter(Tool)
-#: The hosted tool types this worker has warned about (once each: a dropped tool is visible, not noisy).
-_warned: set[str] = set()
-
 #: Hosted tool types that label the dropped-tools metric; any other type counts as ``other`` (bounded labels).
 _HOSTED_TYPES = frozenset({
     "web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26", "file_search",
     "code_interpreter", "image_generation", "computer", "computer_use", "computer_use_preview", "mcp",
     "tool_search", "shell", "apply_patch",
 })
+
+
+#: The hosted tools this API drops (and this worker has warned about).
+_DROPPED = DroppedTools(log, _HOSTED_TYPES, "OpenAI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +194,7 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     for tool in _searched_tools(request):
         builder.add(tool)
     if builder.dropped:
-        _note_dropped(builder.dropped)
+        _DROPPED.note(builder.dropped)
     choice = builder.choice(request.tool_choice)
     if builder.dropped and not builder.specs and request.tool_choice != "none":
         raise InputError(
@@ -208,21 +208,6 @@ def _hosted(tool: Any) -> bool:
     """Whether ``tool`` is run by the provider, not the client (so not offered here)."""
     return isinstance(tool, HostedTool) or (isinstance(tool, ToolSearchTool) and tool.execution != "client") \
         or (isinstance(tool, ShellTool) and not tool.runs_on_client)
-
-
-def _note_dropped(dropped: list[str]) -> None:
-    """Count the dropped tool types, log them at debug, and warn about each type once per worker."""
-    labels = [kind if kind in _HOSTED_TYPES else "other" for kind in dropped]  # bounded: never a client's word
-    for label in labels:
-        metrics.child(metrics.DROPPED_TOOLS, label).inc()
-    log.debug("tools not offered to the model (hosted, not runnable here): %s", ", ".join(dropped))
-    observe.note_dropped_tools(labels)
-    for label in dict.fromkeys(labels):
-        if label not in _warned:
-            _warned.add(label)
-            log.warning("hosted tool type %r is dropped from requests: the provider would run it, and the model "
-                        "behind this server can only call tools the client runs (toolwire_dropped_tools_total "
-                        "counts them; said once per worker)", label)
 
 
 def model_name(name: str, namespace: str | None) -> str:

@@ -68,7 +68,7 @@ def test_custom_client_tool_search_and_local_shell_are_offered():
 
 
 def test_hosted_tools_are_dropped_counted_and_logged_once(caplog, monkeypatch):
-    monkeypatch.setattr(tools_module, "_warned", set())  # a fresh worker
+    monkeypatch.setattr(tools_module._DROPPED, "warned", set())  # a fresh worker
     before = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) or 0
     other = REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) or 0
     with caplog.at_level("DEBUG", logger="toolwire.responses.tools"):
