@@ -51,8 +51,9 @@ def _embeddings(req: EmbedRequest, texts: list[str], context: RequestContext) ->
     try:
         answer: dict[str, Any] = ask(body)
     except UpstreamError as exc:
-        if exc.status in _NO_ENDPOINT:
-            raise _no_embeddings(req.model, f"its back end answered {exc.status} at /embeddings") from None
+        answered = exc.upstream_status or exc.status  # (a 501 is the client's 502, the back end's 501)
+        if answered in _NO_ENDPOINT:
+            raise _no_embeddings(req.model, f"its back end answered {answered} at /embeddings") from None
         raise
     return answer
 

@@ -66,7 +66,7 @@ class UpstreamError(Exception):
 
     def __init__(self, kind: str, message: str, *, status: int = 502,
                  retry_after: str | None = None, param: str | None = None, code: str | None = None,
-                 type: str | None = None):
+                 type: str | None = None, upstream_status: int | None = None):
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -75,6 +75,7 @@ class UpstreamError(Exception):
         self.param = param
         self.code = code
         self.type = type  # a ``client_error``'s OpenAI error type, when the upstream named one
+        self.upstream_status = upstream_status  # the back end's own HTTP status, when it answered with one
 
     def redacted(self, secret: str | SecretStr | None) -> "UpstreamError":
         """This error with ``secret`` masked out of everything the client is sent (message, ``param``, ``code``)."""

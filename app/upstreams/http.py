@@ -634,4 +634,4 @@ def status_error(status: int, content: bytes, *, retry_after: str | None = None,
                              status=status, param=param, code=code,
                              type=type_ if type_ in _CLIENT_ERROR_TYPES else None)
     detail = f": {message}" if message else "."
-    return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}")
+    return UpstreamError("server_error", f"The upstream failed (HTTP {status}){detail}", upstream_status=status)

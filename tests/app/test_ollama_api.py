@@ -15,6 +15,7 @@ from app.settings import Settings
 from app.surfaces import DEFAULT_SURFACES
 from app.ollama.surface import ollama_surface
 from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.http import status_error
 from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 from support.scripted_upstream import tool_call_text
 
@@ -344,6 +345,13 @@ def test_embed_on_a_back_end_answering_404_there_is_a_501(make_app):
     upstream = EmbeddingUpstream(UpstreamError("client_error", "Not Found", status=404))
     message = error_of(make_app(upstream).test_client().post("/api/embed", json={"model": MODEL, "input": "x"}), 501)
     assert "answered 404 at /embeddings" in message
+
+
+def test_embed_on_a_back_end_answering_501_there_is_a_501(make_app):
+    """A 5xx is the client's 502 as a rule; the back end's 501 says it has no such endpoint."""
+    upstream = EmbeddingUpstream(status_error(501, b'{"error": {"message": "not implemented"}}'))
+    message = error_of(make_app(upstream).test_client().post("/api/embed", json={"model": MODEL, "input": "x"}), 501)
+    assert "answered 501 at /embeddings" in message
 
 
 def test_http_upstream_embeddings_posts_openais_request(serve):
