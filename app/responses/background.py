@@ -37,8 +37,10 @@ UNFINISHED = ("queued", "in_progress")
 
 _DIED = "The worker running this background response stopped before the response finished."
 
-#: This worker's generations in flight, by response id.
-_RUNNING: dict[str, gevent.Greenlet] = {}
+#: This worker's background responses, by id: the generation in flight, or ``None`` from the moment the response
+#: is stored until its runner first runs (the client may ask about it before: on a kept-alive connection the
+#: next request can be read without the hub running anything else).
+_RUNNING: dict[str, gevent.Greenlet | None] = {}
 
 
 class Generation(Protocol):
@@ -75,6 +77,7 @@ def start(response: dict[str, Any], input_items: list[dict[str, Any]], store: Ow
     """
     queued = {**response, "status": "queued"}
     store.put(_marked(queued), input_items)
+    _RUNNING[queued["id"]] = None
     gevent.spawn(_runner, queued, input_items, store, run, keep, done)
     return queued
 

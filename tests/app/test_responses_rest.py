@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import gevent
 import pytest
 
 from app.errors import InputError
@@ -101,3 +102,24 @@ def test_compaction_of_a_codex_history_with_calls_offers_no_tool(make_app) -> No
     sent = "\n".join(str(m["content"]) for m in upstream.bodies[-1]["messages"])
     assert "README.md" in sent and "shell" in sent  # the call shown to the model ...
     assert TOOL_BLOCK_TITLE not in sent and MANIFEST_HEADING not in sent  # ... and no tool offered
+
+
+def test_a_background_response_asked_about_before_its_runner_runs_is_queued(owned) -> None:
+    """A kept-alive connection's next request (a cancel, a poll) can be read before the hub runs the runner: the
+    response is this worker's from the moment it is stored, not a dead runner's."""
+    class Slow:
+        def generate(self) -> dict:
+            gevent.sleep(0.2)
+            return {"id": "resp_early", "status": "completed", "output": []}
+
+        def failed(self, error: BaseException) -> dict:
+            raise AssertionError(error)
+
+    kept, done = [], []
+    queued = background.start({"id": "resp_early", "background": True, "output": []}, [], owned, Slow(),
+                              kept.append, lambda: done.append(True))
+    assert queued["status"] == "queued"
+    assert background.settled(owned, owned.load("resp_early"))["status"] == "queued"  # no switch to the runner yet
+    assert background.cancel(owned, owned.load("resp_early"))["status"] == "cancelled"
+    gevent.sleep(0.5)
+    assert done == [True] and kept == [] and owned.get("resp_early")["status"] == "cancelled"
