@@ -264,8 +264,8 @@ def prompt_mode_request(generation: Generation, config: ParserConfig, settings: 
     messages = build_upstream_messages(generation.messages, config, prompt_format(config), answer_format=answer_format,
                                        manifest=profile.manifest, examples=profile.examples,
                                        system_in=profile.system_in)
-    callable_tools = upstream is not None and config.parsing_enabled and bool(config.tools)
-    way = resolve(profile.constrain_calls, upstream) if callable_tools else None
+    # (a back end is asked who it is only when a call may come: its model list may hang)
+    way = resolve(profile.constrain_calls, upstream) if upstream is not None and config.parsing_enabled else None
     if way is not None and "response_format" not in fields and config.marker is None:
         fields = {**fields, **constraint_fields(config, way, prompt_format(config).name)}
     return config, messages, fields
