@@ -115,13 +115,6 @@ def delete_item(conversation_id: str, item_id: str, store: OwnedStore | None) ->
     return jsonify(conversation)
 
 
-def unsupported_conversation_path(subpath: str) -> Response:
-    """Any other ``/conversations/…`` path: 404 ``not_supported``."""
-    raise ApiError(404, f"{request.method} {request.path} is not supported by this server: it serves "
-                   "/v1/conversations, /v1/conversations/{id}, /v1/conversations/{id}/items and "
-                   "/v1/conversations/{id}/items/{item_id}.", code="not_supported")
-
-
 def conversation_transcript(req: ResponsesRequest, store: OwnedStore | None,
                             max_items: int) -> list[dict[str, Any]] | None:
     """The items of the request's ``conversation`` (``None`` without one).

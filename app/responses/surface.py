@@ -43,6 +43,4 @@ RESPONSES = Surface("responses", routes=(
          store=True),
     View("/conversations/<conversation_id>/items/<item_id>", "delete_conversation_item", conv.delete_item,
          ("DELETE",), store=True),
-    View("/conversations/<path:subpath>", "unsupported_conversation_path", conv.unsupported_conversation_path,
-         _ANY, refusal=True),
 ), keys=(BEARER, header_key("x-api-key")))  # both, as Chat's

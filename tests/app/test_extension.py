@@ -49,8 +49,7 @@ def test_mounts_beside_host_routes_with_custom_prefix_and_name():
          *(f"llm.responses.{name}" for name in (
              "count_input_tokens", "compact_response", "list_input_items", "cancel_response", "create_conversation",
              "get_conversation", "update_conversation", "delete_conversation", "list_conversation_items",
-             "add_conversation_items", "get_conversation_item", "delete_conversation_item",
-             "unsupported_conversation_path")),
+             "add_conversation_items", "get_conversation_item", "delete_conversation_item")),
          "llm.messages.create_message", "llm.messages.count_message_tokens", "llm.messages.unrouted",
          "llm.chat.unrouted", "llm.responses.unrouted", "llm.list_models", "llm.passthrough.embeddings",
          "llm.passthrough.completions", "llm.passthrough.rerank", "llm.passthrough.audio", "llm.passthrough.unrouted"}
