@@ -121,7 +121,6 @@ class HttpUpstream:
         headers = {}
         if api_key is not None and api_key.get_secret_value():
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
-        self.connection_headers = headers  # every request's (its key), for other routes of the same server
         self.connection = UpstreamConnection(self.base_url, timeouts=timeouts or Timeouts(), headers=headers)
 
     def open(self, body: dict[str, Any], *, request_id: str | None = None) -> "HttpStream":

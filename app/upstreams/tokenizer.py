@@ -9,17 +9,15 @@ neither is not asked again for :data:`UNSUPPORTED_SECONDS`): the caller falls ba
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 import orjson
 from geventhttpclient.response import HTTPParseError
 
 from .http import HttpUpstream
-from .transport import BufferLimitExceeded, Timeouts, UpstreamConnection
+from .transport import BufferLimitExceeded, UpstreamConnection
 
 __all__ = ["TokenizerUnavailable", "count_prompt_tokens"]
 
@@ -52,16 +50,16 @@ def count_prompt_tokens(upstream: object, body: dict[str, Any], timeout: float =
         raise TokenizerUnavailable("unsupported", "the back end is not an HTTP server")
     if _UNSUPPORTED.get(upstream.base_url, 0.0) > time.monotonic():
         raise TokenizerUnavailable("unsupported", "the back end offered no tokenizer lately")
-    root = _root(upstream)
+    connection = upstream.connection
     try:
         with gevent.Timeout(timeout):
-            status, answer = _post(root, "/apply-template", body)
+            status, answer = _post(connection, "/apply-template", body)
             if status == 200 and isinstance(answer.get("prompt"), str):
-                status, answer = _post(root, "/tokenize", {"content": answer["prompt"], "add_special": True,
-                                                           "parse_special": True})
+                status, answer = _post(connection, "/tokenize", {"content": answer["prompt"], "add_special": True,
+                                                                 "parse_special": True})
                 if status == 200 and isinstance(answer.get("tokens"), list):
                     return len(answer["tokens"])
-            status, answer = _post(root, "/tokenize", body)  # vLLM's: the Chat request itself
+            status, answer = _post(connection, "/tokenize", body)  # vLLM's: the Chat request itself
             if status == 200 and isinstance(answer.get("count"), int):
                 return int(answer["count"])
     except gevent.Timeout:
@@ -73,7 +71,8 @@ def count_prompt_tokens(upstream: object, body: dict[str, Any], timeout: float =
 
 
 def _post(connection: UpstreamConnection, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    response = connection.request("POST", path, body, headers=_JSON, max_buffer=_MAX_ANSWER_BYTES)
+    """POST ``body`` to ``path`` at the root of the back end's server (on its own connections and key)."""
+    response = connection.request("POST", path, body, headers=_JSON, max_buffer=_MAX_ANSWER_BYTES, at_root=True)
     content = response.read_body()
     if response.status_code != 200:
         return response.status_code, {}
@@ -81,19 +80,4 @@ def _post(connection: UpstreamConnection, path: str, body: dict[str, Any]) -> tu
     return 200, answer if isinstance(answer, dict) else {}
 
 
-_ROOTS: dict[str, UpstreamConnection] = {}
 _UNSUPPORTED: dict[str, float] = {}  # base URL -> until when it is not asked
-_ROOTS_LOCK = threading.Lock()
-
-
-def _root(upstream: HttpUpstream) -> UpstreamConnection:
-    """A connection to the root of ``upstream``'s server: its base URL without a trailing ``/v1`` (made once)."""
-    with _ROOTS_LOCK:
-        connection = _ROOTS.get(upstream.base_url)
-        if connection is None:
-            url = urlsplit(upstream.base_url)
-            path = url.path[:-3] if url.path.endswith("/v1") else url.path
-            root = urlunsplit((url.scheme, url.netloc, path, "", ""))
-            connection = _ROOTS[upstream.base_url] = UpstreamConnection(
-                root, timeouts=Timeouts(), headers=upstream.connection_headers)
-        return connection
