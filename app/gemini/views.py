@@ -10,7 +10,6 @@ Chat messages, its functions and ``toolConfig`` as the parser configuration), an
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from flask import Response, request
@@ -18,8 +17,8 @@ from flask import Response, request
 from ..errors import ApiError, InputError
 from ..ids import uuid4_hex
 from ..pipeline.context import RequestContext
-from ..pipeline.encoder import CHARS_PER_TOKEN
-from ..pipeline.generate import Generation, prompt_mode_request
+from ..pipeline.generate import Generation
+from ..pipeline.tokens import prompt_tokens
 from ..validation import check_gemini_limits
 from .encoder import CandidateBuilder, GeminiEncoder
 from .plan import gemini_generation
@@ -55,16 +54,15 @@ def plan_generate_content(body: dict[str, Any], context: RequestContext, *, mode
 
 
 def count_tokens(body: dict[str, Any], context: RequestContext, *, model: str) -> dict[str, Any]:
-    """``countTokens``: the prompt the back end would get in prompt mode, built as the generation builds it,
-    estimated as usage is (about four characters a token, the tools' block included)."""
+    """``countTokens``: the tokens of the prompt the back end would get, built as the generation builds it,
+    counted by the back end's own tokenizer where it offers one, else estimated as usage is
+    (:func:`~app.pipeline.tokens.prompt_tokens`)."""
     inner = body.get("generateContentRequest")
     check_gemini_limits(inner if isinstance(inner, dict) else body, context.settings)
     req = parse_count_tokens_request(body)
     generation = gemini_generation(req, context.settings, model=model_name(model),
                                    marker_requested=context.marker_requested)
-    _, prompt, _ = prompt_mode_request(generation, generation.config, context.settings)
-    chars = sum(len(message["content"]) for message in prompt)
-    return {"totalTokens": math.ceil(chars / CHARS_PER_TOKEN)}
+    return {"totalTokens": prompt_tokens(generation, context)}
 
 
 def gemini_model(entry: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Protocol
 
+import orjson
+
 from statemachine import Event
 
 from ..errors import ApiError
@@ -71,6 +73,18 @@ def usage_object(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """A Chat ``usage`` object."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens}
+
+
+def prompt_chars(messages: list[dict[str, Any]]) -> int:
+    """The characters of a Chat request's ``messages`` that a usage estimate counts: each content (parts as their
+    JSON) and each turn's tool calls as their JSON."""
+    chars = 0
+    for message in messages:
+        content = message.get("content")
+        chars += len(content) if isinstance(content, str) else len(orjson.dumps(content)) if content else 0
+        if message.get("tool_calls"):
+            chars += len(orjson.dumps(message["tool_calls"]))
+    return chars
 
 
 def usage_of(upstream_usage: Mapping[str, Any] | None, prompt_chars: int, output_chars: int) -> Usage:

@@ -32,7 +32,7 @@ from .client_watch import abandon_if_client_leaves
 from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
-from .encoder import Encoder, Usage, usage_of
+from .encoder import Encoder, Usage, prompt_chars, usage_of
 from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
@@ -99,7 +99,7 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     reask = not native and _reasks(generation, config)  # (a back end given the tools enforces its own choice)
     if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
         config = checked(config, validate=reask)
-    prompt_chars = sum(_content_chars(message.get("content")) for message in messages)  # for a usage estimate
+    sent_chars = prompt_chars(messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=generation.profile.reasoning,
                           record=context.record)
     events: ChoiceDriver | Reasking = driver
@@ -107,7 +107,7 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     if reask:
         events = source = Reasking(driver, stream, config, _second_answer(generation, context), context,
                                   hold_first=not generation.stream)
-    usage = UsageSoFar(events, prompt_chars)
+    usage = UsageSoFar(events, sent_chars)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
@@ -290,12 +290,6 @@ def prompt_mode_fields(fields: dict[str, Any], config: ParserConfig) -> tuple[di
     if not config.parsing_enabled or not is_json_format(response_format):
         return fields, None
     return {key: value for key, value in fields.items() if key != "response_format"}, response_format
-
-
-def _content_chars(content: Any) -> int:
-    if isinstance(content, str):
-        return len(content)
-    return len(orjson.dumps(content)) if content else 0  # content parts (native mode keeps them)
 
 
 def upstream_body(profile: ModelProfile, messages: list[dict[str, Any]], fields: dict[str, Any]) -> dict[str, Any]:

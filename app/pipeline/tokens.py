@@ -12,12 +12,10 @@ import logging
 import math
 from typing import Any
 
-import orjson
-
 from ..observability import metrics
 from ..upstreams.tokenizer import TokenizerUnavailable, count_prompt_tokens
 from .context import RequestContext
-from .encoder import CHARS_PER_TOKEN
+from .encoder import CHARS_PER_TOKEN, prompt_chars
 from .generate import Generation, prompt_mode_request, upstream_body
 from .native import FALLBACKS, native_messages, native_tools, upstream_name
 
@@ -49,11 +47,5 @@ def would_send(generation: Generation, context: RequestContext) -> dict[str, Any
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
-    """About four characters a token over the messages' content (parts and tool calls as their JSON)."""
-    chars = 0
-    for message in messages:
-        content = message.get("content")
-        chars += len(content) if isinstance(content, str) else len(orjson.dumps(content)) if content else 0
-        if message.get("tool_calls"):
-            chars += len(orjson.dumps(message["tool_calls"]))
-    return math.ceil(chars / CHARS_PER_TOKEN)
+    """About four characters a token, counted as a usage estimate counts them."""
+    return math.ceil(prompt_chars(messages) / CHARS_PER_TOKEN)
