@@ -90,6 +90,8 @@ class RequestRecord:
         outcome: the error code the response ended with (an error response, an error frame or
             ``response.failed``); ``None`` until then (the access line says ``completed`` or ``client_gone``).
         dropped_tools: the types of the request's tools not offered to the model (hosted tools), in order.
+        usage: whose token counts the response's usage gave: ``back_end``, ``tokenizer`` (the back end's own,
+            counted at the end) or ``estimate`` (:mod:`app.pipeline.usage`); ``None`` when it gave none.
     """
 
     request_id: str
@@ -112,6 +114,7 @@ class RequestRecord:
     owner: str | None = None
     outcome: str | None = None
     dropped_tools: tuple[str, ...] = ()
+    usage: str | None = None
     finished: bool = False
 
     @property
@@ -194,6 +197,7 @@ class RequestRecord:
                       "stream": self.stream if self.stream_requested is None else self.stream_requested,
                       "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
                       "reasked": self.reasked, "dropped_tools": list(self.dropped_tools) or None,
+                      "usage": self.usage,
                       "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
                       "duration_ms": _ms(duration)}
             if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",

@@ -32,12 +32,13 @@ from .client_watch import abandon_if_client_leaves
 from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
-from .encoder import Encoder, Usage, prompt_chars, usage_of
+from .encoder import Encoder, Usage, prompt_chars
 from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
 from .reask import Reasking, checked
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
+from .usage import KeptOutput, UsageSoFar, keeps_output
 
 log = logging.getLogger("toolwire.pipeline.generate")
 
@@ -100,14 +101,17 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
         config = checked(config, validate=reask)
     sent_chars = prompt_chars(messages)  # for a usage estimate
+    kept = None
+    if keeps_output(context.upstream):  # no usage seen from it: its tokenizer counts the answer at the end
+        stream = kept = KeptOutput(stream, context.upstream, _prompt_of(generation.profile, messages, config, native))
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=generation.profile.reasoning,
                           record=context.record)
     events: ChoiceDriver | Reasking = driver
     source: Paced = stream
     if reask:
-        events = source = Reasking(driver, stream, config, _second_answer(generation, context), context,
+        events = source = Reasking(driver, stream, config, _second_answer(generation, context, kept), context,
                                   hold_first=not generation.stream)
-    usage = UsageSoFar(events, sent_chars)
+    usage = UsageSoFar(events, sent_chars, context.record, kept)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
@@ -127,12 +131,15 @@ def _reasks(generation: Generation, config: ParserConfig) -> bool:
                                                                               not generation.stream))
 
 
-def _second_answer(generation: Generation, context: RequestContext
+def _second_answer(generation: Generation, context: RequestContext, kept: KeptOutput | None
                    ) -> Callable[[list[dict[str, Any]]], tuple[UpstreamStream, ChoiceDriver]]:
-    """Opens the model's second answer, ``added`` after the transcript, under the operator's own policies."""
+    """Opens the model's second answer, ``added`` after the transcript, under the operator's own policies (its
+    output ``kept`` in place of the first's, if that was)."""
     def again(added: list[dict[str, Any]]) -> tuple[UpstreamStream, ChoiceDriver]:
         retry = dataclasses.replace(generation, messages=[*generation.messages, *added])
-        stream, config, _, _ = open_in_tool_mode(retry, context)
+        stream, config, messages, native = open_in_tool_mode(retry, context)
+        if kept is not None:
+            stream = kept.follow(stream, _prompt_of(generation.profile, messages, config, native))
         if not generation.stream:
             config = checked(config, validate=False)
         return stream, ChoiceDriver(stream, config, reasoning=generation.profile.reasoning,
@@ -140,18 +147,10 @@ def _second_answer(generation: Generation, context: RequestContext
     return again
 
 
-class UsageSoFar:
-    """The usage of a generation so far (:func:`~app.pipeline.encoder.usage_of`), for its encoder's closing or error
-    frames: a slotted callable, where a closure over the driver would be three objects an open stream holds."""
-
-    __slots__ = ("_driver", "_prompt_chars")
-
-    def __init__(self, driver: ChoiceDriver | Reasking, prompt_chars: int):
-        self._driver = driver
-        self._prompt_chars = prompt_chars
-
-    def __call__(self) -> Usage:
-        return usage_of(self._driver.usage, self._prompt_chars, self._driver.output_chars)
+def _prompt_of(profile: ModelProfile, messages: list[dict[str, Any]], config: ParserConfig, native: bool
+               ) -> dict[str, Any]:
+    """The part of a request sent to the back end that its template makes the prompt of (the tools if native)."""
+    return upstream_body(profile, messages, native_tools(config) if native else {})
 
 
 #: The failures after which a model's next fallback back end is tried: nothing was read (a refused

@@ -1,5 +1,5 @@
-"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging, and a work
-directory for agent runs."""
+"""e2e-only fixtures: a per-test time limit so a stream that never ends fails instead of hanging, a work
+directory for agent runs, and the session's llama-servers with Qwen2.5-Coder (one per template mode)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Iterator
 import pytest
 
 from support.agents import CACHE_ROOT
+from support.llama_cpp_server import LlamaCppServer
 
 #: A hang guard, not a speed claim: it must hold on a loaded 2-core machine (load 8 and more, where starting a
 #: server with two workers alone took over 10 s and a 20 s limit failed tests that were only slow).
@@ -57,3 +58,19 @@ def project(workdir: Path) -> Path:
     (workdir / "home").mkdir()
     (workdir / "project").mkdir()
     return workdir / "project"
+
+
+@pytest.fixture(scope="session")
+def qwen_text_server() -> Iterator[LlamaCppServer]:
+    """llama-server with Qwen2.5-Coder-0.5B and no Jinja templates (it refuses ``tools``: prompt mode's back end),
+    started once for the session's tests that use it."""
+    with LlamaCppServer("qwen-coder", n_ctx=8192) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def qwen_jinja_server() -> Iterator[LlamaCppServer]:
+    """llama-server with Qwen2.5-Coder-0.5B rendering its own Jinja template (native mode's back end), started
+    once for the session's tests that use it."""
+    with LlamaCppServer("qwen-coder", jinja=True, n_ctx=8192) as server:
+        yield server

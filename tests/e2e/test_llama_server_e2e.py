@@ -12,7 +12,7 @@ the model calls it (checked by hand on the server, the same text every run).
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterator
+from typing import Callable
 
 import httpx
 import pytest
@@ -28,18 +28,6 @@ TEST_TIME_LIMIT = 180.0  # a CPU model: the prompt's processing alone takes seco
 QUESTION = "What's the weather in Paris?"
 
 
-@pytest.fixture(scope="module")
-def text_server() -> Iterator[LlamaCppServer]:
-    with LlamaCppServer("qwen-coder", n_ctx=4096) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def jinja_server() -> Iterator[LlamaCppServer]:
-    with LlamaCppServer("qwen-coder", jinja=True, n_ctx=4096) as server:
-        yield server
-
-
 def ask(factory: Callable[..., ToolwireServer], server: LlamaCppServer, mode: str, *, stream: bool) -> list:
     toolwire = factory(TOOLWIRE_UPSTREAM_URL=server.v1_url, TOOLWIRE_UPSTREAM_READ_TIMEOUT="150",
                        TOOLWIRE_MODEL_MAP=json.dumps({"qwen": {"model": "qwen-coder", "tool_mode": mode}}))
@@ -51,25 +39,25 @@ def ask(factory: Callable[..., ToolwireServer], server: LlamaCppServer, mode: st
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_prompt_mode_reads_the_call_the_model_writes(text_server: LlamaCppServer, stream: bool,
+def test_prompt_mode_reads_the_call_the_model_writes(qwen_text_server: LlamaCppServer, stream: bool,
                                                      toolwire_factory: Callable[..., ToolwireServer]) -> None:
-    calls = ask(toolwire_factory, text_server, "prompt", stream=stream)
+    calls = ask(toolwire_factory, qwen_text_server, "prompt", stream=stream)
     assert [(name, arguments.get("city")) for name, arguments in calls] == [("get_weather", "Paris")]
 
 
 def test_auto_mode_takes_llama_servers_refusal_of_tools_as_prompt_mode(
-        text_server: LlamaCppServer, toolwire_factory: Callable[..., ToolwireServer]) -> None:
+        qwen_text_server: LlamaCppServer, toolwire_factory: Callable[..., ToolwireServer]) -> None:
     """Without ``--jinja`` the server refuses ``tools`` with its own message; toolwire asks again in prompt mode."""
-    refused = httpx.post(text_server.v1_url + "/chat/completions", timeout=60, json={
+    refused = httpx.post(qwen_text_server.v1_url + "/chat/completions", timeout=60, json={
         "model": "qwen-coder", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 1,
         "tools": [{"type": "function", "function": WEATHER}]})
     assert refused.status_code >= 400, refused.text
-    calls = ask(toolwire_factory, text_server, "auto", stream=False)
+    calls = ask(toolwire_factory, qwen_text_server, "auto", stream=False)
     assert [(name, arguments.get("city")) for name, arguments in calls] == [("get_weather", "Paris")]
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_native_mode_with_llama_servers_own_tool_calling(jinja_server: LlamaCppServer, stream: bool,
+def test_native_mode_with_llama_servers_own_tool_calling(qwen_jinja_server: LlamaCppServer, stream: bool,
                                                          toolwire_factory: Callable[..., ToolwireServer]) -> None:
-    calls = ask(toolwire_factory, jinja_server, "native", stream=stream)
+    calls = ask(toolwire_factory, qwen_jinja_server, "native", stream=stream)
     assert [(name, arguments.get("city")) for name, arguments in calls] == [("get_weather", "Paris")]

@@ -6,15 +6,18 @@ estimate, counted in the metrics, where the back end has no tokenizer."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import httpx
 import pytest
 
 from support.llama_cpp_server import LlamaCppServer
 from support.scripted_upstream import ScriptedUpstream
+from support.real_model import WEATHER
 from support.server import ToolwireServer
+from support.usage_strip import UsageStripper
 
 pytestmark = pytest.mark.e2e
 
@@ -24,19 +27,7 @@ CLAUDE_CODE = json.loads((Path(__file__).parent / "data" / "claude_code_request.
 TOLERANCE = 0.02
 
 
-@pytest.fixture(scope="module")
-def llama() -> Iterator[LlamaCppServer]:
-    with LlamaCppServer("qwen-coder", n_ctx=8192) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def llama_jinja() -> Iterator[LlamaCppServer]:
-    with LlamaCppServer("qwen-coder", jinja=True, n_ctx=8192) as server:
-        yield server
-
-
-def gateway(factory: Callable[..., ToolwireServer], llama: LlamaCppServer, model: str,
+def gateway(factory: Callable[..., ToolwireServer], llama: LlamaCppServer | UsageStripper, model: str,
             mode: str = "prompt") -> ToolwireServer:
     return factory(TOOLWIRE_UPSTREAM_URL=llama.v1_url, TOOLWIRE_UPSTREAM_READ_TIMEOUT="200",
                    TOOLWIRE_MODEL_MAP=json.dumps({model: {"model": "qwen-coder", "tool_mode": mode}}))
@@ -55,9 +46,9 @@ def relative_error(counted: int, reported: int) -> float:
     return error
 
 
-def test_claude_codes_count_tokens_is_within_two_percent(llama: LlamaCppServer,
+def test_claude_codes_count_tokens_is_within_two_percent(qwen_text_server: LlamaCppServer,
                                                          toolwire_factory: Callable[..., ToolwireServer]) -> None:
-    server = gateway(toolwire_factory, llama, CLAUDE_CODE["model"])
+    server = gateway(toolwire_factory, qwen_text_server, CLAUDE_CODE["model"])
     counted = post(server, "/messages/count_tokens?beta=true",
                    {key: CLAUDE_CODE[key] for key in ("model", "system", "messages", "tools", "thinking")})
     answered = post(server, "/messages?beta=true", {**CLAUDE_CODE, "stream": False, "max_tokens": 1})
@@ -66,19 +57,19 @@ def test_claude_codes_count_tokens_is_within_two_percent(llama: LlamaCppServer,
     assert relative_error(counted["input_tokens"], reported) <= TOLERANCE
 
 
-def test_native_mode_counts_the_back_ends_own_tool_template(llama_jinja: LlamaCppServer,
+def test_native_mode_counts_the_back_ends_own_tool_template(qwen_jinja_server: LlamaCppServer,
                                                              toolwire_factory: Callable[..., ToolwireServer]) -> None:
     """In native mode the back end renders the tools in its model's template: the count is of that prompt."""
-    server = gateway(toolwire_factory, llama_jinja, CLAUDE_CODE["model"], "native")
+    server = gateway(toolwire_factory, qwen_jinja_server, CLAUDE_CODE["model"], "native")
     request = {key: CLAUDE_CODE[key] for key in ("model", "system", "messages", "tools")}
     counted = post(server, "/messages/count_tokens", request)
     answered = post(server, "/messages", {**request, "max_tokens": 1})
     assert relative_error(counted["input_tokens"], answered["usage"]["input_tokens"]) <= TOLERANCE
 
 
-def test_responses_input_tokens_is_within_two_percent(llama: LlamaCppServer,
+def test_responses_input_tokens_is_within_two_percent(qwen_text_server: LlamaCppServer,
                                                       toolwire_factory: Callable[..., ToolwireServer]) -> None:
-    server = gateway(toolwire_factory, llama, "codex-model")
+    server = gateway(toolwire_factory, qwen_text_server, "codex-model")
     tools = [{"type": "function", "name": t["name"], "description": t["description"],
               "parameters": {k: v for k, v in t["input_schema"].items() if k != "$schema"}}
              for t in CLAUDE_CODE["tools"]]
@@ -106,3 +97,51 @@ def test_without_a_tokenizer_the_count_is_the_estimate_and_counted(upstream: Scr
         {"role": "user", "content": "x" * 400}]})
     assert counted["input_tokens"] >= 100  # about four characters a token
     assert estimates() == before + 1
+
+
+#: Questions whose answers end each way: the model's own end, its output limit, a call written in prompt mode.
+ANSWERS = {"ended": ({"messages": [{"role": "user", "content": "Name three colours, briefly."}], "max_tokens": 24}),
+           "cut": ({"messages": [{"role": "user", "content": "Count from one to twenty in words."}], "max_tokens": 6}),
+           "call": ({"messages": [{"role": "user", "content": "What's the weather in Paris?"}], "max_tokens": 64,
+                     "tools": [{"type": "function", "function": WEATHER}]})}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("answer", ANSWERS)
+def test_usage_of_a_back_end_that_reports_none_is_its_tokenizers_count(
+        answer: str, stream: bool, qwen_text_server: LlamaCppServer,
+        toolwire_factory: Callable[..., ToolwireServer]) -> None:
+    """llama-server behind a relay that removes its usage: toolwire counts the prompt it sent and the text the model
+    made with the server's own tokenizer, once at the end, and its access line says so; the counts are the ones
+    the server reported (the relay kept them)."""
+    with UsageStripper(qwen_text_server.url) as relay:
+        server = gateway(toolwire_factory, relay, "qwen")
+        question = {"model": "qwen", **ANSWERS[answer], "temperature": 0, "stream": stream}
+        if stream:
+            question["stream_options"] = {"include_usage": True}
+        headers = {"X-Request-Id": f"usage-exact-{answer}-{stream}"}
+        with httpx.stream("POST", server.v1_url + "/chat/completions", json=question, timeout=220,
+                          headers=headers) as response:
+            assert response.status_code == 200
+            text = response.read().decode()
+        if stream:
+            [usage] = [json.loads(line[6:])["usage"] for line in text.splitlines()
+                       if line.startswith("data: {") and json.loads(line[6:]).get("usage")]
+        else:
+            usage = json.loads(text)["usage"]
+        [reported] = relay.removed
+        print(answer, "counted", usage, "reported", reported, text[-300:])
+        assert (usage["prompt_tokens"], usage["completion_tokens"]) == (reported["prompt_tokens"],
+                                                                       reported["completion_tokens"])
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        assert access_line(server, headers["X-Request-Id"])["usage"] == "tokenizer"
+
+
+def access_line(server: ToolwireServer, request_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for line in server.log().splitlines():
+            if line.startswith("{") and '"toolwire.access"' in line and f'"{request_id}"' in line:
+                return json.loads(line)
+        time.sleep(0.05)
+    raise AssertionError(f"no access line for {request_id}")

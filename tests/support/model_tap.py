@@ -13,14 +13,57 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 READ_TIMEOUT = 300.0
 
 
-class ModelTap:
+class RelayHandler(BaseHTTPRequestHandler):
+    """A loopback relay's HTTP/1.1 handler: quiet, with a chunked body's chunks and one whole answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _send(self, status: int, content_type: str, content: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+
+class LoopbackRelay:
+    """A threaded HTTP server on a loopback port in front of a model server, serving ``handler`` (a context
+    manager: started on entry, stopped on exit)."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def v1_url(self) -> str:
+        """The relay's OpenAI base URL."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ModelTap(LoopbackRelay):
     """Forwards ``POST /v1/chat/completions`` to ``target`` (``http://…/v1``), recording and replaying.
 
     Fields:
@@ -34,24 +77,12 @@ class ModelTap:
         self.answers: list[tuple[dict[str, Any], list[str]]] = []
         self.forwarded = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def v1_url(self) -> str:
-        """The tap's OpenAI base URL."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        super().__init__(self._handler())
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         tap = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
+        class Handler(RelayHandler):
             def do_GET(self) -> None:  # /v1/models, for readiness
                 answer = httpx.get(tap.target + self.path.removeprefix("/v1"), timeout=10)
                 self._send(answer.status_code, answer.headers.get("content-type", "application/json"),
@@ -88,23 +119,4 @@ class ModelTap:
                             self._chunk(f"{line}\n\n".encode())
                 return payloads
 
-            def _chunk(self, data: bytes) -> None:
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-
-            def _send(self, status: int, content_type: str, content: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
-
         return Handler
-
-    def __enter__(self) -> "ModelTap":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
