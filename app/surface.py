@@ -25,9 +25,9 @@ from .pipeline.generate import Generation
 Source = Callable[[Mapping[str, Any], Mapping[str, str]], object]
 #: A generating route's planning: ``plan(body, context, **url_args)`` -> the generation and the encoder
 #: that answers it, or the JSON body of an answer given at once (Ollama's requests to load a model; a generation
-#: left to run in the background); a route with ``store=True`` is also given ``store=``, the response store as
-#: the client's key sees it, or ``None``.
-Plan = Callable[..., tuple[Generation, Encoder] | dict[str, Any]]
+#: left to run in the background), or the answer itself (the events of a background generation followed); a route
+#: with ``store=True`` is also given ``store=``, the response store as the client's key sees it, or ``None``.
+Plan = Callable[..., tuple[Generation, Encoder] | dict[str, Any] | Response]
 #: A computing route's work: ``answer(body, context, **url_args)`` -> the JSON body of the answer.
 Computation = Callable[..., dict[str, Any]]
 

@@ -148,6 +148,8 @@ def _generating(route: Generate) -> Callable[..., Response]:
         del body  # the plan holds what is needed: a request waiting for its back end holds no more
         if isinstance(planned, dict):  # answered at once: the generation runs in the background
             return jsonify(planned)
+        if isinstance(planned, Response):  # answered by the plan itself (a background generation's events)
+            return planned
         generation, encoder = planned
         return send(generate(generation, encoder, context), route.media_type)
 

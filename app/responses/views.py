@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import Any, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from flask import Response, g, jsonify, request
 
@@ -24,7 +24,7 @@ from statemachine import ParserConfig
 from ..errors import ApiError, InputError
 from ..pipeline.context import RequestContext
 from ..pipeline.failures import as_api_error
-from ..pipeline.generate import Generation, generate
+from ..pipeline.generate import SSE_HEADERS, Generation, generate
 from ..pipeline.plan import build_parser_config, is_json_format
 from ..profile import ModelProfile, model_profile
 from ..pipeline.tokens import prompt_tokens
@@ -37,6 +37,7 @@ from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
 from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
+from ..observability.record import RequestRecord
 from .tools import OfferedTools, offered_tools
 
 log = logging.getLogger("toolwire.responses")
@@ -49,12 +50,12 @@ _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
 def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedStore | None
-                  ) -> tuple[Generation, ResponsesWireEncoder] | dict[str, Any]:
+                  ) -> tuple[Generation, ResponsesWireEncoder] | dict[str, Any] | Response:
     """``POST /responses`` on the request's JSON ``body``, streaming or not, with the client's view of the
     response ``store`` (``None`` when storing is off): the generation and the encoder to run it with
     (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion` plans a Chat one;
-    for ``background: true``, the ``queued`` Response object, the generation left running
-    (:mod:`.background`)."""
+    for ``background: true``, the ``queued`` Response object, the generation left running (:mod:`.background`),
+    or with ``stream`` its events as they come."""
     check_responses_limits(body, context.settings)
     req = parse_responses_request(body)
     if req.background:
@@ -67,18 +68,19 @@ def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedSto
     if not req.background:
         return planned.generation, ResponsesWireEncoder(encoder, keep)
     assert store is not None and input_items is not None and keep is not None  # _check_background
-    run = _BackgroundRun(planned.generation, ResponsesWireEncoder(encoder), _quiet(context))
     # the back end's slot (app.http.limits.take_backend_slot) goes with the generation, not with this request
     slot = g.pop("toolwire_backend_slot", None)
     release = slot.release if slot is not None else _nothing
+    run = _BackgroundRun(planned.generation, encoder, _in_background(context), release)
     try:
-        return background.start(encoder.response(), input_items, store, run, keep, release)
+        queued = background.start(encoder.response(), input_items, store, run, keep, run.done)
     except StoreError as exc:
         release()
         if isinstance(exc, ApiError):
             raise
         raise InputError(f"The background response cannot be stored: {exc}.", "background",
                          "store_quota_exceeded") from None
+    return _event_stream(background.follow(store, queued["id"], -1)) if req.stream else queued
 
 
 class _Planned(NamedTuple):
@@ -118,8 +120,20 @@ def count_input_tokens(body: dict[str, Any], context: RequestContext, store: Own
 
 
 def get_response(response_id: str, store: OwnedStore | None) -> Response:
-    """``GET /responses/{id}``: a stored Response object (a background one as it stands)."""
-    return jsonify(background.settled(_enabled(store), _stored(store, response_id)))
+    """``GET /responses/{id}``: a stored Response object (a background one as it stands); with ``stream=true``, a
+    background response's events after ``starting_after`` (all without it), then the live ones until it ends."""
+    owned = _enabled(store)
+    response = background.settled(owned, _stored(owned, response_id))
+    if request.args.get("stream", "false").lower() not in ("true", "1"):
+        return jsonify(response)
+    if not response.get("background"):
+        raise InputError("Only a background response can be streamed again: this one was created without "
+                         "background: true.", "stream", "invalid_value")
+    after = request.args.get("starting_after", "-1")
+    if not after.lstrip("-").isdigit() or int(after) < -1:
+        raise InputError(f"Invalid value for 'starting_after': {after!r} is not a sequence number.",
+                         "starting_after", "invalid_value")
+    return _event_stream(background.follow(owned, response_id, int(after)))
 
 
 def delete_response(response_id: str, store: OwnedStore | None) -> Response:
@@ -162,33 +176,64 @@ def unsupported_subpath(subpath: str) -> Response:
 
 
 class _BackgroundRun:
-    """A background response's generation (:class:`.background.Generation`)."""
+    """A background response's generation (:class:`.background.Generation`), streamed into its event log, with a
+    record of its own whose access line is written when it is over (:meth:`done`)."""
 
-    def __init__(self, generation: Generation, encoder: ResponsesWireEncoder, context: RequestContext):
-        self._generation, self._encoder, self._context = generation, encoder, context
+    def __init__(self, generation: Generation, encoder: ResponsesEncoder, context: RequestContext,
+                 release: Callable[[], None]):
+        self._generation = dataclasses.replace(generation, stream=True)
+        self._encoder, self._wire = encoder, ResponsesWireEncoder(encoder)
+        self._context, self._release = context, release
 
-    def generate(self) -> dict[str, Any]:
-        reply = generate(self._generation, self._encoder, self._context)
-        assert isinstance(reply, dict)  # a background response is never streamed (_check_background)
-        return reply
+    def generate(self, log: background.EventLog) -> dict[str, Any]:
+        reply = generate(self._generation, self._wire, self._context)
+        assert not isinstance(reply, dict)  # (a streamed generation)
+        try:
+            for data in reply:
+                log.add(data)
+        finally:
+            reply.close()
+        return self._encoder.response()
 
     def failed(self, error: BaseException) -> dict[str, Any]:
-        return self._encoder.failed(as_api_error(error))
+        api_error = as_api_error(error)
+        if self._context.record is not None:
+            self._context.record.outcome = api_error.code or api_error.type
+        return self._wire.failed(api_error)
+
+    def done(self, status: str) -> None:
+        """The response is over (``status``: how it ended): the back end's slot goes back, the access line out."""
+        self._release()
+        record = self._context.record
+        if record is not None:
+            record.status = record.status or 200
+            if status == "cancelled":
+                record.outcome = "cancelled"
+            record.finish()
 
 
 def _check_background(req: ResponsesRequest, store: OwnedStore | None) -> None:
-    if req.stream:
-        raise InputError("A background response is not streamed here: create it without stream and poll "
-                         "GET /v1/responses/{id}.", "stream", "unsupported_value")
     if not req.store or store is None:
         raise InputError("background: true needs the response stored (store: true, and a server with its "
                          "response store on).", "background", "unsupported_value")
 
 
-def _quiet(context: RequestContext) -> RequestContext:
-    """``context`` for a generation that outlives its request: no record, no client connection, no keep-alives."""
-    return dataclasses.replace(context, record=None, client_socket=None, keepalive=False,
-                               fallbacks=tuple(_quiet(f) for f in context.fallbacks))
+def _in_background(context: RequestContext) -> RequestContext:
+    """``context`` for a generation that outlives its request: no client connection, no keep-alives, and a record
+    of its own (on the request's route with `` background``, under its request id)."""
+    record = context.record
+    if record is not None:
+        record = RequestRecord(record.request_id, record.method, f"{record.route} background", model=record.model,
+                               model_label=record.model_label, owner=record.owner, stream_requested=True,
+                               dropped_tools=record.dropped_tools)
+    return dataclasses.replace(context, record=record, client_socket=None, keepalive=False,
+                               fallbacks=tuple(dataclasses.replace(f, record=record, client_socket=None,
+                                                                   keepalive=False) for f in context.fallbacks))
+
+
+def _event_stream(frames: Iterator[bytes]) -> Response:
+    """An SSE answer of ``frames``."""
+    return Response(frames, mimetype="text/event-stream", headers=SSE_HEADERS)
 
 
 def _nothing() -> None:

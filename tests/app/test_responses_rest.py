@@ -15,6 +15,7 @@ from app.errors import InputError
 from app.prompt_protocol import MANIFEST_HEADING, TOOL_BLOCK_TITLE
 from app.responses import background
 from app.responses.compaction import compaction_content, compaction_summary
+from app.responses.encoder import encode_sse
 from app.responses.listing import ListQuery, listed_item, page
 from app.store import SQLiteResponseStore, StoredResponse
 
@@ -108,7 +109,7 @@ def test_a_background_response_asked_about_before_its_runner_runs_is_queued(owne
     """A kept-alive connection's next request (a cancel, a poll) can be read before the hub runs the runner: the
     response is this worker's from the moment it is stored, not a dead runner's."""
     class Slow:
-        def generate(self) -> dict:
+        def generate(self, log: background.EventLog) -> dict:
             gevent.sleep(0.2)
             return {"id": "resp_early", "status": "completed", "output": []}
 
@@ -117,9 +118,50 @@ def test_a_background_response_asked_about_before_its_runner_runs_is_queued(owne
 
     kept, done = [], []
     queued = background.start({"id": "resp_early", "background": True, "output": []}, [], owned, Slow(),
-                              kept.append, lambda: done.append(True))
+                              kept.append, done.append)
     assert queued["status"] == "queued"
     assert background.settled(owned, owned.load("resp_early"))["status"] == "queued"  # no switch to the runner yet
     assert background.cancel(owned, owned.load("resp_early"))["status"] == "cancelled"
     gevent.sleep(0.5)
-    assert done == [True] and kept == [] and owned.get("resp_early")["status"] == "cancelled"
+    assert done == ["cancelled"] and kept == [] and owned.get("resp_early")["status"] == "cancelled"
+
+
+def frame(kind: str, sequence: int, **fields: object) -> str:
+    return encode_sse({"type": kind, "sequence_number": sequence, **fields}).decode()
+
+
+def test_a_response_run_by_another_worker_is_followed_from_the_store(owned, monkeypatch) -> None:
+    """A stream resumed in a worker that does not run the response reads its events from the store as the runner
+    writes them: those after ``starting_after``, then each new one, until the terminal event."""
+    monkeypatch.setattr(background, "FLUSH_SECONDS", 0.05)
+    marks = {"boot": background.BOOT_ID, "pid": os.getppid(), "heartbeat": time.time()}  # alive, not this worker
+    response = {"id": "resp_far", "background": True, "status": "in_progress", "output": [],
+                background.RUN_KEY: marks}
+    events = [frame("response.created", 0), frame("response.in_progress", 1), frame("response.output_text.delta", 2,
+                                                                                     delta="Hel")]
+    owned.put({**response, background.EVENTS_KEY: events}, [])
+
+    def runner() -> None:
+        gevent.sleep(0.2)
+        events.append(frame("response.output_text.delta", 3, delta="lo"))
+        owned.put({**response, background.EVENTS_KEY: events}, [])
+        gevent.sleep(0.2)
+        events.append(frame("response.completed", 4, response={"id": "resp_far"}))
+        owned.put({**response, "status": "completed", background.EVENTS_KEY: events}, [])
+
+    far = gevent.spawn(runner)
+    followed = [background.sequence_of(item) for item in background.follow(owned, "resp_far", 1)]
+    far.join()
+    assert followed == [2, 3, 4]
+    assert background.EVENTS_KEY not in background.shown(owned.get("resp_far"))
+
+
+def test_a_followed_response_whose_runner_died_ends_with_response_failed(owned) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    owned.put({"id": "resp_dead", "background": True, "status": "in_progress", "output": [],
+               background.RUN_KEY: {"boot": background.BOOT_ID, "pid": dead.pid, "heartbeat": time.time()},
+               background.EVENTS_KEY: [frame("response.created", 0)]}, [])
+    followed = list(background.follow(owned, "resp_dead", -1))
+    assert [background.sequence_of(item) for item in followed] == [0, 1]
+    assert followed[-1].startswith(b"event: response.failed\n") and b"stopped before" in followed[-1]

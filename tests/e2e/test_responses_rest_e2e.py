@@ -6,6 +6,7 @@ Conversations API and the ``conversation`` parameter, per-key isolation, and the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -114,14 +115,60 @@ def test_only_a_running_background_response_can_be_cancelled(upstream: ScriptedU
         openai_client.responses.cancel("resp_" + "0" * 32)
 
 
-def test_background_needs_store_and_no_stream(openai_client: openai.OpenAI, toolwire_server: ToolwireServer) -> None:
+def test_background_needs_store(openai_client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         openai_client.responses.create(model=MODEL, input="hi", background=True, store=False)
     assert caught.value.body["param"] == "background"
-    response = httpx.post(toolwire_server.v1_url + "/responses", timeout=15, headers={"Authorization": "Bearer t"},
-                          json={"model": MODEL, "input": "hi", "background": True, "stream": True})
-    assert response.status_code == 400 and response.json()["error"]["param"] == "stream"
-    check_error_envelope(response.status_code, response.json())
+
+
+TEXT = "One, two, three, four, five, six, seven, eight."
+
+
+def test_a_background_stream_is_left_and_resumed_after_a_sequence_number(
+        upstream: ScriptedUpstream, toolwire_factory: Callable[..., ToolwireServer], make_openai_client) -> None:
+    """As OpenAI's: ``background`` with ``stream`` streams the response's events with their sequence numbers; a
+    client that leaves does not stop it, and ``GET …?stream=true&starting_after=N`` goes on from event N + 1 (the
+    events since replayed, then the live ones), in whichever of the two workers it lands; the runner writes an
+    access line of its own when it ends."""
+    server = toolwire_factory(WEB_CONCURRENCY="2")
+    client = make_openai_client(server)
+    upstream.enqueue(Script(text=TEXT, chunks=4, delay_between_chunks=0.15))
+    first = []
+    with client.responses.create(model=MODEL, input="Count.", background=True, stream=True,
+                                 extra_headers={"X-Request-Id": "bg-stream-1"}) as events:
+        for event in events:
+            first.append(event)
+            if event.type == "response.output_text.delta" and len(first) > 5:
+                break  # the client leaves
+    left_at = first[-1].sequence_number
+    assert [event.sequence_number for event in first] == list(range(len(first)))
+    assert first[0].type == "response.created" and first[0].response.background is True
+    resumed = list(client.responses.retrieve(first[0].response.id, stream=True, starting_after=left_at))
+    assert [event.sequence_number for event in resumed] == list(range(left_at + 1, left_at + 1 + len(resumed)))
+    assert resumed[-1].type == "response.completed" and resumed[-1].response.output_text == TEXT
+    deltas = [event.delta for event in first + resumed if event.type == "response.output_text.delta"]
+    assert "".join(deltas) == TEXT and len(deltas) > 2
+    again = list(client.responses.retrieve(first[0].response.id, stream=True))  # ended: the whole stream again
+    assert [event.sequence_number for event in again] == list(range(len(again)))
+    assert [event.type for event in again] == [event.type for event in first + resumed]
+    line = until(lambda: next((json.loads(text) for text in server.log().splitlines()
+                               if '"toolwire.access"' in text and '"bg-stream-1"' in text and "background" in text),
+                              None))
+    assert line["outcome"] == "completed" and line["route"].endswith("background") and line["status"] == 200
+
+
+def test_a_background_stream_is_streamed_to_its_end_and_refusals_name_their_parameter(
+        upstream: ScriptedUpstream, openai_client: openai.OpenAI, toolwire_server: ToolwireServer) -> None:
+    upstream.enqueue(Script(text="All of it.", chunks=3), Script(text="Sync."))
+    events = list(openai_client.responses.create(model=MODEL, input="Go.", background=True, stream=True))
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == "All of it."
+    synchronous = openai_client.responses.create(model=MODEL, input="hi")
+    for query, param in ((f"{synchronous.id}?stream=true", "stream"),
+                         (f"{events[0].response.id}?stream=true&starting_after=x", "starting_after")):
+        response = httpx.get(f"{toolwire_server.v1_url}/responses/{query}", timeout=15,
+                             headers={"Authorization": "Bearer t"})
+        assert response.status_code == 400 and response.json()["error"]["param"] == param
+        check_error_envelope(response.status_code, response.json())
 
 
 def test_a_background_response_whose_worker_died_ends_failed(upstream: ScriptedUpstream,
