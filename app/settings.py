@@ -296,12 +296,12 @@ class StoreSettings(BaseModel):
         2.0, gt=0, description="Longest wait for the response store per operation, seconds (Redis: connect and "
                                "reply; SQLite: another process's write lock)")
     response_store_max_bytes: int = Field(
-        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses may take (in Redis, with what the "
-                                     "server holds beside it); the oldest are evicted to make room (a larger "
-                                     "single response is not stored); 0 = no limit")
+        1024 ** 3, ge=0, description="Most bytes of JSON all stored responses and conversations may take (in Redis, "
+                                     "with what it holds beside); the oldest responses are evicted to make room "
+                                     "(a larger single response is not stored); 0 = no limit")
     response_store_max_bytes_per_key: int = Field(
-        256 * 1024 ** 2, ge=0, description="Most bytes the stored responses of one client key may take (with "
-                                           "client keys); its own oldest are evicted to make room; 0 = no limit")
+        256 * 1024 ** 2, ge=0, description="Most bytes the stored responses and conversations of one client key "
+                                           "may take (with keys); its oldest responses are evicted; 0 = no limit")
     response_retention_seconds: float = Field(
         30 * 24 * 3600, gt=0, description="How long a stored response stays resolvable, seconds "
                                           "(Redis: the keys' TTL)")

@@ -17,7 +17,7 @@ from flask import Response, jsonify, request
 from pydantic import Field
 
 from ..errors import ApiError, InputError
-from ..store import OwnedStore
+from ..store import OwnedStore, StoreQuotaExceeded
 from ..validation import Metadata, RequestModel, validate
 from .encoder import new_item_id
 from .listing import kept_item, page, parse_list_query
@@ -56,9 +56,13 @@ def create_conversation(store: OwnedStore | None, body: dict[str, Any]) -> Respo
     conversation_id = new_item_id("conv")
     conversation = {"id": conversation_id, "object": "conversation", "created_at": int(time.time()),
                     "metadata": req.metadata or {}}
-    owned.put_conversation(conversation)
-    if items and not owned.add_conversation_items(conversation_id, items):
-        raise _not_found(conversation_id)  # deleted between the two writes
+    try:
+        owned.put_conversation(conversation)
+        if items and not owned.add_conversation_items(conversation_id, items):
+            raise _not_found(conversation_id)  # deleted between the two writes
+    except StoreQuotaExceeded as exc:
+        owned.delete_conversation(conversation_id)
+        raise _over_quota(exc, "items") from None
     return jsonify(conversation)
 
 
@@ -71,7 +75,10 @@ def update_conversation(conversation_id: str, store: OwnedStore | None, body: di
     """``POST /conversations/{id}``: replace its ``metadata``."""
     req = validate(ConversationUpdate, body)
     conversation = {**_conversation(store, conversation_id), "metadata": req.metadata}
-    _enabled(store).put_conversation(conversation)
+    try:
+        _enabled(store).put_conversation(conversation)
+    except StoreQuotaExceeded as exc:
+        raise _over_quota(exc, "metadata") from None
     return jsonify(conversation)
 
 
@@ -93,7 +100,11 @@ def add_items(conversation_id: str, store: OwnedStore | None, body: dict[str, An
     owned = _enabled(store)
     req = validate(ItemsCreate, body)
     items = _new_items(owned, req.items)
-    if not owned.add_conversation_items(conversation_id, items):
+    try:
+        added = owned.add_conversation_items(conversation_id, items)
+    except StoreQuotaExceeded as exc:
+        raise _over_quota(exc, "items") from None
+    if not added:
         raise _not_found(conversation_id)
     return jsonify({"object": "list", "data": items, "first_id": items[0]["id"], "last_id": items[-1]["id"],
                     "has_more": False})
@@ -190,6 +201,12 @@ def _enabled(store: OwnedStore | None) -> OwnedStore:
 def _not_found(conversation_id: str) -> ApiError:
     return ApiError(404, f"Conversation with id {conversation_id!r} not found.", param="conversation_id",
                     code="not_found")
+
+
+def _over_quota(exc: StoreQuotaExceeded, param: str) -> InputError:
+    """A conversation write the store's byte quotas refused (conversations count in them as responses do)."""
+    return InputError(f"The conversation cannot be stored: {exc}. Delete conversations or items to make room.",
+                      param, "store_quota_exceeded")
 
 
 def _item_not_found(item_id: str) -> ApiError:

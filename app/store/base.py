@@ -11,15 +11,17 @@ Stored responses and items are JSON objects the store never interprets beyond
 ``id`` and ``output``: new item types need no store change. Conversations (the
 Conversations API) are kept beside them: a conversation object and its items in
 order, owned and retained as responses are (each write starts its retention
-again); they are not counted in the quotas.
+again), and counted in the quotas with their owner's responses: a conversation
+write evicts the oldest responses to make room, never a conversation, and what
+conversations leave no room for is refused with :class:`StoreQuotaExceeded`.
 
 Quotas: a stored response's *size* is the bytes of JSON written for it (the
 Response object, its input items and the item copies made resolvable). A store
 keeps running totals per owner, and a write that would pass ``max_bytes`` (all
 owners) or ``max_bytes_per_owner`` (one client key; not applied without keys)
 first evicts the oldest responses (the owner's own for the per-key quota), like a
-cache. A response larger than a quota on its own evicts nothing and is refused
-with :class:`StoreQuotaExceeded`.
+cache. A response larger than a quota on its own (or than what conversations
+leave of it) evicts nothing and is refused with :class:`StoreQuotaExceeded`.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class ResponseStore(abc.ABC):
         its retention starts again.
 
         Raises:
+            StoreQuotaExceeded: no eviction of responses makes room for it.
             StoreUnavailable: see the class.
         """
 
@@ -141,7 +144,11 @@ class ResponseStore(abc.ABC):
     def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]], *,
                                owner: str | None = None) -> bool:
         """Append ``items`` (each with an ``id``) to the conversation, in order, all or none; ``False`` when the
-        conversation is not stored (for ``owner``)."""
+        conversation is not stored (for ``owner``).
+
+        Raises:
+            StoreQuotaExceeded: no eviction of responses makes room for them.
+        """
 
     @abc.abstractmethod
     def conversation_items(self, conversation_id: str, *, owner: str | None = None) -> list[dict[str, Any]] | None:
@@ -153,11 +160,11 @@ class ResponseStore(abc.ABC):
 
     @abc.abstractmethod
     def usage(self, owner: str | None = None) -> int:
-        """The bytes stored responses take: ``owner``'s (``None``: those stored without a key)."""
+        """The bytes stored responses and conversations take: ``owner``'s (``None``: those stored without a key)."""
 
     @abc.abstractmethod
     def total_usage(self) -> int:
-        """The bytes all stored responses take (what ``max_bytes`` limits)."""
+        """The bytes all stored responses and conversations take (what ``max_bytes`` limits)."""
 
     @abc.abstractmethod
     def check(self) -> None:

@@ -33,7 +33,7 @@ from redis.retry import Retry
 
 from ..settings import mask_url
 from . import redis_scripts
-from .base import ResponseStore, StoredResponse, StoreUnavailable
+from .base import ResponseStore, StoredResponse, StoreQuotaExceeded, StoreUnavailable
 
 __all__ = ["RedisResponseStore"]
 
@@ -107,7 +107,8 @@ class RedisResponseStore(ResponseStore):
                            self.max_bytes_per_owner, body, inputs, orjson.dumps(list(items))]
         for item_id, copy in copies:
             args += [item_id, copy]
-        self._run(self._put, [PREFIX], args)
+        if self._run(self._put, [PREFIX], args) == -1:
+            raise StoreQuotaExceeded(f"{size} bytes do not fit the quota: conversations take the rest")
 
     def load(self, response_id: str, *, owner: str | None = None) -> StoredResponse | None:
         record_owner, response, input_items = self._run(
@@ -163,8 +164,12 @@ class RedisResponseStore(ResponseStore):
 
     def _conversation_script(self, script: Any, conversation_id: str, owner: str | None, *args: Any) -> bool:
         key = _conversation_key(conversation_id)
-        return bool(self._run(script, [key, key + ":items"],
-                              [owner or "", "1" if self.shared else "0", self._ttl or 0, *args]))
+        done = self._run(script, [PREFIX, key, key + ":items"],
+                         [owner or "", "1" if self.shared else "0", self._ttl or 0, time.time(), self.max_bytes,
+                          self.max_bytes_per_owner, conversation_id, *args])
+        if done == -1:
+            raise StoreQuotaExceeded("the conversation does not fit the quota: other conversations take the rest")
+        return bool(done)
 
     def usage(self, owner: str | None = None) -> int:
         return int(self._run(self._redis.hget, f"{PREFIX}usage", owner or "") or 0)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
 
-from .base import ResponseStore, StoredResponse, StoreUnavailable
+from .base import ResponseStore, StoredResponse, StoreQuotaExceeded, StoreUnavailable
 from .reserve import Reserve
 from .sqlite_schema import prepare
 
@@ -101,10 +101,7 @@ class SQLiteResponseStore(ResponseStore):
             expires_at = None if self.retention_seconds is None else now + self.retention_seconds
             _purge(conn, now)
             conn.execute("DELETE FROM responses WHERE id = ?", (response_id,))
-            if owner is not None and self.max_bytes_per_owner:
-                _evict(conn, owner, self.max_bytes_per_owner - size)
-            if self.max_bytes:
-                _evict(conn, _ANY, self.max_bytes - size)
+            self._make_room(conn, owner, size)
             conn.execute("INSERT INTO responses (id, body, input_items, expires_at, owner, size) "
                          "VALUES (?, ?, ?, ?, ?, ?)", (response_id, body, inputs, expires_at, owner, size))
             conn.executemany("INSERT INTO items (id, response_id, body) VALUES (?, ?, ?)", items)
@@ -140,12 +137,18 @@ class SQLiteResponseStore(ResponseStore):
         return deleted
 
     def put_conversation(self, conversation: dict[str, Any], *, owner: str | None = None) -> None:
+        body = orjson.dumps(conversation)
+        self.quota_check(len(body), owner)
+
         def write(conn: sqlite3.Connection) -> None:
             now = time.time()
             _purge(conn, now)
-            conn.execute("INSERT INTO conversations (id, body, owner, expires_at) VALUES (?, ?, ?, ?) "
-                         "ON CONFLICT (id) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at",
-                         (conversation["id"], orjson.dumps(conversation), owner, self._expiry(now)))
+            row = conn.execute("SELECT length(body) FROM conversations WHERE id = ?", (conversation["id"],)).fetchone()
+            self._make_room(conn, owner, len(body) - (row[0] if row else 0))
+            conn.execute("INSERT INTO conversations (id, body, owner, expires_at, size) VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT (id) DO UPDATE SET body = excluded.body, expires_at = excluded.expires_at, "
+                         "size = conversations.size - length(conversations.body) + length(excluded.body)",
+                         (conversation["id"], body, owner, self._expiry(now), len(body)))
 
         self._retrying(write, transaction=True)
 
@@ -166,15 +169,20 @@ class SQLiteResponseStore(ResponseStore):
 
     def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]], *,
                                owner: str | None = None) -> bool:
+        rows = [(conversation_id, item["id"], orjson.dumps(item)) for item in items]
+        added = sum(len(row[2]) for row in rows)
+
         def append(conn: sqlite3.Connection) -> bool:
             now = time.time()
-            cursor = conn.execute(f"UPDATE conversations SET expires_at = :expires WHERE id = :id AND {_LIVE} "
-                                  f"AND {_OWNED}", {"id": conversation_id, "expires": self._expiry(now),
-                                                    **self._scope(owner)})
-            if cursor.rowcount == 0:
+            found = conn.execute(f"SELECT size FROM conversations WHERE id = :id AND {_LIVE} AND {_OWNED}",
+                                 {"id": conversation_id, **self._scope(owner)}).fetchone()
+            if found is None:
                 return False
-            conn.executemany("INSERT INTO conversation_items (conversation_id, id, body) VALUES (?, ?, ?)",
-                             [(conversation_id, item["id"], orjson.dumps(item)) for item in items])
+            self.quota_check(found[0] + added, owner)
+            self._make_room(conn, owner, added)
+            conn.execute("UPDATE conversations SET expires_at = ?, size = size + ? WHERE id = ?",
+                         (self._expiry(now), added, conversation_id))
+            conn.executemany("INSERT INTO conversation_items (conversation_id, id, body) VALUES (?, ?, ?)", rows)
             return True
 
         return self._retrying(append, transaction=True)
@@ -189,13 +197,31 @@ class SQLiteResponseStore(ResponseStore):
 
     def delete_conversation_item(self, conversation_id: str, item_id: str, *, owner: str | None = None) -> bool:
         def forget(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                f"DELETE FROM conversation_items WHERE conversation_id = :conversation AND id = :id AND EXISTS "
-                f"(SELECT 1 FROM conversations WHERE id = :conversation AND {_LIVE} AND {_OWNED})",
-                {"conversation": conversation_id, "id": item_id, **self._scope(owner)})
-            return cursor.rowcount > 0
+            mine = (f"conversation_id = :conversation AND id = :id AND EXISTS (SELECT 1 FROM conversations WHERE "
+                    f"id = :conversation AND {_LIVE} AND {_OWNED})")
+            args = {"conversation": conversation_id, "id": item_id, **self._scope(owner)}
+            removed = conn.execute(f"SELECT sum(length(body)) FROM conversation_items WHERE {mine}", args).fetchone()
+            if not removed[0]:
+                return False
+            conn.execute(f"DELETE FROM conversation_items WHERE {mine}", args)
+            conn.execute("UPDATE conversations SET size = size - ? WHERE id = ?", (removed[0], conversation_id))
+            return True
 
         return self._retrying(forget, transaction=True, reserve=True)
+
+    def _make_room(self, conn: sqlite3.Connection, owner: str | None, size: int) -> None:
+        """Evict the oldest responses until ``size`` more bytes fit ``owner``'s quota and the store's (inside the
+        writing transaction).
+
+        Raises:
+            StoreQuotaExceeded: they do not fit even so (conversations hold the rest): the transaction is undone.
+        """
+        if size <= 0:
+            return
+        for quota, whose in ((self.max_bytes_per_owner if owner is not None else 0, owner), (self.max_bytes, _ANY)):
+            if quota and _evict(conn, whose, quota - size) > quota - size:
+                raise StoreQuotaExceeded(f"{size} more bytes do not fit the {'store' if whose is _ANY else 'per-key'}"
+                                         f" quota of {quota}: conversations take the rest")
 
     def usage(self, owner: str | None = None) -> int:
         row = self._query_one("SELECT bytes FROM usage WHERE owner = :owner", {"owner": owner or ""})
@@ -358,9 +384,10 @@ def _purge(conn: sqlite3.Connection, now: float) -> None:
 _ANY = object()
 
 
-def _evict(conn: sqlite3.Connection, owner: Any, allowed: int) -> None:
-    """Delete the oldest responses of ``owner`` (or of anyone, :data:`_ANY`) until they take at most
-    ``allowed`` bytes (inside the writing transaction)."""
+def _evict(conn: sqlite3.Connection, owner: Any, allowed: int) -> int:
+    """Delete the oldest responses of ``owner`` (or of anyone, :data:`_ANY`) until their stored bytes (responses'
+    and conversations') are at most ``allowed``, or no response is left (inside the writing transaction); the
+    bytes they take then."""
     if owner is _ANY:
         used = conn.execute("SELECT coalesce(sum(bytes), 0) FROM usage").fetchone()[0]
         oldest = conn.execute("SELECT id, size FROM responses ORDER BY rowid")
@@ -369,7 +396,7 @@ def _evict(conn: sqlite3.Connection, owner: Any, allowed: int) -> None:
         used = 0 if row is None else row[0]
         oldest = conn.execute("SELECT id, size FROM responses WHERE owner = ? ORDER BY rowid", (owner,))
     if used <= allowed:
-        return
+        return used
     doomed = []
     for response_id, size in oldest:
         doomed.append((response_id,))
@@ -380,6 +407,7 @@ def _evict(conn: sqlite3.Connection, owner: Any, allowed: int) -> None:
     conn.executemany("DELETE FROM responses WHERE id = ?", doomed)
     log.info("response store: %d oldest responses evicted for the %s quota", len(doomed),
              "store's" if owner is _ANY else "key's")
+    return used
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

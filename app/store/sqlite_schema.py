@@ -1,10 +1,11 @@
 """The SQLite store's tables, and the upgrade of files written by earlier versions.
 
 Running byte totals live in ``usage`` (one row per owner, ``''`` for none) and
-are kept by triggers, so every path that adds or removes a response (a put, a
-DELETE, the purge of expired rows, an eviction) updates them in its own
-transaction. Removing a response also removes its item copies; removing a
-conversation, its items.
+are kept by triggers, so every path that adds or removes a response or a
+conversation (a put, a DELETE, the purge of expired rows, an eviction) or changes
+a conversation's ``size`` (its object's and its items' JSON bytes, kept by the
+store's writes) updates them in its own transaction. Removing a response also
+removes its item copies; removing a conversation, its items.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import sqlite3
 
 log = logging.getLogger("toolwire.responses.store")
 
-#: ``PRAGMA user_version`` of a file with sizes, the ``usage`` table and its triggers.
-SCHEMA_VERSION = 2
+#: ``PRAGMA user_version`` of a file with sizes, the ``usage`` table and its triggers (3: conversations counted).
+SCHEMA_VERSION = 3
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -34,7 +35,13 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE TABLE IF NOT EXISTS probe (id INTEGER PRIMARY KEY CHECK (id = 1), checked_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS usage (owner TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS conversations (id TEXT PRIMARY KEY, body BLOB NOT NULL, owner TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    body BLOB NOT NULL,
+    owner TEXT,
+    expires_at REAL,
+    size INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS conversation_items (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     conversation_id TEXT NOT NULL,
@@ -53,7 +60,15 @@ CREATE TRIGGER IF NOT EXISTS responses_added AFTER INSERT ON responses BEGIN
         ON CONFLICT (owner) DO UPDATE SET bytes = bytes + new.size;
 END;
 CREATE INDEX IF NOT EXISTS conversation_items_order ON conversation_items (conversation_id, seq);
-CREATE TRIGGER IF NOT EXISTS conversations_removed AFTER DELETE ON conversations BEGIN
+CREATE TRIGGER IF NOT EXISTS conversations_added AFTER INSERT ON conversations BEGIN
+    INSERT INTO usage (owner, bytes) VALUES (coalesce(new.owner, ''), new.size)
+        ON CONFLICT (owner) DO UPDATE SET bytes = bytes + new.size;
+END;
+CREATE TRIGGER IF NOT EXISTS conversations_resized AFTER UPDATE OF size ON conversations BEGIN
+    UPDATE usage SET bytes = bytes + new.size - old.size WHERE owner = coalesce(old.owner, '');
+END;
+CREATE TRIGGER IF NOT EXISTS conversations_counted_removed AFTER DELETE ON conversations BEGIN
+    UPDATE usage SET bytes = bytes - old.size WHERE owner = coalesce(old.owner, '');
     DELETE FROM conversation_items WHERE conversation_id = old.id;
 END;
 CREATE TRIGGER IF NOT EXISTS responses_removed AFTER DELETE ON responses BEGIN
@@ -63,10 +78,15 @@ END;
 """
 
 _BACKFILL = """
+DROP TRIGGER IF EXISTS conversations_removed;
 UPDATE responses SET size = length(body) + length(input_items)
     + (SELECT coalesce(sum(length(items.body)), 0) FROM items WHERE items.response_id = responses.id);
+UPDATE conversations SET size = length(body) + (SELECT coalesce(sum(length(conversation_items.body)), 0)
+    FROM conversation_items WHERE conversation_items.conversation_id = conversations.id);
 DELETE FROM usage;
-INSERT INTO usage (owner, bytes) SELECT coalesce(owner, ''), sum(size) FROM responses GROUP BY coalesce(owner, '');
+INSERT INTO usage (owner, bytes) SELECT owner, sum(size) FROM (
+    SELECT coalesce(owner, '') AS owner, size FROM responses
+    UNION ALL SELECT coalesce(owner, '') AS owner, size FROM conversations) GROUP BY owner;
 """
 
 
@@ -95,6 +115,8 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                 conn.execute("ALTER TABLE responses ADD COLUMN owner TEXT")
             if "size" not in columns:
                 conn.execute("ALTER TABLE responses ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
+            if "size" not in {row[1] for row in conn.execute("PRAGMA table_info(conversations)")}:
+                conn.execute("ALTER TABLE conversations ADD COLUMN size INTEGER NOT NULL DEFAULT 0")
             for statement in filter(str.strip, _BACKFILL.split(";")):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 
+import orjson
 import pytest
 
 from app.store import SQLiteResponseStore, StoreUnavailable
@@ -320,3 +321,29 @@ def test_a_response_larger_than_the_reserve_is_deleted_on_a_full_disk(tmp_path):
         fill(str(disk))
         assert store.delete("resp_big") is True
         assert store.get("resp_big") is None and store.total_usage() == 0
+
+
+def test_a_file_from_before_conversations_counted_counts_them(tmp_path):
+    """A version-2 file (conversations without sizes, their old trigger): its conversations are counted once, and
+    deleting one takes its bytes off and its items away."""
+    path = tmp_path / "v2.db"
+    SQLiteResponseStore(path).put(response("resp_a"), [], owner="alice")
+    old = sqlite3.connect(path)
+    old.executescript("""
+        DROP TRIGGER conversations_added; DROP TRIGGER conversations_resized; DROP TRIGGER conversations_counted_removed;
+        CREATE TABLE conversations_v2 (id TEXT PRIMARY KEY, body BLOB NOT NULL, owner TEXT, expires_at REAL);
+        DROP TABLE conversations; ALTER TABLE conversations_v2 RENAME TO conversations;
+        CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+            DELETE FROM conversation_items WHERE conversation_id = old.id;
+        END;
+        INSERT INTO conversations VALUES ('conv_1', '{"id": "conv_1"}', 'alice', NULL);
+        INSERT INTO conversation_items (conversation_id, id, body) VALUES ('conv_1', 'msg_1', '{"id": "msg_1"}');
+        PRAGMA user_version = 2;
+    """)
+    old.commit()
+    old.close()
+    before = SQLiteResponseStore(path)
+    responses = len(orjson.dumps(response("resp_a"))) + len(b"[]")
+    assert before.usage("alice") == responses + len('{"id": "conv_1"}') + len('{"id": "msg_1"}')
+    assert before.delete_conversation("conv_1", owner="alice") and before.usage("alice") == responses
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM conversation_items").fetchone()[0] == 0

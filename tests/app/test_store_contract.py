@@ -282,3 +282,54 @@ def test_conversations_expire_with_the_retention(make_store):
     time.sleep(2.1)
     assert store.get_conversation("conv_t") is None
     assert store.add_conversation_items("conv_t", [message("msg_2", "b")]) is False
+
+
+def conversation_bytes(conversation, items):
+    """What a quota counts for a conversation: the JSON bytes of its object and of each item."""
+    return len(orjson.dumps(conversation)) + sum(len(orjson.dumps(item)) for item in items)
+
+
+def test_conversations_count_in_the_usage_totals(make_store):
+    store = make_store(retention_seconds=1)
+    conversation, items = _conversation("conv_1", topic="colours"), [message("msg_1", "a" * 300), message("msg_2", "b")]
+    store.put_conversation(conversation, owner=ALICE)
+    assert store.usage(ALICE) == store.total_usage() == conversation_bytes(conversation, [])
+    assert store.add_conversation_items("conv_1", items, owner=ALICE)
+    assert store.usage(ALICE) == conversation_bytes(conversation, items)
+    renamed = _conversation("conv_1", topic="shapes and colours")
+    store.put_conversation(renamed, owner=ALICE)  # replaced: counted at its new size, items kept
+    assert store.usage(ALICE) == conversation_bytes(renamed, items)
+    assert store.delete_conversation_item("conv_1", "msg_1", owner=ALICE)
+    assert store.usage(ALICE) == conversation_bytes(renamed, items[1:])
+    assert store.delete_conversation("conv_1", owner=ALICE) and store.usage(ALICE) == store.total_usage() == 0
+    store.put_conversation(_conversation("conv_2"), owner=BOB)
+    assert store.add_conversation_items("conv_2", items, owner=BOB)
+    time.sleep(1.3)  # it expires; the next write takes its bytes off
+    store.put(response("resp_1"), [], owner=ALICE)
+    assert store.usage(BOB) == 0 and store.total_usage() == store.usage(ALICE)
+
+
+def test_a_conversation_makes_room_by_evicting_the_oldest_responses(make_store):
+    one = size_of(make_store.kind, response("resp_0", message("msg_0", "x" * 1000)), [USER])
+    store = make_store(max_bytes_per_owner=3 * one)
+    for i in range(3):
+        store.put(response(f"resp_{i}", message(f"msg_{i}", "x" * 1000)), [USER], owner=ALICE)
+    store.put_conversation(_conversation("conv_1"), owner=ALICE)
+    assert store.add_conversation_items("conv_1", [message("msg_c", "y" * 1000)], owner=ALICE)
+    assert [store.get(f"resp_{i}", owner=ALICE) is not None for i in range(3)] == [False, True, True]
+    assert store.usage(ALICE) <= 3 * one
+
+
+@pytest.mark.parametrize("quota", ["max_bytes", "max_bytes_per_owner"])
+def test_what_conversations_leave_no_room_for_is_refused_and_evicts_nothing(make_store, quota):
+    store = make_store(**{quota: 5000})
+    store.put(response("resp_small", message("msg_small", "x")), [USER], owner=ALICE)
+    store.put_conversation(_conversation("conv_1"), owner=ALICE)
+    assert store.add_conversation_items("conv_1", [message("msg_1", "y" * 3000)], owner=ALICE)
+    before = store.total_usage()
+    with pytest.raises(StoreQuotaExceeded):  # the conversation would pass the quota on its own
+        store.add_conversation_items("conv_1", [message("msg_2", "z" * 2500)], owner=ALICE)
+    with pytest.raises(StoreQuotaExceeded):  # a response no eviction of responses makes room for
+        store.put(response("resp_big", message("msg_big", "x" * 2500)), [USER], owner=ALICE)
+    assert store.get("resp_small", owner=ALICE) is not None and store.total_usage() == before
+    assert [item["id"] for item in store.conversation_items("conv_1", owner=ALICE)] == ["msg_1"]
