@@ -24,12 +24,14 @@ from statemachine import ParserConfig
 from ..errors import ApiError, InputError
 from ..pipeline.context import RequestContext
 from ..pipeline.failures import as_api_error
+from ..pipeline.encoder import Encoder
 from ..pipeline.generate import SSE_HEADERS, Generation, generate
 from ..pipeline.plan import build_parser_config, is_json_format
 from ..profile import ModelProfile, model_profile
 from ..pipeline.tokens import prompt_tokens
 from ..validation import check_responses_limits
 from . import background
+from .compact import is_compaction_turn, plan_compaction_turn
 from .conversations import append_turn, conversation_transcript
 from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
@@ -50,12 +52,14 @@ _EXTRA_PASSTHROUGH = ("prompt_cache_key", "safety_identifier", "service_tier")
 
 
 def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedStore | None
-                  ) -> tuple[Generation, ResponsesWireEncoder] | dict[str, Any] | Response:
+                  ) -> tuple[Generation, Encoder] | dict[str, Any] | Response:
     """``POST /responses`` on the request's JSON ``body``, streaming or not, with the client's view of the
     response ``store`` (``None`` when storing is off): the generation and the encoder to run it with
     (:func:`~app.pipeline.generate.generate`), as :func:`~app.chat.views.plan_chat_completion` plans a Chat one;
     for ``background: true``, the ``queued`` Response object, the generation left running (:mod:`.background`),
     or with ``stream`` its events as they come."""
+    if is_compaction_turn(body):  # Codex's remote compaction v2
+        return plan_compaction_turn(body, context, store)
     check_responses_limits(body, context.settings)
     req = parse_responses_request(body)
     if req.background:

@@ -165,3 +165,35 @@ def test_a_followed_response_whose_runner_died_ends_with_response_failed(owned) 
     followed = list(background.follow(owned, "resp_dead", -1))
     assert [background.sequence_of(item) for item in followed] == [0, 1]
     assert followed[-1].startswith(b"event: response.failed\n") and b"stopped before" in followed[-1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_compaction_turn_answers_with_one_compaction_item(make_app, stream: bool) -> None:
+    """Codex's remote compaction v2: a Responses request whose input ends with compaction_trigger is answered with
+    the summary of the items before it as the one compaction item of the response (streamed: added, done and
+    completed after the opening, numbered on)."""
+    import json
+
+    from support.fakes import FakeUpstream, text_chunks
+
+    upstream = FakeUpstream(text_chunks("Listed the files."))
+    client = make_app(upstream).test_client()
+    answer = client.post("/v1/responses", buffered=True, json={
+        "model": "m", "stream": stream, "tools": [{"type": "function", "name": "shell", "parameters": {}}],
+        "input": [{"role": "user", "content": "List files."}, {"type": "compaction_trigger"}]})
+    assert answer.status_code == 200, answer.data
+    if stream:
+        events = [json.loads(line[6:]) for line in answer.get_data(as_text=True).splitlines()
+                  if line.startswith("data: ")]
+        assert [event["type"] for event in events] == ["response.created", "response.in_progress",
+                                                       "response.output_item.added", "response.output_item.done",
+                                                       "response.completed"]
+        assert [event["sequence_number"] for event in events] == list(range(5))
+        body = events[-1]["response"]
+    else:
+        body = answer.get_json()
+    [item] = body["output"]
+    assert body["status"] == "completed" and item["type"] == "compaction"
+    assert compaction_summary(item) == "Listed the files."
+    sent = upstream.bodies[-1]["messages"]
+    assert "Write a summary" in sent[-1]["content"] and "compaction_trigger" not in str(sent)

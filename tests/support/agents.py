@@ -112,18 +112,9 @@ def claude_code_env(home: Path, base_url: str, api_key: str) -> dict[str, str]:
     return env
 
 
-def codex_config(base_url: str) -> str:
-    """A ``config.toml``: toolwire as the model provider over the Responses API, and the offline switches."""
-    return f"""\
-model_provider = "toolwire"
+#: The end of a Codex ``config.toml``: no update checks, analytics, feedback or plugins.
+CODEX_OFFLINE = """\
 check_for_update_on_startup = false
-
-[model_providers.toolwire]
-name = "toolwire"
-base_url = "{base_url}"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
 
 [analytics]
 enabled = false
@@ -133,6 +124,20 @@ enabled = false
 
 [features]
 plugins = false
+"""
+
+
+def codex_config(base_url: str) -> str:
+    """A ``config.toml``: toolwire as the model provider over the Responses API, and the offline switches."""
+    return f"""\
+model_provider = "toolwire"
+{CODEX_OFFLINE}
+[model_providers.toolwire]
+name = "toolwire"
+base_url = "{base_url}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
 """
 
 
