@@ -114,8 +114,8 @@ class _SharedProcess:
         self.session = self.stdio = None
 
 
-#: The worker's stdio servers, by address.
-_PROCESSES: dict[ServerAddress, _SharedProcess] = {}
+#: The worker's stdio servers, by command and environment.
+_PROCESSES: dict[tuple[str | None, tuple[tuple[str, str], ...]], _SharedProcess] = {}
 
 
 class McpConnection:
@@ -128,39 +128,38 @@ class McpConnection:
         self._session: McpSession | None = None
 
     def list_tools(self, deadline: float, limit: int) -> list[dict[str, Any]]:
-        """The server's tools, at most ``limit``.
+        """The server's tools, at most ``limit`` (counted and named on the access line: ``mcp.list_tools:ok``).
 
         Raises:
             McpError: the listing failed (or timed out).
         """
-        return self._exchange("list_tools", lambda session: session.list_tools(deadline, limit), deadline)
+        began = time.monotonic()
+        outcome = "error"
+        try:
+            tools: list[dict[str, Any]] = self._bounded(lambda session: session.list_tools(deadline, limit), deadline)
+            outcome = "ok"
+            return tools
+        except McpError as exc:
+            outcome = "timeout" if exc.kind == "timeout" else "error"
+            raise
+        finally:
+            observe.note_gateway("mcp", "list_tools", outcome, time.monotonic() - began, self._record)
 
     def call(self, name: str, arguments: dict[str, Any], deadline: float) -> dict[str, Any]:
-        """The result of calling the server's tool ``name``.
+        """The result of calling the server's tool ``name`` (the caller counts it: a run the gateway loop abandons
+        at its deadline never returns here).
 
         Raises:
             McpError: the call failed (a protocol or HTTP error, or it timed out).
         """
-        return self._exchange("call", lambda session: session.call_tool(name, arguments, deadline), deadline)
+        result: dict[str, Any] = self._bounded(lambda session: session.call_tool(name, arguments, deadline), deadline)
+        return result
 
     def close(self) -> None:
         """Let the session go (a shared process stays)."""
         if self._session is not None:
             self._session.close()
             self._session = None
-
-    def _exchange(self, what: str, run: Any, deadline: float) -> Any:
-        began = time.monotonic()
-        outcome = "error"
-        try:
-            result = self._bounded(run, deadline)
-            outcome = "ok"
-            return result
-        except McpError as exc:
-            outcome = "timeout" if exc.kind == "timeout" else "error"
-            raise
-        finally:
-            observe.note_gateway("mcp", what, outcome, time.monotonic() - began, self._record)
 
     def _bounded(self, run: Any, deadline: float) -> Any:
         expired = McpError("timeout", "the MCP server did not answer in time")
@@ -169,9 +168,10 @@ class McpConnection:
                 self._session = McpSession(self.address.open())
             with gevent.Timeout(max(deadline - time.monotonic(), 0.001), expired):
                 return run(self._session)
-        shared = _PROCESSES.get(self.address)
+        key = (self.address.command, tuple(sorted(self.address.env.items())))
+        shared = _PROCESSES.get(key)
         if shared is None:
-            shared = _PROCESSES[self.address] = _SharedProcess(self.address)
+            shared = _PROCESSES[key] = _SharedProcess(self.address)
         with gevent.Timeout(max(deadline - time.monotonic(), 0.001), expired):
             with shared.lock:
                 try:

@@ -24,6 +24,7 @@ from ..gateway_tools.mcp import McpConnection, McpError, McpTool, ServerAddress,
     model_tool_name, operator_address
 from ..gateway_tools.safety import UnsafeURL
 from ..ids import owner_digest, uuid4_hex
+from ..observability import record as observe
 from ..observability.record import RequestRecord
 from .schemas import McpTool as McpToolParam
 
@@ -89,7 +90,7 @@ def plan_mcp(tools: list[Any], history: McpHistory, settings: GatewaySettings, r
         connection = McpConnection(_address(i, tool, settings, record), record)
         listed = history.lists.get(tool.server_label)
         if listed is None:
-            listed, item = _listing(connection, settings)
+            listed, item = _listing(connection, tool.allowed_tools, settings)
             prelude.append(item)
         for entry in listed:
             if _allowed(tool.allowed_tools, entry):
@@ -100,7 +101,7 @@ def plan_mcp(tools: list[Any], history: McpHistory, settings: GatewaySettings, r
                                      f"tools[{i}].server_label", "invalid_value")
                 offered.setdefault(made.name, made)
     if run_approved:
-        prelude += _run_approved(history.pending, offered, settings)
+        prelude += _run_approved(history.pending, offered, settings, record)
     toolset = GatewayToolset.limited(list(offered.values()), settings) if offered else None
     return McpPlan(toolset, prelude)
 
@@ -129,8 +130,10 @@ def _address(i: int, tool: McpToolParam, settings: GatewaySettings, record: Requ
                          "mcp_server_url_refused") from None
 
 
-def _listing(connection: McpConnection, settings: GatewaySettings) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The server's tools as an ``mcp_list_tools`` item lists them (none when the listing failed), and the item."""
+def _listing(connection: McpConnection, allowed: list[str] | dict[str, Any] | None, settings: GatewaySettings
+             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The server's tools ``allowed_tools`` allows, as an ``mcp_list_tools`` item lists them (none when the listing
+    failed), and the item."""
     item: dict[str, Any] = {"id": new_id("mcpl"), "type": "mcp_list_tools",
                             "server_label": connection.address.label, "tools": []}
     deadline = time.monotonic() + settings.gateway_timeout_seconds
@@ -139,7 +142,8 @@ def _listing(connection: McpConnection, settings: GatewaySettings) -> tuple[list
     except McpError as exc:
         item["error"] = f"Error retrieving tool list from MCP server {connection.address.label!r}: {exc}"
         return [], item
-    item["tools"] = [_listed(tool) for tool in tools if isinstance(tool.get("name"), str)]
+    item["tools"] = [_listed(tool) for tool in tools if isinstance(tool.get("name"), str)
+                     and _allowed(allowed, _listed(tool))]
     return item["tools"], item
 
 
@@ -188,8 +192,8 @@ def _needs_approval(require: str | dict[str, Any] | None, entry: Mapping[str, An
     return not _filter_matches(require.get("never"), entry)
 
 
-def _run_approved(pending: list[PendingApproval], offered: Mapping[str, GatewayTool], settings: GatewaySettings
-                  ) -> list[dict[str, Any]]:
+def _run_approved(pending: list[PendingApproval], offered: Mapping[str, GatewayTool], settings: GatewaySettings,
+                  record: RequestRecord | None) -> list[dict[str, Any]]:
     """Run the calls the client approved (their results filling the transcript), as ``mcp_call`` items."""
     items = []
     for approval in pending:
@@ -203,7 +207,9 @@ def _run_approved(pending: list[PendingApproval], offered: Mapping[str, GatewayT
         if tool is None:
             run = ToolRun("Error: not run: the tool is not among this request's MCP tools", error="not offered")
         else:
-            run = _run(tool, arguments, time.monotonic() + settings.gateway_timeout_seconds)
+            began = time.monotonic()
+            run = _run(tool, arguments, began + settings.gateway_timeout_seconds)
+            observe.note_gateway("mcp", "call", "error" if run.error else "ok", time.monotonic() - began, record)
         approval.result["content"] = run.output
         items.append(call_item(new_id("mcp"), str(request.get("server_label")), str(request.get("name")), arguments,
                                run, approval_request_id=str(request.get("id"))))

@@ -202,3 +202,26 @@ def test_a_server_that_does_not_answer_its_listing_fails_the_listing_only(make_a
     listing = data["output"][0]
     assert listing["type"] == "mcp_list_tools" and listing["tools"] == [] and "could not be reached" in listing["error"]
     assert data["output"][1]["content"][0]["text"] == "No tools today."
+
+
+def test_every_mcp_request_is_counted_and_on_the_access_line_and_headers_are_never_logged(
+        make_app, server_url, json_log) -> None:
+    from prometheus_client import REGISTRY
+
+    def count(request: str, outcome: str) -> float:
+        return REGISTRY.get_sample_value("toolwire_gateway_requests_total",
+                                         {"kind": "mcp", "request": request, "outcome": outcome}) or 0.0
+
+    listed, called = count("list_tools", "ok"), count("call", "ok")
+    upstream = answers(call("mcp__calc__add", {"a": 1, "b": 2}), "ok")
+    app = make_app(upstream, mcp_allowed_urls=allowed(server_url))
+    tool = mcp_tool(server_url, headers={"X-Team": "sekrit-team-header"}, authorization="sekrit-token")
+    data = app.test_client().post("/v1/responses", json={"model": "m", "input": "x", "tools": [tool]},
+                                  headers={"X-Request-Id": "rid-mcp"}, buffered=True).get_json()
+    assert next(i for i in data["output"] if i["type"] == "mcp_call")["output"] == "3"
+    assert count("list_tools", "ok") == listed + 1 and count("call", "ok") == called + 1
+    access = [json.loads(line) for line in json_log.getvalue().splitlines() if '"toolwire.access"' in line]
+    assert [a["gateway"] for a in access if a["request_id"] == "rid-mcp"] == [["mcp.list_tools:ok", "mcp.call:ok"]]
+    assert "sekrit" not in json_log.getvalue()
+    stored = app.test_client().get(f"/v1/responses/{data['id']}").get_json()
+    assert "sekrit" not in json.dumps(stored) and "sekrit" not in json.dumps(data)
