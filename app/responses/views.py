@@ -34,7 +34,7 @@ from .conversations import append_turn, conversation_transcript
 from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
-from .mcp import McpHistory, plan_mcp
+from .mcp import McpHistory, mcp_choice, plan_mcp
 from .schemas import ResponsesRequest, parse_responses_request
 from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
@@ -111,8 +111,9 @@ def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore |
     mcp = plan_mcp(req.tools, history, settings, context.record, client_names=tools.origins.keys() | {
         spec.name for spec in tools.specs}, run_approved=not counting)
     profile = model_profile(settings, req.model)
-    generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
-                            fields=_chat_fields(req), stream=req.stream, gateway=mcp.toolset)
+    config = mcp_choice(req.tool_choice, _parser_config(req, tools, context, profile), mcp.toolset)
+    generation = Generation(profile=profile, messages=messages, config=config, fields=_chat_fields(req),
+                            stream=req.stream, gateway=mcp.toolset)
     return _Planned(generation, tools, input_items, mcp.prelude)
 
 
