@@ -211,6 +211,9 @@ class McpTool(GatewayTool):
                          needs_approval=needs_approval, origin=McpOrigin(label, name), kind="mcp")
         self.connection = connection
 
+    def close(self) -> None:
+        self.connection.close()
+
     def run(self, arguments: dict[str, Any], deadline: float) -> ToolRun:
         try:
             result = self.connection.call(self.origin.name, arguments, deadline)
