@@ -242,3 +242,23 @@ def test_tool_choice_names_an_mcp_tool_or_allows_a_server(make_app, server_url) 
     only = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "mcp", "server_label": "calc"}]}
     data = post(app, {"input": "x", "tools": [mcp_tool(server_url)], "tool_choice": only}).get_json()
     assert next(i for i in data["output"] if i["type"] == "mcp_call")["output"] == "echo: a"
+
+
+@pytest.mark.parametrize("spelling", ["{url}", "http://localhost:{port}/mcp", "http://127.1:{port}/mcp",
+                                      "http://2130706433:{port}/mcp", "http://0x7f.0.0.1:{port}/mcp",
+                                      "http://[::ffff:127.0.0.1]:{port}/mcp", "http://[::1]:{port}/mcp"])
+def test_an_internal_service_is_never_reached_by_a_client_server_url(make_app, spelling) -> None:
+    """The strict-schema ``$ref`` lesson (test_untrusted_tools): a client's URL on this host, however spelled, is
+    refused before anything is sent to it, even with a pattern that opens every public server."""
+    from support.loopback import internal_service
+    internal = internal_service("SECRET-mcp-7f3a")
+    try:
+        url = spelling.format(url=internal.url + "/mcp", port=internal.url.rsplit(":", 1)[1])
+        upstream = answers("never")
+        app = make_app(upstream, mcp_allowed_urls="http://*, https://*")
+        response = post(app, {"input": "x", "tools": [mcp_tool(url)]})
+        assert response.status_code == 400, response.data
+        assert response.get_json()["error"]["param"] == "tools[0].server_url"
+        assert internal.seen == [] and upstream.bodies == []
+    finally:
+        internal.close()
