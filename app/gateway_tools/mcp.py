@@ -41,12 +41,14 @@ class ServerAddress:
         headers: headers sent with every request (never logged).
         transport: ``streamable_http``, ``sse`` or ``stdio``.
         command: the command of a ``stdio`` server; ``env`` its extra environment.
+        pin: the checked address the URL's host is reached at (a client's URL: never resolved again).
     """
 
     label: str
     transport: str
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    pin: str | None = None
     command: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -55,7 +57,8 @@ class ServerAddress:
         if self.transport == "stdio":
             raise ValueError("a stdio server is shared: use McpConnection")
         assert self.url is not None
-        return LegacySse(self.url, self.headers) if self.transport == "sse" else StreamableHttp(self.url, self.headers)
+        kind = LegacySse if self.transport == "sse" else StreamableHttp
+        return kind(self.url, self.headers, self.pin)
 
 
 def url_transport(url: str, transport: str | None = None) -> str:
@@ -85,8 +88,9 @@ def client_address(label: str, url: str, headers: Mapping[str, str], patterns: l
     if matches(url, patterns) is None:
         raise UnsafeURL("this server only reaches MCP servers its operator allows (TOOLWIRE_MCP_ALLOWED_URLS), "
                         "and this URL is not among them")
-    check_url(url, patterns)
-    return ServerAddress(label, url_transport(url), url=url, headers=dict(headers))
+    addresses = check_url(url, patterns)
+    return ServerAddress(label, url_transport(url), url=url, headers=dict(headers),
+                         pin=addresses[0] if addresses else None)
 
 
 class _SharedProcess:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -78,3 +79,19 @@ def test_an_answer_that_is_not_json_is_a_transport_error() -> None:
         assert failed.value.kind == "transport"
     finally:
         server.close()
+
+
+def test_a_pinned_address_is_what_the_connection_reaches_and_the_name_goes_as_the_host() -> None:
+    """A client's URL is reached at the address its check resolved (never resolved again: a name that answers
+    otherwise by the time of the connection, DNS rebinding, reaches nothing new)."""
+    server = LoopbackServer(initialized)
+    try:
+        port = urlsplit(server.url).port
+        url = f"http://mcp.example.invalid:{port}/mcp"  # a name that resolves nowhere
+        with pytest.raises(McpError) as answered:
+            McpSession(StreamableHttp(url, {}, pin="127.0.0.1")).request("ping", {}, time.monotonic() + 5)
+        assert answered.value.kind == "protocol", "the server answered: the pinned address was reached"
+    finally:
+        server.close()
+    assert len(server.seen) == 3 and {seen.headers.get("host") for seen in server.seen} == {
+        f"mcp.example.invalid:{port}"}
