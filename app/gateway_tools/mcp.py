@@ -9,6 +9,7 @@ gets a session per request.
 
 from __future__ import annotations
 
+import http.client
 import re
 import time
 from dataclasses import dataclass, field
@@ -166,6 +167,13 @@ class McpConnection:
             self._session = None
 
     def _bounded(self, run: Any, deadline: float) -> Any:
+        """``run`` on the session by ``deadline``; a failure below the protocol is a ``transport`` error."""
+        try:
+            return self._on_session(run, deadline)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            raise McpError("transport", f"the exchange with the MCP server failed: {exc}") from None
+
+    def _on_session(self, run: Any, deadline: float) -> Any:
         expired = McpError("timeout", "the MCP server did not answer in time")
         if self.address.transport != "stdio":
             if self._session is None:

@@ -262,3 +262,10 @@ def test_an_internal_service_is_never_reached_by_a_client_server_url(make_app, s
         assert internal.seen == [] and upstream.bodies == []
     finally:
         internal.close()
+
+
+def test_a_header_that_cannot_be_sent_is_a_400_naming_it(make_app, server_url) -> None:
+    app = make_app(answers("never"), mcp_allowed_urls=allowed(server_url))
+    for headers in ({"X-A": "one\r\nX-Injected: two"}, {"Bad Name": "x"}):
+        response = post(app, {"input": "x", "tools": [mcp_tool(server_url, headers=headers)]})
+        assert response.status_code == 400 and response.get_json()["error"]["param"].startswith("tools[0].headers")
