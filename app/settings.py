@@ -31,6 +31,7 @@ from pydantic_settings import (
 
 from .setting_values import (Capability, ConstrainCalls, ReaskCalls, ReasoningOutput, SystemIn, ToolManifest,
                              ToolMode, check_accept, check_tool_format)
+from .gateway_settings import GatewaySettings
 from .upstream_settings import DEFAULT_UPSTREAM, KIND_SECTIONS, KindSettings, UpstreamSettings, check_upstreams
 
 ENV_PREFIX = "TOOLWIRE_"
@@ -193,8 +194,8 @@ class ToolSettings(BaseModel):
                             "(the back end's own way when its model list names llamacpp, vllm or sglang, else off)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
-                            "Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
+        "drop", description="Responses hosted tools (web_search, file_search…; mcp is the gateway's) and "
+                            "Anthropic's own tools on Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
                             "level) or fail (400 naming tools[i].type)")
 
     @field_validator("tool_format")
@@ -329,18 +330,19 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, KindSettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, *KIND_SECTIONS, ObservabilitySettings)
+    AccessSettings, StoreSettings, *KIND_SECTIONS, GatewaySettings, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, KindSettings, ObservabilitySettings, BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings,
+               BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper

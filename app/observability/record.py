@@ -92,6 +92,7 @@ class RequestRecord:
         dropped_tools: the types of the request's tools not offered to the model (hosted tools), in order.
         usage: whose token counts the response's usage gave: ``back_end``, ``tokenizer`` (the back end's own,
             counted at the end) or ``estimate`` (:mod:`app.pipeline.usage`); ``None`` when it gave none.
+        gateway: the requests made for the tools the gateway runs itself, in order (``mcp.call:ok``…).
     """
 
     request_id: str
@@ -115,6 +116,7 @@ class RequestRecord:
     outcome: str | None = None
     dropped_tools: tuple[str, ...] = ()
     usage: str | None = None
+    gateway: tuple[str, ...] = ()
     finished: bool = False
 
     @property
@@ -198,6 +200,7 @@ class RequestRecord:
                       "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
                       "reasked": self.reasked, "dropped_tools": list(self.dropped_tools) or None,
                       "usage": self.usage,
+                      "gateway": list(self.gateway) or None,
                       "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
                       "duration_ms": _ms(duration)}
             if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",
@@ -286,6 +289,18 @@ def note_dropped_tools(kinds: list[str]) -> None:
     record = _current.get()
     if record is not None:
         record.dropped_tools = tuple(kinds)
+
+
+def note_gateway(kind: str, request: str, outcome: str, seconds: float, record: RequestRecord | None = None
+                 ) -> None:
+    """The gateway made a ``request`` (``call``, ``list_tools``…) for a tool of ``kind`` it runs (``mcp``…),
+    which ended with ``outcome`` (``ok``, ``error``, ``timeout``, ``limit``, ``refused``) after ``seconds``:
+    counted, timed, and named on the access line of ``record`` (default: the current request's)."""
+    metrics.child(metrics.GATEWAY_REQUESTS, kind, request, outcome).inc()
+    metrics.child(metrics.GATEWAY_SECONDS, kind, request).observe(seconds)
+    record = record or _current.get()
+    if record is not None:
+        record.gateway += (f"{kind}.{request}:{outcome}",)
 
 
 def note_stream(stream: Any) -> None:

@@ -147,7 +147,8 @@ class UsageSoFar:
         if self._final is not None:
             return self._final
         events, kept = self._events, self._kept
-        usage = usage_of(events.usage, self._prompt_chars, events.output_chars)
+        later = getattr(events, "later_prompt_chars", 0)  # a gateway loop's generations after its calls
+        usage = usage_of(events.usage, self._prompt_chars + later, events.output_chars)
         reported = usage is events.usage  # usage_of gives the back end's own object when it is whole
         source = "back_end" if reported else "estimate"
         if kept is not None and kept.ended:

@@ -29,7 +29,9 @@ from statemachine import (
     ToolCallStarted,
 )
 
+from .mcp import call_item
 from .tools import ToolOrigin
+from ..gateway_tools.base import GatewayApprovalRequested, GatewayCallFinished, GatewayCallStarted, GatewayEvent
 
 from ..errors import ApiError
 from ..ids import uuid4_hex
@@ -193,6 +195,8 @@ class ResponsesEncoder:
         tools: model-facing tool name → :class:`~app.responses.tools.ToolOrigin`: which item a call
             becomes, under which client name and namespace. A name not in it is a plain function
             (a custom call, by its ``kind``, a custom tool call).
+        prelude: finished output items that open the response (MCP listings, approved MCP calls run before the
+            model answered), streamed as their own events first.
 
     Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
     :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
@@ -206,7 +210,9 @@ class ResponsesEncoder:
 
     def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
                  created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id,
-                 tools: Mapping[str, ToolOrigin] | None = None):
+                 tools: Mapping[str, ToolOrigin] | None = None, prelude: list[dict[str, Any]] | None = None):
+        self._prelude = prelude or []
+        self._mcp_calls: dict[str, tuple[str, int]] = {}  # a running gateway call's item id and index, by call id
         self._id_factory = id_factory
         self._tools = tools or {}
         self._seq = 0
@@ -242,15 +248,77 @@ class ResponsesEncoder:
         return {**self._response, "output": list(self._response["output"])}
 
     def start(self) -> list[dict[str, Any]]:
-        """``response.created`` and ``response.in_progress``."""
+        """``response.created`` and ``response.in_progress``, then the prelude's items."""
         return [
             self._event("response.created", response=self.response()),
             self._event("response.in_progress", response=self.response()),
+            *self._opened_by_prelude(),
         ]
+
+    def _opened_by_prelude(self) -> list[dict[str, Any]]:
+        """The prelude's items put in ``output``, and their events (once)."""
+        out: list[dict[str, Any]] = []
+        for item in self._prelude:
+            index = len(self._response["output"])
+            if item["type"] == "mcp_list_tools":
+                out += [self._event("response.output_item.added", output_index=index, item={**item, "tools": []}),
+                        self._event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index),
+                        self._event("response.mcp_list_tools.failed" if item.get("error") else
+                                    "response.mcp_list_tools.completed", item_id=item["id"], output_index=index)]
+                self._response["output"].append(item)
+                out.append(self._event("response.output_item.done", output_index=index, item=item))
+            else:  # an mcp_call that ran
+                out += self._call_started(item)
+                out += self._call_finished(item)
+        self._prelude = []
+        return out
+
+    def gateway(self, event: GatewayEvent) -> list[dict[str, Any]]:
+        """The Responses events of a gateway tool's call (an MCP server's): its ``mcp_call`` item as it starts and
+        ends, or an ``mcp_approval_request`` item."""
+        self._check_open()
+        out = [*self._opened_by_prelude(), *self._close_open("completed")]
+        origin = event.tool.origin
+        label, name = getattr(origin, "server_label", ""), getattr(origin, "name", event.tool.name)
+        if isinstance(event, GatewayApprovalRequested):
+            item = {"id": self._id_factory("mcpr"), "type": "mcp_approval_request", "server_label": label,
+                    "name": name, "arguments": event.arguments}
+            index = len(self._response["output"])
+            self._response["output"].append(item)
+            return [*out, self._event("response.output_item.added", output_index=index, item=item),
+                    self._event("response.output_item.done", output_index=index, item=item)]
+        if isinstance(event, GatewayCallStarted):
+            return [*out, *self._call_started(call_item(self._id_factory("mcp"), label, name, event.arguments, None),
+                                              event.call_id)]
+        assert isinstance(event, GatewayCallFinished)
+        item_id, _ = self._mcp_calls[event.call_id]
+        return [*out, *self._call_finished(call_item(item_id, label, name, event.arguments, event.run),
+                                           event.call_id)]
+
+    def _call_started(self, item: dict[str, Any], call_id: str = "") -> list[dict[str, Any]]:
+        """An ``mcp_call`` item added, its arguments and ``response.mcp_call.in_progress``."""
+        index = len(self._response["output"])
+        self._mcp_calls[call_id or item["id"]] = (item["id"], index)
+        ids = {"item_id": item["id"], "output_index": index}
+        return [self._event("response.output_item.added", output_index=index,
+                            item={**item, "output": None, "error": None, "status": "in_progress"}),
+                self._event("response.mcp_call_arguments.delta", **ids, delta=item["arguments"]),
+                self._event("response.mcp_call_arguments.done", **ids, arguments=item["arguments"]),
+                self._event("response.mcp_call.in_progress", **ids)]
+
+    def _call_finished(self, item: dict[str, Any], call_id: str = "") -> list[dict[str, Any]]:
+        """``response.mcp_call.completed`` (or ``failed``) and the finished ``mcp_call`` item."""
+        _, index = self._mcp_calls.pop(call_id or item["id"])
+        self._response["output"].append(item)
+        return [self._event("response.mcp_call.failed" if item["status"] == "failed" else
+                            "response.mcp_call.completed", item_id=item["id"], output_index=index),
+                self._event("response.output_item.done", output_index=index, item=item)]
 
     def feed(self, event: Event) -> list[dict[str, Any]]:
         """The Responses events for one core event."""
         self._check_open()
+        if self._prelude:
+            return [*self._opened_by_prelude(), *self.feed(event)]
         if isinstance(event, TextDelta):
             return self._text(_Message, event.text)
         if isinstance(event, ReasoningDelta):
@@ -328,7 +396,7 @@ class ResponsesEncoder:
         """
         self._check_open()
         reason = _INCOMPLETE_REASONS.get(self._finish_reason)
-        out = self._close_open("completed" if reason is None else "incomplete")
+        out = [*self._opened_by_prelude(), *self._close_open("completed" if reason is None else "incomplete")]
         self._response["usage"] = responses_usage(usage)
         if reason is None:
             self._response["status"] = "completed"
@@ -344,7 +412,7 @@ class ResponsesEncoder:
         with the original code in the message.
         """
         self._check_open()
-        out = self._close_open("incomplete")
+        out = [*self._opened_by_prelude(), *self._close_open("incomplete")]
         self._response["usage"] = responses_usage(usage)
         if code not in _RESPONSE_ERROR_CODES:
             code, message = "server_error", f"{message} ({code})"
@@ -502,6 +570,10 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+#: The gateway's events a Responses stream carries beside the core's (its MCP calls).
+_GATEWAY_EVENTS = (GatewayCallStarted, GatewayCallFinished, GatewayApprovalRequested)
+
+
 class ResponsesWireEncoder:
     """The Responses :class:`~app.pipeline.encoder.Encoder`: one choice (index 0) as SSE events or a body.
 
@@ -523,10 +595,12 @@ class ResponsesWireEncoder:
         return [encode_sse(event) for event in self._encoder.start()]
 
     def frames(self, index: int, event: Event) -> list[bytes]:
-        """The events of one core event."""
+        """The events of one core event (or a gateway tool's, :mod:`~app.pipeline.gateway_loop`)."""
         frame = self._encoder.delta_frame(event)
         if frame is not None:
             return [frame]
+        if isinstance(event, _GATEWAY_EVENTS):  # (after the deltas' path: it costs them nothing)
+            return [encode_sse(out) for out in self._encoder.gateway(event)]
         return [encode_sse(out) for out in self._encoder.feed(event)]
 
     def closing(self, usage: Usage) -> list[bytes]:
@@ -539,8 +613,12 @@ class ResponsesWireEncoder:
         return b"".join(encode_sse(event) for event in self._kept(events))
 
     def add(self, index: int, event: Event) -> None:
-        """Feed one core event (a body needs no ``response.created``: the encoder is not started)."""
-        self._encoder.feed(event)
+        """Feed one core event, or a gateway tool's (a body needs no ``response.created``: the encoder is not
+        started)."""
+        if isinstance(event, _GATEWAY_EVENTS):
+            self._encoder.gateway(event)
+        else:
+            self._encoder.feed(event)
 
     def body(self, usage: Usage) -> dict[str, Any]:
         """The finished Response object (kept first)."""

@@ -9,10 +9,11 @@ value. :func:`parse_responses_request` is the entry point: it raises
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, field_validator
 
 from ..errors import InputError
 from ..validation import Metadata, RequestModel, ToolName, validate
@@ -36,6 +37,7 @@ __all__ = [
     "LocalShellCallItem",
     "LocalShellCallOutputItem",
     "LocalShellTool",
+    "McpTool",
     "MessageItem",
     "NamespaceTool",
     "OtherItem",
@@ -334,6 +336,33 @@ class ApplyPatchTool(RequestModel):
     type: Literal["apply_patch"]
 
 
+#: What an HTTP header's name may be (RFC 9110's token).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class McpTool(RequestModel):
+    """A remote MCP server whose tools the gateway lists, offers and runs (docs/gateway-tools.md): by its
+    ``server_url``, or an operator's server by its ``server_label`` alone."""
+
+    type: Literal["mcp"]
+    server_label: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+    server_url: str | None = Field(default=None, max_length=2048)
+    server_description: str | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+    allowed_tools: list[str] | dict[str, Any] | None = None
+    require_approval: Literal["always", "never"] | dict[str, Any] | None = None
+    connector_id: str | None = None
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, text in (value or {}).items():
+            if not _HEADER_NAME.fullmatch(name) or any(c in text for c in "\r\n\0"):
+                raise ValueError(f"header {name[:40]!r} cannot be sent (a token name, a value without line breaks)")
+        return value
+
+
 class HostedTool(RequestModel):
     """A tool the provider would run itself (``web_search``, ``file_search``, ``mcp``, unknown types…)."""
 
@@ -353,6 +382,7 @@ Tool = Annotated[
         Annotated[LocalShellTool, Tag("local_shell")],
         Annotated[ShellTool, Tag("shell")],
         Annotated[ApplyPatchTool, Tag("apply_patch")],
+        Annotated[McpTool, Tag("mcp")],
         Annotated[HostedTool, Tag("hosted")],
     ],
     Discriminator(_tool_tag, custom_error_type="invalid_value", custom_error_message="invalid tool type"),
@@ -472,6 +502,8 @@ def _tool_echo(tool: BaseModel) -> dict[str, Any]:
     if isinstance(tool, FunctionTool):
         return {"type": "function", "name": tool.name, "description": tool.description,
                 "parameters": tool.parameters, "strict": bool(tool.strict)}
+    if isinstance(tool, McpTool):  # its credentials are never repeated (nor stored with the response)
+        return tool.model_dump(exclude_none=True, exclude={"headers", "authorization"})
     return tool.model_dump(exclude_none=True)
 
 

@@ -8,8 +8,8 @@ name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names
 apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
-Hosted tools (``web_search``, ``file_search``, ``mcp``, ``shell`` in a container, any unknown type) are
-not offered: by default they are dropped (counted in
+``mcp`` tools are the gateway's own: :mod:`app.responses.mcp` lists, offers and runs them. Other hosted tools
+(``web_search``, ``file_search``, ``shell`` in a container, any unknown type) are not offered: by default they are dropped (counted in
 ``toolwire_dropped_tools_total``, a warning once per type and worker, named on the request's access line);
 with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool. A request whose tools were all dropped
 (none left to call) is a 400 naming ``tools``: the model would answer as if nothing had been asked.
@@ -42,6 +42,7 @@ from .schemas import (
     HostedToolChoice,
     ApplyPatchTool,
     LocalShellTool,
+    McpTool,
     NamespaceTool,
     ResponsesRequest,
     ShellTool,
@@ -182,6 +183,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
+        if isinstance(tool, McpTool):
+            continue  # the gateway's own (app.responses.mcp)
         if _hosted(tool):
             if settings.unsupported_tools == "fail":
                 raise InputError(
@@ -293,6 +296,8 @@ class _Offer:
             name = self._named(choice.type, choice.name, "tool_choice.name")
             return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
         if isinstance(choice, HostedToolChoice):
+            if choice.type == "mcp":
+                return ChoiceRequest()  # its server's tools are known once listed (app.responses.mcp.mcp_choice)
             return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
         assert isinstance(choice, AllowedToolsChoice)
         names: dict[str, str] = {}
@@ -302,8 +307,8 @@ class _Offer:
                 names.setdefault(self._named(allowed.type, allowed.name or "", param), param)
             elif allowed.type in _BUILT_IN and self._built_in(allowed.type):
                 names.setdefault(allowed.type, f"tool_choice.tools[{i}].type")
-            # an allowed hosted tool is simply not callable here
-        if choice.mode == "required" and not names:
+            # an allowed hosted tool is simply not callable here; an MCP server's tools are added once listed
+        if choice.mode == "required" and not names and not any(a.type == "mcp" for a in choice.tools):
             raise InputError("Invalid value for 'tool_choice.tools': it requires a call, but none of its tools "
                              "can be called here (hosted tools are not run).", "tool_choice.tools", "invalid_value")
         return ChoiceRequest(ToolChoice(choice.mode, frozenset(names)), name_params=names)
