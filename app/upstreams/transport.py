@@ -22,6 +22,7 @@ import _socket
 import base64
 import os
 import urllib.request
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
@@ -190,6 +191,7 @@ class UpstreamConnection:
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in fixed.items())
         self._pool: ConnectionPool | None = None
         self._pid: int | None = None
+        self._used: weakref.WeakSet[Any] = weakref.WeakSet()  # the connections that carried a request already
 
     @property
     def pool(self) -> ConnectionPool:
@@ -220,24 +222,34 @@ class UpstreamConnection:
             OSError: connect, TLS, write or read failure (``TimeoutError`` for timeouts).
             geventhttpclient.response.HTTPParseError: the answer is not HTTP.
         """
-        pool = self.pool
-        try:
-            sock = pool.get_socket()
-        except RuntimeError as exc:  # a refused proxy CONNECT, or a closed pool
-            raise ConnectionError(str(exc)) from None
-        try:
-            sock.settimeout(self.timeouts.write)
-            sock.sendall(self._message(method, (self._root_target if at_root else self._target) + path, body,
-                                       headers))
-            read_timeout = read_timeout or self.timeouts.read
-            sock.settimeout(read_timeout)
-        except BaseException:
-            pool.release_socket(sock)
-            raise
-        response = BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout,
-                                   block_size=READ_BYTES, method=method)
-        response.read_head()  # on failure it closes the socket and gives its slot back
-        return response
+        pool, used = self.pool, self._used
+        read_timeout = read_timeout or self.timeouts.read
+        while True:  # (inline, not a helper: the wait for the head is the deepest point of a request)
+            try:
+                sock = pool.get_socket()
+            except RuntimeError as exc:  # a refused proxy CONNECT, or a closed pool
+                raise ConnectionError(str(exc)) from None
+            reused = sock in used  # a kept-alive connection the server may have closed while it idled
+            used.add(sock)
+            try:
+                sock.settimeout(self.timeouts.write)
+                sock.sendall(self._message(method, (self._root_target if at_root else self._target) + path, body,
+                                           headers))
+                sock.settimeout(read_timeout)
+            except BaseException as exc:
+                pool.release_socket(sock)
+                if reused and isinstance(exc, ConnectionError):
+                    continue
+                raise
+            response = BoundedResponse(sock, pool, max_buffer=max_buffer, read_timeout=read_timeout,
+                                       block_size=READ_BYTES, method=method)
+            try:
+                response.read_head()  # on failure it closes the socket and gives its slot back
+            except HTTPConnectionClosed:  # closed before any byte of an answer: sent again if it was kept alive
+                if reused:
+                    continue
+                raise
+            return response
 
     def _message(self, method: str, target: str, body: bytes | dict[str, Any],
                  headers: Mapping[str, str] | None) -> bytes:

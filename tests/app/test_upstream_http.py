@@ -444,3 +444,34 @@ def test_a_stream_not_asked_to_pause_yields_chunks_only(serve):
     upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces,
                                          piece_delay=0.2))
     assert [c.choices[0].content for c in upstream.open({})] == ["a", "b"]
+
+
+def test_a_request_on_a_kept_alive_connection_the_server_closed_unseen_is_sent_again():
+    """A server that closes a kept-alive connection as the next request comes (its close raced the pool's check
+    of that idle connection, as llama-cpp-python's server does): the request goes once more, on a new connection."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"data\":[]}"
+    connections = []
+
+    def serve_one(conn):
+        with conn:
+            for served in range(2):
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += conn.recv(65536) or b"\r\n\r\n"
+                if served:  # the second request on it: closed, nothing answered
+                    return
+                conn.sendall(answer)
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def accept():
+            while True:
+                conn, _ = listener.accept()
+                connections.append(conn)
+                threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+        threading.Thread(target=accept, daemon=True).start()
+        upstream = HttpUpstream(f"http://127.0.0.1:{listener.getsockname()[1]}/v1")
+        for _ in range(3):
+            response = upstream.connection.request("GET", "/models")
+            assert (response.status_code, response.read_body()) == (200, b'{"data":[]}')
+        upstream.close()
+    assert len(connections) == 3  # each request after the first answered on a new connection
