@@ -78,6 +78,7 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self._unread: list[bytearray] = []  # the parser's pieces (a bytearray would keep its buffer between reads)
         self._unread_bytes = 0
         self._socket = sock
+        self._timeout = sock.gettimeout()  # set again only when a wait asks for another
         super().__init__(sock, pool, **kw)
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
@@ -121,7 +122,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
         """
         sock = self._socket
         try:
-            sock.settimeout(timeout)
+            if timeout != self._timeout:  # (a stream waits a tick at a time: the same each time)
+                sock.settimeout(timeout)
+                self._timeout = timeout
             data = sock.recv(READ_BYTES)
         except TimeoutError:
             return False
