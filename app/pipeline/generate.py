@@ -25,10 +25,12 @@ import orjson
 from statemachine import ParserConfig
 
 from ..observability import metrics
+from ..pool import PoolRequest, retry_after_seconds
 from ..profile import ModelProfile, model_profile
 from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
 from .client_watch import abandon_if_client_leaves
+from .affinity import affinity_key
 from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
@@ -179,6 +181,8 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
     Raises:
         UpstreamError: the last back end tried refused (or one refused in another way).
     """
+    if context.pool is not None:
+        return open_in_pool(generation, context, context.pool)
     *earlier, last = (context, *context.fallbacks)
     # Each attempt calls open_in_tool_mode itself: the wait for the back end's answer is the deepest point of a
     # request, and each Python frame below it grows every open stream's data stack (docs/upstream-client.md).
@@ -192,6 +196,53 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
             falling_back(attempt, exc)
     generation = _served_by(generation, last, context)
     return open_in_tool_mode(generation, last), last, generation
+
+
+#: The failures after which a pool's next member is tried (a refusal, a timeout, a 5xx or a 429 before the first
+#: byte); the request's own time limit running out is not one.
+FAILS_OVER = (*FALLS_BACK, "timeout", "rate_limited")
+
+
+def open_in_pool(generation: Generation, context: RequestContext, request: PoolRequest
+                 ) -> tuple[Opened, RequestContext, Generation]:
+    """:func:`open_in_tool_mode` on the pool member chosen for the generation's affinity key (holding one of its
+    slots), then once on the next member if it failed before its first byte (:data:`FAILS_OVER`; it cools down),
+    then on the model's ``fallbacks`` as :func:`open_with_fallbacks`; nothing has gone to the client yet.
+
+    Returns, raises: as :func:`open_with_fallbacks`.
+    """
+    pool = request.pool
+    members, own = pool.choose(affinity_key(request.session, generation.messages, generation.config))
+    error = UpstreamError("rate_limited", f"Every back end of {generation.model} is at its limit of concurrent "
+                                          "requests; retry shortly.", status=429, retry_after="1",
+                          code="concurrency_limit_exceeded")
+    for tried, member in enumerate(members):
+        slot = member.backend.slots.try_acquire()
+        if slot is None:  # its own upstream_max_concurrent
+            continue
+        backend = member.backend
+        attempt = dataclasses.replace(context, settings=backend.settings, upstream=backend.upstream,
+                                      upstream_name=member.name, pool=None, fallbacks=())
+        served = dataclasses.replace(generation, profile=model_profile(backend.settings, generation.model))
+        try:
+            opened = open_in_tool_mode(served, attempt)
+        except UpstreamError as exc:
+            slot.release()
+            if exc.kind not in FAILS_OVER or exc.code == "stream_time_limit":
+                raise
+            pool.failed(member, refused=exc.kind == "connect", retry_after=retry_after_seconds(exc.retry_after))
+            metrics.child(metrics.POOL_FAILURES, member.name, exc.kind).inc()
+            falling_back(attempt, exc)
+            error = exc
+            continue
+        request.hold(slot)
+        reason = "retry" if tried else "affinity" if own else "overflow"
+        metrics.child(metrics.POOL_ROUTED, member.name, reason).inc()
+        return opened, attempt, served
+    if not context.fallbacks:
+        raise error
+    first, *rest = context.fallbacks
+    return open_with_fallbacks(generation, dataclasses.replace(first, pool=None, fallbacks=tuple(rest)))
 
 
 def _served_by(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:
