@@ -208,3 +208,26 @@ def test_a_pool_names_known_back_ends_once(upstream: list[str], fallback: list[s
     with pytest.raises(ValueError, match=message):
         Settings(upstreams=upstreams("gpu1", "gpu2"),
                  model_map={"coder": {"model": "m", "upstream": upstream, "fallback": fallback}})
+
+
+def test_readyz_and_the_debug_page_show_each_pool_member_as_this_worker_sees_it(tmp_path: Any) -> None:
+    from app import create_app
+    from app.http.state import ToolwireState
+    from app.loading import load_settings
+    from app.routing import pool_members, route, upstream_settings
+
+    settings = load_settings(upstreams={**upstreams("gpu1", "gpu2"), "gpu3": {"kind": "openai", "weight": 2,
+                                                                              "url": "http://127.0.0.1:9/v1"}},
+                             model_map={"coder": {"model": "qwen3-coder", "upstream": ["gpu1", "gpu2", "gpu3"]}},
+                             debug=True, debug_dir=str(tmp_path / "debug"), ready_cache_seconds=0)
+    assert route(settings, "coder") == "gpu1" and pool_members(settings, "coder") == ["gpu1", "gpu2", "gpu3"]
+    assert all("coder" in upstream_settings(settings, name).model_map for name in ("gpu1", "gpu2", "gpu3"))
+    app = create_app(settings)
+    state: ToolwireState = app.extensions["toolwire"]["toolwire"].state(app)
+    pool = state.pools["coder"]
+    assert [(m.name, m.weight) for m in pool.members] == [("gpu1", 1.0), ("gpu2", 1.0), ("gpu3", 2.0)]
+    pool.failed(pool.members[1])
+    client = app.test_client()
+    assert client.get("/readyz").get_json()["pools"] == {"coder": {"gpu1": "ok", "gpu2": "cooling", "gpu3": "ok"}}
+    rows = {row["name"]: row for row in client.get("/debug/upstreams").get_json()["data"]}
+    assert rows["gpu2"]["pool"] == "cooling" and rows["gpu3"]["models"] == ["coder"] and "pool" not in rows["default"]
