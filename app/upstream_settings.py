@@ -176,7 +176,7 @@ class DemoSettings(BaseModel):
 
 class PoolSettings(BaseModel):
     """Pools: a model served by several back ends (a model_map entry whose upstream is a list of names), each
-    conversation kept on the member that holds its cache (docs/deployment.md)."""
+    conversation kept on the member that holds its cache (docs/deploying.md)."""
 
     pool_load_factor: float = Field(
         2.0, ge=1.0, description="A member takes a conversation while its generations in flight (in this worker), "
