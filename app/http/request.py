@@ -12,9 +12,9 @@ from flask import Response, jsonify, request
 from ..errors import ApiError
 from ..observability import record as observe
 from ..pipeline.context import RequestContext
-from ..pool import PoolRequest
 from ..pipeline.generate import SSE_HEADERS, Reply
 from ..pipeline.streaming import SSEBody
+from ..pool import PoolRequest
 from ..routing import fallbacks
 from ..settings import Settings
 from ..store import OwnedStore
