@@ -231,3 +231,65 @@ def test_readyz_and_the_debug_page_show_each_pool_member_as_this_worker_sees_it(
     assert client.get("/readyz").get_json()["pools"] == {"coder": {"gpu1": "ok", "gpu2": "cooling", "gpu3": "ok"}}
     rows = {row["name"]: row for row in client.get("/debug/upstreams").get_json()["data"]}
     assert rows["gpu2"]["pool"] == "cooling" and rows["gpu3"]["models"] == ["coder"] and "pool" not in rows["default"]
+
+
+def pooled_request(*errors: Any, health_checked: bool = False) -> tuple[Any, Any, list[Any], Clock]:
+    """A generation, its context on a pool whose members' upstreams fail to open with ``errors`` (``None``: opens),
+    the slots the request held, and the pool's clock."""
+    from app.http.state import StreamSlots
+    from app.pipeline.context import RequestContext
+    from app.pipeline.generate import Generation
+    from app.pool import PoolRequest
+    from app.profile import model_profile
+    from support.fakes import FakeUpstream
+
+    settings = Settings(model_map={"coder": {"model": "m", "tool_mode": "prompt"}})
+    members = [PoolMember(Backend(f"gpu{n}", FakeUpstream(open_error=error), settings, StreamSlots(0)))  # type: ignore
+               for n, error in enumerate(errors, 1)]
+    clock = Clock()
+    pool = Pool("coder", members, clock=clock, cooldown_seconds=1.0, health_checked=health_checked)
+    held: list[Any] = []
+    context = RequestContext(settings=settings, upstream=members[0].backend.upstream, upstream_name="gpu1",
+                             pool=PoolRequest(pool, "session-1", held.append))
+    generation = Generation(model_profile(settings, "coder"), [{"role": "user", "content": "Hi."}], ParserConfig(),
+                            {}, stream=True)
+    return generation, context, held, clock
+
+
+def ranked_names(context: Any) -> list[str]:
+    return [member.name for member in context.pool.pool.ranked(affinity_key("session-1", [], ParserConfig()))]
+
+
+def test_a_429_before_the_first_byte_is_retried_once_on_the_next_member_which_holds_the_slot() -> None:
+    from app.pipeline.generate import open_in_pool
+    from app.upstreams.base import UpstreamError
+
+    generation, context, held, clock = pooled_request(None, None, None)
+    first, second, third = ranked_names(context)
+    members = {member.name: member for member in context.pool.pool.members}
+    members[first].backend.upstream.open_error = UpstreamError("rate_limited", "busy", status=429, retry_after="2")
+    _, attempt, _ = open_in_pool(generation, context)
+    assert attempt.upstream_name == second and attempt.pool is None
+    assert [len(members[name].backend.upstream.bodies) for name in (first, second, third)] == [1, 1, 0]
+    assert len(held) == 1 and members[second].backend.slots.in_use == 1 and members[first].backend.slots.in_use == 0
+    clock.now += 1.5  # past the cooldown, not the Retry-After
+    assert context.pool.pool.status()[first] == "cooling"
+
+
+def test_a_client_error_is_not_retried_and_a_second_failure_is_the_answer() -> None:
+    from app.pipeline.generate import open_in_pool
+    from app.upstreams.base import UpstreamError
+
+    generation, context, held, _ = pooled_request(None, None, None, health_checked=True)
+    members = {member.name: member for member in context.pool.pool.members}
+    first, second, third = ranked_names(context)
+    members[first].backend.upstream.open_error = UpstreamError("client_error", "bad", status=400)
+    with pytest.raises(UpstreamError, match="bad"):
+        open_in_pool(generation, context)
+    assert len(members[second].backend.upstream.bodies) == 0 and context.pool.pool.status()[first] == "ok"
+    members[first].backend.upstream.open_error = UpstreamError("connect", "refused")
+    members[second].backend.upstream.open_error = UpstreamError("server_error", "boom", status=502)
+    with pytest.raises(UpstreamError, match="boom"):
+        open_in_pool(generation, context)
+    assert len(members[third].backend.upstream.bodies) == 0  # once on the next member, no more
+    assert context.pool.pool.status() == {first: "down", second: "cooling", third: "ok"} and held == []

@@ -35,6 +35,7 @@ MEMBERS = ("gpu1", "gpu2", "gpu3")
 #: its generation prompt (the assistant header the next turn replaces with the recorded call).
 PREFIX_SLACK = 8
 POOL_TIME_LIMIT = 600
+HEALTH_SECONDS = 1
 
 
 def toolwire_settings(members: dict[str, str], **more: str) -> dict[str, str]:
@@ -42,7 +43,7 @@ def toolwire_settings(members: dict[str, str], **more: str) -> dict[str, str]:
     return {"TOOLWIRE_UPSTREAMS": json.dumps({name: {"kind": "openai", "url": url} for name, url in members.items()}),
             "TOOLWIRE_MODEL_MAP": json.dumps({"coder": {"model": "smollm2", "upstream": list(members),
                                                         "tool_mode": "prompt", "tool_manifest": "compact"}}),
-            "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "120", "TOOLWIRE_POOL_HEALTH_SECONDS": "1",
+            "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "120", "TOOLWIRE_POOL_HEALTH_SECONDS": str(HEALTH_SECONDS),
             "TOOLWIRE_POOL_COOLDOWN_SECONDS": "1", "TOOLWIRE_GRACEFUL_TIMEOUT": "2", **more}
 
 
@@ -210,10 +211,10 @@ def test_a_killed_member_is_skipped_its_sessions_move_to_one_other_and_it_comes_
         if session == 0 and index == 5:
             servers[victim].start()
             times["restarted"] = time.monotonic()
-        if index == 6:  # one health interval (1 s, jittered) after the restart
+        if index == 6:  # one health interval after the restart (1 s, jittered by a fifth; a check waits 1 s at most)
             while "restarted" not in times:
                 time.sleep(0.1)
-            time.sleep(max(0.0, times["restarted"] + 1.5 - time.monotonic()))
+            time.sleep(max(0.0, times["restarted"] + HEALTH_SECONDS * 1.2 + 1.0 - time.monotonic()))
 
     played = replay([host] * 3, turns=8, between=between)
     failed = [t for t in played if t.error]
