@@ -6,8 +6,8 @@ worker and every toolwire host ranks them alike without sharing any state, and a
 its own conversations, each to its next-ranked member. The load is bounded: a member takes a request only
 while its generations in flight (in this worker) stay under ``pool_load_factor`` times its weighted share of
 the pool's; past it the request goes to the next member by rank under its own bound (or, with
-``pool_tie_breaker = least_busy``, to the least busy member). A member that failed is passed over for its cooldown, and one whose health endpoint
-fails (:mod:`app.pool_health`) until it answers again.
+``pool_tie_breaker = least_busy``, to the least busy member). A member that failed is passed over for its
+cooldown, and one whose health endpoint fails (:mod:`app.pool_health`) until it answers again.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any, Callable, Protocol
 ATTEMPTS = 2
 _SCALE = 2.0 ** 64
 _MASK = (1 << 64) - 1
+#: The longest cooldown a 429's ``Retry-After`` sets, seconds (a back end's "come back tomorrow" is not kept).
+MAX_RETRY_AFTER = 300.0
 
 
 class MemberSlots(Protocol):
@@ -194,8 +196,10 @@ def _first(pair: tuple[float, PoolMember]) -> float:
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """A ``Retry-After`` header's seconds (``None`` when absent, or a date: the cooldown applies)."""
+    """A ``Retry-After`` header's seconds, at most :data:`MAX_RETRY_AFTER` (``None`` when absent or not a number of
+    seconds, a date included: the cooldown applies)."""
     try:
-        return max(float(value), 0.0) if value else None
+        seconds = float(value) if value else math.nan
     except ValueError:
         return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER) if math.isfinite(seconds) else None

@@ -162,6 +162,8 @@ def test_retry_after_reads_seconds_only() -> None:
     assert retry_after_seconds("2") == 2.0
     assert retry_after_seconds(None) is None
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None
+    assert retry_after_seconds("inf") is None and retry_after_seconds("nan") is None
+    assert retry_after_seconds("86400") == 300.0 and retry_after_seconds("-3") == 0.0
 
 
 CONFIG = ParserConfig(tools={"read": ToolSpec("read"), "bash": ToolSpec("bash")})

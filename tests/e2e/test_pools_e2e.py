@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import statistics
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +36,8 @@ MEMBERS = ("gpu1", "gpu2", "gpu3")
 #: A turn "holds its prefix" when the server reused at least the previous turn's prompt but for the few tokens of
 #: its generation prompt (the assistant header the next turn replaces with the recorded call).
 PREFIX_SLACK = 8
+#: llama-server's log line of a task's prompt processing.
+PROMPT_TIMING = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 POOL_TIME_LIMIT = 600
 HEALTH_SECONDS = 1
 
@@ -173,7 +177,7 @@ def hit_rate(turns: list[Turn]) -> float:
 
 @pytest.mark.time_limit(POOL_TIME_LIMIT)
 def test_each_conversation_stays_on_the_member_holding_its_cache_through_one_host_and_through_two(
-        hosts: list[ToolwireServer]) -> None:
+        servers: dict[str, LlamaCppServer], hosts: list[ToolwireServer]) -> None:
     # four concurrent sessions: two through the first host alone, two whose turns alternate between both hosts
     one, two = hosts[:1], hosts
     played = replay([one, two, one, two])
@@ -192,6 +196,11 @@ def test_each_conversation_stays_on_the_member_holding_its_cache_through_one_hos
         assert all(ratio <= 1.2 for ratio in ratios), ratios
     sessions_members = {s: {t.member for t in played if t.session == s} for s in range(len(TASKS))}
     assert all(len(members) == 1 for members in sessions_members.values()), sessions_members
+    timings = [(float(ms), int(tokens)) for server in servers.values()
+               for ms, tokens in PROMPT_TIMING.findall(server.log())]
+    warm = [ms for ms, tokens in timings if tokens < 100]
+    print(f"the servers' prompt times: a turn after the first {statistics.median(warm):.0f} ms (median of "
+          f"{len(warm)}), a first turn {statistics.median([ms for ms, n in timings if n >= 150]):.0f} ms")
 
 
 @pytest.mark.time_limit(POOL_TIME_LIMIT)
