@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import signal
 import statistics
 import time
 import uuid
@@ -298,3 +299,20 @@ def test_nothing_is_retried_after_its_first_byte_reached_the_client(
     members[own].enqueue(Script(status=503))  # before its first byte: retried
     answer = chat(toolwire, "s-cut", stream=True)
     assert answer.status_code == 200 and f"From {other}." in answer.text
+
+
+def test_the_health_checks_ask_each_member_and_never_keep_gunicorn_from_stopping() -> None:
+    with ScriptedUpstream() as one, ScriptedUpstream() as two:
+        members = {"one": one, "two": two}
+        for server in members.values():
+            server.default_script = Script(text="Hi.")
+        with run_toolwire({**toolwire_settings({name: s.v1_url for name, s in members.items()}),
+                           "WEB_CONCURRENCY": "2"}) as toolwire:
+            for number in range(4):  # a worker starts its checks at its first pooled request
+                assert chat(toolwire, f"s-{number}").status_code == 200
+            time.sleep(HEALTH_SECONDS * 2.5)
+            assert all(any(e.path == "/health" for e in server.exchanges) for server in members.values())
+            began = time.monotonic()
+            toolwire.process.send_signal(signal.SIGTERM)
+            toolwire.process.wait(30)
+            assert time.monotonic() - began < 2 + 3  # its graceful timeout (2 s), and no more than start-up slack
