@@ -213,6 +213,17 @@ class HttpUpstream:
             return False
         return response.status_code == 200
 
+    def healthy(self, path: str) -> bool:
+        """Whether ``GET path`` under the server's root (its health endpoint, llama.cpp's and vLLM's ``/health``)
+        answers 200; the caller bounds the wait."""
+        try:
+            response = self.connection.request("GET", path, headers=_JSON_HEADERS, at_root=True,
+                                               max_buffer=MAX_ERROR_BODY_BYTES)
+            response.read_body()
+        except (OSError, HTTPParseError, BufferLimitExceeded):
+            return False
+        return response.status_code == 200
+
     def close(self) -> None:
         """Close this process's idle upstream connections."""
         self.connection.close()
