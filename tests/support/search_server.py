@@ -1,11 +1,12 @@
 """A SearXNG-compatible search server for tests, answering from a fixed corpus, and the pages it links to.
 
 ``SearchServer`` is a real HTTP/1.1 server on ``127.0.0.1`` (ephemeral port) in a background thread:
-``GET /search?q=…&format=json`` answers SearXNG's JSON shape (``query``, ``number_of_results``, ``results``
-with ``url``, ``title``, ``content``, ``publishedDate``, ``engine``, ``score``) with the corpus pages sharing a
-word with the query, best first; any other ``format`` is SearXNG's 403. ``GET /pages/<slug>`` serves a corpus
-page as HTML, so a search result's URL can be fetched. Faults for tests: ``status`` (every search answers that
-HTTP status), ``raw`` (every search answers these bytes) and ``delay`` (seconds before answering). Every query is recorded in ``queries``.
+``GET /search?q=…&format=json`` answers SearXNG's JSON shape (``query``, ``number_of_results``,
+``results`` with ``url``, ``title``, ``content``, ``publishedDate``, ``engine``, ``score``) with the corpus pages
+sharing a word with the query, best first; any other ``format`` is SearXNG's 403. ``GET /pages/<slug>`` serves
+a corpus page as HTML, so a search result's URL can be fetched. Faults for tests: ``status`` (every search answers that
+HTTP status), ``raw`` (every search answers these bytes) and ``delay`` (seconds before answering). Every query
+is recorded in ``queries``.
 """
 
 from __future__ import annotations
