@@ -70,6 +70,12 @@ TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",
                               ["model"])
 
+GATEWAY_REQUESTS = Counter("toolwire_gateway_requests_total",
+                           "Requests the gateway made for the tools it runs itself (docs/gateway-tools.md), by what "
+                           "runs them (mcp, web_search…), the request (call, list_tools…) and outcome (ok, error, "
+                           "timeout, limit, refused)", ["kind", "request", "outcome"])
+GATEWAY_SECONDS = Histogram("toolwire_gateway_request_seconds", "How long the gateway's requests for its own tools took",
+                            ["kind", "request"], buckets=_DURATION_BUCKETS)
 REASKS = Counter("toolwire_reasks_total",
                  "Answers asked for again because a call failed its check (invalid_call) or a forced tool_choice "
                  "got none (forced_choice_unmet)", ["model", "reason"])

@@ -90,6 +90,7 @@ class RequestRecord:
         outcome: the error code the response ended with (an error response, an error frame or
             ``response.failed``); ``None`` until then (the access line says ``completed`` or ``client_gone``).
         dropped_tools: the types of the request's tools not offered to the model (hosted tools), in order.
+        gateway: the requests made for the tools the gateway runs itself, in order (``mcp.call:ok``…).
     """
 
     request_id: str
@@ -112,6 +113,7 @@ class RequestRecord:
     owner: str | None = None
     outcome: str | None = None
     dropped_tools: tuple[str, ...] = ()
+    gateway: tuple[str, ...] = ()
     finished: bool = False
 
     @property
@@ -194,6 +196,7 @@ class RequestRecord:
                       "stream": self.stream if self.stream_requested is None else self.stream_requested,
                       "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
                       "reasked": self.reasked, "dropped_tools": list(self.dropped_tools) or None,
+                      "gateway": list(self.gateway) or None,
                       "disconnected": self.disconnected, "outcome": ended, "ttfb_ms": self.ttfb_ms,
                       "duration_ms": _ms(duration)}
             if not logs.write_direct(access_log, logging.INFO, f"{self.method} {self.route} {self.status}",
@@ -282,6 +285,18 @@ def note_dropped_tools(kinds: list[str]) -> None:
     record = _current.get()
     if record is not None:
         record.dropped_tools = tuple(kinds)
+
+
+def note_gateway(kind: str, request: str, outcome: str, seconds: float, record: RequestRecord | None = None
+                 ) -> None:
+    """The gateway made a ``request`` (``call``, ``list_tools``…) for a tool of ``kind`` it runs (``mcp``…),
+    which ended with ``outcome`` (``ok``, ``error``, ``timeout``, ``limit``, ``refused``) after ``seconds``:
+    counted, timed, and named on the access line of ``record`` (default: the current request's)."""
+    metrics.child(metrics.GATEWAY_REQUESTS, kind, request, outcome).inc()
+    metrics.child(metrics.GATEWAY_SECONDS, kind, request).observe(seconds)
+    record = record or _current.get()
+    if record is not None:
+        record.gateway += (f"{kind}.{request}:{outcome}",)
 
 
 def note_stream(stream: Any) -> None:

@@ -17,13 +17,14 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Protocol, TypeAlias
+from typing import Any, Callable, NamedTuple, Protocol, TypeAlias, cast
 
 import gevent
 import orjson
 
 from statemachine import ParserConfig
 
+from ..gateway_tools.base import GatewayToolset
 from ..observability import metrics
 from ..profile import ModelProfile, model_profile
 from ..settings import Settings
@@ -33,6 +34,7 @@ from .constrain import constraint_fields, resolve
 from .context import RequestContext
 from .driver import ChoiceDriver
 from .encoder import Encoder, Usage, prompt_chars, usage_of
+from .gateway_loop import Again, GatewayLoop, NextGeneration, following, offering
 from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages
@@ -61,6 +63,8 @@ class Generation:
         fields: the other parameters the back end gets, as the Chat request sends them.
         stream: answer as an SSE stream (else one JSON body).
         n: the number of choices.
+        gateway: the tools the gateway runs itself for this request, offered beside the client's (one choice
+            only; :mod:`~app.pipeline.gateway_loop`).
     """
 
     profile: ModelProfile
@@ -69,6 +73,7 @@ class Generation:
     fields: dict[str, Any]
     stream: bool
     n: int = 1
+    gateway: GatewayToolset | None = None
 
     @property
     def model(self) -> str:
@@ -94,29 +99,37 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     limit = context.settings.stream_max_seconds
     deadline = time.monotonic() + limit if limit else None
     client = context.client_socket
+    toolset = generation.gateway
+    if toolset is not None:
+        generation = dataclasses.replace(generation, config=offering(generation.config, toolset))
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
         (stream, config, messages, native), context, generation = open_with_fallbacks(generation, context)
     reask = not native and _reasks(generation, config)  # (a back end given the tools enforces its own choice)
-    if reask or not generation.stream:  # a call goes out whole once it checks: never sent broken
-        config = checked(config, validate=reask)
+    if reask or not generation.stream or toolset is not None:  # a call goes out whole once it checks (a gateway
+        config = checked(config, validate=reask)  # call is known whole before anything of it could go out)
     sent_chars = prompt_chars(messages)  # for a usage estimate
     driver = ChoiceDriver(stream, config, n=generation.n, reasoning=generation.profile.reasoning,
                           record=context.record)
     events: ChoiceDriver | Reasking = driver
-    source: Paced = stream
+    source: UpstreamStream | Reasking = stream
     if reask:
         events = source = Reasking(driver, stream, config, _second_answer(generation, context), context,
                                   hold_first=not generation.stream)
-    usage = UsageSoFar(events, sent_chars)
+    loop = None if toolset is None else GatewayLoop(events, source, toolset, _next_generation(generation, context),
+                                                    deadline=deadline, record=context.record)
+    usage = UsageSoFar(loop or events, sent_chars)
+    # (a loop's items carry the gateway's events beside the core's: only a surface whose encoder knows them offers
+    # gateway tools)
+    items = events if loop is None else cast(Events, loop)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
-            for index, event in cooperative(events):
+            for index, event in cooperative(items):
                 encoder.add(index, event)
         return encoder.body(usage())
 
-    return stream_body(events, encoder, usage, source, context, max_seconds=left)
+    return stream_body(items, encoder, usage, loop or source, context, max_seconds=left)
 
 
 def _reasks(generation: Generation, config: ParserConfig) -> bool:
@@ -140,18 +153,35 @@ def _second_answer(generation: Generation, context: RequestContext
     return again
 
 
+def _next_generation(generation: Generation, context: RequestContext) -> Again:
+    """Opens the generation after gateway calls ran, ``added`` after the transcript (:data:`Again`)."""
+    assert generation.gateway is not None
+    toolset = generation.gateway
+
+    def again(added: list[dict[str, Any]], gateway: bool) -> NextGeneration:
+        config = following(generation.config, toolset, gateway=gateway)
+        follow = dataclasses.replace(generation, messages=[*generation.messages, *added], config=config)
+        stream, config, messages, _ = open_in_tool_mode(follow, context)
+        driver = ChoiceDriver(stream, checked(config, validate=False), reasoning=generation.profile.reasoning,
+                              record=context.record)
+        return NextGeneration(stream, driver, prompt_chars(messages))
+    return again
+
+
 class UsageSoFar:
     """The usage of a generation so far (:func:`~app.pipeline.encoder.usage_of`), for its encoder's closing or error
     frames: a slotted callable, where a closure over the driver would be three objects an open stream holds."""
 
     __slots__ = ("_driver", "_prompt_chars")
 
-    def __init__(self, driver: ChoiceDriver | Reasking, prompt_chars: int):
+    def __init__(self, driver: ChoiceDriver | Reasking | GatewayLoop, prompt_chars: int):
         self._driver = driver
         self._prompt_chars = prompt_chars
 
     def __call__(self) -> Usage:
-        return usage_of(self._driver.usage, self._prompt_chars, self._driver.output_chars)
+        driver = self._driver
+        later = driver.later_prompt_chars if isinstance(driver, GatewayLoop) else 0  # the generations after gateway calls
+        return usage_of(driver.usage, self._prompt_chars + later, driver.output_chars)
 
 
 #: The failures after which a model's next fallback back end is tried: nothing was read (a refused
