@@ -1,7 +1,9 @@
 """Web fetch: one page's text for the model (Anthropic's ``web_fetch`` tool, Responses' ``open_page`` action).
 
 :func:`fetch_page` GETs an http(s) URL after the caller's address check (the seam's ``safety.check_url``: no
-private, loopback or link-local address unless the operator allowed it), again for each redirect it follows; it
+private, loopback or link-local address unless the operator allowed it), again for each redirect it follows. The
+host is resolved once: the check sees those addresses and the connection goes to the first of them (TLS still
+checks the host's name), so a name that resolves differently a moment later cannot slip past the check. It
 reads at most ``max_bytes``, within one deadline, and gives plain text (``text/plain``, and HTML with its
 scripts, styles and markup removed; the title kept). Another content type (PDF, images…) is
 ``unsupported_content_type``. Errors are :class:`FetchError` with Anthropic's ``web_fetch_tool_result_error``
@@ -11,8 +13,10 @@ codes.
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,6 +24,10 @@ from html.parser import HTMLParser
 from http.client import HTTPConnection, HTTPException, HTTPSConnection, HTTPResponse
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
+
+import certifi
+
+from .safety import Resolver
 
 #: Longest URL fetched (Anthropic answers a longer one ``url_too_long``).
 MAX_URL_CHARS = 250
@@ -71,13 +79,14 @@ def check_fetch_url(arguments: dict[str, Any]) -> str:
     return url.strip()
 
 
-def fetch_page(url: str, *, check: Callable[[str], None], deadline: float, max_bytes: int,
+def fetch_page(url: str, *, check: Callable[[str, Resolver], None], deadline: float, max_bytes: int,
                max_chars: int) -> FetchedPage:
     """The text of the page at ``url``.
 
     Args:
-        check: raises (any exception) when an address may not be fetched; asked for ``url`` and every
-            redirect's target.
+        check: ``check(url, resolve)`` raises (any exception) when ``url`` may not be fetched, its host resolved
+            by ``resolve`` (a ``socket.getaddrinfo`` answering the addresses the fetch connects to); asked for
+            ``url`` and every redirect's target.
         deadline: ``time.monotonic()`` by which the whole fetch ends (``unavailable`` past it).
         max_bytes: most body bytes read; max_chars: most characters of text kept (``truncated`` says a cut).
 
@@ -85,11 +94,8 @@ def fetch_page(url: str, *, check: Callable[[str], None], deadline: float, max_b
         FetchError: see its codes.
     """
     for _ in range(MAX_REDIRECTS + 1):
-        try:
-            check(url)
-        except Exception as exc:  # the checker's own refusal, whatever its class
-            raise FetchError("url_not_allowed", str(exc) or "the URL is not allowed") from None
-        status, headers, body = _get(url, deadline, max_bytes)
+        address = _checked_address(url, check)
+        status, headers, body = _get(url, address, deadline, max_bytes)
         if status in (301, 302, 303, 307, 308) and headers.get("location"):
             url = urljoin(url, headers["location"])
             continue
@@ -127,14 +133,57 @@ def _decode(body: bytes, params: str) -> str:
     return body.decode(codec, errors="replace")
 
 
-def _get(url: str, deadline: float, max_bytes: int) -> tuple[int, dict[str, str], bytes]:
-    """One GET of ``url``: its status, lower-cased headers and at most ``max_bytes`` of its body."""
+def _checked_address(url: str, check: Callable[[str, Resolver], None]) -> str:
+    """The address ``url``'s host resolves to first, once ``check`` allowed the URL on those addresses."""
+    parts = urlsplit(url)
+    try:
+        infos = socket.getaddrinfo(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80),
+                                   type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError):
+        raise FetchError("url_not_accessible", f"{parts.hostname} does not resolve") from None
+    try:
+        check(url, lambda *args, **kwargs: infos)
+    except Exception as exc:  # the checker's own refusal, whatever its class
+        raise FetchError("url_not_allowed", str(exc) or "the URL is not allowed") from None
+    return str(infos[0][4][0])
+
+
+class _PinnedHTTP(HTTPConnection):
+    """An HTTP connection to ``host`` made at the checked ``address``."""
+
+    def __init__(self, host: str, port: int | None, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+
+
+class _PinnedHTTPS(HTTPSConnection):
+    """An HTTPS connection to ``host`` made at the checked ``address``, its certificate checked for ``host``."""
+
+    def __init__(self, host: str, port: int | None, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = _tls().wrap_socket(raw, server_hostname=self.host)
+
+
+def _tls() -> ssl.SSLContext:
+    """Certificates checked against ``SSL_CERT_FILE`` when set, else certifi's bundle (as the back ends are)."""
+    return ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+
+
+def _get(url: str, address: str, deadline: float, max_bytes: int) -> tuple[int, dict[str, str], bytes]:
+    """One GET of ``url`` at ``address``: its status, lower-cased headers and at most ``max_bytes`` of its body."""
     parts = urlsplit(url)
     left = deadline - time.monotonic()
     if left <= 0:
         raise FetchError("unavailable", "the fetch ran out of time")
-    kind = HTTPSConnection if parts.scheme == "https" else HTTPConnection
-    conn = kind(parts.hostname or "", parts.port, timeout=left)
+    kind = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
+    conn = kind(parts.hostname or "", parts.port, address, left)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
         conn.request("GET", target, headers={"User-Agent": "toolwire", "Accept": "text/html, text/plain;q=0.9"})

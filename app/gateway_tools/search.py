@@ -159,9 +159,9 @@ def _searxng_result(row: Any) -> SearchResult | None:
         return None
     if urlsplit(url).scheme not in ("http", "https"):
         return None
-    title = row.get("title") if isinstance(row.get("title"), str) else url
-    snippet = row.get("content") if isinstance(row.get("content"), str) else ""
-    published = row.get("publishedDate")
+    title, snippet, published = row.get("title"), row.get("content"), row.get("publishedDate")
+    title = title if isinstance(title, str) else url
+    snippet = snippet if isinstance(snippet, str) else ""
     return SearchResult(title=title[:MAX_TITLE_CHARS], url=url, snippet=snippet[:MAX_SNIPPET_CHARS],
                         page_age=published if isinstance(published, str) and published else None)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from .base import GatewayTool, ToolRun
 from .fetch import FetchedPage, FetchError, check_fetch_url, fetch_page
-from .safety import check_url
+from .safety import Resolver, check_url
 from .search import DomainFilter, SearchBackend, SearchError, SearchResult, check_query, filtered_search, \
     make_search_backend
 
@@ -132,10 +132,10 @@ class WebFetchTool(_Counted):
         """Give the model at most ``chars`` characters of a page (a client's smaller cap than the operator's)."""
         self._max_chars = min(self._max_chars, chars)
 
-    def _check(self, url: str) -> None:
+    def _check(self, url: str, resolve: Resolver) -> None:
         if not self._options.domains.accepts(url):
             raise ValueError(f"{url} is outside the request's allowed_domains or in its blocked_domains")
-        check_url(url, self._allowed_urls)
+        check_url(url, self._allowed_urls, resolve=resolve)
 
 
 def search_text(query: str, results: list[SearchResult]) -> str:

@@ -95,7 +95,8 @@ def _assistant_messages(content: Content) -> list[dict[str, Any]]:
 
 def _server_call(block: dict[str, Any], queries: dict[str, str]) -> dict[str, Any]:
     """A ``server_tool_use`` block as a Chat call (its query kept in ``queries`` for its result)."""
-    given = block.get("input") if isinstance(block.get("input"), dict) else {}
+    given = block.get("input")
+    given = given if isinstance(given, dict) else {}
     queries[str(block.get("id"))] = str(given.get("query", ""))
     return {"id": str(block.get("id")), "type": "function",
             "function": {"name": str(block.get("name")), "arguments": json.dumps(given, ensure_ascii=False)}}

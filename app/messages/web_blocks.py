@@ -85,14 +85,18 @@ def result_text(block: dict[str, Any], query: str) -> str:
         return f"Error: the {'fetch' if block.get('type') == 'web_fetch_tool_result' else 'search'} failed " \
                f"({content.get('error_code')})"
     if block.get("type") == "web_fetch_tool_result" and isinstance(content, dict):
-        document = content.get("content") if isinstance(content.get("content"), dict) else {}
-        source = document.get("source") if isinstance(document.get("source"), dict) else {}
+        document = _object(content.get("content"))
+        source = _object(document.get("source"))
         data = source.get("data") if source.get("type") == "text" else "[a document]"
         return page_text(FetchedPage(str(content.get("url", "")), document.get("title"), str(data or ""), False, ""))
     results = [SearchResult(str(item.get("title", "")), str(item.get("url", "")),
                             snippet_of(item.get("encrypted_content")), item.get("page_age"))
                for item in content or () if isinstance(item, dict)] if isinstance(content, list) else []
     return search_text(query, results)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def snippet_of(encrypted_content: Any) -> str:

@@ -100,16 +100,17 @@ def test_kinds_and_settings():
 
 
 def test_fetch_gives_an_html_pages_visible_text(searx):
-    seen: list[str] = []
-    page = fetch_page(searx.page_url("toolwire"), check=seen.append, deadline=time.monotonic() + 5,
-                      max_bytes=100_000, max_chars=10_000)
+    seen: list[tuple[str, list]] = []
+    page = fetch_page(searx.page_url("toolwire"), check=lambda url, resolve: seen.append((url, resolve("x", 1))),
+                      deadline=time.monotonic() + 5, max_bytes=100_000, max_chars=10_000)
     assert page.title == "toolwire: tool calling for text-only models"
     assert "Wirebird" in page.text and "hidden" not in page.text and "color" not in page.text
-    assert seen == [searx.page_url("toolwire")] and not page.truncated
+    assert [url for url, _ in seen] == [searx.page_url("toolwire")] and not page.truncated
+    assert seen[0][1][0][4][0] == "127.0.0.1"  # the check saw the address the fetch connected to
 
 
 def test_fetch_refusals_and_failures(searx):
-    def refuse(url: str) -> None:
+    def refuse(url: str, resolve) -> None:
         raise ValueError("loopback address 127.0.0.1 is not allowed")
 
     with pytest.raises(FetchError) as caught:
@@ -117,17 +118,17 @@ def test_fetch_refusals_and_failures(searx):
                    max_chars=1000)
     assert caught.value.code == "url_not_allowed" and "loopback" in caught.value.message
     with pytest.raises(FetchError) as caught:
-        fetch_page(f"{searx.url}/pages/nothing", check=lambda url: None, deadline=time.monotonic() + 5,
+        fetch_page(f"{searx.url}/pages/nothing", check=lambda url, resolve: None, deadline=time.monotonic() + 5,
                    max_bytes=1000, max_chars=1000)
     assert caught.value.code == "url_not_accessible"
     with pytest.raises(FetchError) as caught:
-        fetch_page(f"{searx.url}/search?q=x&format=json", check=lambda url: None, deadline=time.monotonic() + 5,
-                   max_bytes=1000, max_chars=1000)
+        fetch_page(f"{searx.url}/search?q=x&format=json", check=lambda url, resolve: None,
+                   deadline=time.monotonic() + 5, max_bytes=1000, max_chars=1000)
     assert caught.value.code == "unsupported_content_type"
 
 
 def test_fetch_caps_what_it_reads(searx):
-    page = fetch_page(searx.page_url("toolwire"), check=lambda url: None, deadline=time.monotonic() + 5,
+    page = fetch_page(searx.page_url("toolwire"), check=lambda url, resolve: None, deadline=time.monotonic() + 5,
                       max_bytes=200, max_chars=20)
     assert page.truncated and len(page.text) <= 20
 
@@ -143,3 +144,20 @@ def test_fetch_urls_are_checked():
 
 def test_html_text_keeps_blocks_as_lines():
     assert html_text("<title> T </title><p>a &amp; b</p><div>c</div>") == ("T", "a & b\nc")
+
+
+def test_each_redirect_is_checked(searx):
+    target = searx.page_url("toolwire")
+    seen: list[str] = []
+    page = fetch_page(f"{searx.url}/go?to={target}", check=lambda url, resolve: seen.append(url),
+                      deadline=time.monotonic() + 5, max_bytes=100_000, max_chars=10_000)
+    assert seen == [f"{searx.url}/go?to={target}", target] and page.url == target
+
+    def no_pages(url: str, resolve) -> None:
+        if "/pages/" in url:
+            raise ValueError("not that one")
+
+    with pytest.raises(FetchError) as caught:
+        fetch_page(f"{searx.url}/go?to={target}", check=no_pages, deadline=time.monotonic() + 5, max_bytes=1000,
+                   max_chars=1000)
+    assert caught.value.code == "url_not_allowed"

@@ -4,7 +4,7 @@
 ``GET /search?q=…&format=json`` answers SearXNG's JSON shape (``query``, ``number_of_results``,
 ``results`` with ``url``, ``title``, ``content``, ``publishedDate``, ``engine``, ``score``) with the corpus pages
 sharing a word with the query, best first; any other ``format`` is SearXNG's 403. ``GET /pages/<slug>`` serves
-a corpus page as HTML, so a search result's URL can be fetched. Faults for tests: ``status`` (every search answers that
+a corpus page as HTML, so a search result's URL can be fetched; ``GET /go?to=<url>`` redirects there. Faults for tests: ``status`` (every search answers that
 HTTP status), ``raw`` (every search answers these bytes) and ``delay`` (seconds before answering). Every query
 is recorded in ``queries``.
 """
@@ -94,6 +94,12 @@ def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:
             pass
 
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):  # a client that stopped reading (caps, timeouts)
+                pass
+
         def do_GET(self) -> None:
             parts = urlsplit(self.path)
             if server.delay:
@@ -109,6 +115,12 @@ def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
                     return self._send(server.status, "application/json", b'{"error": "scripted"}')
                 body = json.dumps(server.answer(params.get("q", [""])[0])).encode()
                 return self._send(200, "application/json", body)
+            if parts.path == "/go":  # a redirect, to check each hop is checked
+                self.send_response(302)
+                self.send_header("Location", parse_qs(parts.query)["to"][0])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             slug = parts.path.removeprefix("/pages/")
             page = next((page for page in server.corpus if page.slug == slug and not page.url), None)
             if page is None:
@@ -122,9 +134,6 @@ def _handler(server: SearchServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", media_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # a client that gave up waiting (timeout tests)
-                pass
+            self.wfile.write(body)
 
     return Handler
