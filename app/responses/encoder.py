@@ -30,6 +30,8 @@ from statemachine import (
 )
 
 from .tools import ToolOrigin
+from .web_search import WEB_KINDS, call_finished, call_started
+from ..gateway_tools.base import GatewayApprovalRequested, GatewayCallFinished, GatewayCallStarted, GatewayEvent
 
 from ..errors import ApiError
 from ..ids import uuid4_hex
@@ -209,6 +211,7 @@ class ResponsesEncoder:
                  tools: Mapping[str, ToolOrigin] | None = None):
         self._id_factory = id_factory
         self._tools = tools or {}
+        self._web_call = ("", 0)  # the running web_search_call's item id and output index
         self._seq = 0
         self._open: _Span | _Call | None = None
         self._delta_parts: tuple[object, bytes, bytes, bytes] | None = None  # see delta_frame
@@ -283,6 +286,20 @@ class ResponsesEncoder:
         if isinstance(event, ToolCallNote):
             return []  # telemetry, never on the wire
         assert_never(event)
+
+    def gateway(self, event: GatewayEvent) -> list[dict[str, Any]]:
+        """The Responses events of a gateway tool's call: a web tool's ``web_search_call`` item as it starts and
+        ends (:mod:`.web_search`)."""
+        self._check_open()
+        if isinstance(event, GatewayApprovalRequested) or event.tool.kind not in WEB_KINDS:
+            return []  # (no web tool asks for approval)
+        if isinstance(event, GatewayCallStarted):
+            out = self._close_open("completed")
+            self._web_call = (self._id_factory("ws"), len(self._response["output"]))
+            return [*out, *call_started(event, *self._web_call, self._event)[1]]
+        item, out = call_finished(event, *self._web_call, self._event)
+        self._response["output"].append(item)
+        return out
 
     def delta_frame(self, event: Event) -> bytes | None:
         """The SSE frame of a text, reasoning or function-arguments delta into the item open for it, else ``None``.
@@ -502,6 +519,10 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+#: The gateway's events a Responses stream carries beside the core's.
+_GATEWAY_EVENTS = (GatewayCallStarted, GatewayCallFinished, GatewayApprovalRequested)
+
+
 class ResponsesWireEncoder:
     """The Responses :class:`~app.pipeline.encoder.Encoder`: one choice (index 0) as SSE events or a body.
 
@@ -522,8 +543,10 @@ class ResponsesWireEncoder:
         """``response.created`` and ``response.in_progress``."""
         return [encode_sse(event) for event in self._encoder.start()]
 
-    def frames(self, index: int, event: Event) -> list[bytes]:
-        """The events of one core event."""
+    def frames(self, index: int, event: Event | GatewayEvent) -> list[bytes]:
+        """The events of one core event, or a gateway tool's."""
+        if isinstance(event, _GATEWAY_EVENTS):  # (not hot: a call run by the gateway)
+            return [encode_sse(out) for out in self._encoder.gateway(event)]
         frame = self._encoder.delta_frame(event)
         if frame is not None:
             return [frame]
@@ -538,9 +561,13 @@ class ResponsesWireEncoder:
         events = self._encoder.fail(error.code or "server_error", error.message, usage)
         return b"".join(encode_sse(event) for event in self._kept(events))
 
-    def add(self, index: int, event: Event) -> None:
-        """Feed one core event (a body needs no ``response.created``: the encoder is not started)."""
-        self._encoder.feed(event)
+    def add(self, index: int, event: Event | GatewayEvent) -> None:
+        """Feed one core event, or a gateway tool's (a body needs no ``response.created``: the encoder is not
+        started)."""
+        if isinstance(event, _GATEWAY_EVENTS):
+            self._encoder.gateway(event)
+        else:
+            self._encoder.feed(event)
 
     def body(self, usage: Usage) -> dict[str, Any]:
         """The finished Response object (kept first)."""

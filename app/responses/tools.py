@@ -8,8 +8,9 @@ name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names
 apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
-Hosted tools (``web_search``, ``file_search``, ``mcp``, ``shell`` in a container, any unknown type) are
-not offered: by default they are dropped (counted in
+``web_search`` tools are the gateway's own when the operator configured a search back end
+(:mod:`app.responses.web_search`). Hosted tools (``web_search`` otherwise, ``file_search``, ``mcp``, ``shell`` in
+a container, any unknown type) are not offered: by default they are dropped (counted in
 ``toolwire_dropped_tools_total``, a warning once per type and worker, named on the request's access line);
 with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool. A request whose tools were all dropped
 (none left to call) is a 400 naming ``tools``: the model would answer as if nothing had been asked.
@@ -32,6 +33,7 @@ from statemachine import ToolChoice, ToolSpec, schema_problem
 from ..errors import InputError
 from ..observability.dropped import DroppedTools
 from ..pipeline.plan import ChoiceRequest, check_tool
+from .web_search import runs_here
 from .schemas import (
     AllowedToolsChoice,
     CustomTool,
@@ -182,6 +184,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
+        if runs_here(tool, settings):
+            continue  # the gateway's own (app.responses.web_search)
         if _hosted(tool):
             if settings.unsupported_tools == "fail":
                 raise InputError(

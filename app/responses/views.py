@@ -35,6 +35,8 @@ from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
 from .schemas import ResponsesRequest, parse_responses_request
+from .web_search import web_search_gateway
+from ..gateway_tools.base import GatewayToolset
 from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from .tools import OfferedTools, offered_tools
@@ -102,8 +104,10 @@ def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore |
                                 max_history_bytes=settings.max_body_bytes,
                                 conversation=conversation_transcript(req, store, settings.max_messages))
     profile = model_profile(settings, req.model)
+    web = web_search_gateway(req.tools, settings)
     generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
-                            fields=_chat_fields(req), stream=req.stream)
+                            fields=_chat_fields(req), stream=req.stream,
+                            gateway=GatewayToolset.limited(web, settings) if web else None)
     return _Planned(generation, tools, input_items)
 
 

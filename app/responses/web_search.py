@@ -35,6 +35,20 @@ WEB_KINDS = frozenset({"web_search", "web_fetch"})
 Emit = Callable[..., dict[str, Any]]
 
 
+def runs_here(tool: Any, settings: Settings) -> bool:
+    """Whether the gateway runs ``tool`` (a web search tool, with a search back end configured)."""
+    return getattr(tool, "type", None) in WEB_SEARCH_TYPES and bool(settings.search_url)
+
+
+def web_search_gateway(tools: list[Any], settings: Settings) -> list[GatewayTool]:
+    """The gateway tools of a request's web search tools (the first one's options hold: the model is taught
+    one ``web_search``)."""
+    for index, tool in enumerate(tools):
+        if runs_here(tool, settings):
+            return web_search_tools(tool, index, settings)
+    return []
+
+
 def web_search_tools(tool: Any, index: int, settings: Settings) -> list[GatewayTool]:
     """The gateway tools of a Responses web search tool (``[]`` when this gateway does not run it: another type,
     or no search back end).
@@ -42,7 +56,7 @@ def web_search_tools(tool: Any, index: int, settings: Settings) -> list[GatewayT
     Raises:
         InputError: malformed ``filters`` or ``user_location`` (``tools[index]…``).
     """
-    if getattr(tool, "type", None) not in WEB_SEARCH_TYPES or not settings.search_url:
+    if not runs_here(tool, settings):
         return []
     options = web_options(tool.model_extra or {}, f"tools[{index}]", domains_at="filters.")
     made = [web_search_tool(settings, options), web_fetch_tool(settings, options, name="open_page")]

@@ -202,3 +202,23 @@ def test_claude_code_websearch_finds_and_quotes_results(
     assert "Wirebird" in json.dumps(summary["messages"])  # the results, given to the side request's model
     told = json.dumps(last["messages"])  # Claude Code's WebSearch result, given to its model
     assert searx.page_url("toolwire") in told and "Wirebird, a copper kingfisher" in told
+
+
+def test_responses_create_open_page_and_allowed_domains(
+        make_openai_client: Callable[[ToolwireServer], openai.OpenAI], server: ToolwireServer,
+        upstream: ScriptedUpstream, searx: SearchServer) -> None:
+    url = searx.page_url("kingfisher")
+    upstream.enqueue(Script(text=tool_call_text("web_search", {"query": "copper kingfisher"})),
+                     Script(text=tool_call_text("open_page", {"url": url})),
+                     Script(text="It eats small fish."))
+    response = make_openai_client(server).responses.create(
+        model="scripted-model", input="What does the copper kingfisher eat?",
+        tools=[{"type": "web_search", "filters": {"allowed_domains": ["127.0.0.1"]}}])
+    search, page, message = response.output
+    assert isinstance(search, ResponseFunctionWebSearch) and search.action.type == "search"
+    sources = [source.url for source in search.action.sources or []]
+    assert url in sources and not any("example.org" in source for source in sources)  # the mirror left out
+    assert isinstance(page, ResponseFunctionWebSearch) and page.action.type == "open_page"
+    assert page.action.url == url and page.status == "completed"
+    assert response.output_text == "It eats small fish."
+    assert "small fish" in json.dumps(upstream.chat_requests[2].body["messages"])  # the page, read by the model

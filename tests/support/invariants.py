@@ -40,6 +40,8 @@ RESPONSES_EVENT_TYPES = {
     "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
     "response.reasoning_text.delta", "response.reasoning_text.done",
+    "response.web_search_call.in_progress", "response.web_search_call.searching",
+    "response.web_search_call.completed",
     "response.completed", "response.incomplete", "response.failed", "error",
 }  # fmt: skip
 RESPONSES_LIFECYCLE = {"response.created", "response.in_progress", "response.queued"}
@@ -68,12 +70,15 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.custom_tool_call_input.done": ("item_id", "output_index", "input"),
     "response.refusal.delta": ("item_id", "output_index", "content_index", "delta"),
     "response.refusal.done": ("item_id", "output_index", "content_index", "refusal"),
+    "response.web_search_call.in_progress": ("item_id", "output_index"),
+    "response.web_search_call.searching": ("item_id", "output_index"),
+    "response.web_search_call.completed": ("item_id", "output_index"),
     "response.completed": ("response",),
     "response.incomplete": ("response",),
     "response.failed": ("response",),
     "error": ("message",),
 }
-ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
+ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_", "web_search_call": "ws_",
                   "tool_search_call": "tsc_", "local_shell_call": "lsc_", "reasoning": "rs_"}
 #: Call items: a unique non-empty ``call_id`` each.
 CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
