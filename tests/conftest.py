@@ -32,6 +32,9 @@ DEFAULT_SETTINGS = {
     "TOOLWIRE_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
     "TOOLWIRE_UPSTREAM_READ_TIMEOUT": "10",
     "TOOLWIRE_GRACEFUL_TIMEOUT": "2",  # read by gunicorn.conf.py: quick shutdown at session end
+    # The session's servers share one store file: on a busy disk a write may wait its turn longer than the
+    # 2 s default allows (a background create once answered 503 so); tests of the limit set their own.
+    "TOOLWIRE_RESPONSE_STORE_TIMEOUT": "10",
 }
 
 
