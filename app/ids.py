@@ -1,4 +1,4 @@
-"""Random ids (request ids, completion and message ids): ``uuid.uuid4().hex``'s format at a fraction of its cost.
+"""Random ids (request ids, completion and message ids), and the owner digest of a client key: ``uuid.uuid4().hex``'s format at a fraction of its cost.
 
 Each id is 16 bytes of ``os.urandom`` with a version-4 UUID's version and variant bits, as 32 lowercase hex
 digits; the bytes come from one ``os.urandom`` call per :data:`BATCH` ids (a system call and a ``UUID`` object
@@ -7,6 +7,7 @@ per id cost a request ~2 µs each, measured 2026-11). A forked process starts on
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import deque
 
@@ -39,3 +40,10 @@ def _refill() -> None:
 
 
 os.register_at_fork(after_in_child=_ready.clear)
+
+
+def owner_digest(key: str) -> str:
+    """The owner recorded with the responses a client key stores (and what an MCP server's ``keys`` are matched
+    by): a SHA-256 of the key, domain-separated from the key ring's, hex. It is the same on every host, so a
+    shared store scopes across hosts."""
+    return hashlib.sha256(b"toolwire response owner\0" + key.encode()).hexdigest()

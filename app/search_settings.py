@@ -29,9 +29,10 @@ class SearchSettings(BaseModel):
         5, ge=1, le=50, description="Most searches and fetches of one response (a client's smaller max_uses "
                                     "wins; past it the call is answered max_uses_exceeded)")
     web_fetch: bool = Field(True, description="Also run web_fetch tools (and open_page) when search_url is set")
-    fetch_allowed_urls: list[str] = Field(
-        default_factory=list, description="URL patterns web_fetch may reach even on a private, loopback or "
-                                          "link-local address (refused otherwise)")
+    fetch_allowed_urls: str = Field(
+        "", description="URL patterns (comma or newline list, * any run of characters, the whole URL) web_fetch may "
+                        "reach on a private, loopback or link-local address, each naming its host (refused "
+                        "otherwise)")
     fetch_timeout: float = Field(15.0, gt=0, description="Longest time one fetch may take, redirects included, "
                                                          "seconds")
     fetch_max_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="Most bytes of a page web_fetch reads")
@@ -43,3 +44,8 @@ class SearchSettings(BaseModel):
         if value and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
             raise ValueError(f"search_url must be an http(s) URL, not {value!r}")
         return value or None
+
+    @property
+    def fetch_url_patterns(self) -> list[str]:
+        """``fetch_allowed_urls`` as a list."""
+        return [p.strip() for line in self.fetch_allowed_urls.splitlines() for p in line.split(",") if p.strip()]

@@ -195,8 +195,8 @@ class ToolSettings(BaseModel):
                             "(the back end's own way when its model list names llamacpp, vllm or sglang, else off)")
     suppress_tail_after_tools: bool = Field(False, description="Drop the visible text after the last call")
     unsupported_tools: Literal["drop", "fail"] = Field(
-        "drop", description="Responses hosted tools (web_search, file_search, mcp…) and Anthropic's own tools on "
-                            "Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
+        "drop", description="Responses hosted tools (web_search, file_search…; mcp is the gateway's) and "
+                            "Anthropic's own tools on Messages (web_search_*, code_execution_*…): drop (not offered, counted, logged at debug "
                             "level) or fail (400 naming tools[i].type)")
 
     @field_validator("tool_format")

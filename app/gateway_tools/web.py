@@ -183,7 +183,7 @@ def web_fetch_tool(settings: Settings, options: WebOptions, *, name: str = "web_
     ``web_fetch`` off)."""
     if not settings.search_url or not settings.web_fetch:
         return None
-    return WebFetchTool(options, max_uses=_uses(options, settings), allowed_urls=settings.fetch_allowed_urls,
+    return WebFetchTool(options, max_uses=_uses(options, settings), allowed_urls=settings.fetch_url_patterns,
                         timeout=settings.fetch_timeout, max_bytes=settings.fetch_max_bytes,
                         max_chars=settings.fetch_max_chars, name=name)
 

@@ -12,25 +12,19 @@ HTTP Basic password so that a browser can open its page.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any, Iterable, Sequence
 
 from flask import request
 
 from .errors import ApiError
+from ..ids import owner_digest
 from ..settings import SettingsError
 from ..surface import BEARER, KeySource, Surface
 from .state import KeyRing, current_state, set_client_owner
 
 log = logging.getLogger("toolwire.http.auth")
 
-
-
-def owner_digest(key: str) -> str:
-    """The owner recorded with the responses a client key stores: a SHA-256 of the key, domain-separated
-    from :class:`KeyRing`'s, hex. It is the same on every host, so a shared store scopes across hosts."""
-    return hashlib.sha256(b"toolwire response owner\0" + key.encode()).hexdigest()
 
 
 def load_keyring(settings: Any) -> KeyRing:

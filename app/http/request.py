@@ -66,9 +66,12 @@ def request_context(model: object, stream: object = None) -> RequestContext:
     backend = state.backend_for(model)
     observe.note_upstream(backend.name)
     limits.take_backend_slot(backend)
+    record = observe.current()
+    if record is not None:
+        record.owner = client_owner()  # (known now: what the request may reach can depend on its key)
     environ = request.environ  # the two headers read from it, without EnvironHeaders' lookup
     context = RequestContext(
-        settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=observe.current(),
+        settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=record,
         keepalive=environ.get("HTTP_X_NO_KEEPALIVE", "").strip().lower() not in _YES,
         marker_requested=environ.get("HTTP_X_TOOLWIRE_MARKER", "").strip().lower() in _YES,
         client_socket=environ.get("gunicorn.socket"))

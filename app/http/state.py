@@ -190,7 +190,7 @@ def current_state() -> ToolwireState:
 
 
 def client_owner() -> str | None:
-    """The owner digest of the current request's client key (see :func:`~app.http.auth.owner_digest`), recorded
+    """The owner digest of the current request's client key (see :func:`~app.ids.owner_digest`), recorded
     by the key check; ``None`` when the API has no keys (an open API has no owners)."""
     return g.get("toolwire_client_owner")
 

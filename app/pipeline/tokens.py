@@ -16,6 +16,7 @@ from ..observability import metrics
 from ..upstreams.tokenizer import TokenizerUnavailable, count_prompt_tokens
 from .context import RequestContext
 from .encoder import CHARS_PER_TOKEN, prompt_chars
+from .gateway_loop import offering
 from .generate import Generation, prompt_mode_request, upstream_body
 from .native import FALLBACKS, native_messages, native_tools, upstream_name
 
@@ -36,8 +37,11 @@ def prompt_tokens(generation: Generation, context: RequestContext) -> int:
 
 def would_send(generation: Generation, context: RequestContext) -> dict[str, Any]:
     """The Chat request the back end would get for ``generation``: native tools where the model's tool mode
-    sends them (unless the back end was found to refuse them), else prompt mode's messages."""
+    sends them (unless the back end was found to refuse them), else prompt mode's messages; the gateway's tools
+    offered too."""
     profile, config = generation.profile, generation.config
+    if generation.gateway is not None:
+        config = offering(config, generation.gateway)
     key = (upstream_name(context.upstream), profile.upstream_model)
     if profile.tool_mode != "prompt" and not FALLBACKS.prompt_only(key, context.settings.tool_mode_fallback_seconds):
         return upstream_body(profile, native_messages(generation.messages), {**generation.fields,

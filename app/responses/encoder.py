@@ -29,6 +29,7 @@ from statemachine import (
     ToolCallStarted,
 )
 
+from .mcp import call_item
 from .tools import ToolOrigin
 from .web_search import WEB_KINDS, call_finished, call_started
 from ..gateway_tools.base import GatewayApprovalRequested, GatewayCallFinished, GatewayCallStarted, GatewayEvent
@@ -195,6 +196,8 @@ class ResponsesEncoder:
         tools: model-facing tool name → :class:`~app.responses.tools.ToolOrigin`: which item a call
             becomes, under which client name and namespace. A name not in it is a plain function
             (a custom call, by its ``kind``, a custom tool call).
+        prelude: finished output items that open the response (MCP listings, approved MCP calls run before the
+            model answered), streamed as their own events first.
 
     Call :meth:`start` once, :meth:`feed` per core event, then exactly one of
     :meth:`finish` or :meth:`fail`. Each returns event dicts to send in order.
@@ -208,7 +211,9 @@ class ResponsesEncoder:
 
     def __init__(self, response_id: str, model: str, request_echo: Mapping[str, Any], *,
                  created_at: float | None = None, id_factory: Callable[[str], str] = new_item_id,
-                 tools: Mapping[str, ToolOrigin] | None = None):
+                 tools: Mapping[str, ToolOrigin] | None = None, prelude: list[dict[str, Any]] | None = None):
+        self._prelude = prelude or []
+        self._mcp_calls: dict[str, tuple[str, int]] = {}  # a running gateway call's item id and index, by call id
         self._id_factory = id_factory
         self._tools = tools or {}
         self._web_call = ("", 0)  # the running web_search_call's item id and output index
@@ -245,15 +250,79 @@ class ResponsesEncoder:
         return {**self._response, "output": list(self._response["output"])}
 
     def start(self) -> list[dict[str, Any]]:
-        """``response.created`` and ``response.in_progress``."""
+        """``response.created`` and ``response.in_progress``, then the prelude's items."""
         return [
             self._event("response.created", response=self.response()),
             self._event("response.in_progress", response=self.response()),
+            *self._opened_by_prelude(),
         ]
+
+    def _opened_by_prelude(self) -> list[dict[str, Any]]:
+        """The prelude's items put in ``output``, and their events (once)."""
+        out: list[dict[str, Any]] = []
+        for item in self._prelude:
+            index = len(self._response["output"])
+            if item["type"] == "mcp_list_tools":
+                out += [self._event("response.output_item.added", output_index=index, item={**item, "tools": []}),
+                        self._event("response.mcp_list_tools.in_progress", item_id=item["id"], output_index=index),
+                        self._event("response.mcp_list_tools.failed" if item.get("error") else
+                                    "response.mcp_list_tools.completed", item_id=item["id"], output_index=index)]
+                self._response["output"].append(item)
+                out.append(self._event("response.output_item.done", output_index=index, item=item))
+            else:  # an mcp_call that ran
+                out += self._call_started(item)
+                out += self._call_finished(item)
+        self._prelude = []
+        return out
+
+    def gateway(self, event: GatewayEvent) -> list[dict[str, Any]]:
+        """The Responses events of a gateway tool's call: an MCP server's ``mcp_call`` item as it starts and ends,
+        or an ``mcp_approval_request`` item; a web tool's ``web_search_call`` item."""
+        self._check_open()
+        out = [*self._opened_by_prelude(), *self._close_open("completed")]
+        if event.tool.kind in WEB_KINDS and not isinstance(event, GatewayApprovalRequested):
+            return [*out, *self._web_search_call(event)]
+        origin = event.tool.origin
+        label, name = getattr(origin, "server_label", ""), getattr(origin, "name", event.tool.name)
+        if isinstance(event, GatewayApprovalRequested):
+            item = {"id": self._id_factory("mcpr"), "type": "mcp_approval_request", "server_label": label,
+                    "name": name, "arguments": event.arguments}
+            index = len(self._response["output"])
+            self._response["output"].append(item)
+            return [*out, self._event("response.output_item.added", output_index=index, item=item),
+                    self._event("response.output_item.done", output_index=index, item=item)]
+        if isinstance(event, GatewayCallStarted):
+            return [*out, *self._call_started(call_item(self._id_factory("mcp"), label, name, event.arguments, None),
+                                              event.call_id)]
+        assert isinstance(event, GatewayCallFinished)
+        item_id, _ = self._mcp_calls[event.call_id]
+        return [*out, *self._call_finished(call_item(item_id, label, name, event.arguments, event.run),
+                                           event.call_id)]
+
+    def _call_started(self, item: dict[str, Any], call_id: str = "") -> list[dict[str, Any]]:
+        """An ``mcp_call`` item added, its arguments and ``response.mcp_call.in_progress``."""
+        index = len(self._response["output"])
+        self._mcp_calls[call_id or item["id"]] = (item["id"], index)
+        ids = {"item_id": item["id"], "output_index": index}
+        return [self._event("response.output_item.added", output_index=index,
+                            item={**item, "output": None, "error": None, "status": "in_progress"}),
+                self._event("response.mcp_call_arguments.delta", **ids, delta=item["arguments"]),
+                self._event("response.mcp_call_arguments.done", **ids, arguments=item["arguments"]),
+                self._event("response.mcp_call.in_progress", **ids)]
+
+    def _call_finished(self, item: dict[str, Any], call_id: str = "") -> list[dict[str, Any]]:
+        """``response.mcp_call.completed`` (or ``failed``) and the finished ``mcp_call`` item."""
+        _, index = self._mcp_calls.pop(call_id or item["id"])
+        self._response["output"].append(item)
+        return [self._event("response.mcp_call.failed" if item["status"] == "failed" else
+                            "response.mcp_call.completed", item_id=item["id"], output_index=index),
+                self._event("response.output_item.done", output_index=index, item=item)]
 
     def feed(self, event: Event) -> list[dict[str, Any]]:
         """The Responses events for one core event."""
         self._check_open()
+        if self._prelude:
+            return [*self._opened_by_prelude(), *self.feed(event)]
         if isinstance(event, TextDelta):
             return self._text(_Message, event.text)
         if isinstance(event, ReasoningDelta):
@@ -287,16 +356,11 @@ class ResponsesEncoder:
             return []  # telemetry, never on the wire
         assert_never(event)
 
-    def gateway(self, event: GatewayEvent) -> list[dict[str, Any]]:
-        """The Responses events of a gateway tool's call: a web tool's ``web_search_call`` item as it starts and
-        ends (:mod:`.web_search`)."""
-        self._check_open()
-        if isinstance(event, GatewayApprovalRequested) or event.tool.kind not in WEB_KINDS:
-            return []  # (no web tool asks for approval)
+    def _web_search_call(self, event: GatewayCallStarted | GatewayCallFinished) -> list[dict[str, Any]]:
+        """A web tool's call as its ``web_search_call`` item starts or ends (:mod:`.web_search`)."""
         if isinstance(event, GatewayCallStarted):
-            out = self._close_open("completed")
             self._web_call = (self._id_factory("ws"), len(self._response["output"]))
-            return [*out, *call_started(event, *self._web_call, self._event)[1]]
+            return call_started(event, *self._web_call, self._event)[1]
         item, out = call_finished(event, *self._web_call, self._event)
         self._response["output"].append(item)
         return out
@@ -345,7 +409,7 @@ class ResponsesEncoder:
         """
         self._check_open()
         reason = _INCOMPLETE_REASONS.get(self._finish_reason)
-        out = self._close_open("completed" if reason is None else "incomplete")
+        out = [*self._opened_by_prelude(), *self._close_open("completed" if reason is None else "incomplete")]
         self._response["usage"] = responses_usage(usage)
         if reason is None:
             self._response["status"] = "completed"
@@ -361,7 +425,7 @@ class ResponsesEncoder:
         with the original code in the message.
         """
         self._check_open()
-        out = self._close_open("incomplete")
+        out = [*self._opened_by_prelude(), *self._close_open("incomplete")]
         self._response["usage"] = responses_usage(usage)
         if code not in _RESPONSE_ERROR_CODES:
             code, message = "server_error", f"{message} ({code})"
@@ -519,7 +583,7 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-#: The gateway's events a Responses stream carries beside the core's.
+#: The gateway's events a Responses stream carries beside the core's (its MCP and web calls).
 _GATEWAY_EVENTS = (GatewayCallStarted, GatewayCallFinished, GatewayApprovalRequested)
 
 
@@ -543,13 +607,13 @@ class ResponsesWireEncoder:
         """``response.created`` and ``response.in_progress``."""
         return [encode_sse(event) for event in self._encoder.start()]
 
-    def frames(self, index: int, event: Event | GatewayEvent) -> list[bytes]:
-        """The events of one core event, or a gateway tool's."""
-        if isinstance(event, _GATEWAY_EVENTS):  # (not hot: a call run by the gateway)
-            return [encode_sse(out) for out in self._encoder.gateway(event)]
+    def frames(self, index: int, event: Event) -> list[bytes]:
+        """The events of one core event (or a gateway tool's, :mod:`~app.pipeline.gateway_loop`)."""
         frame = self._encoder.delta_frame(event)
         if frame is not None:
             return [frame]
+        if isinstance(event, _GATEWAY_EVENTS):  # (after the deltas' path: it costs them nothing)
+            return [encode_sse(out) for out in self._encoder.gateway(event)]
         return [encode_sse(out) for out in self._encoder.feed(event)]
 
     def closing(self, usage: Usage) -> list[bytes]:
@@ -561,7 +625,7 @@ class ResponsesWireEncoder:
         events = self._encoder.fail(error.code or "server_error", error.message, usage)
         return b"".join(encode_sse(event) for event in self._kept(events))
 
-    def add(self, index: int, event: Event | GatewayEvent) -> None:
+    def add(self, index: int, event: Event) -> None:
         """Feed one core event, or a gateway tool's (a body needs no ``response.created``: the encoder is not
         started)."""
         if isinstance(event, _GATEWAY_EVENTS):

@@ -10,7 +10,7 @@ the first byte is sent.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
@@ -39,7 +39,9 @@ from .schemas import (
     ToolSearchOutputItem,
     parse_input_item,
 )
+from ..gateway_tools.mcp import model_tool_name
 from ..store import OwnedStore, ResponseStore
+from .mcp import DENIED, McpHistory, PendingApproval
 
 #: What stored items are read from: the store as the request's client key sees it (or the whole store).
 Lookup = OwnedStore | ResponseStore
@@ -74,6 +76,7 @@ def resolve_input_items(request: ResponsesRequest, lookup: Lookup | None) -> lis
 def to_chat_messages(
     request: ResponsesRequest, lookup: Lookup | None, input_items: list[dict[str, Any]] | None = None, *,
     max_history_items: int = 0, max_history_bytes: int = 0, conversation: list[dict[str, Any]] | None = None,
+    mcp: McpHistory | None = None,
 ) -> list[dict[str, Any]]:
     """Chat-format messages for ``build_upstream_messages``.
 
@@ -95,6 +98,9 @@ def to_chat_messages(
     ``previous_response_id`` chain resolves to, checked as the chain is walked: a short
     request naming a long chain must not rebuild hundreds of megabytes for the back end.
     ``conversation`` is the items of the request's ``conversation``, which come where a chain's would.
+    MCP items (:mod:`.mcp`): an ``mcp_call`` is the call of its tool and its result; a listing is a note (``mcp``
+    collects its tools), an approval request is not shown (``mcp`` collects it); an ``mcp_approval_response`` of this request's input not yet
+    run is the approved call and a result its run fills (``mcp.pending``), a denial the call and its refusal.
 
     Raises:
         InputError: a chain past those limits (400 ``history_too_long``), unknown ``previous_response_id``, unresolvable
@@ -102,7 +108,9 @@ def to_chat_messages(
             matches no earlier ``function_call``; ``param`` names the offending parameter.
             (A media part becomes a placeholder such as ``[image]``, as on the Chat endpoint.)
     """
-    builder = _ChatBuilder()
+    builder = _ChatBuilder(mcp if mcp is not None else McpHistory())
+    builder.mcp.ran.update(str((item.model_extra or {}).get("approval_request_id")) for item in request.input
+                           if isinstance(item, OtherItem) and item.type == "mcp_call")
     if request.instructions:
         builder.messages.append({"role": "system", "content": request.instructions})
     if request.previous_response_id is not None:
@@ -168,7 +176,8 @@ def _history(response_id: str, lookup: Lookup | None, max_items: int, max_bytes:
 class _ChatBuilder:
     """Accumulates chat messages, merging calls into the preceding assistant turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, mcp: McpHistory) -> None:
+        self.mcp = mcp
         self.messages: list[dict[str, Any]] = []
         self._call_ids: set[str] = set()
         self._reasoning: list[str] = []  # readable reasoning items waiting for the assistant turn they led to
@@ -215,6 +224,8 @@ class _ChatBuilder:
         elif isinstance(item, ApplyPatchCallOutputItem):
             said = f": {item.output}" if item.output else ""
             self._add_result(item.call_id, f"{item.status or 'completed'}{said}")
+        elif isinstance(item, OtherItem) and item.type.startswith("mcp_"):
+            self._add_mcp(item, param)
         elif isinstance(item, OtherItem) and item.type == "compaction":
             summary = compaction_summary(item.model_extra or {})
             if summary is not None:
@@ -223,6 +234,45 @@ class _ChatBuilder:
             role = "assistant" if _is_model_action(item.type) else "user"
             self._add_note(role, _note(item))
         # Another server's compaction items and encrypted reasoning are opaque: never replayed as text.
+
+    def _add_mcp(self, item: OtherItem, param: str) -> None:
+        """An MCP item (see :func:`to_chat_messages`)."""
+        fields = item.model_extra or {}
+        label, name = str(fields.get("server_label") or ""), str(fields.get("name") or "")
+        if item.type == "mcp_list_tools":  # (its note stays: the model knew of the server)
+            tools = fields.get("tools")
+            if isinstance(tools, list) and not fields.get("error"):
+                self.mcp.lists[label] = [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+            self._add_note("assistant", _note(item))
+        elif item.type == "mcp_approval_request" and item.id:
+            self.mcp.requests[item.id] = {"id": item.id, **fields}
+        elif item.type == "mcp_call":
+            call_id = item.id or str(fields.get("approval_request_id") or "")
+            self._add_call(call_id, {"type": "function", "function": {
+                "name": model_tool_name(label, name), "arguments": str(fields.get("arguments") or "{}")}})
+            error = fields.get("error")
+            self._add_result(call_id, str(fields.get("output") or "") if not error else
+                             f"Error: {error.get('message') if isinstance(error, dict) and error.get('message') else error}")
+        elif item.type == "mcp_approval_response" and param.startswith("input["):
+            self._answer(fields, param)
+        elif item.type not in ("mcp_approval_response", "mcp_approval_request"):
+            self._add_note("assistant", _note(item))
+
+    def _answer(self, fields: Mapping[str, Any], param: str) -> None:
+        """This request's answer to an approval request: the call, and the result its run fills (or its refusal)."""
+        request_id = str(fields.get("approval_request_id") or "")
+        request = self.mcp.requests.get(request_id)
+        if request is None:
+            raise InputError(f"No mcp_approval_request found for approval_request_id {request_id!r}.",
+                             f"{param}.approval_request_id", "invalid_value")
+        if request_id in self.mcp.ran:
+            return  # its mcp_call item follows, and says how it went
+        self._add_call(request_id, {"type": "function", "function": {
+            "name": model_tool_name(str(request.get("server_label") or ""), str(request.get("name") or "")),
+            "arguments": str(request.get("arguments") or "{}")}})
+        approve = fields.get("approve") is True
+        self._add_result(request_id, "" if approve else DENIED)
+        self.mcp.pending.append(PendingApproval(request, approve, self.messages[-1]))
 
     def _with_reasoning(self, message: dict[str, Any]) -> dict[str, Any]:
         """``message`` (an assistant turn) carrying the readable reasoning items that came before it."""

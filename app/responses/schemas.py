@@ -36,6 +36,7 @@ __all__ = [
     "LocalShellCallItem",
     "LocalShellCallOutputItem",
     "LocalShellTool",
+    "McpTool",
     "MessageItem",
     "NamespaceTool",
     "OtherItem",
@@ -334,6 +335,21 @@ class ApplyPatchTool(RequestModel):
     type: Literal["apply_patch"]
 
 
+class McpTool(RequestModel):
+    """A remote MCP server whose tools the gateway lists, offers and runs (docs/gateway-tools.md): by its
+    ``server_url``, or an operator's server by its ``server_label`` alone."""
+
+    type: Literal["mcp"]
+    server_label: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+    server_url: str | None = Field(default=None, max_length=2048)
+    server_description: str | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+    allowed_tools: list[str] | dict[str, Any] | None = None
+    require_approval: Literal["always", "never"] | dict[str, Any] | None = None
+    connector_id: str | None = None
+
+
 class HostedTool(RequestModel):
     """A tool the provider would run itself (``web_search``, ``file_search``, ``mcp``, unknown types…)."""
 
@@ -353,6 +369,7 @@ Tool = Annotated[
         Annotated[LocalShellTool, Tag("local_shell")],
         Annotated[ShellTool, Tag("shell")],
         Annotated[ApplyPatchTool, Tag("apply_patch")],
+        Annotated[McpTool, Tag("mcp")],
         Annotated[HostedTool, Tag("hosted")],
     ],
     Discriminator(_tool_tag, custom_error_type="invalid_value", custom_error_message="invalid tool type"),
@@ -472,6 +489,8 @@ def _tool_echo(tool: BaseModel) -> dict[str, Any]:
     if isinstance(tool, FunctionTool):
         return {"type": "function", "name": tool.name, "description": tool.description,
                 "parameters": tool.parameters, "strict": bool(tool.strict)}
+    if isinstance(tool, McpTool):  # its credentials are never repeated (nor stored with the response)
+        return tool.model_dump(exclude_none=True, exclude={"headers", "authorization"})
     return tool.model_dump(exclude_none=True)
 
 

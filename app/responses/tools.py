@@ -8,9 +8,10 @@ name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names
 apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
-``web_search`` tools are the gateway's own when the operator configured a search back end
-(:mod:`app.responses.web_search`). Hosted tools (``web_search`` otherwise, ``file_search``, ``mcp``, ``shell`` in
-a container, any unknown type) are not offered: by default they are dropped (counted in
+``mcp`` tools are the gateway's own: :mod:`app.responses.mcp` lists, offers and runs them; so are ``web_search``
+tools when the operator configured a search back end (:mod:`app.responses.web_search`). Other hosted tools
+(``web_search`` otherwise, ``file_search``, ``shell`` in a container, any unknown type) are not offered: by
+default they are dropped (counted in
 ``toolwire_dropped_tools_total``, a warning once per type and worker, named on the request's access line);
 with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool. A request whose tools were all dropped
 (none left to call) is a 400 naming ``tools``: the model would answer as if nothing had been asked.
@@ -44,6 +45,7 @@ from .schemas import (
     HostedToolChoice,
     ApplyPatchTool,
     LocalShellTool,
+    McpTool,
     NamespaceTool,
     ResponsesRequest,
     ShellTool,
@@ -184,8 +186,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
-        if runs_here(tool, settings):
-            continue  # the gateway's own (app.responses.web_search)
+        if isinstance(tool, McpTool) or runs_here(tool, settings):
+            continue  # the gateway's own (app.responses.mcp, app.responses.web_search)
         if _hosted(tool):
             if settings.unsupported_tools == "fail":
                 raise InputError(

@@ -34,9 +34,11 @@ from .conversations import append_turn, conversation_transcript
 from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
+from .mcp import McpHistory, plan_mcp
 from .schemas import ResponsesRequest, parse_responses_request
 from .web_search import web_search_gateway
-from ..gateway_tools.base import GatewayToolset
+from ..gateway_tools.base import GatewayTool, GatewayToolset
+from ..settings import Settings
 from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from .tools import OfferedTools, offered_tools
@@ -65,7 +67,8 @@ def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedSto
     input_items = planned.input_items  # resolved when the response is stored or joins a conversation
     keep = None if store is None or input_items is None else \
         functools.partial(_keep, store, input_items, req.conversation_id, req.store)
-    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=planned.tools.origins)
+    encoder = ResponsesEncoder(new_response_id(), req.model, req.response_echo(), tools=planned.tools.origins,
+                               prelude=planned.mcp_items)
     if not req.background:
         return planned.generation, ResponsesWireEncoder(encoder, keep)
     assert store is not None and input_items is not None and keep is not None  # _check_background
@@ -84,31 +87,44 @@ def plan_response(body: dict[str, Any], context: RequestContext, store: OwnedSto
 
 
 class _Planned(NamedTuple):
-    """A Responses request planned: its generation, its tools, and its input items to store (or ``None``)."""
+    """A Responses request planned: its generation, its tools, its input items to store (or ``None``) and the
+    MCP items that open its output (:mod:`.mcp`)."""
 
     generation: Generation
     tools: OfferedTools
     input_items: list[dict[str, Any]] | None
+    mcp_items: list[dict[str, Any]]
 
 
-def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore | None) -> _Planned:
+def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore | None, *, counting: bool = False
+             ) -> _Planned:
     """The generation of ``req``: its transcript (the ``previous_response_id`` chain or the ``conversation``'s
-    items, then its input), tools and fields; the input items resolved when they are to be stored."""
+    items, then its input), tools (its MCP servers' listed, the calls the client approved run, unless only
+    ``counting``) and fields; the input items resolved when they are to be stored."""
     settings = context.settings
     # the items to store, when storing: their references are then looked up once, here
     wanted = store is not None and (req.store or req.conversation_id is not None)
     input_items = resolve_input_items(req, store) if wanted else None
     tools = offered_tools(req, settings)
+    history = McpHistory()
     # a stored history counts as if the client had sent it: the same item and size limits
     messages = to_chat_messages(req, store, input_items, max_history_items=settings.max_messages,
                                 max_history_bytes=settings.max_body_bytes,
-                                conversation=conversation_transcript(req, store, settings.max_messages))
+                                conversation=conversation_transcript(req, store, settings.max_messages), mcp=history)
+    mcp = plan_mcp(req.tools, history, settings, context.record, client_names=tools.origins.keys() | {
+        spec.name for spec in tools.specs}, run_approved=not counting)
     profile = model_profile(settings, req.model)
-    web = web_search_gateway(req.tools, settings)
+    web = web_search_gateway(req.tools, settings, client_names=tools.origins.keys() | {s.name for s in tools.specs})
     generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
-                            fields=_chat_fields(req), stream=req.stream,
-                            gateway=GatewayToolset.limited(web, settings) if web else None)
-    return _Planned(generation, tools, input_items)
+                            fields=_chat_fields(req), stream=req.stream, gateway=_toolset(mcp.toolset, web, settings))
+    return _Planned(generation, tools, input_items, mcp.prelude)
+
+
+def _toolset(mcp: GatewayToolset | None, web: list[GatewayTool], settings: Settings) -> GatewayToolset | None:
+    """The request's gateway tools: its MCP servers' and its web search's, under the operator's limits."""
+    if not web:
+        return mcp
+    return GatewayToolset.limited([*(mcp.tools.values() if mcp is not None else ()), *web], settings)
 
 
 def count_input_tokens(body: dict[str, Any], context: RequestContext, store: OwnedStore | None) -> dict[str, Any]:
@@ -117,7 +133,7 @@ def count_input_tokens(body: dict[str, Any], context: RequestContext, store: Own
     (:func:`~app.pipeline.tokens.prompt_tokens`)."""
     check_responses_limits(body, context.settings)
     req = parse_responses_request({**body, "store": False, "stream": False})
-    generation = _planned(req, context, store).generation
+    generation = _planned(req, context, store, counting=True).generation
     return {"object": "response.input_tokens", "input_tokens": prompt_tokens(generation, context)}
 
 

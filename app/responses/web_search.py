@@ -16,10 +16,11 @@ ran, ``response.web_search_call.completed`` and ``response.output_item.done`` wi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Collection
 
 import orjson
 
+from ..errors import InputError
 from ..gateway_tools.base import GatewayCallFinished, GatewayCallStarted, GatewayTool
 from ..gateway_tools.web import FetchRun, SearchRun, web_fetch_tool, web_options, web_search_tool
 
@@ -40,12 +41,21 @@ def runs_here(tool: Any, settings: Settings) -> bool:
     return getattr(tool, "type", None) in WEB_SEARCH_TYPES and bool(settings.search_url)
 
 
-def web_search_gateway(tools: list[Any], settings: Settings) -> list[GatewayTool]:
+def web_search_gateway(tools: list[Any], settings: Settings, *, client_names: Collection[str] = ()
+                       ) -> list[GatewayTool]:
     """The gateway tools of a request's web search tools (the first one's options hold: the model is taught
-    one ``web_search``)."""
+    one ``web_search``).
+
+    Raises:
+        InputError: one of the client's tools (``client_names``) is named like them (``tools[i]``).
+    """
     for index, tool in enumerate(tools):
         if runs_here(tool, settings):
-            return web_search_tools(tool, index, settings)
+            made = web_search_tools(tool, index, settings)
+            for clash in sorted({gateway.name for gateway in made} & set(client_names)):
+                raise InputError(f"A tool named {clash!r} clashes with the web_search tool's own {clash}: rename "
+                                 "it.", f"tools[{index}]", "invalid_request_error")
+            return made
     return []
 
 

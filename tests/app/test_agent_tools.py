@@ -33,7 +33,7 @@ TOOL_SEARCH = {"type": "tool_search", "execution": "client", "description": "Fin
                "parameters": {"type": "object", "properties": {"query": {"type": "string"},
                                                                "limit": {"type": "integer"}}}}
 HOSTED = [{"type": "web_search", "external_web_access": True}, {"type": "file_search", "vector_store_ids": []},
-          {"type": "mcp", "server_label": "x"}, {"type": "brand_new_hosted_tool"}]
+          {"type": "image_generation"}, {"type": "brand_new_hosted_tool"}]  # (mcp is the gateway's: test_responses_mcp)
 
 
 def offered(body, **settings):
@@ -75,15 +75,17 @@ def test_hosted_tools_are_dropped_counted_and_logged_once(caplog, monkeypatch):
         tools = offered({"tools": [*HOSTED, {"type": "tool_search"}, WEATHER]})
         offered({"tools": [HOSTED[0], {"type": "another_new_one"}, WEATHER]})
     assert [s.name for s in tools.specs] == ["get_weather"]
-    assert tools.dropped == ["web_search", "file_search", "mcp", "brand_new_hosted_tool", "tool_search"]
+    assert tools.dropped == ["web_search", "file_search", "image_generation", "brand_new_hosted_tool",
+                             "tool_search"]
     assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "web_search"}) == before + 2
     # a client-invented type cannot grow the label set
     assert REGISTRY.get_sample_value("toolwire_dropped_tools_total", {"type": "other"}) == other + 2
     records = [r for r in caplog.records if r.name == "toolwire.responses.tools"]
     debug = [r.getMessage() for r in records if r.levelname == "DEBUG"]
-    assert len(debug) == 2 and "web_search, file_search, mcp" in debug[0]  # each request, at debug
+    assert len(debug) == 2 and "web_search, file_search, image_generation" in debug[0]  # each request, at debug
     warned = [r.getMessage() for r in records if r.levelname == "WARNING"]  # each type once per worker
-    assert [w.split("'")[1] for w in warned] == ["web_search", "file_search", "mcp", "other", "tool_search"]
+    assert [w.split("'")[1] for w in warned] == ["web_search", "file_search", "image_generation", "other",
+                                                        "tool_search"]
 
 
 @pytest.mark.parametrize("index", range(len(HOSTED)))

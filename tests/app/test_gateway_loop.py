@@ -20,25 +20,17 @@ from app.pipeline.streaming import SSEBody
 from app.profile import model_profile
 from app.settings import Settings
 from statemachine import ChoiceFinished, ParserConfig, TextDelta, ToolCallEnded, ToolSpec
-from support.fakes import FakeStream, FakeUpstream, text_chunks
+from support.fakes import Answers as Scripted, FakeUpstream
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
 
 
+def answers(*texts: str) -> Scripted:
+    return Scripted(*texts, size=9, usage=USAGE)
+
+
 def call(name: str, arguments: dict) -> str:
     return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
-
-
-class Answers(FakeUpstream):
-    """A back end that plays its next answer on each request (with usage), the last one again once they run out."""
-
-    def __init__(self, *answers: Any):
-        super().__init__()
-        self.answers = [text_chunks(a, size=9, usage=USAGE) if isinstance(a, str) else a for a in answers]
-
-    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
-        self.script = self.answers[min(len(self.bodies), len(self.answers) - 1)]
-        return super().open(body, request_id=request_id)
 
 
 class Adder(GatewayTool):
@@ -116,7 +108,7 @@ def kinds(encoder: Recorder) -> list[str]:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_gateway_call_runs_and_the_answer_follows_in_the_same_response(stream) -> None:
-    upstream = Answers("Let me add. " + call("calc__add", {"a": 2, "b": 3}), "It is 5.")
+    upstream = answers("Let me add. " + call("calc__add", {"a": 2, "b": 3}), "It is 5.")
     tool = Adder()
     encoder, record = run(upstream, tool, stream=stream)
     assert tool.runs and tool.runs[0][0] == {"a": 2, "b": 3}
@@ -135,7 +127,7 @@ def test_a_gateway_call_runs_and_the_answer_follows_in_the_same_response(stream)
 
 
 def test_a_client_call_beside_a_gateway_call_ends_the_response_with_both() -> None:
-    upstream = Answers(call("calc__add", {"a": 1, "b": 1}) + call("get_weather", {"city": "Oslo"}), "never")
+    upstream = answers(call("calc__add", {"a": 1, "b": 1}) + call("get_weather", {"city": "Oslo"}), "never")
     encoder, _ = run(upstream, Adder())
     assert kinds(encoder) == ["ToolCallStarted", "ToolCallArgumentsDelta", "ToolCallEnded", "GatewayCallStarted",
                               "GatewayCallFinished", "ChoiceFinished"]
@@ -143,7 +135,7 @@ def test_a_client_call_beside_a_gateway_call_ends_the_response_with_both() -> No
 
 
 def test_a_call_needing_approval_is_not_run_and_ends_the_response() -> None:
-    upstream = Answers(call("calc__add", {"a": 1, "b": 1}), "never")
+    upstream = answers(call("calc__add", {"a": 1, "b": 1}), "never")
     tool = Adder(needs_approval=True)
     encoder, _ = run(upstream, tool)
     assert kinds(encoder) == ["GatewayApprovalRequested", "ChoiceFinished"] and not tool.runs
@@ -153,7 +145,7 @@ def test_a_call_needing_approval_is_not_run_and_ends_the_response() -> None:
 
 
 def test_past_the_call_limit_the_model_is_told_and_offered_the_tool_no_more() -> None:
-    upstream = Answers(call("calc__add", {"a": 0, "b": 1}),
+    upstream = answers(call("calc__add", {"a": 0, "b": 1}),
                        call("calc__add", {"a": 1, "b": 1}) + call("calc__add", {"a": 2, "b": 1}), "Done.")
     tool = Adder()
     encoder, record = run(upstream, tool, max_calls=2)
@@ -166,7 +158,7 @@ def test_past_the_call_limit_the_model_is_told_and_offered_the_tool_no_more() ->
 
 
 def test_a_failing_tool_is_the_model_s_error_and_a_long_result_is_cut() -> None:
-    upstream = Answers(call("calc__add", {"a": "boom", "b": 1}), call("calc__add", {"a": 1, "b": 1}), "ok")
+    upstream = answers(call("calc__add", {"a": "boom", "b": 1}), call("calc__add", {"a": 1, "b": 1}), "ok")
     encoder, record = run(upstream, Adder(answer="x" * 5000), max_result_chars=100)
     runs = [e.run for e in encoder.events if isinstance(e, GatewayCallFinished)]
     assert runs[0].error and "kaput" in runs[0].output
@@ -176,7 +168,7 @@ def test_a_failing_tool_is_the_model_s_error_and_a_long_result_is_cut() -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_hung_tool_costs_no_more_than_its_timeout(stream) -> None:
-    upstream = Answers(call("calc__add", {"a": 1, "b": 1}), "It hung.")
+    upstream = answers(call("calc__add", {"a": 1, "b": 1}), "It hung.")
     tool = Adder(delay=30)
     began = time.monotonic()
     encoder, record = run(upstream, tool, stream=stream, timeout=0.5, heartbeat_seconds=0.1)
@@ -188,7 +180,7 @@ def test_a_hung_tool_costs_no_more_than_its_timeout(stream) -> None:
 
 
 def test_the_request_s_time_limit_bounds_a_run_too() -> None:
-    upstream = Answers(call("calc__add", {"a": 1, "b": 1}), "never")
+    upstream = answers(call("calc__add", {"a": 1, "b": 1}), "never")
     began = time.monotonic()
     encoder, _ = run(upstream, Adder(delay=30), stream=True, timeout=20, stream_max_seconds=0.6,
                      heartbeat_seconds=0.1)
@@ -197,7 +189,7 @@ def test_the_request_s_time_limit_bounds_a_run_too() -> None:
 
 
 def test_a_streamed_call_s_start_goes_out_before_it_runs_and_idle_ticks_keep_the_stream() -> None:
-    upstream = Answers(call("calc__add", {"a": 1, "b": 1}), "2")
+    upstream = answers(call("calc__add", {"a": 1, "b": 1}), "2")
     tool = Adder(delay=0.5)
     settings_ = Settings(reask_calls="off", heartbeat_seconds=0.1)
     context = RequestContext(settings_, upstream, keepalive=True)
@@ -217,7 +209,7 @@ def test_a_gateway_tool_named_like_a_client_tool_is_refused() -> None:
     clash = Adder()
     clash.name = "get_weather"
     with pytest.raises(ValueError, match="get_weather"):
-        run(Answers("hi"), clash)
+        run(answers("hi"), clash)
 
 
 def test_the_event_classes_are_plain_values() -> None:

@@ -30,7 +30,7 @@ def searx():
 
 @pytest.fixture
 def settings(searx):
-    return Settings(search_url=searx.url, fetch_allowed_urls=[f"{searx.url}/*"], search_max_uses=3)
+    return Settings(search_url=searx.url, fetch_allowed_urls=f"{searx.url}/*", search_max_uses=3)
 
 
 def soon() -> float:

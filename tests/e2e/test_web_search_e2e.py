@@ -43,7 +43,7 @@ def searx() -> Iterator[SearchServer]:
 @pytest.fixture
 def server(toolwire_factory: Callable[..., ToolwireServer], searx: SearchServer) -> ToolwireServer:
     return toolwire_factory(TOOLWIRE_SEARCH_URL=searx.url,
-                            TOOLWIRE_FETCH_ALLOWED_URLS=json.dumps([f"{searx.url}/*"]))
+                            TOOLWIRE_FETCH_ALLOWED_URLS=f"{searx.url}/*")
 
 
 @pytest.fixture

@@ -127,6 +127,19 @@ class FakeUpstream:
         return self.is_ready
 
 
+class Answers(FakeUpstream):
+    """A back end that plays its next answer on each request (the last one again once they run out): a text (in
+    chunks of ``size``, with ``usage``) or a script of chunks."""
+
+    def __init__(self, *answers: Any, size: int = 9, usage: dict | None = None):
+        super().__init__()
+        self.answers = [text_chunks(a, size=size, usage=usage) if isinstance(a, str) else a for a in answers]
+
+    def open(self, body: dict, *, request_id: str | None = None) -> FakeStream:
+        self.script = self.answers[min(len(self.bodies), len(self.answers) - 1)]
+        return super().open(body, request_id=request_id)
+
+
 MARKER = re.compile(r'<tool_call marker="([A-Za-z0-9_-]+)">')
 
 

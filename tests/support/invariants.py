@@ -42,8 +42,14 @@ RESPONSES_EVENT_TYPES = {
     "response.reasoning_text.delta", "response.reasoning_text.done",
     "response.web_search_call.in_progress", "response.web_search_call.searching",
     "response.web_search_call.completed",
+    "response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed", "response.mcp_list_tools.failed",
+    "response.mcp_call.in_progress", "response.mcp_call.completed", "response.mcp_call.failed",
+    "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done",
     "response.completed", "response.incomplete", "response.failed", "error",
 }  # fmt: skip
+#: The MCP events, each about one item of its type (issue 42): item_id and output_index required.
+MCP_EVENT_ITEMS = {"response.mcp_list_tools.": "mcp_list_tools", "response.mcp_call.": "mcp_call",
+                   "response.mcp_call_arguments.": "mcp_call"}
 RESPONSES_LIFECYCLE = {"response.created", "response.in_progress", "response.queued"}
 RESPONSES_TERMINAL = {"response.completed", "response.incomplete", "response.failed", "error"}
 RESPONSE_KEYS = {
@@ -68,6 +74,11 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.function_call_arguments.done": ("item_id", "output_index", "arguments", "name"),
     "response.custom_tool_call_input.delta": ("item_id", "output_index", "delta"),
     "response.custom_tool_call_input.done": ("item_id", "output_index", "input"),
+    **{f"response.mcp_{event}": ("item_id", "output_index") for event in (
+        "list_tools.in_progress", "list_tools.completed", "list_tools.failed", "call.in_progress", "call.completed",
+        "call.failed")},
+    "response.mcp_call_arguments.delta": ("item_id", "output_index", "delta"),
+    "response.mcp_call_arguments.done": ("item_id", "output_index", "arguments"),
     "response.refusal.delta": ("item_id", "output_index", "content_index", "delta"),
     "response.refusal.done": ("item_id", "output_index", "content_index", "refusal"),
     "response.web_search_call.in_progress": ("item_id", "output_index"),
@@ -78,8 +89,9 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.failed": ("response",),
     "error": ("message",),
 }
-ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_", "web_search_call": "ws_",
-                  "tool_search_call": "tsc_", "local_shell_call": "lsc_", "reasoning": "rs_"}
+ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
+                  "tool_search_call": "tsc_", "local_shell_call": "lsc_", "reasoning": "rs_", "mcp_call": "mcp_",
+                  "mcp_list_tools": "mcpl_", "mcp_approval_request": "mcpr_", "web_search_call": "ws_"}
 #: Call items: a unique non-empty ``call_id`` each.
 CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
 
@@ -797,6 +809,8 @@ def check_responses_stream(
         elif kind.startswith(("response.content_part.", "response.output_text.", "response.function_call_arguments.",
                               "response.custom_tool_call_input.", "response.refusal.", "response.reasoning_text.")):
             _on_item_scoped(v, kind, event, items)
+        elif kind.startswith(tuple(MCP_EVENT_ITEMS)):
+            _on_mcp_event(v, kind, event, items)
 
     if terminal is None:
         v.add(22, "stream ends without a terminal event (completed / incomplete / failed / error)")
@@ -920,6 +934,23 @@ def _on_item_scoped(v: _Violations, kind: str, event: dict[str, Any], items: lis
         _on_arguments_done(v, event, it)
     else:
         _on_content_event(v, kind, event, it)
+
+
+def _on_mcp_event(v: _Violations, kind: str, event: dict[str, Any], items: list[_Item]) -> None:
+    """An MCP event: about an open item of its type, by that item's id; an ``mcp_call``'s arguments whole
+    before its run."""
+    it = _item_at(v, kind, event, items)
+    if it is None:
+        return
+    wanted = next(item for prefix, item in MCP_EVENT_ITEMS.items() if kind.startswith(prefix))
+    if it.item.get("type") != wanted or event.get("item_id") != it.item.get("id"):
+        v.add(26, f"{kind} targets item {it.output_index} ({it.item.get('type')!r}, {it.item.get('id')!r})")
+    if it.done is not None:
+        v.add(24, f"{kind} for output_index {it.output_index} after its output_item.done")
+    if kind == "response.mcp_call_arguments.delta":
+        it.arg_deltas.append(str(event.get("delta")))
+    elif kind == "response.mcp_call_arguments.done" and event.get("arguments") != "".join(it.arg_deltas):
+        v.add(28, f"mcp_call_arguments.done.arguments {event.get('arguments')!r} != its deltas")
 
 
 def _on_arguments_done(v: _Violations, event: dict[str, Any], it: _Item) -> None:
