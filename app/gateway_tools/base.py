@@ -65,6 +65,9 @@ class GatewayTool:
         """The tool as the model is offered it."""
         return ToolSpec(self.name, self.description, self.parameters)
 
+    def close(self) -> None:
+        """Let what the tool holds for its request go (a connection); the response is over. Idempotent."""
+
     def run(self, arguments: dict[str, Any], deadline: float) -> ToolRun:
         """Run one call with ``arguments`` (a JSON object), done by ``deadline`` (a ``time.monotonic()`` time; the
         loop abandons a run past it). A failure the model should hear about is a :class:`ToolRun` with
@@ -95,6 +98,11 @@ class GatewayToolset:
         return cls({tool.name: tool for tool in tools}, max_calls=settings.gateway_max_calls,
                    max_result_chars=settings.gateway_max_result_chars,
                    timeout_seconds=settings.gateway_timeout_seconds)
+
+    def close(self) -> None:
+        """Close every tool (:meth:`GatewayTool.close`): the response is over."""
+        for tool in self.tools.values():
+            tool.close()
 
     def specs(self) -> list[ToolSpec]:
         """The tools as the model is offered them."""

@@ -9,6 +9,7 @@ gets a session per request.
 
 from __future__ import annotations
 
+import http.client
 import re
 import time
 from dataclasses import dataclass, field
@@ -41,12 +42,14 @@ class ServerAddress:
         headers: headers sent with every request (never logged).
         transport: ``streamable_http``, ``sse`` or ``stdio``.
         command: the command of a ``stdio`` server; ``env`` its extra environment.
+        pin: the checked address the URL's host is reached at (a client's URL: never resolved again).
     """
 
     label: str
     transport: str
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    pin: str | None = None
     command: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -55,7 +58,8 @@ class ServerAddress:
         if self.transport == "stdio":
             raise ValueError("a stdio server is shared: use McpConnection")
         assert self.url is not None
-        return LegacySse(self.url, self.headers) if self.transport == "sse" else StreamableHttp(self.url, self.headers)
+        kind = LegacySse if self.transport == "sse" else StreamableHttp
+        return kind(self.url, self.headers, self.pin)
 
 
 def url_transport(url: str, transport: str | None = None) -> str:
@@ -85,8 +89,9 @@ def client_address(label: str, url: str, headers: Mapping[str, str], patterns: l
     if matches(url, patterns) is None:
         raise UnsafeURL("this server only reaches MCP servers its operator allows (TOOLWIRE_MCP_ALLOWED_URLS), "
                         "and this URL is not among them")
-    check_url(url, patterns)
-    return ServerAddress(label, url_transport(url), url=url, headers=dict(headers))
+    addresses = check_url(url, patterns)
+    return ServerAddress(label, url_transport(url), url=url, headers=dict(headers),
+                         pin=addresses[0] if addresses else None)
 
 
 class _SharedProcess:
@@ -162,6 +167,13 @@ class McpConnection:
             self._session = None
 
     def _bounded(self, run: Any, deadline: float) -> Any:
+        """``run`` on the session by ``deadline``; a failure below the protocol is a ``transport`` error."""
+        try:
+            return self._on_session(run, deadline)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            raise McpError("transport", f"the exchange with the MCP server failed: {exc}") from None
+
+    def _on_session(self, run: Any, deadline: float) -> Any:
         expired = McpError("timeout", "the MCP server did not answer in time")
         if self.address.transport != "stdio":
             if self._session is None:
@@ -210,6 +222,9 @@ class McpTool(GatewayTool):
                          schema if isinstance(schema, dict) else {"type": "object", "properties": {}},
                          needs_approval=needs_approval, origin=McpOrigin(label, name), kind="mcp")
         self.connection = connection
+
+    def close(self) -> None:
+        self.connection.close()
 
     def run(self, arguments: dict[str, Any], deadline: float) -> ToolRun:
         try:

@@ -12,6 +12,7 @@ import http.client
 import itertools
 import os
 import shlex
+import socket
 import ssl
 import time
 from typing import Any, Iterator, Mapping, Protocol
@@ -63,13 +64,36 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _connection(url: str, deadline: float) -> http.client.HTTPConnection:
+def _connection(url: str, deadline: float, pin: str | None = None) -> http.client.HTTPConnection:
+    """A connection to ``url``'s host, or to the address ``pin`` (a checked address of that host: its name is not
+    resolved again; TLS still checks the certificate against the name)."""
     parts = urlsplit(url)
-    port = parts.port
+    host, port = parts.hostname or "", parts.port
     if parts.scheme == "https":
         context = ssl.create_default_context(cafile=certifi.where())
-        return http.client.HTTPSConnection(parts.hostname or "", port, timeout=_left(deadline), context=context)
-    return http.client.HTTPConnection(parts.hostname or "", port, timeout=_left(deadline))
+        return _PinnedHttps(host, port, timeout=_left(deadline), context=context, pin=pin)
+    return http.client.HTTPConnection(pin or host, port, timeout=_left(deadline))
+
+
+class _PinnedHttps(http.client.HTTPSConnection):
+    """HTTPS to a name's checked address, the certificate checked against the name."""
+
+    def __init__(self, host: str, port: int | None, *, timeout: float, context: ssl.SSLContext, pin: str | None):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._pin = pin
+        self._tls = context
+
+    def connect(self) -> None:
+        if self._pin is None:
+            super().connect()
+            return
+        sock = socket.create_connection((self._pin, self.port), self.timeout)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+
+
+def _host_header(url: str) -> dict[str, str]:
+    """The ``Host`` header of a request to ``url`` (sent as is when the connection goes to a pinned address)."""
+    return {"Host": urlsplit(url).netloc.rpartition("@")[2]}
 
 
 def _target(url: str) -> str:
@@ -125,9 +149,10 @@ def _read_body(response: http.client.HTTPResponse) -> bytes:
 class StreamableHttp:
     """MCP's streamable HTTP transport: each message POSTed; the answer JSON, or an SSE stream of messages."""
 
-    def __init__(self, url: str, headers: Mapping[str, str]):
+    def __init__(self, url: str, headers: Mapping[str, str], pin: str | None = None):
         self._url = url
-        self._headers = dict(headers)
+        self._headers = {**headers, **_host_header(url)}
+        self._pin = pin
         self.session_id: str | None = None
         self.protocol_version: str | None = None
 
@@ -138,7 +163,7 @@ class StreamableHttp:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version:
             headers["MCP-Protocol-Version"] = self.protocol_version
-        connection = _connection(self._url, deadline)
+        connection = _connection(self._url, deadline, self._pin)
         try:
             try:
                 connection.request("POST", _target(self._url), orjson.dumps(message), headers)
@@ -171,9 +196,10 @@ class LegacySse:
     """MCP's older HTTP+SSE transport: a GET stream that first names the URL messages are POSTed to, then
     carries the answers."""
 
-    def __init__(self, url: str, headers: Mapping[str, str]):
+    def __init__(self, url: str, headers: Mapping[str, str], pin: str | None = None):
         self._url = url
-        self._headers = dict(headers)
+        self._headers = {**headers, **_host_header(url)}
+        self._pin = pin
         self._connection: http.client.HTTPConnection | None = None
         self._events: Iterator[tuple[str, str]] | None = None
         self._endpoint: str | None = None
@@ -181,7 +207,7 @@ class LegacySse:
     def _open(self, deadline: float) -> Iterator[tuple[str, str]]:
         if self._events is not None:
             return self._events
-        connection = self._connection = _connection(self._url, deadline)
+        connection = self._connection = _connection(self._url, deadline, self._pin)
         try:
             connection.request("GET", _target(self._url), headers={**self._headers, "Accept": "text/event-stream"})
             response = connection.getresponse()
@@ -204,7 +230,7 @@ class LegacySse:
         assert self._endpoint is not None and self._connection is not None
         if self._connection.sock is not None:  # the stream's reads wait no longer than this exchange may
             self._connection.sock.settimeout(_left(deadline))
-        connection = _connection(self._endpoint, deadline)
+        connection = _connection(self._endpoint, deadline, self._pin)  # (the stream's host: the same address)
         try:
             connection.request("POST", _target(self._endpoint), orjson.dumps(message),
                                {**self._headers, "Content-Type": "application/json"})

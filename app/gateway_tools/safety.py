@@ -4,7 +4,9 @@ A URL is refused when its host resolves to an address that is not public (privat
 unspecified, multicast, reserved: the host's own services, the cloud's metadata address, the LAN) unless the
 operator's patterns allow it, and a pattern allows such an address only when it names the host itself: a host
 wildcard (``https://*``) opens the public internet, never the gateway's own network. Every address a name
-resolves to is checked, so a name with one public and one private address is refused.
+resolves to is checked, so a name with one public and one private address is refused; the caller connects to
+an address the check returned (the name is not resolved again: a DNS answer that changes in between is not
+followed).
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ def matches(url: str, patterns: Iterable[str]) -> str | None:
     return None
 
 
-def check_url(url: str, allowed_patterns: Iterable[str] = (), *, resolve: Resolver = socket.getaddrinfo) -> None:
+def check_url(url: str, allowed_patterns: Iterable[str] = (), *, resolve: Resolver = socket.getaddrinfo) -> list[str]:
     """Refuse ``url`` unless it is an http(s) URL whose host resolves only to public addresses, or a pattern
     naming its host literally allows it.
+
+    Returns:
+        The public addresses the host resolved to, for the caller to connect to (so a name that resolves
+        elsewhere by the time it connects cannot reach what the check refused); none when a pattern allowed it.
 
     Raises:
         UnsafeURL: the URL is malformed, of another scheme, does not resolve, or reaches a non-public address
@@ -53,11 +59,13 @@ def check_url(url: str, allowed_patterns: Iterable[str] = (), *, resolve: Resolv
     host = parts.hostname
     listed = [pattern for pattern in allowed_patterns if fnmatchcase(url, pattern) and _names_host(pattern, host)]
     if listed:
-        return
-    for address in _addresses(host, port or (443 if parts.scheme == "https" else 80), resolve):
+        return []
+    addresses = _addresses(host, port or (443 if parts.scheme == "https" else 80), resolve)
+    for address in addresses:
         if not address.is_global or address.is_multicast:
             raise UnsafeURL(f"{host} is a {_kind(address)} address ({address}), which is refused unless the "
                             "operator lists the URL")
+    return [str(address) for address in addresses]
 
 
 def _names_host(pattern: str, host: str) -> bool:

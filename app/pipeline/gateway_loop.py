@@ -101,8 +101,8 @@ class GatewayLoop:
     __slots__ = ("_events", "_source", "_toolset", "_again", "_deadline", "_tick", "_running", "_calls",
                  "_added", "_usages", "_earlier_chars", "_record", "later_prompt_chars")
 
-    def __init__(self, events: ChoiceDriver | Reasking, source: UpstreamStream | Reasking, toolset: GatewayToolset, again: Again, *,
-                 deadline: float | None, record: RequestRecord | None = None):
+    def __init__(self, events: ChoiceDriver | Reasking, source: UpstreamStream | Reasking, toolset: GatewayToolset,
+                 again: Again, *, deadline: float | None, record: RequestRecord | None = None):
         self._record = record
         self._events: ChoiceDriver | Reasking = events
         self._source: UpstreamStream | Reasking = source
@@ -143,27 +143,31 @@ class GatewayLoop:
             wait()
 
     def close(self) -> None:
-        """Close the stream in use and abandon a run under way."""
+        """Close the stream in use, abandon a run under way and let the tools' connections go."""
         running = self._running
         if running is not None:
             running.kill(block=False)
         self._source.close()
+        self._toolset.close()
 
     def __iter__(self) -> Iterator[LoopItem]:
-        while True:
-            held: list[ToolCallEnded] = []
-            ended = yield from self._generation(held)
-            if ended is None:  # (an events source that ended without a finish)
+        try:
+            while True:
+                held: list[ToolCallEnded] = []
+                ended = yield from self._generation(held)
+                if ended is None:  # (an events source that ended without a finish)
+                    return
+                finished, said, client_calls = ended
+                if held:
+                    turns: list[dict[str, Any]] = []
+                    approval = yield from self._run_all(held, said, turns)
+                    if not (approval or client_calls):
+                        self._next(turns)
+                        continue
+                yield finished
                 return
-            finished, said, client_calls = ended
-            if held:
-                turns: list[dict[str, Any]] = []
-                approval = yield from self._run_all(held, said, turns)
-                if not (approval or client_calls):
-                    self._next(turns)
-                    continue
-            yield finished
-            return
+        finally:
+            self._toolset.close()
 
     def _generation(self, held: list[ToolCallEnded]) -> Generator[LoopItem, None, Ended | None]:
         """Pass one generation's events on, its valid gateway calls put in ``held``; its finish is returned, not

@@ -11,11 +11,14 @@ label alone, and only by the client keys it lists, if it lists any.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 import orjson
+
+from statemachine import ParserConfig, ToolChoice
 
 from ..errors import InputError
 from ..gateway_settings import GatewaySettings
@@ -242,3 +245,32 @@ def call_item(item_id: str, server_label: str, name: str, arguments: str, run: T
             {"type": "mcp_protocol_error", "code": -32603, "message": run.error}
         item.update(error=error, status="failed")
     return item
+
+
+def mcp_choice(choice: Any, config: ParserConfig, toolset: GatewayToolset | None) -> ParserConfig:
+    """``config`` with the request's ``tool_choice`` made true of its MCP tools, now they are known: ``{"type":
+    "mcp", "server_label", "name"?}`` requires a call of that server's tool (or any of its tools); an
+    ``allowed_tools`` choice's ``{"type": "mcp", "server_label"}`` entries allow that server's tools.
+
+    Raises:
+        InputError: the choice names a server, or a tool of it, the model is not offered.
+    """
+    servers = [choice] if getattr(choice, "type", None) == "mcp" else \
+        [entry for entry in getattr(choice, "tools", ()) if entry.type == "mcp"] \
+        if getattr(choice, "type", None) == "allowed_tools" else []
+    if not servers:
+        return config
+    names: set[str] = set()
+    for server in servers:
+        extra = server.model_extra or {}
+        label, name = extra.get("server_label"), getattr(server, "name", None) or extra.get("name")
+        names.update(tool.name for tool in (toolset.tools.values() if toolset else ())
+                     if getattr(tool.origin, "server_label", None) == label
+                     and (name is None or getattr(tool.origin, "name", None) == name))
+    if not names and (choice.type == "mcp" or config.tool_choice.mode == "required" and not config.tool_choice.allowed):
+        raise InputError("Invalid value for 'tool_choice': the MCP tool it names is not offered (its server is not "
+                         "among the request's tools, or it lists no such tool).", "tool_choice", "invalid_value")
+    if choice.type == "mcp":
+        return dataclasses.replace(config, tool_choice=ToolChoice("required", frozenset(names)))
+    allowed = config.tool_choice.allowed or frozenset()
+    return dataclasses.replace(config, tool_choice=ToolChoice(config.tool_choice.mode, allowed | names))

@@ -9,10 +9,11 @@ value. :func:`parse_responses_request` is the entry point: it raises
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Annotated, Any, Collection, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, TypeAdapter, field_validator
 
 from ..errors import InputError
 from ..validation import Metadata, RequestModel, ToolName, validate
@@ -335,6 +336,10 @@ class ApplyPatchTool(RequestModel):
     type: Literal["apply_patch"]
 
 
+#: What an HTTP header's name may be (RFC 9110's token).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 class McpTool(RequestModel):
     """A remote MCP server whose tools the gateway lists, offers and runs (docs/gateway-tools.md): by its
     ``server_url``, or an operator's server by its ``server_label`` alone."""
@@ -348,6 +353,14 @@ class McpTool(RequestModel):
     allowed_tools: list[str] | dict[str, Any] | None = None
     require_approval: Literal["always", "never"] | dict[str, Any] | None = None
     connector_id: str | None = None
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, text in (value or {}).items():
+            if not _HEADER_NAME.fullmatch(name) or any(c in text for c in "\r\n\0"):
+                raise ValueError(f"header {name[:40]!r} cannot be sent (a token name, a value without line breaks)")
+        return value
 
 
 class HostedTool(RequestModel):

@@ -34,7 +34,7 @@ from statemachine import ToolChoice, ToolSpec, schema_problem
 from ..errors import InputError
 from ..observability.dropped import DroppedTools
 from ..pipeline.plan import ChoiceRequest, check_tool
-from .web_search import runs_here
+from .web_search import WEB_SEARCH_TYPES, runs_here
 from .schemas import (
     AllowedToolsChoice,
     CustomTool,
@@ -299,6 +299,8 @@ class _Offer:
             name = self._named(choice.type, choice.name, "tool_choice.name")
             return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
         if isinstance(choice, HostedToolChoice):
+            if choice.type == "mcp" or choice.type in WEB_SEARCH_TYPES:
+                return ChoiceRequest()  # the gateway's tools, applied later (mcp.mcp_choice, web_search.web_choice)
             return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
         assert isinstance(choice, AllowedToolsChoice)
         names: dict[str, str] = {}
@@ -308,8 +310,8 @@ class _Offer:
                 names.setdefault(self._named(allowed.type, allowed.name or "", param), param)
             elif allowed.type in _BUILT_IN and self._built_in(allowed.type):
                 names.setdefault(allowed.type, f"tool_choice.tools[{i}].type")
-            # an allowed hosted tool is simply not callable here
-        if choice.mode == "required" and not names:
+            # an allowed hosted tool is simply not callable here; an MCP server's tools are added once listed
+        if choice.mode == "required" and not names and not any(a.type == "mcp" for a in choice.tools):
             raise InputError("Invalid value for 'tool_choice.tools': it requires a call, but none of its tools "
                              "can be called here (hosted tools are not run).", "tool_choice.tools", "invalid_value")
         return ChoiceRequest(ToolChoice(choice.mode, frozenset(names)), name_params=names)

@@ -34,9 +34,9 @@ from .conversations import append_turn, conversation_transcript
 from .listing import listed_item, page, parse_list_query
 from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
-from .mcp import McpHistory, plan_mcp
+from .mcp import McpHistory, mcp_choice, plan_mcp
 from .schemas import ResponsesRequest, parse_responses_request
-from .web_search import web_search_gateway
+from .web_search import web_choice, web_search_gateway
 from ..gateway_tools.base import GatewayTool, GatewayToolset
 from ..settings import Settings
 from ..store import OwnedStore, StoredResponse, StoreError
@@ -115,7 +115,8 @@ def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore |
         spec.name for spec in tools.specs}, run_approved=not counting)
     profile = model_profile(settings, req.model)
     web = web_search_gateway(req.tools, settings, client_names=tools.origins.keys() | {s.name for s in tools.specs})
-    generation = Generation(profile=profile, messages=messages, config=_parser_config(req, tools, context, profile),
+    config = mcp_choice(req.tool_choice, _parser_config(req, tools, context, profile), mcp.toolset)
+    generation = Generation(profile=profile, messages=messages, config=web_choice(req.tool_choice, config, web),
                             fields=_chat_fields(req), stream=req.stream, gateway=_toolset(mcp.toolset, web, settings))
     return _Planned(generation, tools, input_items, mcp.prelude)
 

@@ -5,7 +5,7 @@ The tool (``web_search``, ``web_search_2025_08_26``, ``web_search_preview``…) 
 ``web_search`` (the ``search`` action) and, unless the operator turned web fetch off, ``open_page`` (the
 ``open_page`` action: a page's text). ``filters.allowed_domains`` keeps both to those domains;
 ``user_location`` is passed to the back end as hints; ``search_context_size`` and ``external_web_access`` are
-accepted and not acted on.
+accepted and not acted on. A ``tool_choice`` of ``{"type": "web_search"}`` forces the first call to be a search.
 
 Each call is one ``web_search_call`` item, streamed as OpenAI does: ``response.output_item.added`` (``status:
 in_progress``), ``response.web_search_call.in_progress``, ``response.web_search_call.searching``, then, once it
@@ -16,9 +16,12 @@ ran, ``response.web_search_call.completed`` and ``response.output_item.done`` wi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
 import orjson
+
+from statemachine import ParserConfig, ToolChoice
 
 from ..errors import InputError
 from ..gateway_tools.base import GatewayCallFinished, GatewayCallStarted, GatewayTool
@@ -57,6 +60,21 @@ def web_search_gateway(tools: list[Any], settings: Settings, *, client_names: Co
                                  "it.", f"tools[{index}]", "invalid_request_error")
             return made
     return []
+
+
+def web_choice(choice: Any, config: ParserConfig, web: list[GatewayTool]) -> ParserConfig:
+    """``config`` with a ``tool_choice`` of ``{"type": "web_search"}`` (planned as ``auto``: the gateway's tools are
+    offered beside the client's later) as a required call of the gateway's ``web_search``.
+
+    Raises:
+        InputError: that choice while no web search is run here.
+    """
+    if getattr(choice, "type", None) not in WEB_SEARCH_TYPES:
+        return config
+    if not web:
+        raise InputError(f"tool_choice forces {choice.type}, which is not run here (no search back end is "
+                         "configured).", "tool_choice", "invalid_value")
+    return dataclasses.replace(config, tool_choice=ToolChoice("required", frozenset({web[0].name})))
 
 
 def web_search_tools(tool: Any, index: int, settings: Settings) -> list[GatewayTool]:

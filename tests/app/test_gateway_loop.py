@@ -43,6 +43,10 @@ class Adder(GatewayTool):
         self.delay = delay
         self.answer = answer
         self.runs: list[tuple[dict, float]] = []
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
 
     def run(self, arguments: dict, deadline: float) -> ToolRun:
         self.runs.append((arguments, deadline))
@@ -124,6 +128,7 @@ def test_a_gateway_call_runs_and_the_answer_follows_in_the_same_response(stream)
     assert "5" in second[-1]["content"] or "5" in json.dumps(second[-2:]), "the result went back to the model"
     assert encoder.usage["prompt_tokens"] == 20 and encoder.usage["completion_tokens"] == 6, "usage summed"
     assert record.gateway == ("test.call:ok",)
+    assert tool.closed >= 1, "the tool's connection let go once the response ended"
 
 
 def test_a_client_call_beside_a_gateway_call_ends_the_response_with_both() -> None:

@@ -28,7 +28,7 @@ def test_non_public_addresses_are_refused(url) -> None:
 
 
 def test_a_name_is_checked_by_every_address_it_resolves_to() -> None:
-    check_url("https://mcp.example.com/mcp", resolve=resolver("93.184.216.34"))
+    assert check_url("https://mcp.example.com/mcp", resolve=resolver("93.184.216.34")) == ["93.184.216.34"]
     with pytest.raises(UnsafeURL, match="loopback"):
         check_url("https://mcp.example.com/mcp", resolve=resolver("93.184.216.34", "127.0.0.1"))
     with pytest.raises(UnsafeURL, match="private"):
@@ -36,7 +36,7 @@ def test_a_name_is_checked_by_every_address_it_resolves_to() -> None:
 
 
 def test_a_pattern_naming_the_host_allows_it_and_a_wildcard_host_does_not() -> None:
-    check_url("http://127.0.0.1:8931/mcp", ["http://127.0.0.1:8931/*"])
+    assert check_url("http://127.0.0.1:8931/mcp", ["http://127.0.0.1:8931/*"]) == [], "listed: nothing to pin"
     check_url("http://localhost:9000/sse", ["http://localhost:*"], resolve=resolver("127.0.0.1"))
     for pattern in ("http://*", "http://127.0.0.*:8931/*", "*"):
         with pytest.raises(UnsafeURL):

@@ -225,3 +225,47 @@ def test_every_mcp_request_is_counted_and_on_the_access_line_and_headers_are_nev
     assert "sekrit" not in json_log.getvalue()
     stored = app.test_client().get(f"/v1/responses/{data['id']}").get_json()
     assert "sekrit" not in json.dumps(stored) and "sekrit" not in json.dumps(data)
+
+
+def test_tool_choice_names_an_mcp_tool_or_allows_a_server(make_app, server_url) -> None:
+    upstream = answers("I think it is 3.", call("mcp__calc__add", {"a": 1, "b": 2}), "It is 3.")
+    app = make_app(upstream, mcp_allowed_urls=allowed(server_url))
+    forced = {"type": "mcp", "server_label": "calc", "name": "add"}
+    data = post(app, {"input": "1+2?", "tools": [mcp_tool(server_url)], "tool_choice": forced}).get_json()
+    assert [i["type"] for i in data["output"]][-2:] == ["mcp_call", "message"] and len(upstream.bodies) == 3
+    assert "You must call mcp__calc__add" in upstream.bodies[1]["messages"][-1]["content"], "the forced call re-asked"
+    missing = post(app, {"input": "x", "tools": [mcp_tool(server_url)],
+                         "tool_choice": {"type": "mcp", "server_label": "calc", "name": "nope"}})
+    assert missing.status_code == 400 and missing.get_json()["error"]["param"] == "tool_choice"
+    upstream = answers(call("mcp__calc__echo", {"text": "a"}), "ok")
+    app = make_app(upstream, mcp_allowed_urls=allowed(server_url))
+    only = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "mcp", "server_label": "calc"}]}
+    data = post(app, {"input": "x", "tools": [mcp_tool(server_url)], "tool_choice": only}).get_json()
+    assert next(i for i in data["output"] if i["type"] == "mcp_call")["output"] == "echo: a"
+
+
+@pytest.mark.parametrize("spelling", ["{url}", "http://localhost:{port}/mcp", "http://127.1:{port}/mcp",
+                                      "http://2130706433:{port}/mcp", "http://0x7f.0.0.1:{port}/mcp",
+                                      "http://[::ffff:127.0.0.1]:{port}/mcp", "http://[::1]:{port}/mcp"])
+def test_an_internal_service_is_never_reached_by_a_client_server_url(make_app, spelling) -> None:
+    """The strict-schema ``$ref`` lesson (test_untrusted_tools): a client's URL on this host, however spelled, is
+    refused before anything is sent to it, even with a pattern that opens every public server."""
+    from support.loopback import internal_service
+    internal = internal_service("SECRET-mcp-7f3a")
+    try:
+        url = spelling.format(url=internal.url + "/mcp", port=internal.url.rsplit(":", 1)[1])
+        upstream = answers("never")
+        app = make_app(upstream, mcp_allowed_urls="http://*, https://*")
+        response = post(app, {"input": "x", "tools": [mcp_tool(url)]})
+        assert response.status_code == 400, response.data
+        assert response.get_json()["error"]["param"] == "tools[0].server_url"
+        assert internal.seen == [] and upstream.bodies == []
+    finally:
+        internal.close()
+
+
+def test_a_header_that_cannot_be_sent_is_a_400_naming_it(make_app, server_url) -> None:
+    app = make_app(answers("never"), mcp_allowed_urls=allowed(server_url))
+    for headers in ({"X-A": "one\r\nX-Injected: two"}, {"Bad Name": "x"}):
+        response = post(app, {"input": "x", "tools": [mcp_tool(server_url, headers=headers)]})
+        assert response.status_code == 400 and response.get_json()["error"]["param"].startswith("tools[0].headers")

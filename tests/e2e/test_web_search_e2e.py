@@ -204,7 +204,7 @@ def test_claude_code_websearch_finds_and_quotes_results(
     assert searx.page_url("toolwire") in told and "Wirebird, a copper kingfisher" in told
 
 
-def test_responses_create_open_page_and_allowed_domains(
+def test_responses_create_forced_open_page_and_allowed_domains(
         make_openai_client: Callable[[ToolwireServer], openai.OpenAI], server: ToolwireServer,
         upstream: ScriptedUpstream, searx: SearchServer) -> None:
     url = searx.page_url("kingfisher")
@@ -213,7 +213,8 @@ def test_responses_create_open_page_and_allowed_domains(
                      Script(text="It eats small fish."))
     response = make_openai_client(server).responses.create(
         model="scripted-model", input="What does the copper kingfisher eat?",
-        tools=[{"type": "web_search", "filters": {"allowed_domains": ["127.0.0.1"]}}])
+        tools=[{"type": "web_search", "filters": {"allowed_domains": ["127.0.0.1"]}}],
+        tool_choice={"type": "web_search"})
     search, page, message = response.output
     assert isinstance(search, ResponseFunctionWebSearch) and search.action.type == "search"
     sources = [source.url for source in search.action.sources or []]
@@ -222,3 +223,12 @@ def test_responses_create_open_page_and_allowed_domains(
     assert page.action.url == url and page.status == "completed"
     assert response.output_text == "It eats small fish."
     assert "small fish" in json.dumps(upstream.chat_requests[2].body["messages"])  # the page, read by the model
+
+
+def test_responses_without_a_search_back_end(make_openai_client: Callable[[ToolwireServer], openai.OpenAI],
+                                            toolwire_server: ToolwireServer, upstream: ScriptedUpstream) -> None:
+    client = make_openai_client(toolwire_server)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="scripted-model", input="hi", tool_choice={"type": "web_search"}, tools=[
+            {"type": "web_search"}, {"type": "function", "name": "f", "parameters": {"type": "object"}}])
+    assert caught.value.body["param"] == "tool_choice" and upstream.chat_requests == []
