@@ -201,7 +201,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
         builder.add(tool)
     if builder.dropped:
         _DROPPED.note(builder.dropped)
-    choice = builder.choice(request.tool_choice)
+    choice = builder.choice(request.tool_choice,
+                            web_search=any(runs_here(tool, settings) for tool in request.tools))
     if builder.dropped and not builder.specs and request.tool_choice != "none":
         raise InputError(
             f"None of the request's tools can be called here: {', '.join(dict.fromkeys(builder.dropped))} "
@@ -290,7 +291,8 @@ class _Offer:
         self.specs.append(spec)
         self.origins[spec.name] = origin
 
-    def choice(self, choice: Any) -> ChoiceRequest:
+    def choice(self, choice: Any, *, web_search: bool = False) -> ChoiceRequest:
+        """``choice`` in model-facing names (``web_search``: the gateway runs the request's web search)."""
         if choice is None:
             return ChoiceRequest()
         if isinstance(choice, str):
@@ -299,7 +301,7 @@ class _Offer:
             name = self._named(choice.type, choice.name, "tool_choice.name")
             return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
         if isinstance(choice, HostedToolChoice):
-            if choice.type == "mcp" or choice.type in WEB_SEARCH_TYPES:
+            if choice.type == "mcp" or (web_search and choice.type in WEB_SEARCH_TYPES):
                 return ChoiceRequest()  # the gateway's tools, applied later (mcp.mcp_choice, web_search.web_choice)
             return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
         assert isinstance(choice, AllowedToolsChoice)

@@ -64,16 +64,10 @@ def web_search_gateway(tools: list[Any], settings: Settings, *, client_names: Co
 
 def web_choice(choice: Any, config: ParserConfig, web: list[GatewayTool]) -> ParserConfig:
     """``config`` with a ``tool_choice`` of ``{"type": "web_search"}`` (planned as ``auto``: the gateway's tools are
-    offered beside the client's later) as a required call of the gateway's ``web_search``.
-
-    Raises:
-        InputError: that choice while no web search is run here.
-    """
-    if getattr(choice, "type", None) not in WEB_SEARCH_TYPES:
+    offered beside the client's later) as a required call of the gateway's ``web_search`` (``web``: the request's
+    web tools; without them that choice was refused when planned)."""
+    if getattr(choice, "type", None) not in WEB_SEARCH_TYPES or not web:
         return config
-    if not web:
-        raise InputError(f"tool_choice forces {choice.type}, which is not run here (no search back end is "
-                         "configured).", "tool_choice", "invalid_value")
     return dataclasses.replace(config, tool_choice=ToolChoice("required", frozenset({web[0].name})))
 
 
