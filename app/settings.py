@@ -32,8 +32,8 @@ from pydantic_settings import (
 from .setting_values import (Capability, ConstrainCalls, ReaskCalls, ReasoningOutput, SystemIn, ToolManifest,
                              ToolMode, check_accept, check_tool_format)
 from .gateway_settings import GatewaySettings
-from .upstream_settings import KIND_SECTIONS, KindSettings, UpstreamSettings, check_route, \
-    check_upstreams
+from .search_settings import SearchSettings
+from .upstream_settings import KIND_SECTIONS, KindSettings, UpstreamSettings, check_route, check_upstreams
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
@@ -329,19 +329,20 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, SearchSettings,
+                   ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, *KIND_SECTIONS, GatewaySettings, ObservabilitySettings)
+    AccessSettings, StoreSettings, *KIND_SECTIONS, GatewaySettings, SearchSettings, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings,
-               BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, SearchSettings,
+               ObservabilitySettings, BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
