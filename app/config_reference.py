@@ -101,7 +101,8 @@ def _keys(title: str, intro: str, model: type[BaseModel]) -> str:
 def _named_upstreams() -> str:
     return _keys("Named back ends", f"The back end the Back end section describes is named `{DEFAULT_UPSTREAM}` "
                  "and serves every model not routed elsewhere. Each entry of `upstreams` (`[upstreams.NAME]` in the file) is one more, "
-                 "serving the `model_map` entries whose `upstream` names it and the names in its `models` (see "
+                 "serving the `model_map` entries whose `upstream` names it (or lists it: a pool, see "
+                 "[deploying.md](deploying.md#several-toolwire-hosts-in-front-of-several-model-servers)) and the names in its `models` (see "
                  "[backends.md](backends.md#several-back-ends)). Its keys (unset keys take the top-level setting "
                  "named, checked as that setting is):",
                  NamedUpstream)

@@ -7,8 +7,8 @@ a table in the file. A ``model_map`` value is the upstream model's name, or an
 object that may also set the model's tool mode and say that its chat template
 opens the reasoning block itself:
 ``{"gpt-4o": {"model": "qwen3", "tool_mode": "native", "opens_reasoning": true}}``;
-it may also set the model's ``tool_format`` and ``accept_formats``, and name the back end that serves it
-(``"upstream": "ollama"``, one of ``upstreams``; unset = the default back end, ``upstream_url`` & co.).
+it may also set the model's ``tool_format`` and ``accept_formats``, and name its back end (``"upstream": "ollama"``,
+one of ``upstreams``; a list of them: a pool; unset = the default back end, ``upstream_url`` & co.).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from pydantic_settings import (
 from .setting_values import (Capability, ConstrainCalls, ReaskCalls, ReasoningOutput, SystemIn, ToolManifest,
                              ToolMode, check_accept, check_tool_format)
 from .gateway_settings import GatewaySettings
-from .upstream_settings import DEFAULT_UPSTREAM, KIND_SECTIONS, KindSettings, UpstreamSettings, check_upstreams
+from .search_settings import SearchSettings
+from .upstream_settings import KIND_SECTIONS, KindSettings, UpstreamSettings, check_route, check_upstreams
 
 ENV_PREFIX = "TOOLWIRE_"
 CONFIG_FILE_ENV = "TOOLWIRE_CONFIG_FILE"
@@ -47,12 +48,10 @@ _T = TypeVar("_T")
 
 
 class SettingsError(ValueError):
-    """Settings toolwire cannot start with. The message is one line that names the environment variable (or
-    the config file) to fix."""
+    """Settings toolwire cannot start with: one line naming the environment variable (or config file) to fix."""
 
 
-#: Bounds of the example exchanges of one model: every request of it carries them all in its prompt (400 made
-#: each a 1.6 MB prompt).
+#: Bounds of one model's example exchanges: every request carries them all in its prompt (400: 1.6 MB prompts).
 MAX_EXAMPLE_EXCHANGES = 8
 MAX_EXAMPLE_CHARS = 4096
 ExampleText = Annotated[str, Field(max_length=MAX_EXAMPLE_CHARS)]
@@ -105,8 +104,8 @@ class ModelRoute(BaseModel):
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
         None, description="Prompt mode: an example exchange (or a list of up to 8) in the taught call format before "
                           "the conversation (user, tool, arguments, result, answer; texts up to 4096 characters)")
-    upstream: str | None = Field(
-        None, description="The back end serving this model: a name in upstreams; unset = the default back end")
+    upstream: str | list[str] | None = Field(None, description="The back end serving this model: a name in "
+                                             "upstreams, or a list of them (a pool, see Pools); unset = default")
     fallback: list[str] = Field(
         default_factory=list, description="Back ends (names in upstreams, or default) tried in turn when the "
                                           "one before refuses the connection or answers 5xx before its first "
@@ -330,19 +329,20 @@ class ObservabilitySettings(BaseModel):
 
 
 class _AllSettings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-                   LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings):
+                   LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, SearchSettings,
+                   ObservabilitySettings):
     """Every setting, validated as values only (no environment, no file): how a back end's keys are checked."""
 
 
 #: The sections of :class:`Settings`, in the order the configuration reference lists them.
 SECTIONS: tuple[type[BaseModel], ...] = (
     UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings, LimitSettings,
-    AccessSettings, StoreSettings, *KIND_SECTIONS, GatewaySettings, ObservabilitySettings)
+    AccessSettings, StoreSettings, *KIND_SECTIONS, GatewaySettings, SearchSettings, ObservabilitySettings)
 
 
 class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings, StreamingSettings,
-               LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, ObservabilitySettings,
-               BaseSettings):
+               LimitSettings, AccessSettings, StoreSettings, KindSettings, GatewaySettings, SearchSettings,
+               ObservabilitySettings, BaseSettings):
     """Every knob toolwire reads, one section class per concern (:data:`SECTIONS`).
 
     The fields stay flat (``settings.upstream_url``): environment variable = ``TOOLWIRE_`` + field name, upper
@@ -394,13 +394,8 @@ class Settings(UpstreamSettings, ModelSettings, ToolSettings, CallPolicySettings
                 error = exc.errors()[0]
                 raise ValueError(f"upstreams.{name}: {'.'.join(map(str, error['loc']))}: {error['msg']}") from None
         for client, route in self.model_map.items():
-            if not isinstance(route, ModelRoute):
-                continue
-            for target in (route.upstream, *route.fallback):
-                if target not in (None, DEFAULT_UPSTREAM, *self.upstreams):
-                    raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
-            if (route.upstream or DEFAULT_UPSTREAM) in route.fallback or len(set(route.fallback)) < len(route.fallback):
-                raise ValueError(f"model_map.{client}: a fallback repeats a back end")
+            if isinstance(route, ModelRoute):
+                check_route(client, route.upstream, route.fallback, self.upstreams)
         return self
 
     def _section_values(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ kind in :mod:`app.upstreams.kinds` reads it. A kind registered from outside need
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -63,10 +63,17 @@ class NamedUpstream(BaseModel):
     codex_recycle_requests: int | None = Field(None, description="codex_recycle_requests, for a Codex back end")
     codex_max_turns: int | None = Field(None, description="codex_max_turns, for a Codex back end")
     options: dict[str, Any] | None = Field(None, description="upstream_options for it")
+    weight: float = Field(1.0, gt=0, description="Its share of a pool's conversations (a model_map entry whose "
+                                                 "upstream lists several back ends) against the other members'")
 
     def overrides(self) -> dict[str, Any]:
         """The top-level settings this back end sets, by their names (:data:`UPSTREAM_KEYS`)."""
-        return {UPSTREAM_KEYS.get(key, key): value for key, value in self if key != "models" and value is not None}
+        return {UPSTREAM_KEYS.get(key, key): value for key, value in self
+                if key not in OWN_KEYS and value is not None}
+
+
+#: The keys of a :class:`NamedUpstream` that are its own, standing for no top-level setting.
+OWN_KEYS = frozenset({"models", "weight"})
 
 
 #: The keys of a :class:`NamedUpstream` that stand for a top-level setting of another name.
@@ -167,12 +174,40 @@ class DemoSettings(BaseModel):
 
 
 
-class KindSettings(CodexSettings, DemoSettings):
-    """The built-in kinds' own sections, as one mixin of :class:`~app.settings.Settings`."""
+class PoolSettings(BaseModel):
+    """Pools: a model served by several back ends (a model_map entry whose upstream is a list of names), each
+    conversation kept on the member that holds its cache (docs/deploying.md)."""
+
+    pool_load_factor: float = Field(
+        2.0, ge=1.0, description="A member takes a conversation while its generations in flight (in this worker), "
+                                 "this one included, stay within this factor times its weighted share of the "
+                                 "pool's; past it the conversation goes elsewhere (pool_tie_breaker)")
+    pool_tie_breaker: Literal["next", "least_busy"] = Field(
+        "next", description="Where a conversation goes when its member is past its bound: next (its next member "
+                            "by hash under its own bound: its overflow stays together) or least_busy (the "
+                            "member with the fewest in flight for its weight)")
+    pool_session_header: str = Field(
+        "X-Session-Id", description="A request header naming the client's session: its conversations stay on "
+                                    "one member (a body's prompt_cache_key, conversation or metadata.user_id "
+                                    "are read too; else the prompt's stable prefix is the key)")
+    pool_cooldown_seconds: float = Field(
+        5.0, ge=0, description="How long a member that refused, timed out or answered 5xx/429 is passed over "
+                               "(a 429's Retry-After when longer), seconds")
+    pool_health_seconds: float = Field(
+        5.0, ge=0, description="How often each worker checks each member's health endpoint (jittered by a "
+                               "fifth), seconds; a member failing it is passed over until it answers 200; "
+                               "0 = no checks (a failing member waits out its cooldown)")
+    pool_health_path: str = Field(
+        "/health", description="The members' health endpoint, under the server's root (llama.cpp, vLLM and "
+                               "SGLang serve /health)")
 
 
-#: The kinds' own sections, in the order the configuration reference lists them.
-KIND_SECTIONS: tuple[type[BaseModel], ...] = (CodexSettings, DemoSettings)
+class KindSettings(CodexSettings, DemoSettings, PoolSettings):
+    """The built-in kinds' own sections and the pools', as one mixin of :class:`~app.settings.Settings`."""
+
+
+#: The kinds' own sections and the pools', in the order the configuration reference lists them.
+KIND_SECTIONS: tuple[type[BaseModel], ...] = (CodexSettings, DemoSettings, PoolSettings)
 
 
 def check_upstreams(upstreams: dict[str, NamedUpstream], demo_model: str) -> None:
@@ -190,3 +225,21 @@ def check_upstreams(upstreams: dict[str, NamedUpstream], demo_model: str) -> Non
         for model in served_models(named, demo_model):
             if listed.setdefault(model, name) != name:
                 raise ValueError(f"upstreams: {model!r} is in the models of both {listed[model]} and {name}")
+
+
+def check_route(client: str, upstream: str | list[str] | None, fallback: list[str], upstreams: dict[str, Any]) -> None:
+    """The rules a ``model_map`` entry's back ends keep: each one known, none repeated (a pool's members and its
+    fallbacks included).
+
+    Raises:
+        ValueError: one is broken (one line naming the entry).
+    """
+    members = upstream if isinstance(upstream, list) else [upstream or DEFAULT_UPSTREAM]
+    if not members:
+        raise ValueError(f"model_map.{client}: upstream lists no back end")
+    for target in (*members, *fallback):
+        if target not in (DEFAULT_UPSTREAM, *upstreams):
+            raise ValueError(f"model_map.{client}: upstream {target!r} is not in upstreams")
+    named = [*members, *fallback]
+    if len(set(named)) < len(named):
+        raise ValueError(f"model_map.{client}: a back end repeats (in upstream and fallback)")

@@ -41,6 +41,10 @@ P. the headline (run first): paced streams, as a model sends them. The back
 5. the core's per-chunk figures and the cost of ``accept_formats=all`` (``bench/core_bench.py``, run as is);
 6. non-streamed versus streamed: a 1 MB argument on each endpoint (``bench/assembly_bench.py``, run as is);
 7. native versus prompt tool mode per relayed chunk (``bench/native_bench.py``, run as is);
+11. replica pools: the routing decision's cost per request (``bench/pool_bench.py``, run as is), and one
+   toolwire worker's requests/s for a model served by a pool of three back ends against a model served by
+   one (the same scripted upstream behind each name), the short prose streams at c=64 in interleaved
+   rounds; target: the pool within 3 %;
 8. the Codex back end: toolwire → the real ``codex app-server`` → a scripted
    Responses-API model, versus toolwire → the same model server over plain
    HTTP (Chat Completions): first content at c=1, CPU per request (toolwire
@@ -145,6 +149,7 @@ TARGET_TTFC_DELTA_MS = 1.0
 TARGET_RSS_KB = 40.0
 TARGET_RSS_VS_BASELINE = 1.10
 TARGET_LINEARITY = 12.0
+TARGET_POOL_RPS = 0.97
 
 
 def request_body(model: str) -> bytes:
@@ -979,6 +984,41 @@ def two_workers(table: Table, procs: Processes, upstream_url: str, results: dict
             procs.stop(server.proc)
 
 
+def pool_vs_single(table: Table, procs: Processes, upstream_url: str) -> None:
+    """Section 11: one toolwire worker serving ``pooled`` from a pool of three back ends and ``single`` from one
+    of them (all three the scripted upstream), each model's short prose streams in turn per round; the ratio is
+    the median of the rounds' requests/s ratios."""
+    members = {f"m{n}": {"kind": "openai", "url": upstream_url} for n in (1, 2, 3)}
+    model = SHORT_KINDS["text"]
+    env = {**toolwire_env(upstream_url), "TOOLWIRE_UPSTREAMS": json.dumps(members), "TOOLWIRE_POOL_HEALTH_SECONDS": "0",
+           "TOOLWIRE_MODEL_MAP": json.dumps({"pooled": {"model": model, "upstream": list(members)},
+                                             "single": {"model": model, "upstream": "m1"}})}
+    server = start_gunicorn(procs, "toolwire-pool", ["wsgi:app"], env)
+    try:
+        chunks = scripted.script(model)["chunks"]
+        bodies = {"pool of three": request_body("pooled"), "single back end": request_body("single")}
+        concurrency, per_round = SHORT_PLAN
+        for body in bodies.values():
+            measure(server, body, concurrency=16, requests=4 * WARMUP_REQUESTS, chunks=chunks)
+        runs: dict[str, list[Measured]] = {name: [] for name in bodies}
+        for round_no in range(SHORT_ROUNDS):
+            for name in (list(bodies) if round_no % 2 == 0 else list(reversed(bodies))):
+                progress(f"11: round {round_no + 1}/{SHORT_ROUNDS}: {name}, {per_round} requests")
+                runs[name].append(measure(server, bodies[name], concurrency=concurrency, requests=per_round,
+                                          chunks=chunks))
+        figures = {name: Figures.of(merged(m)) for name, m in runs.items()}
+        for name, f in figures.items():
+            table.add("11", f"{name}: ok / errors; req/s, CPU µs/request", f"{f.ok} / {f.errors}",
+                      f"{f.rps:,.1f}, {f.cpu_us_per_chunk * chunks:,.0f}")
+        ratio = round_ratio(runs, "pool of three", "single back end")
+        pool, single = figures["pool of three"], figures["single back end"]
+        table.add("11", "requests/s, one worker: pool of three / single back end (median of rounds)",
+                  f"{pool.rps:,.1f}", f"{single.rps:,.1f}", f"{ratio:.3f}", f">= {TARGET_POOL_RPS}, none failed",
+                  verdict(ratio >= TARGET_POOL_RPS and pool.errors == 0))
+    finally:
+        procs.stop(server.proc)
+
+
 def save_results(results: dict, paced: dict, out: Path) -> None:
     """``results`` (the bursts: their requests/s and CPU per request) and ``paced`` (section P) into
     ``out/results.json``, each with when and at what load it was measured (the figures of sections not run
@@ -1006,7 +1046,7 @@ def save_results(results: dict, paced: dict, out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="P,0,9,10,1,2,3,4,5,6,7,8",
+    parser.add_argument("--sections", default="P,0,9,10,1,2,3,4,5,6,7,11,8",
                         help="comma-separated sections to run (default all)")
     parser.add_argument("--out", type=Path, default=ROOT / RESULTS_DIR,
                         help=f"folder for results.json and the chart bench.png (default {RESULTS_DIR})")
@@ -1095,6 +1135,13 @@ def main() -> int:
         if "7" in sections:
             table.section("7 native vs prompt tool mode per relayed chunk (bench/native_bench.py, same-run ratio)")
             script_figures(table, "7", "native_bench.py")
+        if "11" in sections:
+            table.section(f"11 replica pools: the routing decision (bench/pool_bench.py), and one worker's "
+                          f"requests/s for a model on a pool of three vs one on a single back end (the same "
+                          f"upstream); {SHORT_KINDS['text']} streams, c={SHORT_PLAN[0]}, {SHORT_ROUNDS} "
+                          f"interleaved rounds of {SHORT_PLAN[1]} requests")
+            script_figures(table, "11", "pool_bench.py")
+            pool_vs_single(table, procs, upstream_url)
         if "8" in sections:
             table.section(f"8 Codex back end: toolwire → codex app-server → scripted Responses model vs toolwire → "
                           f"the same model over HTTP; c=1, {CODEX_REQUESTS * ROUNDS} requests each, "

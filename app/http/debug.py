@@ -7,7 +7,7 @@ Routes (404 while debug is off):
 - ``GET /debug/requests``: the recent requests' summaries, newest first.
 - ``GET /debug/machine``: the transition table, each edge with how often it fired
   across the recent requests.
-- ``GET /debug/upstreams``: the back ends and the client models routed to each.
+- ``GET /debug/upstreams``: the back ends and the client models routed to each (a pool member's state too).
 - ``GET /debug/requests/<request_id>``: one request's summary and per-choice paths,
   calls, notes and finish reasons.
 - ``GET /debug/requests/<request_id>/diagram?format=mermaid|dot|svg&choice=0``: the
@@ -104,9 +104,16 @@ def machine() -> Response:
 
 def upstreams() -> Response:
     """``GET /debug/upstreams``: the back ends (name, kind, URL with its password masked) and the client model
-    names routed to each (:func:`~app.routing.routing_table`)."""
+    names routed to each (:func:`~app.routing.routing_table`); a pool's member also has its ``pool`` state as
+    this worker sees it (``ok``, ``cooling``, ``down``: :meth:`~app.pool.Pool.status`)."""
     _store()  # 404 while debug is off, like every debug route
-    return jsonify({"object": "list", "data": routing_table(current_state().settings)})
+    state = current_state()
+    table = routing_table(state.settings)
+    members = {name: status for pool in state.pools.values() for name, status in pool.status().items()}
+    for row in table:
+        if row["name"] in members:
+            row["pool"] = members[row["name"]]
+    return jsonify({"object": "list", "data": table})
 
 
 def _tagged(body: Callable[[list[Digest]], Any]) -> Response:

@@ -30,7 +30,9 @@ from gevent import monkey
 from ..store import ResponseStore, StoreError, open_store, store_url
 from ..loading import load_settings, settings_from_config
 from ..profile import upstream_models
-from ..routing import upstream_names, upstream_settings
+from ..pool import Pool, PoolMember
+from ..pool_health import PoolHealth
+from ..routing import pools, upstream_names, upstream_settings
 from ..settings import Settings, SettingsError
 from ..upstream_settings import DEFAULT_UPSTREAM
 from ..surface import Surface
@@ -108,9 +110,12 @@ class Toolwire:
         store = self._store or make_store(settings)
         if store is not None:
             check_store_at_start(store)
+        model_pools = make_pools(settings, backends)
         self._states[app] = ToolwireState(settings, backends, store, api_keys,
                                           StreamSlots(settings.max_concurrent_streams), configured_models(settings),
-                                          key_sources(self.surfaces))
+                                          key_sources(self.surfaces), model_pools,
+                                          PoolHealth(model_pools.values(), settings.pool_health_seconds,
+                                                     settings.pool_health_path))
         mounts[name] = self
 
         prefix = self.url_prefix if url_prefix is None else url_prefix
@@ -162,6 +167,23 @@ def make_backends(settings: Settings, default: Upstream | None = None) -> dict[s
         upstream = default if default is not None and name == DEFAULT_UPSTREAM else make_upstream(routed, name)
         backends[name] = Backend(name, upstream, routed, StreamSlots(routed.upstream_max_concurrent))
     return backends
+
+
+def make_pools(settings: Settings, backends: dict[str, Backend]) -> dict[str, Pool]:
+    """Each pool of the settings by its client model name (:func:`~app.routing.pools`); a back end in two pools
+    is one member of both (one cooldown, one health)."""
+    members: dict[str, PoolMember] = {}
+    made = {}
+    for model, names in pools(settings).items():
+        for name in names:
+            if name not in members:
+                named = settings.upstreams.get(name)
+                members[name] = PoolMember(backends[name], named.weight if named is not None else 1.0)
+        made[model] = Pool(model, [members[name] for name in names], load_factor=settings.pool_load_factor,
+                           least_busy=settings.pool_tie_breaker == "least_busy",
+                           cooldown_seconds=settings.pool_cooldown_seconds,
+                           health_checked=bool(settings.pool_health_seconds))
+    return made
 
 
 def check_store_at_start(store: ResponseStore) -> None:

@@ -33,11 +33,11 @@ from itertools import accumulate
 from typing import Any, Iterable, Iterator
 
 import gevent
-from flask import Request, Response, g, request
+from flask import Request, Response, g, has_request_context, request
 from werkzeug.wsgi import get_content_length
 
 from ..errors import ApiError, body_too_large
-from .state import Backend, current_state
+from .state import Backend, Slot, current_state
 
 #: Seconds a client is asked to wait after a 429 for the stream cap.
 RETRY_AFTER_SECONDS = 1
@@ -122,6 +122,18 @@ def take_backend_slot(backend: Backend) -> None:
         raise ApiError(429, f"Too many concurrent requests to this model's back end ({backend.name}); retry "
                             "shortly.", type="rate_limit_error", code="concurrency_limit_exceeded",
                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    g.toolwire_backend_slot = slot
+
+
+def hold_backend_slot(slot: Slot) -> None:
+    """Keep ``slot`` (a pool member's, taken when the generation chose it) as the request's back-end slot: released
+    with the response. A generation outliving its request (a background response) gives it back at once."""
+    if not has_request_context():
+        slot.release()
+        return
+    held = g.pop("toolwire_backend_slot", None)
+    if held is not None:
+        held.release()
     g.toolwire_backend_slot = slot
 
 

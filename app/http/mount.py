@@ -143,7 +143,7 @@ def _generating(route: Generate) -> Callable[..., Response]:
 
     def view(**url_args: str) -> Response:
         body = json_body()
-        context = request_context(route.model(body, url_args), route.stream(body, url_args))
+        context = request_context(route.model(body, url_args), route.stream(body, url_args), body)
         planned = route.plan(body, context, **url_args)
         del body  # the plan holds what is needed: a request waiting for its back end holds no more
         if isinstance(planned, dict):  # answered at once: the generation runs in the background

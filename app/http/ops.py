@@ -52,13 +52,17 @@ def readyz() -> Response:
 
     The body names each check: ``{"status", "upstream": "ok"|"unavailable", "store": "ok"|"unavailable"|"off",
     "upstreams": {name: "ok"|"unavailable"}}``: ``upstream`` is the default back end's state; the others'
-    are reported and do not make the instance unready (their models fail on their own). The back ends are
+    are reported and do not make the instance unready (their models fail on their own). With pools, ``pools``
+    gives each pool's members by model as this worker's choice sees them (``ok``, ``cooling`` after a failure,
+    ``down`` failing its health check). The back ends are
     checked at once, each within its own bound. Each worker reuses its checks for ``ready_cache_seconds``: a
     flood of probes costs each back end one call a second.
     """
-    checks = _checks(current_state())
+    state = current_state()
+    checks = _checks(state)
     ready = checks["upstream"] != "unavailable" and checks["store"] != "unavailable"
-    response = jsonify({"status": "ready" if ready else "unavailable", **checks})
+    pools = {model: pool.status() for model, pool in state.pools.items()}  # this worker's view, never cached
+    response = jsonify({"status": "ready" if ready else "unavailable", **checks, **({"pools": pools} if pools else {})})
     response.status_code = 200 if ready else 503
     return response
 

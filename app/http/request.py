@@ -14,7 +14,9 @@ from ..observability import record as observe
 from ..pipeline.context import RequestContext
 from ..pipeline.generate import SSE_HEADERS, Reply
 from ..pipeline.streaming import SSEBody
+from ..pool import PoolRequest
 from ..routing import fallbacks
+from ..settings import Settings
 from ..store import OwnedStore
 from ..surface import SSE
 from . import limits
@@ -51,11 +53,14 @@ def json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def request_context(model: object, stream: object = None) -> RequestContext:
+def request_context(model: object, stream: object = None, body: dict[str, Any] | None = None) -> RequestContext:
     """What the pipeline needs of the current request for ``model``: the back end it is routed to (with the
     settings that back end sees, and one of its slots), the request's record, and the headers that steer a
     generation (``X-No-Keepalive``, ``X-Toolwire-Marker``). The record learns the model (a metric label) and
     whether the client asked for a ``stream``, even if the request is refused after.
+
+    A generation's request (its ``body`` given) to a model a pool serves gets the pool and the client's session
+    signal instead: the pipeline chooses the member (and takes its slot) once it knows the prompt.
 
     Raises:
         ApiError: 429 when the back end has no slot free (``upstream_max_concurrent``).
@@ -64,23 +69,53 @@ def request_context(model: object, stream: object = None) -> RequestContext:
     observe.note_model(model, state.metric_models)
     observe.note_stream(stream)
     backend = state.backend_for(model)
-    observe.note_upstream(backend.name)
-    limits.take_backend_slot(backend)
+    environ = request.environ  # the headers read from it, without EnvironHeaders' lookup
+    pool = state.pools.get(model) if body is not None and state.pools and isinstance(model, str) else None
+    if pool is None:
+        observe.note_upstream(backend.name)
+        limits.take_backend_slot(backend)
+    elif state.pool_health is not None:
+        state.pool_health.start()
     record = observe.current()
     if record is not None:
         record.owner = client_owner()  # (known now: what the request may reach can depend on its key)
-    environ = request.environ  # the two headers read from it, without EnvironHeaders' lookup
     context = RequestContext(
         settings=backend.settings, upstream=backend.upstream, upstream_name=backend.name, record=record,
         keepalive=environ.get("HTTP_X_NO_KEEPALIVE", "").strip().lower() not in _YES,
         marker_requested=environ.get("HTTP_X_TOOLWIRE_MARKER", "").strip().lower() in _YES,
-        client_socket=environ.get("gunicorn.socket"))
+        client_socket=environ.get("gunicorn.socket"),
+        pool=None if pool is None else PoolRequest(pool, session_signal(body or {}, environ, state.settings),
+                                                   limits.hold_backend_slot))
     names = fallbacks(state.settings, model)
     if not names:
         return context
     return dataclasses.replace(context, fallbacks=tuple(
         dataclasses.replace(context, settings=b.settings, upstream=b.upstream, upstream_name=b.name)
         for b in (state.upstreams[name] for name in names)))
+
+
+#: The body fields that name a client's session, first found wins: OpenAI's ``prompt_cache_key`` (Responses,
+#: Chat), a Responses ``conversation`` (its id), Anthropic's ``metadata.user_id`` (Claude Code's holds its session).
+#: A ``previous_response_id`` is not one: it changes every turn (the chain's rebuilt prompt keeps its prefix).
+SESSION_FIELDS = (("prompt_cache_key",), ("conversation",), ("conversation", "id"), ("metadata", "user_id"))
+#: The longest session signal kept (a longer one is cut: it only keys a hash).
+MAX_SESSION_CHARS = 512
+
+
+def session_signal(body: dict[str, Any], environ: dict[str, Any], settings: Settings) -> str | None:
+    """The client's own name for its session: the ``pool_session_header``, else a :data:`SESSION_FIELDS` field of
+    ``body``; ``None`` when it gave none."""
+    header = settings.pool_session_header
+    value = environ.get("HTTP_" + header.upper().replace("-", "_"), "").strip() if header else ""
+    if value:
+        return value[:MAX_SESSION_CHARS]
+    for path in SESSION_FIELDS:
+        found: Any = body
+        for key in path:
+            found = found.get(key) if isinstance(found, dict) else None
+        if isinstance(found, str) and found:
+            return found[:MAX_SESSION_CHARS]
+    return None
 
 
 def owned_store() -> OwnedStore | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Protocol
 
 from flask import Blueprint, current_app, g, has_request_context, request
@@ -17,6 +17,8 @@ from ..routing import route
 from ..upstream_settings import DEFAULT_UPSTREAM
 
 if TYPE_CHECKING:
+    from ..pool import Pool
+    from ..pool_health import PoolHealth
     from ..store import ResponseStore
     from ..settings import Settings
     from ..surface import KeySource
@@ -41,6 +43,8 @@ class ToolwireState:
         streams: this worker's generations in flight, capped.
         metric_models: the configured model names, which label metrics as themselves (others are ``other``).
         key_sources: where the mount's surfaces take a client key: the routes they share take any of them.
+        pools: the models served by a pool of back ends (:mod:`app.pool`), by client model name.
+        pool_health: the background checks of the pools' members (started by the worker's first pooled request).
     """
 
     settings: Settings
@@ -50,6 +54,8 @@ class ToolwireState:
     streams: StreamSlots
     metric_models: frozenset[str]
     key_sources: tuple[KeySource, ...]
+    pools: Mapping[str, Pool] = field(default_factory=dict)
+    pool_health: PoolHealth | None = None
 
     @property
     def upstream(self) -> Upstream:

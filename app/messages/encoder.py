@@ -7,7 +7,9 @@ deltas of the block's kind → ``content_block_stop``, one ``message_delta`` (``
 ``usage``), ``message_stop``; ``ping`` frames are the heartbeat, and a failure after the first byte is
 ``event: error``. Blocks are one at a time: ``text`` (``text_delta``), ``thinking`` (``thinking_delta``,
 when the request's ``thinking`` is on and shown), ``tool_use`` (``input: {}`` first, then
-``input_json_delta`` pieces that concatenate to the input's JSON).
+``input_json_delta`` pieces that concatenate to the input's JSON). A call of a web tool the gateway ran
+(:mod:`.web_blocks`) is a ``server_tool_use`` block streamed as a ``tool_use`` is, then its result block whole
+in its ``content_block_start``; ``usage.server_tool_use`` counts the searches and fetches that ran.
 
 The core's call ids (``call_…``) are shown as ``toolu_…``; the ids only pair a ``tool_use`` with the
 ``tool_result`` the client sends back, which the flattening labels with whatever id it carries.
@@ -23,9 +25,11 @@ from statemachine import (ChoiceFinished, Event, ReasoningDelta, TextDelta, Tool
                           ToolCallInputDelta, ToolCallNote, ToolCallStarted)
 
 from ..errors import ApiError
+from ..gateway_tools.base import GatewayApprovalRequested, GatewayCallFinished, GatewayCallStarted, GatewayEvent
 from ..pipeline.driver import FinishedAtStopSequence
 from ..pipeline.encoder import Usage
 from .errors import error_body
+from .web_blocks import USAGE_KEYS, ran, server_tool_use, tool_result
 
 #: Core finish reasons → Anthropic stop reasons.
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
@@ -60,7 +64,7 @@ class _Block:
     def done(self) -> dict[str, Any]:
         """The finished block as ``content`` holds it."""
         joined = "".join(self.pieces)
-        if self.kind == "tool_use":
+        if self.kind in ("tool_use", "server_tool_use"):
             try:
                 value = orjson.loads(joined) if joined else {}
             except orjson.JSONDecodeError:
@@ -87,14 +91,15 @@ class MessageBuilder:
         self._show_thinking = show_thinking
         self._stop_sequences = stop_sequences or ()
         self._open: _Block | None = None
+        self._server_uses: dict[str, int] | None = None  # the web tools' runs, once one was called
 
     def start(self, usage: Usage) -> dict[str, Any]:
         """``message_start``, with the prompt's token count so far."""
         return {"type": "message_start",
                 "message": {**self._message, "usage": {**messages_usage(usage), "output_tokens": 0}}}
 
-    def feed(self, event: Event) -> list[dict[str, Any]]:
-        """The stream events of one core event (none for what the wire does not show)."""
+    def feed(self, event: Event | GatewayEvent) -> list[dict[str, Any]]:
+        """The stream events of one core or gateway event (none for what the wire does not show)."""
         if isinstance(event, TextDelta):  # isinstance: as fast as a class check for these final classes
             out = self._open_block("text", {"type": "text", "text": ""})
             out.append(self._piece("text_delta", "text", event.text))
@@ -121,6 +126,19 @@ class MessageBuilder:
         if isinstance(event, (ToolCallEnded, ToolCallNote, ToolCallInputDelta)):
             # a call's end shows in the next block or the finish; notes are not on the wire; no freeform tools here
             return []
+        if isinstance(event, GatewayCallStarted):
+            block = server_tool_use(event)
+            out = self._close()
+            self._open = _Block("server_tool_use", {key: value for key, value in block.items() if key != "input"})
+            out.append(self._start({**block, "input": {}}))
+            out.append(self._piece("input_json_delta", "partial_json", event.arguments))
+            return out + self._close()
+        if isinstance(event, GatewayCallFinished):
+            uses = self._server_uses = self._server_uses or dict.fromkeys(USAGE_KEYS.values(), 0)
+            uses[USAGE_KEYS.get(event.tool.kind, "web_search_requests")] += ran(event)
+            return self._whole(tool_result(event))
+        if isinstance(event, GatewayApprovalRequested):  # (no Messages tool asks for approval)
+            return []
         assert_never(event)
 
     def finish(self, usage: Usage) -> list[dict[str, Any]]:
@@ -129,6 +147,8 @@ class MessageBuilder:
         if self._message["stop_reason"] is None:
             self._message["stop_reason"] = "end_turn"
         self._message["usage"] = messages_usage(usage)
+        if self._server_uses is not None:
+            self._message["usage"]["server_tool_use"] = dict(self._server_uses)
         out.append({"type": "message_delta",
                     "delta": {"stop_reason": self._message["stop_reason"],
                               "stop_sequence": self._message["stop_sequence"]},
@@ -148,6 +168,14 @@ class MessageBuilder:
         out = self._close()
         self._open = _Block(kind, {k: v for k, v in shown.items() if k != kind})
         out.append(self._start(shown))
+        return out
+
+    def _whole(self, block: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events of a block given whole in its start (a server tool's result)."""
+        out = self._close()
+        out.append(self._start(block))
+        out.append({"type": "content_block_stop", "index": len(self._message["content"])})
+        self._message["content"].append(block)
         return out
 
     def _start(self, shown: dict[str, Any]) -> dict[str, Any]:
@@ -181,8 +209,8 @@ class MessagesEncoder:
         """``message_start``, then a ``ping`` as Anthropic sends one."""
         return [encode_event(self._builder.start(usage)), PING]
 
-    def frames(self, index: int, event: Event) -> list[bytes]:
-        """The frames of one core event."""
+    def frames(self, index: int, event: Event | GatewayEvent) -> list[bytes]:
+        """The frames of one core or gateway event."""
         return [encode_event(out) for out in self._builder.feed(event)]
 
     def closing(self, usage: Usage) -> list[bytes]:
@@ -193,7 +221,7 @@ class MessagesEncoder:
         """``event: error`` with Anthropic's error envelope (the SDK raises on it)."""
         return encode_event(error_body(error))
 
-    def add(self, index: int, event: Event) -> None:
+    def add(self, index: int, event: Event | GatewayEvent) -> None:
         """Fold one event into the message."""
         self._builder.feed(event)
 

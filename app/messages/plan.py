@@ -8,8 +8,10 @@ client with an ordinary input object, so they are offered as functions of their 
 client expects. The others (``web_search_…``, ``web_fetch_…``, ``code_execution_…``, ``computer_…``,
 ``memory_…``…) run on Anthropic's side or need what a text model lacks: like the Responses endpoint's hosted
 tools they are not offered (counted in ``toolwire_dropped_tools_total``), or with
-``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` a 400 naming the tool. ``tool_choice`` maps to the Chat choice
-(``any`` → ``required``, ``tool`` → that tool, ``disable_parallel_tool_use`` → one call at most).
+``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` a 400 naming the tool; except ``web_search_…`` and ``web_fetch_…`` when
+the operator configured a search back end: toolwire runs those itself, as gateway tools (:mod:`.web_tools`).
+``tool_choice`` maps to the Chat choice (``any`` → ``required``, ``tool`` → that tool,
+``disable_parallel_tool_use`` → one call at most).
 
 The back end gets ``max_tokens`` (clamped to the model's ``max_output_tokens`` by the pipeline), the
 ``stop_sequences`` as ``stop``, ``temperature``, ``top_p`` and ``top_k``; ``metadata``, ``thinking``,
@@ -18,6 +20,7 @@ The back end gets ``max_tokens`` (clamped to the model's ``max_output_tokens`` b
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -25,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 from statemachine import ParserConfig, ToolChoice, ToolSpec
 
 from ..errors import InputError
+from ..gateway_tools.base import GatewayTool, GatewayToolset
 from ..observability.dropped import DroppedTools
 from ..pipeline.generate import Generation
-from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool
+from ..pipeline.plan import ChoiceRequest, build_parser_config, check_tool, shared_tool_set
 from ..profile import ModelProfile, model_profile
 from .schemas import CountTokensRequest, CustomTool, MessagesRequest, ServerTool, ToolChoice as MessagesChoice
 from .transcript import to_chat_messages
+from .web_tools import web_gateway_tool
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -62,18 +67,24 @@ def messages_generation(req: CountTokensRequest, settings: "Settings", *,
     """The generation a validated Messages request asks for (``marker_requested``: the client asked for marker
     mode); of a ``count_tokens`` request, the same without the sampling parameters it does not have."""
     profile = model_profile(settings, req.model)
-    config = parser_config(req, settings, profile, marker_requested=marker_requested)
+    gateway: list[GatewayTool] = []
+    config = parser_config(req, settings, profile, marker_requested=marker_requested, gateway=gateway)
     if not isinstance(req, MessagesRequest):
         return Generation(profile=profile, messages=to_chat_messages(req), config=config, fields={}, stream=False)
+    toolset = GatewayToolset.limited(gateway, settings) if gateway else None
+    if toolset is not None:  # the pipeline offers the gateway's tools itself, beside the client's
+        client_tools = [spec for name, spec in config.tools.items() if name not in toolset.tools]
+        config = dataclasses.replace(config, tools=shared_tool_set(client_tools))
     return Generation(profile=profile, messages=to_chat_messages(req), config=config, fields=_chat_fields(req),
-                      stream=req.stream)
+                      stream=req.stream, gateway=toolset)
 
 
 def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelProfile, *,
-                  marker_requested: bool = False) -> ParserConfig:
+                  marker_requested: bool = False, gateway: list[GatewayTool] | None = None) -> ParserConfig:
     """The parser configuration for the model of ``profile``: the custom tools as functions, and the request's
     ``tool_choice``, as the Chat and Responses endpoints build theirs (the model's formats and policy, a marker
-    when the operator or the client asked for one).
+    when the operator or the client asked for one). The server tools the gateway runs are offered too, and
+    added to ``gateway``.
 
     Raises:
         InputError: two tools of one name (``tools[i].name``, the second; the last would silently win); an
@@ -88,6 +99,10 @@ def parser_config(req: CountTokensRequest, settings: "Settings", profile: ModelP
             spec = ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.input_schema)
         elif (client_run := _client_run_tool(tool)) is not None:
             spec = client_run
+        elif (run := web_gateway_tool(tool, _DATED.sub("", tool.type), i, settings)) is not None:
+            spec = run.spec()
+            if gateway is not None:
+                gateway.append(run)
         else:
             dropped.append(_dropped(tool, i, settings))
             continue

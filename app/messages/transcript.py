@@ -10,7 +10,10 @@ sends it as it is):
   stands (the flattening moves its text to the front).
 - An assistant turn's text blocks are its content and its ``tool_use`` blocks its ``tool_calls`` (the
   ``input`` object as the arguments' JSON); text after a call starts a new assistant message, so the
-  order is kept. ``thinking`` blocks are not shown to the model again (as reasoning items on Responses).
+  order is kept. A server tool's ``server_tool_use`` is a call too, and its ``web_search_tool_result`` /
+  ``web_fetch_tool_result`` the ``tool`` message after it, read as the model read it then
+  (:func:`~app.messages.web_blocks.result_text`). ``thinking`` blocks are not shown to the model again (as
+  reasoning items on Responses).
 - A user turn's ``tool_result`` blocks are ``role: "tool"`` messages (``is_error`` results start with
   ``Error:``); its other blocks are a user message, an ``image`` as a Chat ``image_url`` part (read as
   ``[image]`` by a text model), any other block as a part of its type (``[document]``).
@@ -21,7 +24,12 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from .schemas import Content, CountTokensRequest, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from .schemas import (Content, CountTokensRequest, OtherBlock, TextBlock, ThinkingBlock, ToolResultBlock,
+                      ToolUseBlock)
+from .web_blocks import result_text
+
+#: The result blocks of server tools, each answering the ``server_tool_use`` before it.
+SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result")
 
 #: The first line of the system block Claude Code sends for Anthropic's billing, not for the model.
 BILLING_HEADER = "x-anthropic-billing-header:"
@@ -63,6 +71,7 @@ def _assistant_messages(content: Content) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    queries: dict[str, str] = {}  # a server call's query, by its id
     for block in content:
         if isinstance(block, TextBlock):
             if calls:  # text after a call: the calls end this message
@@ -72,10 +81,32 @@ def _assistant_messages(content: Content) -> list[dict[str, Any]]:
         elif isinstance(block, ToolUseBlock):
             calls.append({"id": block.id, "type": "function",
                           "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+        elif isinstance(block, OtherBlock) and block.type == "server_tool_use":
+            calls.append(_server_call(block.model_extra or {}, queries))
+        elif isinstance(block, OtherBlock) and block.type in SERVER_RESULTS and calls:
+            out.append(_assistant(texts, calls))
+            texts, calls = [], []
+            out.append(_server_result(block.type, block.model_extra or {}, queries))
         # thinking blocks and anything else an assistant turn may carry are not shown to the model
     if texts or calls:
         out.append(_assistant(texts, calls))
     return out
+
+
+def _server_call(block: dict[str, Any], queries: dict[str, str]) -> dict[str, Any]:
+    """A ``server_tool_use`` block as a Chat call (its query kept in ``queries`` for its result)."""
+    given = block.get("input")
+    given = given if isinstance(given, dict) else {}
+    queries[str(block.get("id"))] = str(given.get("query", ""))
+    return {"id": str(block.get("id")), "type": "function",
+            "function": {"name": str(block.get("name")), "arguments": json.dumps(given, ensure_ascii=False)}}
+
+
+def _server_result(kind: str, block: dict[str, Any], queries: dict[str, str]) -> dict[str, Any]:
+    """A server tool's result block as the ``tool`` message answering its call."""
+    called = str(block.get("tool_use_id"))
+    return {"role": "tool", "tool_call_id": called,
+            "content": result_text({**block, "type": kind}, queries.get(called, ""))}
 
 
 def _assistant(texts: list[str], calls: list[dict[str, Any]]) -> dict[str, Any]:

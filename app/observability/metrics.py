@@ -69,6 +69,13 @@ UPSTREAM_ERRORS = Counter("toolwire_upstream_errors_total", "Upstream failures b
 TOOL_MODE_FALLBACKS = Counter("toolwire_tool_mode_fallbacks_total",
                               "Requests auto tool mode retried in prompt mode after the back end refused tools",
                               ["model"])
+POOL_ROUTED = Counter("toolwire_pool_routed_total",
+                      "Generations a pool member took, by member and why: affinity (its conversation's member), "
+                      "overflow (that member was past its load bound or unavailable), retry (the one before "
+                      "failed before its first byte)", ["upstream", "reason"])
+POOL_FAILURES = Counter("toolwire_pool_failures_total",
+                        "Pool members' failures before their first byte (each then cools down), by member and "
+                        "kind", ["upstream", "kind"])
 
 GATEWAY_REQUESTS = Counter("toolwire_gateway_requests_total",
                            "Requests the gateway made for the tools it runs itself (docs/gateway-tools.md), by what "

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass
 
 from ..observability.record import RequestRecord
+from ..pool import PoolRequest
 from ..settings import Settings
 from ..upstream_settings import DEFAULT_UPSTREAM
 from ..upstreams.base import Upstream
@@ -30,6 +31,8 @@ class RequestContext:
             bounded in time; ``None`` when the server does not expose it.
         fallbacks: the same request on the back ends tried in turn when this one refuses the connection or
             answers 5xx before its first byte (the model's ``fallback``).
+        pool: the model's pool, when a pool serves it: the generation opens on the member it chooses
+            (``settings`` and ``upstream`` are its first member's until then).
     """
 
     settings: Settings
@@ -40,6 +43,7 @@ class RequestContext:
     marker_requested: bool = False
     client_socket: socket.socket | None = None
     fallbacks: tuple[RequestContext, ...] = ()
+    pool: PoolRequest | None = None
 
     @property
     def request_id(self) -> str | None:

@@ -26,9 +26,11 @@ from statemachine import ParserConfig
 
 from ..gateway_tools.base import GatewayToolset
 from ..observability import metrics
+from ..pool import Pool, PoolMember, retry_after_seconds
 from ..profile import ModelProfile, model_profile
 from ..settings import Settings
 from ..upstreams.base import UpstreamError, UpstreamStream
+from .affinity import affinity_key
 from .client_watch import abandon_if_client_leaves
 from .constrain import constraint_fields, resolve
 from .context import RequestContext
@@ -104,7 +106,8 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     if toolset is not None:
         generation = dataclasses.replace(generation, config=offering(generation.config, toolset))
     with abandon_if_client_leaves(client), _time_limit(limit):  # the wait for the first output counts too
-        (stream, config, messages, native), context, generation = open_with_fallbacks(generation, context)
+        opening = open_with_fallbacks if context.pool is None else open_in_pool  # (no frame more for a pool)
+        (stream, config, messages, native), context, generation = opening(generation, context)
     reask = not native and _reasks(generation, config)  # (a back end given the tools enforces its own choice)
     if reask or not generation.stream or toolset is not None:  # a call goes out whole once it checks (a gateway
         config = checked(config, validate=reask)  # call is known whole before anything of it could go out)
@@ -220,6 +223,62 @@ def open_with_fallbacks(generation: Generation, context: RequestContext
             falling_back(attempt, exc)
     generation = _served_by(generation, last, context)
     return open_in_tool_mode(generation, last), last, generation
+
+
+#: The failures after which a pool's next member is tried (a refusal, a timeout, a 5xx or a 429 before the first
+#: byte); the request's own time limit running out is not one.
+FAILS_OVER = (*FALLS_BACK, "timeout", "rate_limited")
+
+
+def open_in_pool(generation: Generation, context: RequestContext) -> tuple[Opened, RequestContext, Generation]:
+    """:func:`open_in_tool_mode` on the member of the request's pool (``context.pool``) chosen for the
+    generation's affinity key (holding one of its slots), then once on the next member if it failed before its
+    first byte (:data:`FAILS_OVER`; it cools down), then on the model's ``fallbacks`` as
+    :func:`open_with_fallbacks`; nothing has gone to the client yet.
+
+    Returns, raises: as :func:`open_with_fallbacks`.
+    """
+    request = context.pool
+    assert request is not None
+    pool = request.pool
+    members, own = pool.choose(affinity_key(request.session, generation.messages, generation.config))
+    error = UpstreamError("rate_limited", f"Every back end of {generation.model} is at its limit of concurrent "
+                                          "requests; retry shortly.", status=429, retry_after="1",
+                          code="concurrency_limit_exceeded")
+    failed = False
+    for member in members:
+        slot = member.backend.slots.try_acquire()
+        if slot is None:  # its own upstream_max_concurrent
+            continue
+        backend = member.backend
+        attempt = dataclasses.replace(context, settings=backend.settings, upstream=backend.upstream,
+                                      upstream_name=member.name, pool=None, fallbacks=())
+        served = dataclasses.replace(generation, profile=model_profile(backend.settings, generation.model))
+        try:
+            opened = open_in_tool_mode(served, attempt)
+        except UpstreamError as exc:
+            slot.release()
+            if exc.kind not in FAILS_OVER or exc.code == "stream_time_limit":
+                raise
+            _member_failed(pool, member, exc, attempt)
+            error, failed = exc, True
+            continue
+        request.hold(slot)
+        reason = "retry" if failed else "affinity" if own and member is members[0] else "overflow"
+        metrics.child(metrics.POOL_ROUTED, member.name, reason).inc()
+        return opened, attempt, served
+    if not context.fallbacks:
+        raise error
+    first, *rest = context.fallbacks
+    return open_with_fallbacks(generation, dataclasses.replace(first, pool=None, fallbacks=tuple(rest)))
+
+
+def _member_failed(pool: Pool, member: PoolMember, error: UpstreamError, attempt: RequestContext) -> None:
+    """A pool member failed before its first byte: it cools down (or waits for its health check), counted and
+    logged."""
+    pool.failed(member, refused=error.kind == "connect", retry_after=retry_after_seconds(error.retry_after))
+    metrics.child(metrics.POOL_FAILURES, member.name, error.kind).inc()
+    falling_back(attempt, error)
 
 
 def _served_by(generation: Generation, attempt: RequestContext, first: RequestContext) -> Generation:

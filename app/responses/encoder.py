@@ -31,6 +31,7 @@ from statemachine import (
 
 from .mcp import call_item
 from .tools import ToolOrigin
+from .web_search import WEB_KINDS, call_finished, call_started
 from ..gateway_tools.base import GatewayApprovalRequested, GatewayCallFinished, GatewayCallStarted, GatewayEvent
 
 from ..errors import ApiError
@@ -215,6 +216,7 @@ class ResponsesEncoder:
         self._mcp_calls: dict[str, tuple[str, int]] = {}  # a running gateway call's item id and index, by call id
         self._id_factory = id_factory
         self._tools = tools or {}
+        self._web_call = ("", 0)  # the running web_search_call's item id and output index
         self._seq = 0
         self._open: _Span | _Call | None = None
         self._delta_parts: tuple[object, bytes, bytes, bytes] | None = None  # see delta_frame
@@ -274,10 +276,12 @@ class ResponsesEncoder:
         return out
 
     def gateway(self, event: GatewayEvent) -> list[dict[str, Any]]:
-        """The Responses events of a gateway tool's call (an MCP server's): its ``mcp_call`` item as it starts and
-        ends, or an ``mcp_approval_request`` item."""
+        """The Responses events of a gateway tool's call: an MCP server's ``mcp_call`` item as it starts and ends,
+        or an ``mcp_approval_request`` item; a web tool's ``web_search_call`` item."""
         self._check_open()
         out = [*self._opened_by_prelude(), *self._close_open("completed")]
+        if event.tool.kind in WEB_KINDS and not isinstance(event, GatewayApprovalRequested):
+            return [*out, *self._web_search_call(event)]
         origin = event.tool.origin
         label, name = getattr(origin, "server_label", ""), getattr(origin, "name", event.tool.name)
         if isinstance(event, GatewayApprovalRequested):
@@ -351,6 +355,15 @@ class ResponsesEncoder:
         if isinstance(event, ToolCallNote):
             return []  # telemetry, never on the wire
         assert_never(event)
+
+    def _web_search_call(self, event: GatewayCallStarted | GatewayCallFinished) -> list[dict[str, Any]]:
+        """A web tool's call as its ``web_search_call`` item starts or ends (:mod:`.web_search`)."""
+        if isinstance(event, GatewayCallStarted):
+            self._web_call = (self._id_factory("ws"), len(self._response["output"]))
+            return call_started(event, *self._web_call, self._event)[1]
+        item, out = call_finished(event, *self._web_call, self._event)
+        self._response["output"].append(item)
+        return out
 
     def delta_frame(self, event: Event) -> bytes | None:
         """The SSE frame of a text, reasoning or function-arguments delta into the item open for it, else ``None``.
@@ -570,7 +583,7 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-#: The gateway's events a Responses stream carries beside the core's (its MCP calls).
+#: The gateway's events a Responses stream carries beside the core's (its MCP and web calls).
 _GATEWAY_EVENTS = (GatewayCallStarted, GatewayCallFinished, GatewayApprovalRequested)
 
 

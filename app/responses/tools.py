@@ -8,8 +8,10 @@ name (a namespaced tool is ``namespace__name``, as Codex's own Chat bridge names
 apart, and the name stays a valid Chat tool name for native tool mode) and a
 :class:`ToolOrigin` that tells the encoder which output item a call becomes.
 
-``mcp`` tools are the gateway's own: :mod:`app.responses.mcp` lists, offers and runs them. Other hosted tools
-(``web_search``, ``file_search``, ``shell`` in a container, any unknown type) are not offered: by default they are dropped (counted in
+``mcp`` tools are the gateway's own: :mod:`app.responses.mcp` lists, offers and runs them; so are ``web_search``
+tools when the operator configured a search back end (:mod:`app.responses.web_search`). Other hosted tools
+(``web_search`` otherwise, ``file_search``, ``shell`` in a container, any unknown type) are not offered: by
+default they are dropped (counted in
 ``toolwire_dropped_tools_total``, a warning once per type and worker, named on the request's access line);
 with ``TOOLWIRE_UNSUPPORTED_TOOLS=fail`` they are a 400 naming the tool. A request whose tools were all dropped
 (none left to call) is a 400 naming ``tools``: the model would answer as if nothing had been asked.
@@ -32,6 +34,7 @@ from statemachine import ToolChoice, ToolSpec, schema_problem
 from ..errors import InputError
 from ..observability.dropped import DroppedTools
 from ..pipeline.plan import ChoiceRequest, check_tool
+from .web_search import WEB_SEARCH_TYPES, runs_here
 from .schemas import (
     AllowedToolsChoice,
     CustomTool,
@@ -183,8 +186,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
     """
     builder = _Offer()
     for i, tool in enumerate(request.tools):
-        if isinstance(tool, McpTool):
-            continue  # the gateway's own (app.responses.mcp)
+        if isinstance(tool, McpTool) or runs_here(tool, settings):
+            continue  # the gateway's own (app.responses.mcp, app.responses.web_search)
         if _hosted(tool):
             if settings.unsupported_tools == "fail":
                 raise InputError(
@@ -198,7 +201,8 @@ def offered_tools(request: ResponsesRequest, settings: "Settings") -> OfferedToo
         builder.add(tool)
     if builder.dropped:
         _DROPPED.note(builder.dropped)
-    choice = builder.choice(request.tool_choice)
+    choice = builder.choice(request.tool_choice,
+                            web_search=any(runs_here(tool, settings) for tool in request.tools))
     if builder.dropped and not builder.specs and request.tool_choice != "none":
         raise InputError(
             f"None of the request's tools can be called here: {', '.join(dict.fromkeys(builder.dropped))} "
@@ -287,7 +291,8 @@ class _Offer:
         self.specs.append(spec)
         self.origins[spec.name] = origin
 
-    def choice(self, choice: Any) -> ChoiceRequest:
+    def choice(self, choice: Any, *, web_search: bool = False) -> ChoiceRequest:
+        """``choice`` in model-facing names (``web_search``: the gateway runs the request's web search)."""
         if choice is None:
             return ChoiceRequest()
         if isinstance(choice, str):
@@ -296,8 +301,8 @@ class _Offer:
             name = self._named(choice.type, choice.name, "tool_choice.name")
             return ChoiceRequest(ToolChoice("required", frozenset({name})), name_params={name: "tool_choice.name"})
         if isinstance(choice, HostedToolChoice):
-            if choice.type == "mcp":
-                return ChoiceRequest()  # its server's tools are known once listed (app.responses.mcp.mcp_choice)
+            if choice.type == "mcp" or (web_search and choice.type in WEB_SEARCH_TYPES):
+                return ChoiceRequest()  # the gateway's tools, applied later (mcp.mcp_choice, web_search.web_choice)
             return ChoiceRequest(ToolChoice("required", frozenset({self._by_type(choice.type)})))
         assert isinstance(choice, AllowedToolsChoice)
         names: dict[str, str] = {}

@@ -38,6 +38,9 @@ from .encoder import ResponsesEncoder, ResponsesWireEncoder, new_response_id
 from .input import resolve_input_items, to_chat_messages
 from .mcp import McpHistory, mcp_choice, plan_mcp
 from .schemas import ResponsesRequest, parse_responses_request
+from .web_search import web_choice, web_search_gateway
+from ..gateway_tools.base import GatewayTool, GatewayToolset
+from ..settings import Settings
 from ..store import OwnedStore, StoredResponse, StoreError
 from ..observability.metrics import STORE_WRITE_FAILURES
 from ..observability.record import RequestRecord
@@ -117,10 +120,18 @@ def _planned(req: ResponsesRequest, context: RequestContext, store: OwnedStore |
     mcp = plan_mcp(req.tools, history, settings, context.record, client_names=tools.origins.keys() | {
         spec.name for spec in tools.specs}, run_approved=not counting)
     profile = model_profile(settings, req.model)
+    web = web_search_gateway(req.tools, settings, client_names=tools.origins.keys() | {s.name for s in tools.specs})
     config = mcp_choice(req.tool_choice, _parser_config(req, tools, context, profile), mcp.toolset)
-    generation = Generation(profile=profile, messages=messages, config=config, fields=_chat_fields(req),
-                            stream=req.stream, gateway=mcp.toolset)
+    generation = Generation(profile=profile, messages=messages, config=web_choice(req.tool_choice, config, web),
+                            fields=_chat_fields(req), stream=req.stream, gateway=_toolset(mcp.toolset, web, settings))
     return _Planned(generation, tools, input_items, mcp.prelude)
+
+
+def _toolset(mcp: GatewayToolset | None, web: list[GatewayTool], settings: Settings) -> GatewayToolset | None:
+    """The request's gateway tools: its MCP servers' and its web search's, under the operator's limits."""
+    if not web:
+        return mcp
+    return GatewayToolset.limited([*(mcp.tools.values() if mcp is not None else ()), *web], settings)
 
 
 def count_input_tokens(body: dict[str, Any], context: RequestContext, store: OwnedStore | None) -> dict[str, Any]:

@@ -30,6 +30,11 @@ class EventFraming(Protocol):
         """The payload of a last event the body ended without closing."""
         ...
 
+    def one(self, chunk: bytes) -> bytes | None:
+        """The payload of ``chunk`` when it is exactly one whole event and nothing is held (a token's receive);
+        else ``None``, with nothing fed."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class WireDialect:

@@ -213,6 +213,17 @@ class HttpUpstream:
             return False
         return response.status_code == 200
 
+    def healthy(self, path: str) -> bool:
+        """Whether ``GET path`` under the server's root (its health endpoint, llama.cpp's and vLLM's ``/health``)
+        answers 200; the caller bounds the wait."""
+        try:
+            response = self.connection.request("GET", path, headers=_JSON_HEADERS, at_root=True,
+                                               max_buffer=MAX_ERROR_BODY_BYTES)
+            response.read_body()
+        except (OSError, HTTPParseError, BufferLimitExceeded):
+            return False
+        return response.status_code == 200
+
     def close(self) -> None:
         """Close this process's idle upstream connections."""
         self.connection.close()
@@ -320,7 +331,8 @@ class HttpStream:
         upstream); it is decoded in :data:`DECODE_BYTES` pieces, so the first event goes on before the
         rest are decoded. Once :meth:`plain_texts` was asked to join them, a piece's run of plain texts (choice 0's
         text alone) goes on as one text: a client reads the same, in fewer frames, and each chunk that
-        arrived together is not driven, parsed and encoded on its own. Silence longer than the response's
+        arrived together is not driven, parsed and encoded on its own. A receive that is one whole event (a model's
+        token, most receives of a paced stream) skips the pieces and the run (the decoder's ``one``). Silence longer than the response's
         ``read_timeout`` is a timeout, and so are reads without a data event (keep-alive comments) for
         ``idle_content`` seconds; the clock is read only after a silent tick or such a read, never per
         receive or event.
@@ -328,6 +340,7 @@ class HttpStream:
         response, secret, pauses, read, loads = self._response, self._secret, self._pauses, self._read, orjson.loads
         join, done = self._join, self._dialect.done
         decoder = self._dialect.framing(self._bounds.max_event_bytes)
+        one = decoder.one
         idle_limit = self._bounds.idle_content
         read_limit, wait = response.read_timeout, self._wait
         silent_since: float | None = None  # no bytes since
@@ -340,40 +353,54 @@ class HttpStream:
                 if response.unread:
                     fresh = True
                     data = response.take()
-                    payload = None
-                    for start in range(0, len(data), DECODE_BYTES):
-                        texts: list[str] = []  # plain texts of this piece's run of events, yielded as one
+                    payload = one(data)
+                    if payload is not None:  # one whole event, as a back end sends a token (most receives): no
+                        # pieces, no run of texts to join
+                        if payload == done:
+                            _let_go(response)
+                            return
                         try:
-                            for payload in decoder.feed(data[start:start + DECODE_BYTES]):
-                                if payload == done:
-                                    if texts:
-                                        yield "".join(texts)
-                                    _let_go(response)
-                                    return
-                                try:  # (orjson.loads inline, not _event_json: this is every frame's path)
-                                    obj = loads(payload)
-                                except orjson.JSONDecodeError:
-                                    raise _malformed(payload) from None
-                                chunk = read(obj, secret)
-                                if join and chunk.__class__ is str:
-                                    texts.append(chunk)
-                                    continue
-                                if texts:
-                                    yield "".join(texts)
-                                    texts = []
-                                yield chunk
-                        except Exception:
-                            if texts:  # what came before a broken event goes out before its error
-                                yield "".join(texts)
-                            raise
-                        if texts:
-                            yield "".join(texts)
-                    if payload is not None:
+                            obj = loads(payload)
+                        except orjson.JSONDecodeError:
+                            raise _malformed(payload) from None
+                        yield read(obj, secret)
                         delivered = True
                         idle_since = None
-                    elif idle_limit:  # a read of keep-alive comments only
-                        idle_since = _idle_since(idle_since, idle_limit)
-                    data = payload = obj = None  # not held through the next wait
+                        data = payload = obj = None  # not held through the next wait
+                    else:
+                        for start in range(0, len(data), DECODE_BYTES):
+                            texts: list[str] = []  # plain texts of this piece's run of events, yielded as one
+                            try:
+                                for payload in decoder.feed(data[start:start + DECODE_BYTES]):
+                                    if payload == done:
+                                        if texts:
+                                            yield "".join(texts)
+                                        _let_go(response)
+                                        return
+                                    try:  # (orjson.loads inline, not _event_json: this is every frame's path)
+                                        obj = loads(payload)
+                                    except orjson.JSONDecodeError:
+                                        raise _malformed(payload) from None
+                                    chunk = read(obj, secret)
+                                    if join and chunk.__class__ is str:
+                                        texts.append(chunk)
+                                        continue
+                                    if texts:
+                                        yield "".join(texts)
+                                        texts = []
+                                    yield chunk
+                            except Exception:
+                                if texts:  # what came before a broken event goes out before its error
+                                    yield "".join(texts)
+                                raise
+                            if texts:
+                                yield "".join(texts)
+                        if payload is not None:
+                            delivered = True
+                            idle_since = None
+                        elif idle_limit:  # a read of keep-alive comments only
+                            idle_since = _idle_since(idle_since, idle_limit)
+                        data = payload = obj = None  # not held through the next wait
                 if response.message_complete:
                     yield from self._last(decoder, delivered)
                     return

@@ -40,11 +40,17 @@ class SSEDecoder:
         self._started = False
         self._max = max_event_bytes
 
+    def one(self, chunk: bytes) -> bytes | None:
+        """The data of ``chunk`` when it is one whole event of one ``data: `` line and nothing else, as a back end
+        sends a token (nothing held before it, none to hold after); else ``None``, and nothing was fed."""
+        if (self._started and chunk.startswith(b"data: ") and chunk.find(b"\n") == len(chunk) - 2
+                and chunk.endswith(b"\n") and not self._pending and not self._data and b"\r" not in chunk
+                and len(chunk) <= self._max):
+            return chunk[6:-2]
+        return None
+
     def feed(self, chunk: bytes) -> list[bytes]:
         """Feed bytes; return the data of every event they complete."""
-        if (chunk.endswith(b"\n\n") and chunk.startswith(b"data: ") and chunk.count(b"\n") == 2 and self._started
-                and not self._pending and not self._data and b"\r" not in chunk and len(chunk) <= self._max):
-            return [chunk[6:-2]]  # one whole event of one line, as a back end sends a token: nothing to hold
         if b"\n" not in chunk and b"\r" not in chunk:
             if chunk:
                 self._hold(chunk)  # no line ends yet: nothing to scan (no quadratic rescans)

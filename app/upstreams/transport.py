@@ -77,8 +77,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self.max_buffer = max_buffer
         self.read_timeout = read_timeout
         self._unread: list[bytearray] = []  # the parser's pieces (a bytearray would keep its buffer between reads)
-        self._unread_bytes = 0
+        self.unread = 0  # body bytes parsed and not taken yet (an attribute: read every receive)
         self._socket = sock
+        self._timeout = sock.gettimeout()  # set again only when a wait asks for another
         super().__init__(sock, pool, **kw)
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
@@ -91,22 +92,17 @@ class BoundedResponse(HTTPSocketPoolResponse):
     read_head = HTTPSocketResponse._read_headers
 
     def _on_body(self, buf: bytearray) -> None:
-        self._unread_bytes += len(buf)
-        if self._unread_bytes > self.max_buffer:
+        self.unread += len(buf)
+        if self.unread > self.max_buffer:
             self._unread.clear()
             raise BufferLimitExceeded(f"more than {self.max_buffer} bytes")
         self._unread.append(buf)
-
-    @property
-    def unread(self) -> int:
-        """Body bytes parsed and not taken yet."""
-        return self._unread_bytes
 
     def take(self) -> bytes:
         """The body bytes parsed and not taken yet."""
         data = b"".join(self._unread)
         self._unread.clear()
-        self._unread_bytes = 0
+        self.unread = 0
         return data
 
     def receive(self, timeout: float | None) -> bool:
@@ -122,7 +118,9 @@ class BoundedResponse(HTTPSocketPoolResponse):
         """
         sock = self._socket
         try:
-            sock.settimeout(timeout)
+            if timeout != self._timeout:  # (a stream waits a tick at a time: the same each time)
+                sock.settimeout(timeout)
+                self._timeout = timeout
             data = sock.recv(READ_BYTES)
         except TimeoutError:
             return False

@@ -72,3 +72,39 @@ def test_events_are_returned_as_soon_as_complete():
 
 def test_data_goes_out_as_it_came_its_utf8_checked_where_it_is_parsed():
     assert SSEDecoder().feed(b"data: \xff\xfe\n\n") == [b"\xff\xfe"]
+
+
+def decode_as_the_stream(pieces: list[bytes]) -> list[bytes]:
+    """As ``HttpStream`` reads: each receive asked of ``one`` first, fed when it is not one whole event."""
+    decoder = SSEDecoder()
+    out = []
+    for piece in pieces:
+        payload = decoder.one(piece)
+        out += [payload] if payload is not None else decoder.feed(piece)
+    return out + decoder.end()
+
+
+@pytest.mark.parametrize("data, expected", CASES)
+def test_a_token_a_receive_reads_as_the_decoder_does(data, expected):
+    expected = [payload.encode() for payload in expected]
+    for cut in range(len(data) + 1):
+        assert decode_as_the_stream([data[:cut], data[cut:]]) == expected, cut
+
+
+def test_one_takes_a_whole_one_line_event_alone():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: first\n\n") == [b"first"]
+    assert decoder.one(b'data: {"a":1}\n\n') == b'{"a":1}'
+    for not_one in (b"data: a\n\ndata: b\n\n", b"data: a\n", b"data: a", b"data: a\r\n\r\n", b": ping\n\n",
+                    b"data: a\ndata: b\n\n", b"event: x\ndata: a\n\n", b"data: a\n\n\n"):
+        assert decoder.one(not_one) is None, not_one
+    assert decoder.feed(b"data: a") == []  # held: the next receive is not a whole event on its own
+    assert decoder.one(b"data: b\n\n") is None
+    assert decoder.feed(b"\n\n") == [b"a"]
+
+
+def test_one_waits_for_the_first_line_end_and_keeps_the_bound():
+    assert SSEDecoder().one(b"data: x\n\n") is None  # the first receive may start with a byte order mark
+    decoder = SSEDecoder(max_event_bytes=16)
+    assert decoder.feed(b"data: a\n\n") == [b"a"]
+    assert decoder.one(b"data: " + b"x" * 20 + b"\n\n") is None

@@ -29,6 +29,9 @@ class LineFraming:
         last, self.rest = self.rest, b""
         return [last] if last.strip() else []
 
+    def one(self, chunk: bytes) -> bytes | None:
+        return None  # no quick path: every receive is fed
+
 
 def parse(obj: Any, secret: SecretStr | None) -> UpstreamChunk:
     if not isinstance(obj, dict) or "error" in obj:

@@ -40,6 +40,8 @@ RESPONSES_EVENT_TYPES = {
     "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
     "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
     "response.reasoning_text.delta", "response.reasoning_text.done",
+    "response.web_search_call.in_progress", "response.web_search_call.searching",
+    "response.web_search_call.completed",
     "response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed", "response.mcp_list_tools.failed",
     "response.mcp_call.in_progress", "response.mcp_call.completed", "response.mcp_call.failed",
     "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done",
@@ -79,6 +81,9 @@ RESPONSES_REQUIRED_FIELDS = {
     "response.mcp_call_arguments.done": ("item_id", "output_index", "arguments"),
     "response.refusal.delta": ("item_id", "output_index", "content_index", "delta"),
     "response.refusal.done": ("item_id", "output_index", "content_index", "refusal"),
+    "response.web_search_call.in_progress": ("item_id", "output_index"),
+    "response.web_search_call.searching": ("item_id", "output_index"),
+    "response.web_search_call.completed": ("item_id", "output_index"),
     "response.completed": ("response",),
     "response.incomplete": ("response",),
     "response.failed": ("response",),
@@ -86,7 +91,7 @@ RESPONSES_REQUIRED_FIELDS = {
 }
 ITEM_ID_PREFIX = {"message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_",
                   "tool_search_call": "tsc_", "local_shell_call": "lsc_", "reasoning": "rs_", "mcp_call": "mcp_",
-                  "mcp_list_tools": "mcpl_", "mcp_approval_request": "mcpr_"}
+                  "mcp_list_tools": "mcpl_", "mcp_approval_request": "mcpr_", "web_search_call": "ws_"}
 #: Call items: a unique non-empty ``call_id`` each.
 CALL_ITEM_TYPES = {"function_call", "custom_tool_call", "tool_search_call", "local_shell_call"}
 

@@ -4,7 +4,8 @@
 ``event:`` lines it falls back to non-streamed requests): every frame has an ``event:`` line equal to its
 data's ``type``; ``message_start`` first; content blocks one at a time in index order, each
 ``content_block_start`` → deltas of the block's kind → ``content_block_stop``; a ``tool_use`` block
-starting with ``input: {}`` whose ``input_json_delta`` pieces join to a JSON object; one ``message_delta``
+starting with ``input: {}`` whose ``input_json_delta`` pieces join to a JSON object (a ``server_tool_use`` the same way, its result block given
+whole in its start, answering it by ``tool_use_id``); one ``message_delta``
 with integer usage; ``message_stop`` last (or an ``error`` event instead of the end); ``ping`` anywhere.
 It returns the events (data objects, pings included).
 """
@@ -14,7 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-DELTA_OF = {"text": "text_delta", "thinking": "thinking_delta", "tool_use": "input_json_delta"}
+DELTA_OF = {"text": "text_delta", "thinking": "thinking_delta", "tool_use": "input_json_delta",
+            "server_tool_use": "input_json_delta"}
+#: Server tools' result blocks: given whole in their ``content_block_start``, no deltas.
+SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result")
 
 
 def parse_events(body: bytes | str) -> list[tuple[str | None, dict[str, Any]]]:
@@ -44,6 +48,7 @@ def check_messages_stream(body: bytes | str) -> list[dict[str, Any]]:
     assert start["type"] == "message" and start["role"] == "assistant" and start["content"] == []
     assert isinstance(start["usage"]["input_tokens"], int) and start["usage"]["output_tokens"] == 0
     index, open_kind, pieces = 0, None, []
+    server_calls: set[str] = set()
     rest = kinds[1:]
     for n, data in enumerate(rest):
         kind = data["type"]
@@ -55,16 +60,20 @@ def check_messages_stream(body: bytes | str) -> list[dict[str, Any]]:
             assert open_kind is None and data["index"] == index, data
             block = data["content_block"]
             open_kind, pieces = block["type"], []
-            if open_kind == "tool_use":
+            if open_kind in ("tool_use", "server_tool_use"):
                 assert block["input"] == {} and block["id"] and block["name"], block
+            if open_kind == "server_tool_use":
+                server_calls.add(block["id"])
+            if open_kind in SERVER_RESULTS:
+                assert block["tool_use_id"] in server_calls and block["content"] is not None, block
         elif kind == "content_block_delta":
             assert open_kind is not None and data["index"] == index, data
             assert data["delta"]["type"] == DELTA_OF[open_kind], data
-            if open_kind == "tool_use":
+            if open_kind in ("tool_use", "server_tool_use"):
                 pieces.append(data["delta"]["partial_json"])
         elif kind == "content_block_stop":
             assert open_kind is not None and data["index"] == index, data
-            if open_kind == "tool_use":
+            if open_kind in ("tool_use", "server_tool_use"):
                 assert isinstance(json.loads("".join(pieces) or "{}"), dict)
             index, open_kind = index + 1, None
         elif kind == "message_delta":
@@ -97,7 +106,7 @@ def check_messages_exchange(status: int, body: bytes, is_sse: bool) -> Any:
     if obj.get("type") == "message":
         assert obj["role"] == "assistant" and obj["stop_reason"] and isinstance(obj["usage"]["output_tokens"], int)
         for block in obj["content"]:
-            assert block["type"] in ("text", "thinking", "tool_use"), block
+            assert block["type"] in ("text", "thinking", "tool_use", "server_tool_use", *SERVER_RESULTS), block
             if block["type"] == "tool_use":
                 assert isinstance(block["input"], dict) and block["id"] and block["name"]
     return obj

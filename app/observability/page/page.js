@@ -289,11 +289,12 @@ function renderRequests() {
   $("requests-caption").textContent = `${shown.length} of ${page.requests.length}, newest first`;
 }
 
-/** The back ends and the models routed to each (the settings' routing table: fixed while the page is open). */
+/** The back ends and the models routed to each (the settings' routing table), and a pool member's state as the
+ * worker that answered saw it when the page opened. */
 function renderUpstreams(upstreams) {
   $("upstreams").tBodies[0].replaceChildren(...upstreams.map((u) => h("tr", {},
     h("td", {}, u.name), h("td", {}, u.kind), h("td", {className: "sub"}, u.url || "—"),
-    h("td", {}, u.models.join(", ") || "—"))));
+    h("td", {}, u.models.join(", ") || "—"), h("td", {}, u.pool || "—"))));
 }
 
 // -- one request ------------------------------------------------------------------------------
