@@ -356,8 +356,8 @@ class CallBook:
         if value is None:
             return "invalid_json", f"the arguments of {call.name!r} are not a JSON object"
         spec = self.config.tools.get(call.name or "")
-        shown = self.config.example_arguments.get(call.name or "")
-        if spec is not None and shown is not None and _copies(value, shown, spec.parameters):
+        shown = self.config.example_arguments.get(call.name or "", ())
+        if spec is not None and any(_copies(value, example, spec.parameters) for example in shown):
             return "example_copy", f"the arguments of {call.name!r} are the example's placeholders, not values " \
                                    "from the request"
         policy = self.config.policy

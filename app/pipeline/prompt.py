@@ -299,11 +299,13 @@ def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
 
 def _bare_instructions(config: ParserConfig, fmt: TextFormat, example_tool: ToolSpec) -> str | None:
     """``fmt``'s teaching of bare JSON calls with :func:`_two_calls`, where bare calls are read and it has one."""
-    return fmt.bare_instructions(_two_calls(config, example_tool)) if config.bare_json and config.marker is None \
-        else None
+    if not config.bare_json or config.marker is not None:
+        return None
+    return fmt.bare_instructions([(tool.name, _example_arguments(tool, another))
+                                  for tool, another in _two_calls(config, example_tool)])
 
 
-def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict]) -> dict[str, Any]:
+def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict]) -> dict[str, tuple[Any, ...]]:
     """The worked example's arguments that a call cannot take from the conversation ``messages``, by tool name
     (``ParserConfig.example_arguments``): those with a made-up value (a ``"<name>"`` hint, a number's
     placeholder) that no message mentions.
@@ -315,14 +317,14 @@ def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict
     tool = _example_tool(config, "function")
     if tool is None:
         return {}
-    tools = _two_calls_tools(config, tool) if _bare_instructions(config, fmt, tool) else (tool,)
+    calls = _two_calls(config, tool) if _bare_instructions(config, fmt, tool) else [(tool, False)]
     said = "\n".join(_content_text(message.get("content")) for message in messages if isinstance(message, dict))
-    examples = {}
-    for shown in {t.name: t for t in tools}.values():  # (the same tool twice when it is the only one)
+    examples: dict[str, tuple[Any, ...]] = {}
+    for shown, another in calls:
         made_up: list[Any] = []
-        arguments = compact_example(shown.parameters or _EMPTY_PARAMETERS, made_up=made_up)
+        arguments = compact_example(shown.parameters or _EMPTY_PARAMETERS, made_up=made_up, another=another)
         if made_up and not any(_mentions(said, value) for value in made_up):
-            examples[shown.name] = arguments
+            examples[shown.name] = (*examples.get(shown.name, ()), arguments)
     return examples
 
 
@@ -333,22 +335,21 @@ def _mentions(text: str, value: Any) -> bool:
     return re.search(rf"(?<![\d.]){re.escape(json.dumps(value))}(?![\d]|\.\d)", text) is not None
 
 
-def _example_arguments(tool: ToolSpec) -> str:
-    return json.dumps(compact_example(tool.parameters or _EMPTY_PARAMETERS), ensure_ascii=False)
+def _example_arguments(tool: ToolSpec, another: bool = False) -> str:
+    return json.dumps(compact_example(tool.parameters or _EMPTY_PARAMETERS, another=another), ensure_ascii=False)
 
 
-def _two_calls(config: ParserConfig, first: ToolSpec) -> list[tuple[str, str]]:
-    """A worked example of parallel calls: :func:`_two_calls_tools`, each with :func:`compact_example`'s
-    arguments."""
-    return [(tool.name, _example_arguments(tool)) for tool in _two_calls_tools(config, first)]
+def _two_calls(config: ParserConfig, first: ToolSpec) -> list[tuple[ToolSpec, bool]]:
+    """A worked example of parallel calls, as ``(tool, another)``: ``first``, then the next callable function
+    tool, or ``first`` again with other values (``another``: :func:`compact_example`) when it is the only one.
 
-
-def _two_calls_tools(config: ParserConfig, first: ToolSpec) -> tuple[ToolSpec, ToolSpec]:
-    """``first``, then the next callable function tool (``first`` again when it is the only one)."""
+    The same call twice was copied as such: a small model answered a single ask with two identical calls
+    (issue 38, simple_python_315).
+    """
     allowed = config.tool_choice.allowed
     others = [t for t in config.tools.values()
               if t.kind == "function" and t is not first and (allowed is None or t.name in allowed)]
-    return first, others[0] if others else first
+    return [(first, False), (others[0], False) if others else (first, True)]
 
 
 def _example_tool(config: ParserConfig, kind: str) -> ToolSpec | None:

@@ -33,8 +33,8 @@ FAILED = frozenset({"invalid_json", "tool_arguments_invalid", "unknown_tool"})
 FORCED_UNMET = "forced_choice_unmet"
 
 
-def checked(config: ParserConfig, *, validate: bool, examples: Mapping[str, Mapping[str, Any]] | None = None
-            ) -> ParserConfig:
+def checked(config: ParserConfig, *, validate: bool,
+            examples: Mapping[str, tuple[Mapping[str, Any], ...]] | None = None) -> ParserConfig:
     """``config`` holding each call until it ends; with ``validate``, a schema mismatch also rejects it; a call with
     the arguments of its tool's worked example in ``examples`` is not a call (``ParserConfig.example_arguments``)."""
     policy: Policy = dataclasses.replace(config.policy, hold_calls=True)

@@ -40,31 +40,37 @@ def signature_lines(tool: ToolSpec) -> list[str]:
     return lines
 
 
-def compact_example(schema: Any, name: str = "value", depth: int = 0, made_up: list[Any] | None = None) -> Any:
+def compact_example(schema: Any, name: str = "value", depth: int = 0, made_up: list[Any] | None = None, *,
+                    another: bool = False) -> Any:
     """Arguments for the worked call: the schema's own values, a ``"<name>"`` hint for a string without one.
 
     ``made_up`` collects the values the schema does not give: the hints, and the placeholders of numbers (not a
-    boolean's, which has two values only).
+    boolean's, which has two values only). ``another`` makes those of a second call of the same tool:
+    ``"<another name>"``, a number's placeholder one more.
     """
     resolved = resolve_schema(schema)
     given = any(key in resolved for key in _VALUE_KEYS)
     kind = primary_type(resolved)
     if given or kind not in ("object", "array", "string"):
         value = example_value(resolved)
-        if made_up is not None and not given and kind in ("integer", "number"):
-            made_up.append(value)
+        if not given and kind in ("integer", "number"):
+            if another:
+                value += 1
+            if made_up is not None:
+                made_up.append(value)
         return value
     if kind == "string":
+        hint = f"<another {name}>" if another else f"<{name}>"
         if made_up is not None:
-            made_up.append(f"<{name}>")
-        return f"<{name}>"
+            made_up.append(hint)
+        return hint
     if depth >= MAX_SCHEMA_DEPTH:
         return {} if kind == "object" else []
     if kind == "array":
-        return [compact_example(resolved.get("items"), name, depth + 1, made_up)]
+        return [compact_example(resolved.get("items"), name, depth + 1, made_up, another=another)]
     props, required = object_shape(resolved)
     keys = [key for key in required if key in props] or list(props)
-    return {key: compact_example(props[key], key, depth + 1, made_up) for key in keys}
+    return {key: compact_example(props[key], key, depth + 1, made_up, another=another) for key in keys}
 
 
 def _fields(props: Mapping[str, Any], required: list[str], depth: int) -> str:

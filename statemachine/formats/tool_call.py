@@ -28,12 +28,13 @@ class ToolCallFormat(TextFormat):
         a bare JSON call or list, which the core reads at the message's start. Taught one call per block, or a list
         shown with one call, it wrote one call where several were asked; a worked example with a made-up tool was
         copied (its calls, and ``get_``-names for the offered tools); BFCL's abstract two-call shape
-        (``tool_name1``) got 3 of 24 parallel cases right, two calls of the offered tools 8.
+        (``tool_name1``) got 3 of 24 parallel cases right, two calls of the offered tools 8, and the same list
+        written one call a line 12: a call's line ending in a comma, the model writes the next one.
         """
-        listed = ", ".join(f'{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}'
-                           for name, arguments in calls)
+        listed = ",\n".join(f'{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}'
+                             for name, arguments in calls)
         return (
-            f"To call tools, reply with only a JSON list of the calls, for example:\n[{listed}]\n"
+            f"To call tools, reply with only a JSON list of the calls, for example:\n[\n{listed}\n]\n"
             "- Write one call for each thing the request asks for: two cities, two values or two tasks are two "
             "calls, even of the same tool.\n"
             "- Each call's arguments are its tool's parameters with the values from the request.\n"

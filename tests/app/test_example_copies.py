@@ -98,12 +98,15 @@ def test_the_examples_listed_are_those_with_made_up_values_the_conversation_does
     config = _config(TIP_SPEC, WEATHER, MODE)
     fmt = prompt_format(config)
     user = [{"role": "user", "content": "Find sushi."}]
-    assert example_arguments(config, fmt, user) == {"calculate_tip": {"bill_total": 1.5, "tip_percentage": 1.5},
-                                                    "get_weather": {"city": "<city>"}}
+    assert example_arguments(config, fmt, user) == {"calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},),
+                                                    "get_weather": ({"city": "<city>"},)}
     said = [{"role": "user", "content": [{"type": "text", "text": "A bill of 1.5, please."}]}]
-    assert example_arguments(config, fmt, said) == {"get_weather": {"city": "<city>"}}
+    assert example_arguments(config, fmt, said) == {"get_weather": ({"city": "<city>"},)}
+    assert example_arguments(_config(TIP_SPEC), fmt, user) == {"calculate_tip": (
+        {"bill_total": 1.5, "tip_percentage": 1.5}, {"bill_total": 2.5, "tip_percentage": 2.5})}, \
+        "one tool: its second call shows other values"
     assert example_arguments(_config(MODE), fmt, user) == {}, "an enum's value is the schema's, not made up"
     forced = _config(TIP_SPEC, WEATHER, MODE, tool_choice=ToolChoice("required", frozenset({"set_mode"})))
     assert example_arguments(forced, fmt, user) == {}, "the example shows the forced tool only"
     assert example_arguments(_config(TIP_SPEC, marker="m1"), fmt, user) == {
-        "calculate_tip": {"bill_total": 1.5, "tip_percentage": 1.5}}, "a marked prompt shows one call"
+        "calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},)}, "a marked prompt shows one call"

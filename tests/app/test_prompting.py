@@ -72,7 +72,7 @@ def test_manifest_entries_and_worked_example():
     assert '\n### get_time\nParameters: {"type":"object","properties":{}}\n' in system
     assert f"get_weather {manifest}" not in system and "Example arguments" not in system
     # one JSON list of two calls of the offered tools: parallel calls taught, not forbidden (issue 38)
-    assert '[{"name": "get_weather", "arguments": {"city": "<city>"}}, {"name": "get_time", "arguments": {}}]' in system
+    assert '[\n{"name": "get_weather", "arguments": {"city": "<city>"}},\n{"name": "get_time", "arguments": {}}\n]' in system
     assert "two values or two tasks are two calls, even of the same tool" in system
     assert "<tool_call>" not in system
     assert "## This turn" not in system  # auto: no tool_choice line
@@ -96,11 +96,13 @@ def test_the_json_list_is_taught_only_where_a_bare_list_is_read(config):
     assert fmt.render_call("get_weather", '{"city": "<city>"}') in system
 
 
-def test_the_worked_list_calls_the_one_tool_twice():
-    """With one tool offered, the worked list calls it twice: several calls of the same tool are allowed."""
+def test_the_worked_list_calls_the_one_tool_twice_with_other_values():
+    """With one tool offered, the worked list calls it twice, with other values: several calls of the same tool are
+    allowed, and the same call twice is not what is meant."""
     system = build([{"role": "user", "content": "hi"}])[0]["content"]
-    call = '{"name": "get_weather", "arguments": {"city": "<city>"}}'
-    assert f"[{call}, {call}]" in system
+    first, second = ('{"name": "get_weather", "arguments": {"city": "<%s>"}}' % city for city in ("city",
+                                                                                            "another city"))
+    assert f"[\n{first},\n{second}\n]" in system
 
 
 def test_example_values_from_schema():

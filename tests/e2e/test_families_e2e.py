@@ -124,4 +124,4 @@ def test_by_default_an_untaught_family_is_read_and_prose_keeps_its_chunks(
     assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [
         ("get_weather", {"city": "SF"})]
     assert choice.finish_reason == "tool_calls"
-    assert '[{"name": "get_weather", "arguments": {' in _system_text(upstream.chat_requests[0].body)
+    assert '[\n{"name": "get_weather", "arguments": {' in _system_text(upstream.chat_requests[0].body)

@@ -83,7 +83,7 @@ def _answer(client, model="m"):
 
 TWO_CALLS = ("Checking.", [("get_weather", SF), ("get_time", {})], "tool_calls")
 #: What the prompt of a format taught as a bare list at the reply's start holds instead of the format's opener.
-TAUGHT_LIST = '[{"name": "get_weather", "arguments": {}}, {"name": "get_time", "arguments": {}}]'
+TAUGHT_LIST = '[\n{"name": "get_weather", "arguments": {}},\n{"name": "get_time", "arguments": {}}\n]'
 TAUGHT = {"pythonic": "[tool_name1(", "tool_call": TAUGHT_LIST}
 
 

@@ -111,7 +111,8 @@ TIP = ToolSpec("calculate_tip", parameters={
     "properties": {"bill_total": {"type": "number"}, "tip_percentage": {"type": "number"},
                    "split": {"type": "integer", "default": 1}}})
 SHOWN = ParserConfig.for_tools([TIP], policy=Policy(hold_calls=True),
-                               example_arguments={"calculate_tip": {"bill_total": 1.5, "tip_percentage": 1.5}})
+                               example_arguments={"calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},
+                                                                    {"bill_total": 2.5, "tip_percentage": 2.5})})
 
 
 def _bare_list(*arguments: str) -> str:
@@ -119,7 +120,8 @@ def _bare_list(*arguments: str) -> str:
 
 
 @pytest.mark.parametrize("arguments", ['{"bill_total": 1.5, "tip_percentage": 1.5}',
-                                       '{"tip_percentage": 1.5, "bill_total": 1.5, "split": 1}'])
+                                       '{"tip_percentage": 1.5, "bill_total": 1.5, "split": 1}',
+                                       '{"bill_total": 2.5, "tip_percentage": 2.5}'])
 def test_a_call_with_the_worked_example_s_arguments_is_text(arguments: str) -> None:
     for text in (_bare_list(arguments, arguments), f"<tool_call>{{\"name\": \"calculate_tip\", \"arguments\": "
                                                    f"{arguments}}}</tool_call>"):
@@ -138,7 +140,7 @@ def test_a_call_with_values_of_its_own_goes_out(arguments: str) -> None:
 
 
 def test_an_example_without_arguments_is_never_a_copy_and_unheld_calls_are_not_checked() -> None:
-    empty = replace(SHOWN, example_arguments={"calculate_tip": {}})
+    empty = replace(SHOWN, example_arguments={"calculate_tip": ({},)})
     tr(empty, _bare_list("{}"), [Call("calculate_tip", {})], finish="tool_calls")
     unheld = replace(SHOWN, policy=Policy())
     copied = '{"bill_total": 1.5, "tip_percentage": 1.5}'
