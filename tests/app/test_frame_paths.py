@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from app.chat.encoder import ChatEncoder
 from app.pipeline.driver import ChoiceDriver
+from app.pipeline.streaming import sse_body
 from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder, encode_sse
 from app.responses.tools import ToolOrigin
-from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.base import PAUSE, ChoiceDelta, UpstreamChunk, UpstreamError
 from app.upstreams.http import HttpStream
 from app.upstreams.openai_chat import parse_chunk, read_chunk
 from app.upstreams.sse import SSEDecoder
@@ -409,3 +410,32 @@ def test_responses_delta_frames_are_the_events_feed_makes(events):
         assert _outcome(lambda: quick.frames(0, event)) == _outcome(
             lambda: [encode_sse(out) for out in general.feed(event)])
     assert quick.closing({}) == [encode_sse(event) for event in general.finish({})]
+
+
+class _FramesOnly:
+    """An encoder without ``one_frame``: every event through ``frames``."""
+
+    def __init__(self, encoder: Any):
+        self._encoder = encoder
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "one_frame":
+            raise AttributeError(name)
+        return getattr(self._encoder, name)
+
+
+def test_a_body_sends_what_one_frame_gives_as_frames_would_send_it():
+    events = [(0, TextDelta("Hi")), (None, PAUSE), (0, TextDelta(" there")), (None, PAUSE),
+              (0, ToolCallStarted(0, "call_x", "get_weather")), (0, ToolCallArgumentsDelta(0, '{"city"')),
+              (None, PAUSE), (0, ToolCallArgumentsDelta(0, ': "P\\u00e9"}')),
+              (0, ToolCallEnded(0, "call_x", "get_weather", '{"city": "P\\u00e9"}')), (0, ChoiceFinished("tool_calls"))]
+
+    def body(encoder: Any) -> list[bytes]:
+        return list(sse_body(iter(events), encoder, lambda: {"prompt_tokens": 1, "completion_tokens": 2},
+                             heartbeat_seconds=None, on_abandon=lambda: None))
+
+    def chat() -> ChatEncoder:
+        return ChatEncoder("chatcmpl-1", 1, "m", include_usage=True)
+
+    assert hasattr(chat(), "one_frame")
+    assert body(chat()) == body(_FramesOnly(chat()))
