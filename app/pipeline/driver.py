@@ -146,7 +146,6 @@ class ChoiceDriver:
         first = self._choices[0]
         event: Event | None
         events: list[Event] | None
-        pair: tuple[int, Event] | None
         steady = False  # choice 0's next text takes the steady path (see _steady)
         try:
             for chunk in self._stream:
@@ -156,16 +155,25 @@ class ChoiceDriver:
                         # event, yielded as it is: a paced stream's every chunk (_plain_out's list and pairs were
                         # a third of this driver's time a chunk, measured 2026-11). That event alone means nothing
                         # was cut: a policy cuts only as a call ends, and its ToolCallEnded comes in the same events.
+                        # (_counted's first two branches, inlined: a helper for them, tried, is one more Python call
+                        # a chunk in a live worker, measured 2026-11.)
                         events = first.feed(chunk)
-                        if len(events) == 1 and (pair := self._fragment(0, events[0])) is not None:
-                            yield pair
-                            continue
+                        if len(events) == 1:
+                            event = events[0]
+                            if isinstance(event, TextDelta):
+                                self.output_chars += len(event.text)
+                                yield 0, event
+                                continue
+                            if isinstance(event, ToolCallArgumentsDelta):
+                                self.output_chars += len(event.fragment)
+                                yield 0, event
+                                continue
                         yield from self._plain_out(events)
                     elif 0 not in self._finished:
                         yield from self._delta_events(0, chunk)  # (a list: no generator per delta)
-                    steady = self._steady()
+                    steady = self._plain and self._steady()  # (no call a chunk for a driver that is not plain)
                 elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
-                    delta = event = events = pair = None  # the last chunk's are not held through the wait that follows
+                    delta = event = events = None  # the last chunk's are not held through the wait that follows
                     yield None, chunk
                     continue
                 elif isinstance(chunk, list):  # choice 0's native call fragments alone: most chunks of a native call
@@ -180,7 +188,7 @@ class ChoiceDriver:
                         if index not in self._finished:
                             yield from self._delta_events(index, delta.content, delta.reasoning, delta.tool_calls,
                                                           delta.finish_reason, delta.stop_sequence)
-                    steady = self._steady()
+                    steady = self._plain and self._steady()  # (no call a chunk for a driver that is not plain)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
@@ -199,9 +207,9 @@ class ChoiceDriver:
             self._stream.close()
 
     def _steady(self) -> bool:
-        """Whether choice 0's next text can take :meth:`__iter__`'s steady path: a plain driver after the first
+        """Whether a plain driver's next text of choice 0 can take :meth:`__iter__`'s steady path: after the first
         output, choice 0 open and no native call in it (what else a chunk of text would pass through)."""
-        return self._plain and self.first_output_at is not None and not self._natives and 0 not in self._finished
+        return self.first_output_at is not None and not self._natives and 0 not in self._finished
 
     def _native_events(self, fragments: list[dict[str, Any]]) -> list[tuple[int, Event]]:
         """The events of choice 0's native call ``fragments`` alone (the common chunk of a native call), paired
@@ -225,30 +233,20 @@ class ChoiceDriver:
         index."""
         out: list[tuple[int, Event]] = []
         for event in events:
-            pair = self._fragment(index, event)  # the common kinds
-            if pair is None:
-                if isinstance(event, ReasoningDelta):
-                    kept = self._bounded(index, event)
-                    if kept is None:
-                        continue
-                    event = kept
-                    self.output_chars += len(event.text)
-                else:
-                    self._account(index, [event])
-                pair = index, event
-            out.append(pair)
+            if isinstance(event, ToolCallArgumentsDelta):  # the two common kinds here
+                self.output_chars += len(event.fragment)
+            elif isinstance(event, TextDelta):
+                self.output_chars += len(event.text)
+            elif isinstance(event, ReasoningDelta):
+                kept = self._bounded(index, event)
+                if kept is None:
+                    continue
+                event = kept
+                self.output_chars += len(event.text)
+            else:
+                self._account(index, [event])
+            out.append((index, event))
         return out
-
-    def _fragment(self, index: int, event: Event) -> tuple[int, Event] | None:
-        """A text or argument fragment of choice ``index`` (most events) counted and paired with the index, as
-        a plain driver sends it; ``None`` for any other event."""
-        if isinstance(event, TextDelta):
-            self.output_chars += len(event.text)
-            return index, event
-        if isinstance(event, ToolCallArgumentsDelta):
-            self.output_chars += len(event.fragment)
-            return index, event
-        return None
 
     def _bounded(self, index: int, event: ReasoningDelta) -> ReasoningDelta | None:
         """``event`` as far as choice ``index``'s reasoning stays within :data:`MAX_REASONING_CHARS` (all of it,
