@@ -300,7 +300,8 @@ class CallBook:
             kind, message = "invalid_json", "the block has no function name"
         if kind == "invalid_json" and not call.bare and self.config.policy.invalid_json == "fail":
             raise ModelOutputError(message or "the model wrote an invalid call", code="invalid_json")
-        if kind != "not_a_call" and not (call.bare and kind != "unknown_tool"):
+        # a bare block is a call only once it names an offered tool: before that, its failure is plain text
+        if kind != "not_a_call" and (not call.bare or kind == "unknown_tool" or call.decision == ACCEPT):
             self.note(kind, message or kind, name=call.name)
         return kind
 
@@ -355,6 +356,10 @@ class CallBook:
         if value is None:
             return "invalid_json", f"the arguments of {call.name!r} are not a JSON object"
         spec = self.config.tools.get(call.name or "")
+        shown = self.config.example_arguments.get(call.name or "")
+        if spec is not None and shown is not None and _copies(value, shown, spec.parameters):
+            return "example_copy", f"the arguments of {call.name!r} are the example's placeholders, not values " \
+                                   "from the request"
         policy = self.config.policy
         if spec is None or not spec.parameters or (policy.strict_mismatch if spec.strict else
                                                    policy.schema_mismatch) != "text":
@@ -403,6 +408,20 @@ class CallBook:
             raise ModelOutputError(f"the input for {call.name!r} does not match its regex",
                                    code="tool_arguments_invalid")
         return "schema_mismatch"
+
+
+def _copies(value: dict[str, Any], shown: Mapping[str, Any], parameters: Mapping[str, Any] | None) -> bool:
+    """Whether ``value`` holds the worked example's ``shown`` arguments, and any others only at their schema
+    default. An example without arguments is any call of its tool, so it is never a copy."""
+    if not shown or any(key not in value or value[key] != example for key, example in shown.items()):
+        return False
+    properties = (parameters or {}).get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    for key, given in value.items():
+        schema = properties.get(key)
+        if key not in shown and not (isinstance(schema, Mapping) and "default" in schema and schema["default"] == given):
+            return False
+    return True
 
 
 def _strip_decorations(name: str) -> str:

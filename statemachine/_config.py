@@ -128,6 +128,11 @@ class ParserConfig:
         bare_json: recognise a bare JSON call at the start of the message;
             off when the client asked for JSON output (``response_format``),
             where a JSON answer is content (case 31).
+        example_arguments: the arguments the prompt's worked example shows, by
+            tool name. A held call (``Policy.hold_calls``) whose arguments are
+            these, those at their schema default aside, copied the example
+            instead of taking its values from the request: it is not sent (note
+            ``example_copy``). Empty (default): not checked.
     """
 
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
@@ -140,6 +145,7 @@ class ParserConfig:
     policy: Policy = Policy()
     marker: str | None = None
     bare_json: bool = True
+    example_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def parsing_enabled(self) -> bool:

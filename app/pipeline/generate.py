@@ -39,7 +39,7 @@ from .encoder import Encoder, Usage, prompt_chars
 from .gateway_loop import Again, GatewayLoop, NextGeneration, following, offering
 from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refuses_tools, upstream_name
 from .plan import is_json_format, prompt_format, with_auto_marker
-from .prompt import build_upstream_messages
+from .prompt import build_upstream_messages, example_arguments
 from .reask import Reasking, checked
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 from .usage import KeptOutput, UsageSoFar, keeps_output
@@ -109,8 +109,10 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
         opening = open_with_fallbacks if context.pool is None else open_in_pool  # (no frame more for a pool)
         (stream, config, messages, native), context, generation = opening(generation, context)
     reask = not native and _reasks(generation, config)  # (a back end given the tools enforces its own choice)
-    if reask or not generation.stream or toolset is not None:  # a call goes out whole once it checks (a gateway
-        config = checked(config, validate=reask)  # call is known whole before anything of it could go out)
+    if reask or not generation.stream or toolset is not None:
+        # a call goes out whole once it checks (a gateway call is known whole before anything of it could go out)
+        config = checked(config, validate=reask, examples=None if native else example_arguments(
+            config, prompt_format(config), generation.messages))
     sent_chars = prompt_chars(messages)  # for a usage estimate
     kept = None
     if toolset is None and keeps_output(context.upstream):  # no usage seen from it: its tokenizer counts the

@@ -62,6 +62,7 @@ __all__ = [
     "TOOL_RESULT_END",
     "TURN_HEADING",
     "build_upstream_messages",
+    "example_arguments",
     "example_value",
     "media_placeholder",
     "object_shape",
@@ -288,14 +289,48 @@ def _how_to(config: ParserConfig, fmt: TextFormat) -> list[str]:
     if example_tool is not None:
         # a string's name in angle brackets where the schema gives no value: the JSON manifest's "example" was
         # copied into real calls (issue 31)
-        example_args = _example_arguments(example_tool)
-        bare = fmt.bare_instructions(_two_calls(config, example_tool)) if config.bare_json and config.marker is None \
-            else None
-        parts.append(bare or fmt.instructions(example_tool.name, example_args))
+        bare = _bare_instructions(config, fmt, example_tool)
+        parts.append(bare or fmt.instructions(example_tool.name, _example_arguments(example_tool)))
     custom_tool = _example_tool(config, "custom")
     if custom_tool is not None:
         parts.append(custom_format(config).instructions(custom_tool.name, "the raw input text"))
     return parts
+
+
+def _bare_instructions(config: ParserConfig, fmt: TextFormat, example_tool: ToolSpec) -> str | None:
+    """``fmt``'s teaching of bare JSON calls with :func:`_two_calls`, where bare calls are read and it has one."""
+    return fmt.bare_instructions(_two_calls(config, example_tool)) if config.bare_json and config.marker is None \
+        else None
+
+
+def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict]) -> dict[str, Any]:
+    """The worked example's arguments that a call cannot take from the conversation ``messages``, by tool name
+    (``ParserConfig.example_arguments``): those with a made-up value (a ``"<name>"`` hint, a number's
+    placeholder) that no message mentions.
+
+    A small model copies them into calls of tools that do not fit the request (``calculate_tip(bill_total=1.5,
+    tip_percentage=1.5)`` to find a restaurant, issue 38); a call of ``get_page(page=1)`` when the user asked for
+    page 1 is the user's, so an example whose placeholder the conversation mentions is not listed.
+    """
+    tool = _example_tool(config, "function")
+    if tool is None:
+        return {}
+    tools = _two_calls_tools(config, tool) if _bare_instructions(config, fmt, tool) else (tool,)
+    said = "\n".join(_content_text(message.get("content")) for message in messages if isinstance(message, dict))
+    examples = {}
+    for shown in {t.name: t for t in tools}.values():  # (the same tool twice when it is the only one)
+        made_up: list[Any] = []
+        arguments = compact_example(shown.parameters or _EMPTY_PARAMETERS, made_up=made_up)
+        if made_up and not any(_mentions(said, value) for value in made_up):
+            examples[shown.name] = arguments
+    return examples
+
+
+def _mentions(text: str, value: Any) -> bool:
+    """Whether ``text`` holds the number ``value`` as a number of its own (a ``"<name>"`` hint never counts)."""
+    if isinstance(value, str):
+        return False
+    return re.search(rf"(?<![\d.]){re.escape(json.dumps(value))}(?![\d]|\.\d)", text) is not None
 
 
 def _example_arguments(tool: ToolSpec) -> str:
@@ -303,12 +338,17 @@ def _example_arguments(tool: ToolSpec) -> str:
 
 
 def _two_calls(config: ParserConfig, first: ToolSpec) -> list[tuple[str, str]]:
-    """A worked example of parallel calls: ``first``, then the next callable function tool (``first`` again when
-    it is the only one), each with :func:`compact_example`'s arguments."""
+    """A worked example of parallel calls: :func:`_two_calls_tools`, each with :func:`compact_example`'s
+    arguments."""
+    return [(tool.name, _example_arguments(tool)) for tool in _two_calls_tools(config, first)]
+
+
+def _two_calls_tools(config: ParserConfig, first: ToolSpec) -> tuple[ToolSpec, ToolSpec]:
+    """``first``, then the next callable function tool (``first`` again when it is the only one)."""
     allowed = config.tool_choice.allowed
     others = [t for t in config.tools.values()
               if t.kind == "function" and t is not first and (allowed is None or t.name in allowed)]
-    return [(tool.name, _example_arguments(tool)) for tool in (first, others[0] if others else first)]
+    return first, others[0] if others else first
 
 
 def _example_tool(config: ParserConfig, kind: str) -> ToolSpec | None:

@@ -13,7 +13,7 @@ covers both answers.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from statemachine import ChoiceFinished, Event, ModelOutputError, ParserConfig, Policy, TextDelta, ToolCallEnded, \
     ToolCallNote
@@ -33,12 +33,14 @@ FAILED = frozenset({"invalid_json", "tool_arguments_invalid", "unknown_tool"})
 FORCED_UNMET = "forced_choice_unmet"
 
 
-def checked(config: ParserConfig, *, validate: bool) -> ParserConfig:
-    """``config`` holding each call until it ends; with ``validate``, a schema mismatch also rejects it."""
+def checked(config: ParserConfig, *, validate: bool, examples: Mapping[str, Mapping[str, Any]] | None = None
+            ) -> ParserConfig:
+    """``config`` holding each call until it ends; with ``validate``, a schema mismatch also rejects it; a call with
+    the arguments of its tool's worked example in ``examples`` is not a call (``ParserConfig.example_arguments``)."""
     policy: Policy = dataclasses.replace(config.policy, hold_calls=True)
     if validate and policy.schema_mismatch == "emit":
         policy = dataclasses.replace(policy, schema_mismatch="text")  # (a fail policy's error is re-asked too)
-    return dataclasses.replace(config, policy=policy)
+    return dataclasses.replace(config, policy=policy, example_arguments=examples or {})
 
 
 def feedback(problem: str, config: ParserConfig) -> str:

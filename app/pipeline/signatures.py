@@ -40,21 +40,31 @@ def signature_lines(tool: ToolSpec) -> list[str]:
     return lines
 
 
-def compact_example(schema: Any, name: str = "value", depth: int = 0) -> Any:
-    """Arguments for the worked call: the schema's own values, a ``"<name>"`` hint for a string without one."""
+def compact_example(schema: Any, name: str = "value", depth: int = 0, made_up: list[Any] | None = None) -> Any:
+    """Arguments for the worked call: the schema's own values, a ``"<name>"`` hint for a string without one.
+
+    ``made_up`` collects the values the schema does not give: the hints, and the placeholders of numbers (not a
+    boolean's, which has two values only).
+    """
     resolved = resolve_schema(schema)
-    if any(key in resolved for key in _VALUE_KEYS) or primary_type(resolved) not in ("object", "array", "string"):
-        return example_value(resolved)
+    given = any(key in resolved for key in _VALUE_KEYS)
     kind = primary_type(resolved)
+    if given or kind not in ("object", "array", "string"):
+        value = example_value(resolved)
+        if made_up is not None and not given and kind in ("integer", "number"):
+            made_up.append(value)
+        return value
     if kind == "string":
+        if made_up is not None:
+            made_up.append(f"<{name}>")
         return f"<{name}>"
     if depth >= MAX_SCHEMA_DEPTH:
         return {} if kind == "object" else []
     if kind == "array":
-        return [compact_example(resolved.get("items"), name, depth + 1)]
+        return [compact_example(resolved.get("items"), name, depth + 1, made_up)]
     props, required = object_shape(resolved)
     keys = [key for key in required if key in props] or list(props)
-    return {key: compact_example(props[key], key, depth + 1) for key in keys}
+    return {key: compact_example(props[key], key, depth + 1, made_up) for key in keys}
 
 
 def _fields(props: Mapping[str, Any], required: list[str], depth: int) -> str:

@@ -14,6 +14,7 @@ GOOD = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_
 WRONG = {
     "invalid_json": '<tool_call>{"name": "get_weather", "arguments": {"city": Oslo}}</tool_call>',
     "schema": '<tool_call>{"name": "get_weather", "arguments": {"town": "Oslo"}}</tool_call>',
+    "bare_schema": '[{"name": "get_weather", "arguments": {"town": "Oslo"}}]',  # what a small model writes
 }
 FUNCTION = WEATHER_TOOL["function"]
 REQUESTS = weather_requests("Oslo?")
@@ -72,7 +73,7 @@ def test_a_wrong_call_is_asked_for_again_and_only_the_right_one_goes_out(make_ap
     assert len(upstream.bodies) == 2 and reasks("invalid_call") == before + 1
     told = upstream.bodies[1]["messages"][-1]
     assert told["role"] == "user" and "get_weather" in told["content"]
-    assert ("city" in told["content"]) if wrong == "schema" else ("JSON object" in told["content"])
+    assert ("city" in told["content"]) if "schema" in wrong else ("JSON object" in told["content"])
 
 
 def test_a_forced_choice_unmet_is_asked_for_again(make_app, json_log) -> None:

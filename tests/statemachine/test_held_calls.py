@@ -3,6 +3,7 @@ and the re-ask need: nothing of a bad call may have gone out)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -101,3 +102,58 @@ def test_a_large_held_call_is_not_cut_by_the_size_valve() -> None:
     for _, chunks in list(chunkings(text, two_split_limit=0))[:5]:
         items, finish = summarize(normalize(run_chunks(HELD, chunks))[0])
         assert items == [Call("get_weather", f'{{"city": "{big}"}}')] and finish == "tool_calls"
+
+
+# --- the worked example copied (ParserConfig.example_arguments, issue 38) ---------------------------------------
+
+TIP = ToolSpec("calculate_tip", parameters={
+    "type": "object", "required": ["bill_total", "tip_percentage"],
+    "properties": {"bill_total": {"type": "number"}, "tip_percentage": {"type": "number"},
+                   "split": {"type": "integer", "default": 1}}})
+SHOWN = ParserConfig.for_tools([TIP], policy=Policy(hold_calls=True),
+                               example_arguments={"calculate_tip": {"bill_total": 1.5, "tip_percentage": 1.5}})
+
+
+def _bare_list(*arguments: str) -> str:
+    return "[" + ", ".join(f'{{"name": "calculate_tip", "arguments": {a}}}' for a in arguments) + "]"
+
+
+@pytest.mark.parametrize("arguments", ['{"bill_total": 1.5, "tip_percentage": 1.5}',
+                                       '{"tip_percentage": 1.5, "bill_total": 1.5, "split": 1}'])
+def test_a_call_with_the_worked_example_s_arguments_is_text(arguments: str) -> None:
+    for text in (_bare_list(arguments, arguments), f"<tool_call>{{\"name\": \"calculate_tip\", \"arguments\": "
+                                                   f"{arguments}}}</tool_call>"):
+        stream = ChoiceStream(SHOWN, id_factory=counter_ids())
+        events = stream.feed(text) + stream.finish("stop")
+        assert not any(isinstance(event, ToolCallStarted) for event in events)
+        assert "example_copy" in [event.kind for event in events if event.__class__.__name__ == "ToolCallNote"]
+        assert events[-1].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("arguments", ['{"bill_total": 42.5, "tip_percentage": 1.5}',
+                                       '{"bill_total": 1.5, "tip_percentage": 1.5, "split": 3}'])
+def test_a_call_with_values_of_its_own_goes_out(arguments: str) -> None:
+    tr(SHOWN, _bare_list(arguments), [Call("calculate_tip", json.loads(arguments))],
+       finish="tool_calls")
+
+
+def test_an_example_without_arguments_is_never_a_copy_and_unheld_calls_are_not_checked() -> None:
+    empty = replace(SHOWN, example_arguments={"calculate_tip": {}})
+    tr(empty, _bare_list("{}"), [Call("calculate_tip", {})], finish="tool_calls")
+    unheld = replace(SHOWN, policy=Policy())
+    copied = '{"bill_total": 1.5, "tip_percentage": 1.5}'
+    tr(unheld, _bare_list(copied), [Call("calculate_tip", {"bill_total": 1.5, "tip_percentage": 1.5})],
+       finish="tool_calls")
+
+
+def test_a_bare_call_of_an_offered_tool_that_fails_its_check_gets_its_note() -> None:
+    """A bare list naming an offered tool is a call: a failed check is noted (and so re-asked), as a wrapped
+    call's is; before it names one, a bare block is plain text, noted or not."""
+    config = replace(CFG, policy=Policy(hold_calls=True, schema_mismatch="text"))
+    text = '[{"name": "get_weather", "arguments": {"days": 3}}]'
+    stream = ChoiceStream(config, id_factory=counter_ids())
+    events = stream.feed(text) + stream.finish("stop")
+    assert [e.kind for e in events if e.__class__.__name__ == "ToolCallNote"] == ["schema_mismatch"]
+    stream = ChoiceStream(config, id_factory=counter_ids())
+    events = stream.feed('[{"title": "a list", "items": [1, 2]}]') + stream.finish("stop")
+    assert not [e for e in events if e.__class__.__name__ == "ToolCallNote"]
