@@ -36,6 +36,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 import types
@@ -283,7 +284,7 @@ def run_mode(bfcl: Bfcl, name: str, cases: list[dict[str, Any]]) -> list[dict[st
     """Ask every case in mode ``name``; one record per case."""
     mode = MODES[name]
     records = []
-    with LlamaCppServer(MODEL, jinja=mode.jinja, n_ctx=N_CTX) as server, _front(server, mode) as (url, tap):
+    with LlamaCppServer(MODEL, jinja=mode.jinja, n_ctx=N_CTX) as server, _front(server, mode, name) as (url, tap):
         for number, case in enumerate(cases, 1):
             started = time.monotonic()
             seen = len(tap.answers) if tap else 0
@@ -305,8 +306,9 @@ def run_mode(bfcl: Bfcl, name: str, cases: list[dict[str, Any]]) -> list[dict[st
 
 
 @contextlib.contextmanager
-def _front(server: LlamaCppServer, mode: Mode) -> Iterator[tuple[str, ModelTap | None]]:
-    """The URL the mode's requests go to, and the tap that records the model's text behind toolwire."""
+def _front(server: LlamaCppServer, mode: Mode, name: str) -> Iterator[tuple[str, ModelTap | None]]:
+    """The URL the mode's requests go to, and the tap that records the model's text behind toolwire (whose
+    gunicorn output is kept as ``bench/out/bfcl/gunicorn-MODE.log``)."""
     if mode.toolwire is None:
         yield server.v1_url, None
         return
@@ -315,7 +317,10 @@ def _front(server: LlamaCppServer, mode: Mode) -> Iterator[tuple[str, ModelTap |
         if mode.toolwire:
             env["TOOLWIRE_MODEL_MAP"] = json.dumps({MODEL: {"model": MODEL, **mode.toolwire}})
         with run_toolwire(env, launcher=(str(GUNICORN), "-c", "gunicorn.conf.py", "wsgi:app")) as toolwire:
-            yield toolwire.v1_url, tap
+            try:
+                yield toolwire.v1_url, tap
+            finally:
+                shutil.copyfile(toolwire.log_path, OUT / f"gunicorn-{name}.log")
 
 
 # --- the report --------------------------------------------------------------------------------------------

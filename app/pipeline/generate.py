@@ -41,6 +41,7 @@ from .native import EMPTY_STREAM, FALLBACKS, native_messages, native_tools, refu
 from .plan import is_json_format, prompt_format, with_auto_marker
 from .prompt import build_upstream_messages, example_arguments
 from .reask import Reasking, checked
+from .repeats import without_repeats
 from .streaming import Events, SSEBody, cooperative, sse_body, tick_seconds
 from .usage import KeptOutput, UsageSoFar, keeps_output
 
@@ -135,7 +136,7 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
-            for index, event in cooperative(items):
+            for index, event in cooperative(without_repeats(items)):
                 encoder.add(index, event)
         return encoder.body(usage())
 
