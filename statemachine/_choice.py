@@ -17,6 +17,7 @@ from ._calls import Call, CallBook, CallMachine
 from ._config import ParserConfig
 from ._errors import UsageError
 from ._events import CUSTOM, ChoiceFinished, Event, TextDelta
+from ._fences import SKIP
 from ._finish import normalize_finish_reason
 from ._machine import build_machine
 from ._reader import COMPLETE, BodyReader
@@ -122,8 +123,7 @@ class ChoiceStream(TextReader):
         out = self._out = calls.out = []
         self._span_start = self._fed - len(self._pending)
         self._fed += len(text)
-        lane = self._lane
-        if lane is not None:
+        if (lane := self._lane) is not None:
             if (arguments := lane(text)) is not None:  # what the block's readers would send for it, without them
                 calls.call_args(arguments)
                 return out
@@ -140,8 +140,9 @@ class ChoiceStream(TextReader):
                 # the common case, prose: out up to a sentinel's start cut by the chunk's end, which is held
                 self._pending = buf[end:]
                 if end:
-                    self._fences.feed(buf[:end])
-                    self._emit_text(buf[:end])
+                    if "\n" in (prose := buf[:end]) or self._fences.phase is not SKIP:  # (its quick exit, no call)
+                        self._fences.feed(prose)
+                    self._emit_text(prose)
             else:
                 self._scan(buf)
         return out

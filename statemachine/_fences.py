@@ -35,13 +35,14 @@ class FenceTracker:
     character, at least as many, nothing else on the line).
     """
 
-    __slots__ = ("inside", "_char", "_length", "_phase", "_indent", "_run_char", "_run", "_rest_ok")
+    __slots__ = ("inside", "_char", "_length", "phase", "_indent", "_run_char", "_run", "_rest_ok")
 
     def __init__(self) -> None:
         self.inside = False
         self._char = ""  # the open fence's character and length
         self._length = 0
-        self._phase = INDENT
+        #: What is being read: ``SKIP`` (the rest of a line that is no fence line) changes with a newline only.
+        self.phase = INDENT
         self._indent = 0
         self._run_char = ""
         self._run = 0
@@ -57,15 +58,15 @@ class FenceTracker:
     def reset(self) -> None:
         """Forget an open fence (it wrapped a call); the current line is not a fence line."""
         self.inside = False
-        self._phase = SKIP
+        self.phase = SKIP
 
     def feed(self, text: str) -> None:
         """Follow ``text``, the next piece of the choice's text."""
-        if self._phase is SKIP and "\n" not in text:
+        if self.phase is SKIP and "\n" not in text:
             return  # the common case: more of a line that is no fence line
         pos, n = 0, len(text)
         while pos < n:
-            pos = _READERS[self._phase](self, text, pos)
+            pos = _READERS[self.phase](self, text, pos)
 
     # one method per phase: each returns where to read on (``len(text)``: the piece is used up)
 
@@ -99,13 +100,13 @@ class FenceTracker:
             self._indent += 1
             return pos + 1
         if ch in "`~":
-            self._phase = RUN
+            self.phase = RUN
             self._run_char = ch
         elif ch == "\n":
             self._new_line()
             return pos + 1
         else:
-            self._phase = SKIP
+            self.phase = SKIP
         return pos
 
     def _read_run(self, text: str, pos: int) -> int:
@@ -114,13 +115,13 @@ class FenceTracker:
             self._run += 1
             return pos + 1
         if self._run >= 3 and (not self.inside or (self._run_char == self._char and self._run >= self._length)):
-            self._phase = REST
+            self.phase = REST
         else:
-            self._phase = SKIP
+            self.phase = SKIP
         return pos
 
     def _new_line(self) -> None:
-        self._phase = INDENT
+        self.phase = INDENT
         self._indent = 0
         self._run = 0
         self._rest_ok = True

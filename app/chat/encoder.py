@@ -18,7 +18,7 @@ SGLang and llama.cpp's server send; a message without reasoning has no such key.
 from __future__ import annotations
 
 import functools
-from typing import Any, assert_never
+from typing import Any, Callable, assert_never
 
 import orjson
 
@@ -53,7 +53,7 @@ class ChatEncoder:
         include_usage: a streamed answer ends with a usage chunk (``stream_options.include_usage``).
     """
 
-    __slots__ = ("_include_usage", "_chunker", "_accumulator")
+    __slots__ = ("_include_usage", "_chunker", "_accumulator", "one_frame")
 
     def __init__(self, completion_id: str, created: int, model: str, *, legacy_functions: bool = False,
                  include_usage: bool = False):
@@ -61,6 +61,8 @@ class ChatEncoder:
         self._chunker = ChatChunker(completion_id, created, model, legacy_functions=legacy_functions,
                                     include_usage=include_usage)
         self._accumulator: ChatAccumulator | None = None  # made by the first add: a stream never needs one
+        #: The one frame of a text or argument fragment, or ``None`` (see ``Encoder.frames``): the chunker's own.
+        self.one_frame: Callable[[int, Event], bytes | None] = self._chunker.delta_frame
 
     keepalive = KEEPALIVE
 

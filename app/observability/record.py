@@ -172,23 +172,26 @@ class RequestRecord:
             metrics.CLIENT_DISCONNECTS.inc()
         metrics.child(metrics.REQUESTS, self.route, str(self.status)).inc()
         ended = self.ended
-        metrics.child(metrics.REQUEST_OUTCOMES, self.route, metrics.outcome_label(ended)).inc()
+        outcome = metrics.outcome_label(ended)
+        metrics.child(metrics.REQUEST_OUTCOMES, self.route, outcome).inc()
         metrics.child(metrics.REQUEST_DURATION, self.route).observe(duration)
         if self.upstream is not None:
-            metrics.child(metrics.UPSTREAM_REQUESTS, self.upstream, metrics.outcome_label(ended)).inc()
-        outcomes: Counter[str] = Counter()
-        moves: Counter[tuple[str, str]] = Counter()
+            metrics.child(metrics.UPSTREAM_REQUESTS, self.upstream, outcome).inc()
+        outcomes: dict[str, int] = {}
+        moves: dict[tuple[str, str], int] = {}
         first_output = None
-        for driver in self.drivers:
-            outcomes.update(driver.outcomes)
+        for driver in self.drivers:  # (plain dicts: a Counter's update is Python, once a request)
+            for kind, count in driver.outcomes.items():
+                outcomes[kind] = outcomes.get(kind, 0) + count
             for choice in driver.choices.values():
-                moves.update((source, dest) for source, _, dest in choice.path)
+                for source, _, dest in choice.path:
+                    moves[source, dest] = moves.get((source, dest), 0) + 1
             if driver.first_output_at is not None:
                 first_output = min(first_output or driver.first_output_at, driver.first_output_at)
         if first_output is not None:
             metrics.child(metrics.TIME_TO_FIRST_TOKEN, self.model_label).observe(first_output - self.started)
-        for outcome, count in outcomes.items():
-            metrics.child(metrics.TOOL_CALLS, self.model_label, outcome).inc(count)
+        for kind, count in outcomes.items():
+            metrics.child(metrics.TOOL_CALLS, self.model_label, kind).inc(count)
         for (source, dest), count in moves.items():
             metrics.child(metrics.FSM_TRANSITIONS, source, dest).inc(count)
         if access_log.isEnabledFor(logging.INFO):
@@ -197,7 +200,7 @@ class RequestRecord:
             # made here (Logger.info would also walk the stack to find this line).
             fields = {"method": self.method, "route": self.route, "status": self.status, "model": self.model,
                       "stream": self.stream if self.stream_requested is None else self.stream_requested,
-                      "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes["emitted"],
+                      "tool_mode": self.tool_mode, "upstream": self.upstream, "tool_calls": outcomes.get("emitted", 0),
                       "reasked": self.reasked, "dropped_tools": list(self.dropped_tools) or None,
                       "usage": self.usage,
                       "gateway": list(self.gateway) or None,
@@ -216,7 +219,7 @@ class RequestRecord:
         if _current.get() is self:
             _current.set(None)
 
-    def debug_view(self, duration: float, outcomes: Counter[str]) -> dict[str, Any]:
+    def debug_view(self, duration: float, outcomes: dict[str, int]) -> dict[str, Any]:
         """The request's summary and per-choice state-machine paths, each transition with its text span.
 
         Args:

@@ -146,19 +146,19 @@ class ChoiceDriver:
         first = self._choices[0]
         event: Event | None
         events: list[Event] | None
+        steady = False  # choice 0's next text takes the steady path (see _steady)
         try:
             for chunk in self._stream:
                 if isinstance(chunk, str):  # choice 0's text alone: most chunks
-                    if 0 in self._finished:
-                        pass
-                    elif not chunk or self._natives or not self._plain or self.first_output_at is None:
-                        yield from self._delta_events(0, chunk)  # (a list: no generator per delta)
-                    else:
-                        # After the first output, a plain driver's chunk of text is mostly one event, counted and
-                        # yielded here: a paced stream's every chunk (the calls and the list between were a third
-                        # of this driver's time a chunk, measured 2026-11).
+                    if steady and chunk:
+                        # After the first output, a plain driver's chunk of text is mostly one text or argument
+                        # event, yielded as it is: a paced stream's every chunk (_plain_out's list and pairs were
+                        # a third of this driver's time a chunk, measured 2026-11). That event alone means nothing
+                        # was cut: a policy cuts only as a call ends, and its ToolCallEnded comes in the same events.
+                        # (_counted's first two branches, inlined: a helper for them, tried, is one more Python call
+                        # a chunk in a live worker, measured 2026-11.)
                         events = first.feed(chunk)
-                        if len(events) == 1 and first.wants_more:  # (so nothing was cut: no check below)
+                        if len(events) == 1:
                             event = events[0]
                             if isinstance(event, TextDelta):
                                 self.output_chars += len(event.text)
@@ -169,6 +169,9 @@ class ChoiceDriver:
                                 yield 0, event
                                 continue
                         yield from self._plain_out(events)
+                    elif 0 not in self._finished:
+                        yield from self._delta_events(0, chunk)  # (a list: no generator per delta)
+                    steady = self._plain and self._steady()  # (no call a chunk for a driver that is not plain)
                 elif isinstance(chunk, Pause):  # the stream's pauses pass through (as ``(None, pause)``)
                     delta = event = events = None  # the last chunk's are not held through the wait that follows
                     yield None, chunk
@@ -176,6 +179,7 @@ class ChoiceDriver:
                 elif isinstance(chunk, list):  # choice 0's native call fragments alone: most chunks of a native call
                     if 0 not in self._finished:
                         yield from self._native_events(chunk)
+                    steady = False  # (native calls: no steady text)
                 else:  # an UpstreamChunk: the stream items are four classes, so mypy narrows each branch
                     if chunk.usage:
                         self.usage = chunk.usage
@@ -184,6 +188,7 @@ class ChoiceDriver:
                         if index not in self._finished:
                             yield from self._delta_events(index, delta.content, delta.reasoning, delta.tool_calls,
                                                           delta.finish_reason, delta.stop_sequence)
+                    steady = self._plain and self._steady()  # (no call a chunk for a driver that is not plain)
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
@@ -200,6 +205,11 @@ class ChoiceDriver:
             raise
         finally:
             self._stream.close()
+
+    def _steady(self) -> bool:
+        """Whether a plain driver's next text of choice 0 can take :meth:`__iter__`'s steady path: after the first
+        output, choice 0 open and no native call in it (what else a chunk of text would pass through)."""
+        return self.first_output_at is not None and not self._natives and 0 not in self._finished
 
     def _native_events(self, fragments: list[dict[str, Any]]) -> list[tuple[int, Event]]:
         """The events of choice 0's native call ``fragments`` alone (the common chunk of a native call), paired

@@ -49,7 +49,11 @@ class Encoder(Protocol):
         ...
 
     def frames(self, index: int, event: Event) -> Iterable[bytes]:
-        """The frames that carry ``event`` of choice ``index`` (none for an event the wire does not show)."""
+        """The frames that carry ``event`` of choice ``index`` (none for an event the wire does not show).
+
+        An encoder may also have ``one_frame(index, event) -> bytes | None`` (optional: :class:`~app.pipeline.streaming.SSEBody` looks for
+        it once a stream): the one frame of a common event (a text or argument fragment), or ``None`` when
+        ``frames`` must say; a stream's every chunk then costs one call and no list."""
         ...
 
     def closing(self, usage: Usage) -> Iterable[bytes]:

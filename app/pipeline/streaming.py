@@ -174,6 +174,8 @@ class SSEBody:
         self._started = True
         record = self._record
         heartbeat, deadline, encoder, wait = self._heartbeat, self._deadline, self._encoder, self._wait
+        one_frame = getattr(encoder, "one_frame", None)  # optional (see Encoder.frames)
+        frame: bytes | None
         batch: list[bytes] = []
         written = time.monotonic()
         try:
@@ -185,7 +187,10 @@ class SSEBody:
                 for index, item in self._events:
                     if index is not None:
                         # Events pairs an index with an event only; mypy cannot tell without a check per event
-                        batch += encoder.frames(index, item)  # type: ignore[arg-type]
+                        if one_frame is not None and (frame := one_frame(index, item)) is not None:
+                            batch.append(frame)
+                        else:
+                            batch += encoder.frames(index, item)  # type: ignore[arg-type]
                         if len(batch) < flush_at:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
@@ -194,7 +199,7 @@ class SSEBody:
                             record.first_frame_sent()
                             record = None  # only the first one
                         yield b"".join(batch)
-                        batch = []
+                        batch, frame = [], None  # (the last frame is not held through the wait)
                         written = now
                         if flush_at == COOPERATE_EVERY:
                             if index is not None:  # a long run of ready frames went out: now the other streams run

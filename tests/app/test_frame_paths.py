@@ -21,15 +21,17 @@ from hypothesis import strategies as st
 
 from app.chat.encoder import ChatEncoder
 from app.pipeline.driver import ChoiceDriver
+from app.pipeline.streaming import sse_body
 from app.responses.encoder import ResponsesEncoder, ResponsesWireEncoder, encode_sse
 from app.responses.tools import ToolOrigin
-from app.upstreams.base import ChoiceDelta, UpstreamChunk, UpstreamError
+from app.upstreams.base import PAUSE, ChoiceDelta, UpstreamChunk, UpstreamError
 from app.upstreams.http import HttpStream
 from app.upstreams.openai_chat import parse_chunk, read_chunk
 from app.upstreams.sse import SSEDecoder
 from statemachine import (
     ChoiceFinished,
     ParserConfig,
+    Policy,
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,
@@ -233,15 +235,15 @@ class _Chunks:
 _CONFIG = ParserConfig.for_tools([ToolSpec("get_weather", parameters={"type": "object"})])
 
 
-def _frames(stream: Any, endpoint: str) -> tuple[bytes, Any]:
-    """The frames an endpoint sends for ``stream``'s events, and how the events ended."""
+def _frames(stream: Any, endpoint: str, config: ParserConfig = _CONFIG) -> tuple[bytes, Any]:
+    """The frames an endpoint sends for ``stream``'s events (read with ``config``), and how the events ended."""
     if endpoint == "chat":
         encoder: Any = ChatEncoder("chatcmpl-1", 1, "m", include_usage=True)
     else:
         encoder = ResponsesWireEncoder(ResponsesEncoder("resp_1", "m", {}, created_at=1,
                                                         id_factory=lambda prefix: prefix + "_1"))
     frames: list[bytes] = []
-    driver = ChoiceDriver(stream, _CONFIG, id_factory=lambda: "call_x")
+    driver = ChoiceDriver(stream, config, id_factory=lambda: "call_x")
     try:
         for index, event in driver:
             if index is not None:
@@ -276,14 +278,34 @@ def test_plain_texts_that_come_at_once_go_on_as_one_in_their_place(endpoint):
     assert _assert_read_alike(body, [body], endpoint) < _assert_read_alike(body, list(_each_event(body)), endpoint)
 
 
+_CUT_CONFIG = ParserConfig.for_tools([ToolSpec("get_weather", parameters={"type": "object"})],
+                                     policy=Policy(stop_after_first_call=True))
+_CUT_TEXT = 'Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call> More.<tool_call>' \
+            '{"name": "get_weather", "arguments": {}}</tool_call> After.'
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["chat", "responses"]))
+def test_a_paced_stream_cut_after_its_first_call_stops_as_the_general_path_does(data, endpoint):
+    # Each token its own receive (a model's pace): the driver's steady path yields a chunk's one text or argument
+    # event without asking whether the policy cut the output, so the cut must come with more than that event.
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(_CUT_TEXT) - 1), max_size=40)))
+    pieces = [_CUT_TEXT[a:b] for a, b in zip([0, *cuts], [*cuts, len(_CUT_TEXT)])]
+    body = b"".join(b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}) + b"\n\n"
+                    for piece in pieces) + b"data: [DONE]\n\n"
+    _assert_read_alike(body, list(_each_event(body)), endpoint, _CUT_CONFIG)
+    quick, _ = _frames(HttpStream(ArrivingResponse(list(_each_event(body)))), endpoint, _CUT_CONFIG)
+    assert b"get_weather" in quick and b"More" not in quick and b"After" not in quick  # cut after the first call
+
+
 def _each_event(body: bytes) -> Iterator[bytes]:
     for piece in body.split(b"\n\n")[:-1]:
         yield piece + b"\n\n"
 
 
-def _assert_read_alike(body: bytes, receives: list[bytes], endpoint: str) -> int:
-    """Assert ``body`` arriving in ``receives`` reads as the general path reads its chunks one by one; the
-    number of frames sent."""
+def _assert_read_alike(body: bytes, receives: list[bytes], endpoint: str, config: ParserConfig = _CONFIG) -> int:
+    """Assert ``body`` arriving in ``receives`` reads as the general path reads its chunks one by one (with
+    ``config``); the number of frames sent."""
     events = reference_events(body)
     general: list[UpstreamChunk] = []
     error: Exception | None = None
@@ -298,7 +320,8 @@ def _assert_read_alike(body: bytes, receives: list[bytes], endpoint: str) -> int
     if not events:
         error = UpstreamError("server_error", "The upstream ended its stream without sending an event.")
     stream = HttpStream(ArrivingResponse(receives))  # type: ignore[arg-type]
-    (quick, quick_end), (slow, slow_end) = _frames(stream, endpoint), _frames(_Chunks(general, error), endpoint)
+    (quick, quick_end), (slow, slow_end) = _frames(stream, endpoint, config), _frames(_Chunks(general, error), endpoint,
+                                                                                   config)
     # the plain texts one receive brings at once go on as one (fewer frames): what a client reads is the same
     assert _client_view(quick) == _client_view(slow)
     assert quick_end == slow_end
@@ -387,3 +410,32 @@ def test_responses_delta_frames_are_the_events_feed_makes(events):
         assert _outcome(lambda: quick.frames(0, event)) == _outcome(
             lambda: [encode_sse(out) for out in general.feed(event)])
     assert quick.closing({}) == [encode_sse(event) for event in general.finish({})]
+
+
+class _FramesOnly:
+    """An encoder without ``one_frame``: every event through ``frames``."""
+
+    def __init__(self, encoder: Any):
+        self._encoder = encoder
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "one_frame":
+            raise AttributeError(name)
+        return getattr(self._encoder, name)
+
+
+def test_a_body_sends_what_one_frame_gives_as_frames_would_send_it():
+    events = [(0, TextDelta("Hi")), (None, PAUSE), (0, TextDelta(" there")), (None, PAUSE),
+              (0, ToolCallStarted(0, "call_x", "get_weather")), (0, ToolCallArgumentsDelta(0, '{"city"')),
+              (None, PAUSE), (0, ToolCallArgumentsDelta(0, ': "P\\u00e9"}')),
+              (0, ToolCallEnded(0, "call_x", "get_weather", '{"city": "P\\u00e9"}')), (0, ChoiceFinished("tool_calls"))]
+
+    def body(encoder: Any) -> list[bytes]:
+        return list(sse_body(iter(events), encoder, lambda: {"prompt_tokens": 1, "completion_tokens": 2},
+                             heartbeat_seconds=None, on_abandon=lambda: None))
+
+    def chat() -> ChatEncoder:
+        return ChatEncoder("chatcmpl-1", 1, "m", include_usage=True)
+
+    assert hasattr(chat(), "one_frame")
+    assert body(chat()) == body(_FramesOnly(chat()))
