@@ -238,7 +238,9 @@ def test_a_killed_member_is_skipped_its_sessions_move_to_one_other_and_it_comes_
     back = [t for t in played if t.index >= 6 and home[t.session] == victim]
     assert back and all(t.member == victim and not t.error for t in back), [(t.session, t.member) for t in back]
     tried = host[0].log().count(f"back end {victim} failed before its first byte (connect)")
-    assert 1 <= tried <= 2  # each of the host's two workers learnt it once: then it was skipped until back
+    # each of the host's two workers learnt it at most once, from a refused request or (first, on a busy machine)
+    # from its own health check: then it was skipped until back
+    assert tried <= 2
     print(f"killed {victim}: {len(failed)} failed (all after their first byte), {tried} refused and retried "
           f"on the next member, {sum(t.member == victim for t in down)} turns sent to it while down, back for "
           f"{len(back)} turns")
