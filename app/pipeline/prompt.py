@@ -318,7 +318,7 @@ def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict
     if tool is None:
         return {}
     calls = _two_calls(config, tool) if _bare_instructions(config, fmt, tool) else [(tool, False)]
-    said = "\n".join(_content_text(message.get("content")) for message in messages if isinstance(message, dict))
+    said = "\n".join(_said(message) for message in messages if isinstance(message, dict))
     examples: dict[str, tuple[Any, ...]] = {}
     for shown, another in calls:
         made_up: list[Any] = []
@@ -326,6 +326,15 @@ def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict
         if made_up and not any(_mentions(said, value) for value in made_up):
             examples[shown.name] = (*examples.get(shown.name, ()), arguments)
     return examples
+
+
+def _said(message: Mapping[str, Any]) -> str:
+    """A transcript message's text and the arguments of its calls (an earlier call's values are the
+    conversation's too)."""
+    calls = message.get("tool_calls")
+    arguments = [_arguments_text((call.get("function") or {}).get("arguments")) for call in calls
+                 if isinstance(call, dict)] if isinstance(calls, list) else []
+    return "\n".join([_content_text(message.get("content")), *arguments])
 
 
 def _mentions(text: str, value: Any) -> bool:

@@ -110,3 +110,14 @@ def test_the_examples_listed_are_those_with_made_up_values_the_conversation_does
     assert example_arguments(forced, fmt, user) == {}, "the example shows the forced tool only"
     assert example_arguments(_config(TIP_SPEC, marker="m1"), fmt, user) == {
         "calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},)}, "a marked prompt shows one call"
+
+
+def test_an_earlier_call_s_values_are_the_conversation_s() -> None:
+    """The same call again, after the model made it once with the example's values, is not a copy of the example."""
+    config = _config(TIP_SPEC)
+    earlier = [{"role": "user", "content": "Tip?"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                   "name": "calculate_tip", "arguments": '{"bill_total": 1.5, "tip_percentage": 1.5}'}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "user", "content": "Again."}]
+    assert example_arguments(config, prompt_format(config), earlier) == {
+        "calculate_tip": ({"bill_total": 2.5, "tip_percentage": 2.5},)}, "only the second example call is listed"
