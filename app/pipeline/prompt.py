@@ -317,7 +317,10 @@ def example_arguments(config: ParserConfig, fmt: TextFormat, messages: list[dict
     tool = _example_tool(config, "function")
     if tool is None:
         return {}
-    calls = _two_calls(config, tool) if _bare_instructions(config, fmt, tool) else [(tool, False)]
+    if _bare_instructions(config, fmt, tool) is None:
+        calls = [(tool, False)]
+    else:
+        calls = _two_calls(config, tool) if fmt.bare_shows_calls else []
     said = "\n".join(_said(message) for message in messages if isinstance(message, dict))
     examples: dict[str, tuple[Any, ...]] = {}
     for shown, another in calls:

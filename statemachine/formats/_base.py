@@ -46,6 +46,8 @@ class TextFormat(abc.ABC):
 
     #: The registry key, e.g. ``"tool_call"``.
     name: str = ""
+    #: Whether :meth:`bare_instructions` shows the worked calls it is given (a copy of them is then no call).
+    bare_shows_calls: bool = True
     #: Literal openers that start a call (the scanner matches them exactly).
     openers: tuple[str, ...] = ()
     #: The literal that closes a call of this format (``""``: none).

@@ -291,6 +291,7 @@ class PythonicFormat(TextFormat):
     """Pythonic calls: a bare ``[…]`` list at a message's start, or inside ``<|python_start|>`` (Llama 4)."""
 
     name = "pythonic"
+    bare_shows_calls = False  # (BFCL's abstract shape)
     model_names = ("llama-4", "granite-3.3", "granite-4.0-h-small")
     openers = ("<|python_start|>",)
     closer = "<|python_end|>"

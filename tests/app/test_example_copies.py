@@ -13,7 +13,7 @@ import pytest
 
 from app.pipeline.plan import prompt_format
 from app.pipeline.prompt import example_arguments
-from statemachine import ParserConfig, ToolChoice, ToolSpec
+from statemachine import ParserConfig, ToolChoice, ToolSpec, get_format
 from support.fakes import FakeStream, FakeUpstream, text_chunks
 
 TIP = {"type": "function", "function": {
@@ -110,6 +110,7 @@ def test_the_examples_listed_are_those_with_made_up_values_the_conversation_does
     assert example_arguments(forced, fmt, user) == {}, "the example shows the forced tool only"
     assert example_arguments(_config(TIP_SPEC, marker="m1"), fmt, user) == {
         "calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},)}, "a marked prompt shows one call"
+    assert example_arguments(config, get_format("pythonic"), user) == {}, "BFCL's abstract shape shows no values"
 
 
 def test_an_earlier_call_s_values_are_the_conversation_s() -> None:
