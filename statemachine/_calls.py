@@ -412,14 +412,16 @@ class CallBook:
 
 def _copies(value: dict[str, Any], shown: Mapping[str, Any], parameters: Mapping[str, Any] | None) -> bool:
     """Whether ``value`` holds the worked example's ``shown`` arguments, and any others only at their schema
-    default. An example without arguments is any call of its tool, so it is never a copy."""
+    default or at the example's hint for them (``"<key>"``). An example without arguments is any call of its tool,
+    so it is never a copy."""
     if not shown or any(key not in value or value[key] != example for key, example in shown.items()):
         return False
     properties = (parameters or {}).get("properties")
     properties = properties if isinstance(properties, Mapping) else {}
     for key, given in value.items():
         schema = properties.get(key)
-        if key not in shown and not (isinstance(schema, Mapping) and "default" in schema and schema["default"] == given):
+        if key not in shown and given not in (f"<{key}>", f"<another {key}>") and \
+                not (isinstance(schema, Mapping) and "default" in schema and schema["default"] == given):
             return False
     return True
 

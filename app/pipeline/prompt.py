@@ -348,7 +348,8 @@ def _mentions(text: str, value: Any) -> bool:
 
 
 def _example_arguments(tool: ToolSpec, another: bool = False) -> str:
-    return json.dumps(compact_example(tool.parameters or _EMPTY_PARAMETERS, another=another), ensure_ascii=False)
+    return json.dumps(compact_example(tool.parameters or _EMPTY_PARAMETERS, another=another, hints=True),
+                      ensure_ascii=False)
 
 
 def _two_calls(config: ParserConfig, first: ToolSpec) -> list[tuple[ToolSpec, bool]]:

@@ -41,12 +41,15 @@ def signature_lines(tool: ToolSpec) -> list[str]:
 
 
 def compact_example(schema: Any, name: str = "value", depth: int = 0, made_up: list[Any] | None = None, *,
-                    another: bool = False) -> Any:
+                    another: bool = False, hints: bool = False) -> Any:
     """Arguments for the worked call: the schema's own values, a ``"<name>"`` hint for a string without one.
 
     ``made_up`` collects the values the schema does not give: the hints, and the placeholders of numbers (not a
     boolean's, which has two values only). ``another`` makes those of a second call of the same tool:
-    ``"<another name>"``, a number's placeholder one more.
+    ``"<another name>"``, a number's placeholder one more. With ``hints``, the call's optional string parameters
+    without a value of their own are shown too, as hints: shown only the required ones, a small model left out
+    what the request said of the others (BFCL's ``mode="dynamic"``, ``country="United Kingdom"``, issue 38);
+    shown an optional number's placeholder or an enum's first value, it copied them.
     """
     resolved = resolve_schema(schema)
     given = any(key in resolved for key in _VALUE_KEYS)
@@ -70,7 +73,15 @@ def compact_example(schema: Any, name: str = "value", depth: int = 0, made_up: l
         return [compact_example(resolved.get("items"), name, depth + 1, made_up, another=another)]
     props, required = object_shape(resolved)
     keys = [key for key in required if key in props] or list(props)
+    if hints and depth == 0:  # in the order they are declared
+        keys = [key for key in props if key in keys or _bare_string(props[key])]
     return {key: compact_example(props[key], key, depth + 1, made_up, another=another) for key in keys}
+
+
+def _bare_string(schema: Any) -> bool:
+    """Whether ``schema`` is a string's without a value of its own to show."""
+    resolved = resolve_schema(schema)
+    return primary_type(resolved) == "string" and not any(key in resolved for key in _VALUE_KEYS)
 
 
 def _fields(props: Mapping[str, Any], required: list[str], depth: int) -> str:

@@ -70,6 +70,20 @@ def test_the_worked_call_takes_values_from_the_schema_and_never_the_word_example
         "n": 3, "tags": ["<tags>"], "mode": "fast"}
 
 
+def test_the_worked_call_shows_the_optional_strings_the_request_may_give_as_hints():
+    schema = {"type": "object", "required": ["building_id"],
+              "properties": {"building_id": {"type": "string"}, "mode": {"type": "string"},
+                             "floors": {"type": "integer"}, "scale": {"enum": ["high", "low"]},
+                             "unit": {"type": "string", "default": "m"},
+                             "where": {"type": "object", "required": ["city"],
+                                       "properties": {"city": {"type": "string"}, "street": {"type": "string"}}}}}
+    assert compact_example(schema) == {"building_id": "<building_id>"}  # what a copy is checked against
+    # an optional number's placeholder and an enum's first value were copied into calls: not shown; nor deeper down
+    assert compact_example(schema, hints=True) == {"building_id": "<building_id>", "mode": "<mode>"}
+    assert '{"name": "analyze", "arguments": {"building_id": "<building_id>", "mode": "<mode>"}}' in system_text(
+        tools=(ToolSpec("analyze", parameters=schema),), fmt="tool_call")
+
+
 def test_the_compact_block_teaches_each_format_in_its_own_syntax():
     assert 'get_weather(city="<city>")' in system_text(fmt="gemma")
 

@@ -109,7 +109,7 @@ def test_a_large_held_call_is_not_cut_by_the_size_valve() -> None:
 TIP = ToolSpec("calculate_tip", parameters={
     "type": "object", "required": ["bill_total", "tip_percentage"],
     "properties": {"bill_total": {"type": "number"}, "tip_percentage": {"type": "number"},
-                   "split": {"type": "integer", "default": 1}}})
+                   "split": {"type": "integer", "default": 1}, "note": {"type": "string"}}})
 SHOWN = ParserConfig.for_tools([TIP], policy=Policy(hold_calls=True),
                                example_arguments={"calculate_tip": ({"bill_total": 1.5, "tip_percentage": 1.5},
                                                                     {"bill_total": 2.5, "tip_percentage": 2.5})})
@@ -121,7 +121,8 @@ def _bare_list(*arguments: str) -> str:
 
 @pytest.mark.parametrize("arguments", ['{"bill_total": 1.5, "tip_percentage": 1.5}',
                                        '{"tip_percentage": 1.5, "bill_total": 1.5, "split": 1}',
-                                       '{"bill_total": 2.5, "tip_percentage": 2.5}'])
+                                       '{"bill_total": 2.5, "tip_percentage": 2.5}',
+                                       '{"bill_total": 1.5, "tip_percentage": 1.5, "note": "<note>"}'])
 def test_a_call_with_the_worked_example_s_arguments_is_text(arguments: str) -> None:
     for text in (_bare_list(arguments, arguments), f"<tool_call>{{\"name\": \"calculate_tip\", \"arguments\": "
                                                    f"{arguments}}}</tool_call>"):
@@ -133,7 +134,8 @@ def test_a_call_with_the_worked_example_s_arguments_is_text(arguments: str) -> N
 
 
 @pytest.mark.parametrize("arguments", ['{"bill_total": 42.5, "tip_percentage": 1.5}',
-                                       '{"bill_total": 1.5, "tip_percentage": 1.5, "split": 3}'])
+                                       '{"bill_total": 1.5, "tip_percentage": 1.5, "split": 3}',
+                                       '{"bill_total": 1.5, "tip_percentage": 1.5, "note": "lunch"}'])
 def test_a_call_with_values_of_its_own_goes_out(arguments: str) -> None:
     tr(SHOWN, _bare_list(arguments), [Call("calculate_tip", json.loads(arguments))],
        finish="tool_calls")
