@@ -45,5 +45,12 @@ def test_a_recorded_answer_replays_the_same(recording: dict[str, Any], upstream:
             outcome = send(server.v1_url, endpoint, request(endpoint, recording["model"],
                                                             PROMPTS["followup_next_call"], stream=stream))
             assert outcome.kind == "completed", (outcome.error, outcome.body[-500:])
-            assert [list(call) for call in outcome.calls] == recording["calls"], (endpoint.name, stream)
+            # a non-streamed answer's repeated calls go once (repeated_calls: drop); a streamed call has gone out
+            expected = recording["calls"] if stream else _once(recording["calls"])
+            assert [list(call) for call in outcome.calls] == expected, (endpoint.name, stream)
             assert outcome.text.strip() == recording["text"].strip(), (endpoint.name, stream)
+
+
+def _once(calls: list[list[Any]]) -> list[list[Any]]:
+    """``calls`` without those equal to an earlier one."""
+    return [call for i, call in enumerate(calls) if call not in calls[:i]]
