@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 from statemachine import ParserConfig, Policy, get_format, registered_formats
 from statemachine.formats import format_for_model
 
-from .setting_values import ConstrainCalls, ReaskCalls, ReasoningOutput, ToolManifest, ToolMode
+from .setting_values import ConstrainCalls, ReaskCalls, ReasoningOutput, RepeatedCalls, ToolManifest, ToolMode
 from .settings import ExampleExchange, ModelRoute, Settings
 
 T = TypeVar("T")
@@ -46,6 +46,7 @@ class ModelProfile:
         constrain_calls: how its calls are constrained by the back end's decoding (``auto``, ``on``, ``off`` or a
             way's name: :mod:`app.pipeline.constrain`; a ``model_map`` ``true`` / ``false`` is ``on`` / ``off``).
         reask_calls: when a call failing its check is asked for again (``off``, ``unstreamed``, ``on``).
+        repeated_calls: what becomes of a call equal to an earlier one of its answer (``drop``, ``keep``).
         max_output_tokens: its output limit (0 = none): larger output limits sent to the back end are clamped.
         policy: the parser policy for its calls, with its stop rule (``stop_after_tools``:
             ``policy.stop_after_first_call``).
@@ -63,6 +64,7 @@ class ModelProfile:
     examples: tuple[ExampleExchange, ...]
     constrain_calls: ConstrainCalls
     reask_calls: ReaskCalls
+    repeated_calls: RepeatedCalls
     max_output_tokens: int
     policy: Policy
     capabilities: tuple[str, ...] | None = None
@@ -110,6 +112,7 @@ def _build(settings: Settings, model: str) -> ModelProfile:
         opens_reasoning=opens, system_in=system_in, manifest=setting("tool_manifest"),
         examples=(examples,) if isinstance(examples, ExampleExchange) else tuple(examples or ()),
         constrain_calls=_constrain(setting("constrain_calls")), reask_calls=setting("reask_calls"),
+        repeated_calls=setting("repeated_calls"),
         max_output_tokens=setting("max_output_tokens"),
         policy=_one_copy(_policy(settings, stop_after_first_call=setting("stop_after_tools") == "first")),
         capabilities=tuple(own.capabilities) if own and own.capabilities is not None else None)

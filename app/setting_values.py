@@ -22,6 +22,8 @@ SystemIn = Literal["auto", "system", "first_user"]
 ConstrainCalls = Literal["auto", "on", "off", "llama.cpp", "vllm", "sglang", "response_format"]
 #: When a call that fails its check is asked for again (:mod:`app.pipeline.reask`).
 ReaskCalls = Literal["off", "unstreamed", "on"]
+#: What becomes of a call equal to an earlier one of the same answer (:mod:`app.pipeline.repeats`).
+RepeatedCalls = Literal["drop", "keep"]
 #: What a model serves through toolwire, as ``GET /models`` lists it (``capabilities``).
 Capability = Literal["chat", "tools", "completions", "embeddings", "rerank", "audio"]
 

@@ -29,8 +29,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from .setting_values import (Capability, ConstrainCalls, ReaskCalls, ReasoningOutput, SystemIn, ToolManifest,
-                             ToolMode, check_accept, check_tool_format)
+from .setting_values import (Capability, ConstrainCalls, ReaskCalls, ReasoningOutput, RepeatedCalls, SystemIn,
+                             ToolManifest, ToolMode, check_accept, check_tool_format)
 from .gateway_settings import GatewaySettings
 from .search_settings import SearchSettings
 from .upstream_settings import KIND_SECTIONS, KindSettings, UpstreamSettings, check_route, check_upstreams
@@ -99,6 +99,8 @@ class ModelRoute(BaseModel):
     constrain_calls: bool | ConstrainCalls | None = Field(
         None, description="This model's constrain_calls (true = on, false = off); unset = constrain_calls")
     reask_calls: ReaskCalls | None = Field(None, description="This model's reask_calls; unset = reask_calls")
+    repeated_calls: RepeatedCalls | None = Field(
+        None, description="This model's repeated_calls; unset = repeated_calls")
     tool_manifest: ToolManifest | None = Field(
         None, description="How this model's tool block lists the tools; unset = tool_manifest")
     example_exchange: ExampleExchange | list[ExampleExchange] | None = Field(
@@ -226,6 +228,10 @@ class CallPolicySettings(BaseModel):
                                   "a JSON object or miss its tool's schema, or a forced tool_choice got no call: "
                                   "unstreamed (non-streamed answers, which hold every call anyway), on (streamed "
                                   "ones too: a call's arguments then go out only once it checks) or off")
+    repeated_calls: RepeatedCalls = Field(
+        "drop", description="A call with the same name and arguments as an earlier one of the same answer: drop "
+                            "(sent once) or keep (all sent, but a loop of one call the token limit cut); calls are "
+                            "known whole in non-streamed answers and streamed ones with reask_calls on")
 
 
 class StreamingSettings(BaseModel):

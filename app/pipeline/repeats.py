@@ -1,16 +1,20 @@
-"""A non-streamed answer the back end's ``length`` cut while the model wrote one call again and again: the repeats
-are dropped (issue 38).
+"""Calls a model wrote again (``repeated_calls``, issue 38): a call with the same name and arguments as an
+earlier one of the same answer.
 
-A small model at temperature 0 can fall into a loop of the same call until the token limit ends it
-(Qwen2.5-Coder-0.5B answered one request with ``analyze_structure(building_id="B1004", floors=[2, 3, 4])`` seven
-times, and the start of an eighth). A call that repeats the one before it (the same name and arguments) is kept
-back until something else comes: another call or text let them all go out (two identical calls can be meant),
-an answer that ends normally too; only an answer cut by ``length`` straight after them drops them, with a note.
-Only an answer sent whole can wait for its end; a streamed call has gone out before the next one starts.
+A small model repeats calls it was never asked to: at temperature 0 Qwen2.5-Coder-0.5B answered four of
+BFCL's sixty requests with one call written two, three or seven times (a loop the token limit cut). Run as
+sent, each repeat does the same thing again (a second identical payment, message or write), so under ``drop``
+(the default) a call equal to an earlier one is dropped and noted; the calls after it are numbered on without a
+gap. Calls meant twice with the same arguments exist (two draws of a random number: one of BFCL's 530 parallel
+answers), so ``keep`` sends them all, except a loop cut by ``length`` straight after it, whose repeats go.
+
+A call is known whole only once it ends: a non-streamed answer, or a streamed one whose calls are held
+(``reask_calls: on``), is filtered; an unheld streamed call has gone out before its repeat could be told.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Iterator
 
@@ -23,19 +27,21 @@ _CALL_EVENTS = (ToolCallStarted, ToolCallArgumentsDelta, ToolCallInputDelta)
 
 
 class _Choice:
-    """One choice's call being read, the call before it, and the repeats of it kept back."""
+    """One choice's call being read, the calls sent, the repeats kept back, and how many calls were dropped."""
 
-    __slots__ = ("reading", "last", "repeats")
+    __slots__ = ("reading", "sent", "repeats", "dropped")
 
     def __init__(self) -> None:
         self.reading: list[Any] = []
-        self.last: tuple[str, Any] | None = None
+        self.sent: list[tuple[str, Any]] = []
         self.repeats: list[Any] = []
+        self.dropped = 0
 
 
-def without_repeats(items: Events) -> Iterator[Any]:
-    """``items`` (``(choice index, event)`` pairs, and pauses), the repeated calls before a ``length`` cut
-    dropped (a ``repeated_call`` note in their place)."""
+def without_repeats(items: Events, *, drop: bool) -> Iterator[Any]:
+    """``items`` (``(choice index, event)`` pairs, and pauses) without the repeated calls: with ``drop`` every call
+    equal to an earlier one of its choice, else only the repeats of the last call before a ``length`` cut; each
+    drop noted ``repeated_call``."""
     choices: dict[int, _Choice] = {}
     for item in items:
         index, event = item
@@ -45,32 +51,56 @@ def without_repeats(items: Events) -> Iterator[Any]:
         choice = choices.setdefault(index, _Choice())
         if isinstance(event, _CALL_EVENTS) or (choice.reading and not isinstance(event, ToolCallEnded)):
             choice.reading.append(item)
-            continue
-        if isinstance(event, ToolCallNote):  # not the model's text: the repeats stay kept back
-            yield item
-            continue
-        if isinstance(event, ToolCallEnded):
-            call, choice.reading = [*choice.reading, item], []
-            key = (event.name, _value(event.arguments)) if event.valid else None
-            if key is not None and key == choice.last:
-                choice.repeats.extend(call)
-                continue
-            choice.last = key
+        elif isinstance(event, ToolCallEnded):
+            yield from _ended(choice, index, event, drop)
+        elif isinstance(event, ToolCallNote):  # not the model's text: the repeats stay kept back
+            yield from _numbered([item], choice.dropped)
+        else:
+            if isinstance(event, ChoiceFinished) and event.finish_reason == "length" and choice.repeats:
+                yield from _dropped(choice, index, "cut by the token limit")
             yield from _let_go(choice)
-            yield from call
-            continue
-        if isinstance(event, ChoiceFinished) and event.finish_reason == "length" and choice.repeats:
-            dropped = sum(isinstance(kept[1], ToolCallEnded) for kept in choice.repeats)
-            choice.repeats = []
-            yield index, ToolCallNote("repeated_call", f"{dropped} repeats of the call before them, cut by the "
-                                                       "token limit, were dropped")
-        yield from _let_go(choice)
-        yield item
+            yield item
+
+
+def _ended(choice: _Choice, index: int, event: ToolCallEnded, drop: bool) -> Iterator[Any]:
+    """A call's end: the call dropped, kept back as a repeat of the one before it, or let go with those before it."""
+    call, choice.reading = [*choice.reading, (index, event)], []
+    key = (event.name, _value(event.arguments)) if event.valid else None
+    if key is not None and drop and key in choice.sent:
+        choice.repeats.extend(call)
+        yield from _dropped(choice, index, "in the same answer")
+        return
+    if key is not None and choice.sent and key == choice.sent[-1]:
+        choice.repeats.extend(call)
+        return
+    yield from _let_go(choice)
+    if key is not None:
+        choice.sent.append(key)
+    yield from _numbered(call, choice.dropped)
+
+
+def _dropped(choice: _Choice, index: int, why: str) -> Iterator[Any]:
+    """Drop the calls kept back, with a note."""
+    count = sum(isinstance(kept[1], ToolCallEnded) for kept in choice.repeats)
+    choice.repeats = []
+    choice.dropped += count
+    noun = "a repeat" if count == 1 else f"{count} repeats"
+    yield index, ToolCallNote("repeated_call", f"{noun} of an earlier call ({why}) dropped")
 
 
 def _let_go(choice: _Choice) -> Iterator[Any]:
     kept, choice.repeats = choice.repeats, []
-    yield from kept
+    yield from _numbered(kept, choice.dropped)
+
+
+def _numbered(items: list[Any], shift: int) -> Iterator[Any]:
+    """The call's items with the index each call event carries moved down by ``shift`` (calls dropped before)."""
+    if not shift:
+        yield from items
+        return
+    for index, event in items:
+        moved = event.index - shift if isinstance(getattr(event, "index", None), int) else None
+        yield index, (event if moved is None else dataclasses.replace(event, index=moved))
 
 
 def _value(arguments: str) -> Any:

@@ -1,8 +1,10 @@
-"""A non-streamed answer cut by ``length`` in a loop of one call keeps the call once (issue 38); two identical
-calls the model ended on its own, or followed with something else, are both kept."""
+"""Calls a model wrote again (``repeated_calls``, issue 38): under ``drop`` (the default) a call equal to an earlier
+one of its answer is sent once, the later calls numbered on; under ``keep`` all are sent but a loop of one call the
+token limit cut."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -28,35 +30,55 @@ class Plays(FakeUpstream):
         return super().open(body, request_id=request_id)
 
 
-def _cities(make_app, answer: str, finish: str, **body) -> tuple[list[str], dict]:
-    request = {"model": "m", "messages": [{"role": "user", "content": "Weather?"}], "tools": [WEATHER_TOOL], **body}
-    choice = make_app(Plays(answer, finish)).test_client().post("/v1/chat/completions",
-                                                                json=request).get_json()["choices"][0]
+def _cities(make_app, answer: str, finish: str, **settings) -> tuple[list[str], dict]:
+    request = {"model": "m", "messages": [{"role": "user", "content": "Weather?"}], "tools": [WEATHER_TOOL]}
+    choice = make_app(Plays(answer, finish), **settings).test_client().post("/v1/chat/completions",
+                                                                            json=request).get_json()["choices"][0]
     calls = choice["message"].get("tool_calls") or []
     return [json.loads(c["function"]["arguments"])["city"] for c in calls], choice
 
 
-def test_a_loop_cut_by_the_token_limit_keeps_the_call_once(make_app) -> None:
-    cities, choice = _cities(make_app, f"[{OSLO}, {OSLO}, {OSLO}, {OSLO}, " + OSLO[:30], "length")
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_a_loop_cut_by_the_token_limit_keeps_the_call_once(make_app, mode) -> None:
+    cities, choice = _cities(make_app, f"[{OSLO}, {OSLO}, {OSLO}, {OSLO}, " + OSLO[:30], "length",
+                             repeated_calls=mode)
     assert cities == ["Oslo"] and choice["finish_reason"] == "length"
-    cities, _ = _cities(make_app, f"[{ROME}, {OSLO}, {OSLO}, {OSLO}, " + OSLO[:30], "length")
+    cities, _ = _cities(make_app, f"[{ROME}, {OSLO}, {OSLO}, {OSLO}, " + OSLO[:30], "length", repeated_calls=mode)
     assert cities == ["Rome", "Oslo"]
 
 
-@pytest.mark.parametrize("answer, finish, expected", [
-    (f"[{OSLO}, {OSLO}]", "stop", ["Oslo", "Oslo"]),  # the model ended them itself: both meant
-    (f"[{OSLO}, {OSLO}, {ROME}, " + OSLO[:30], "length", ["Oslo", "Oslo", "Rome"]),  # something else came after
+@pytest.mark.parametrize("answer, finish, kept, dropped", [
+    (f"[{OSLO}, {OSLO}]", "stop", ["Oslo", "Oslo"], ["Oslo"]),
+    (f"[{OSLO}, {OSLO}, {ROME}, " + OSLO[:30], "length", ["Oslo", "Oslo", "Rome"], ["Oslo", "Rome"]),
+    (f"[{OSLO}, {ROME}, {OSLO}, {ROME}]", "stop", ["Oslo", "Rome", "Oslo", "Rome"], ["Oslo", "Rome"]),
 ])
-def test_identical_calls_the_model_did_not_loop_on_are_kept(make_app, answer, finish, expected) -> None:
-    assert _cities(make_app, answer, finish)[0] == expected
+def test_identical_calls_the_model_did_not_loop_on(make_app, answer, finish, kept, dropped) -> None:
+    assert _cities(make_app, answer, finish, repeated_calls="keep")[0] == kept
+    assert _cities(make_app, answer, finish)[0] == dropped  # the default
 
 
-def test_a_stream_is_not_held_for_it(make_app) -> None:
+def test_the_calls_after_a_dropped_one_are_numbered_on() -> None:
+    rome = [(0, dataclasses.replace(event, index=2)) for _, event in _call(2, "Rome")]
+    out = list(without_repeats([*_call(0, "Oslo"), *_call(1, "Oslo"), *rome, (0, ChoiceFinished("stop"))], drop=True))
+    assert [(type(e).__name__, e.index) for _, e in out if not isinstance(e, ChoiceFinished)] == [
+        ("ToolCallStarted", 0), ("ToolCallArgumentsDelta", 0), ("ToolCallEnded", 0), ("ToolCallNote", None),
+        ("ToolCallStarted", 1), ("ToolCallArgumentsDelta", 1), ("ToolCallEnded", 1)]
+    assert out[3][1].kind == "repeated_call"
+
+
+def test_a_model_may_keep_its_repeats(make_app) -> None:
+    settings = {"model_map": {"m": {"model": "m", "repeated_calls": "keep"}}}
+    assert _cities(make_app, f"[{OSLO}, {OSLO}]", "stop", **settings)[0] == ["Oslo", "Oslo"]
+
+
+@pytest.mark.parametrize("reask, sent", [("unstreamed", 3), ("on", 2)])
+def test_a_streamed_answer_is_filtered_when_its_calls_are_held(make_app, reask, sent) -> None:
     request = {"model": "m", "messages": [{"role": "user", "content": "Weather?"}], "tools": [WEATHER_TOOL],
                "stream": True}
-    text = make_app(Plays(f"[{OSLO}, {OSLO}, {OSLO}, " + OSLO[:30], "length")).test_client().post(
+    text = make_app(Plays(f"[{OSLO}, {OSLO}, {ROME}]", "stop"), reask_calls=reask).test_client().post(
         "/v1/chat/completions", json=request).get_data(as_text=True)
-    assert text.count('"name":"get_weather"') == 3, "a streamed call went out before the next one began"
+    assert text.count('"name":"get_weather"') == sent, "an unheld streamed call goes out before its repeat"
+    assert ('"index":2' in text) == (sent == 3) and '"index":1' in text
 
 
 def _call(index: int, city: str) -> list[tuple[int, object]]:
@@ -69,7 +91,7 @@ def test_choices_are_kept_apart_and_the_drop_is_noted() -> None:
     other = [(1, event) for _, event in _call(0, "Oslo")]
     items = [*_call(0, "Oslo"), *other, *_call(1, "Oslo"), (1, ChoiceFinished("stop")), *_call(2, "Oslo"),
              (0, ToolCallNote("cut", "a call was cut")), (0, ChoiceFinished("length"))]
-    out = list(without_repeats(items))
+    out = list(without_repeats(items, drop=False))
     assert [(i, e.index) for i, e in out if isinstance(e, ToolCallEnded)] == [(0, 0), (1, 0)]
     notes = [e for _, e in out if isinstance(e, ToolCallNote)]
     assert [n.kind for n in notes] == ["cut", "repeated_call"] and "2 repeats" in notes[1].message
@@ -78,6 +100,6 @@ def test_choices_are_kept_apart_and_the_drop_is_noted() -> None:
 
 def test_text_after_the_repeats_lets_them_go_in_order() -> None:
     items = [*_call(0, "Oslo"), *_call(1, "Oslo"), (0, TextDelta("done")), (0, ChoiceFinished("length"))]
-    out = list(without_repeats(items))
+    out = list(without_repeats(items, drop=False))
     assert [type(e).__name__ for _, e in out] == [
         "ToolCallStarted", "ToolCallArgumentsDelta", "ToolCallEnded"] * 2 + ["TextDelta", "ChoiceFinished"]
