@@ -410,7 +410,8 @@ class HttpStream:
                         elif idle_limit:  # a read of keep-alive comments only
                             idle_since = _idle_since(idle_since, idle_limit)
                         data = payload = obj = None  # not held through the next wait
-                if response.message_complete:
+                if response.message_complete and not response.unread:  # (bytes left: the consumer's wait after a
+                    # chunk with its pause brought the body's end; they are read first, as received below)
                     yield from self._last(decoder, delivered)
                     return
                 if pauses and fresh:
