@@ -231,7 +231,7 @@ class CallPolicySettings(BaseModel):
     repeated_calls: RepeatedCalls = Field(
         "drop", description="A call with the same name and arguments as an earlier one of the same answer: drop "
                             "(sent once) or keep (all sent, but a loop of one call the token limit cut); calls are "
-                            "known whole in non-streamed answers and streamed ones with reask_calls on")
+                            "known whole in non-streamed answers and streamed ones with reask_calls on or gateway tools")
 
 
 class StreamingSettings(BaseModel):

@@ -132,14 +132,13 @@ def generate(generation: Generation, encoder: Encoder, context: RequestContext) 
     # (a loop's items carry the gateway's events beside the core's: only a surface whose encoder knows them offers
     # gateway tools)
     items = events if loop is None else cast(Events, loop)
-    drop = generation.profile.repeated_calls == "drop"
-    if reask and generation.stream:  # its calls are held, so known whole before they go out
-        items = without_repeats(items, drop=drop)
+    if reask or not generation.stream or toolset is not None:  # calls held: each known whole before it goes out
+        items = without_repeats(items, generation.profile.repeated_calls)
 
     left = max(deadline - time.monotonic(), 0.001) if deadline is not None else None
     if not generation.stream:
         with abandon_if_client_leaves(client), _time_limit(left, limit):  # one timer per request, none per chunk
-            for index, event in cooperative(without_repeats(items, drop=drop)):
+            for index, event in cooperative(items):
                 encoder.add(index, event)
         return encoder.body(usage())
 

@@ -9,7 +9,7 @@ gap. Calls meant twice with the same arguments exist (two draws of a random numb
 answers), so ``keep`` sends them all, except a loop cut by ``length`` straight after it, whose repeats go.
 
 A call is known whole only once it ends: a non-streamed answer, or a streamed one whose calls are held
-(``reask_calls: on``), is filtered; an unheld streamed call has gone out before its repeat could be told.
+(``reask_calls: on``, gateway tools offered), is filtered; an unheld streamed call has gone out before its repeat could be told.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ class _Choice:
         self.dropped = 0
 
 
-def without_repeats(items: Events, *, drop: bool) -> Iterator[Any]:
-    """``items`` (``(choice index, event)`` pairs, and pauses) without the repeated calls: with ``drop`` every call
-    equal to an earlier one of its choice, else only the repeats of the last call before a ``length`` cut; each
-    drop noted ``repeated_call``."""
+def without_repeats(items: Events, mode: str) -> Iterator[Any]:
+    """``items`` (``(choice index, event)`` pairs, and pauses) without the repeated calls: under ``mode`` ``drop``
+    every call equal to an earlier one of its choice, under ``keep`` only the repeats of the last call before a
+    ``length`` cut; each drop noted ``repeated_call``."""
+    drop = mode == "drop"
     choices: dict[int, _Choice] = {}
     for item in items:
         index, event = item

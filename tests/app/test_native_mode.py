@@ -228,8 +228,9 @@ def test_stop_after_tools_can_be_set_per_model(make_app) -> None:
     """Issue 31: ``stop_after_tools: first`` per model (a small model repeats its call until max_tokens)."""
     from support.fakes import WEATHER_TOOL, FakeUpstream, text_chunks
 
-    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-    app = make_app(FakeUpstream(text_chunks(call * 3)), model_map={"small": {"stop_after_tools": "first"}})
+    calls = "".join(f'<tool_call>{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}</tool_call>'
+                    for city in ("Paris", "Rome", "Oslo"))
+    app = make_app(FakeUpstream(text_chunks(calls)), model_map={"small": {"stop_after_tools": "first"}})
     counts = {}
     for model in ("small", "other"):
         body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER_TOOL]}

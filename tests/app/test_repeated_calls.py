@@ -59,7 +59,7 @@ def test_identical_calls_the_model_did_not_loop_on(make_app, answer, finish, kep
 
 def test_the_calls_after_a_dropped_one_are_numbered_on() -> None:
     rome = [(0, dataclasses.replace(event, index=2)) for _, event in _call(2, "Rome")]
-    out = list(without_repeats([*_call(0, "Oslo"), *_call(1, "Oslo"), *rome, (0, ChoiceFinished("stop"))], drop=True))
+    out = list(without_repeats([*_call(0, "Oslo"), *_call(1, "Oslo"), *rome, (0, ChoiceFinished("stop"))], "drop"))
     assert [(type(e).__name__, e.index) for _, e in out if not isinstance(e, ChoiceFinished)] == [
         ("ToolCallStarted", 0), ("ToolCallArgumentsDelta", 0), ("ToolCallEnded", 0), ("ToolCallNote", None),
         ("ToolCallStarted", 1), ("ToolCallArgumentsDelta", 1), ("ToolCallEnded", 1)]
@@ -91,7 +91,7 @@ def test_choices_are_kept_apart_and_the_drop_is_noted() -> None:
     other = [(1, event) for _, event in _call(0, "Oslo")]
     items = [*_call(0, "Oslo"), *other, *_call(1, "Oslo"), (1, ChoiceFinished("stop")), *_call(2, "Oslo"),
              (0, ToolCallNote("cut", "a call was cut")), (0, ChoiceFinished("length"))]
-    out = list(without_repeats(items, drop=False))
+    out = list(without_repeats(items, "keep"))
     assert [(i, e.index) for i, e in out if isinstance(e, ToolCallEnded)] == [(0, 0), (1, 0)]
     notes = [e for _, e in out if isinstance(e, ToolCallNote)]
     assert [n.kind for n in notes] == ["cut", "repeated_call"] and "2 repeats" in notes[1].message
@@ -100,6 +100,6 @@ def test_choices_are_kept_apart_and_the_drop_is_noted() -> None:
 
 def test_text_after_the_repeats_lets_them_go_in_order() -> None:
     items = [*_call(0, "Oslo"), *_call(1, "Oslo"), (0, TextDelta("done")), (0, ChoiceFinished("length"))]
-    out = list(without_repeats(items, drop=False))
+    out = list(without_repeats(items, "keep"))
     assert [type(e).__name__ for _, e in out] == [
         "ToolCallStarted", "ToolCallArgumentsDelta", "ToolCallEnded"] * 2 + ["TextDelta", "ChoiceFinished"]
