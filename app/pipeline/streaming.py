@@ -8,7 +8,8 @@ when it is about to wait (``PAUSE``, see
 :meth:`~app.upstreams.base.UpstreamStream.pause_every`): the frames gathered
 since go out as one write, so a receive that brought a hundred events costs one
 socket write, not a hundred (at most ``COOPERATE_EVERY`` frames a write; the first
-event's frames go out at once, so the client's first content waits for no batch). An HTTP upstream then waits for its next bytes in
+event's frames go out at once, so the client's first content waits for no batch); a model's token, its one event
+and the pause after it, comes as one item (the driver's ``fold_pauses``). An HTTP upstream then waits for its next bytes in
 the body's own frame (``wait``), which the server's write loop iterates directly
 (:class:`~app.http.request.StreamResponse`): the greenlet of an open stream is
 suspended at its shallowest, and keeps that much less C stack through the wait.
@@ -43,12 +44,14 @@ import orjson
 from statemachine import Event
 
 from ..observability.record import RequestRecord
-from ..upstreams.base import Pause, UpstreamError
+from ..upstreams.base import PAUSE, Pause, UpstreamError
 from .encoder import Encoder, Usage
 from .failures import ServerStopping, as_api_error
 
-#: What a body pulls: a choice's core event by index, or the upstream's pause as ``(None, pause)``.
-Events = Iterable[tuple[int, Event] | tuple[None, Pause]]
+#: What a body pulls: a choice's core event by index, or the upstream's pause as ``(None, pause)``; from a source
+#: that offers ``fold_pauses`` (:meth:`~app.pipeline.driver.ChoiceDriver.fold_pauses`), also ``(None, event)``:
+#: choice 0's event and the upstream's pause after it, one item (a paced stream's chunk costs one pull, not two).
+Events = Iterable[tuple[int, Event] | tuple[None, Pause] | tuple[None, Event]]
 
 
 #: Yield to the gevent hub after this many events, so one busy stream cannot starve the others.
@@ -107,6 +110,9 @@ class SSEBody:
                  limit_seconds: float | None = None, client: socket.socket | None = None,
                  write_timeout: float | None = None, record: RequestRecord | None = None,
                  wait: Callable[[], None] | None = None):
+        fold_pauses = getattr(events, "fold_pauses", None)
+        if fold_pauses is not None:
+            fold_pauses()
         self._events = iter(events)
         self._wait = wait
         self._encoder = encoder
@@ -185,13 +191,18 @@ class SSEBody:
                 # first content waits for no batch); after them, ready frames go out COOPERATE_EVERY at a time.
                 flush_at = len(batch) + 1
                 for index, item in self._events:
+                    folded = index is None and item.__class__ is not Pause  # choice 0's event, then a pause
+                    if folded:
+                        index = 0
                     if index is not None:
                         # Events pairs an index with an event only; mypy cannot tell without a check per event
                         if one_frame is not None and (frame := one_frame(index, item)) is not None:
                             batch.append(frame)
                         else:
                             batch += encoder.frames(index, item)  # type: ignore[arg-type]
-                        if len(batch) < flush_at:
+                        if folded:
+                            index, item = None, PAUSE
+                        elif len(batch) < flush_at:
                             continue
                     now = time.monotonic()  # read at the upstream's pauses only, never per frame
                     if batch:
@@ -199,13 +210,13 @@ class SSEBody:
                             record.first_frame_sent()
                             record = None  # only the first one
                         yield b"".join(batch)
+                        if flush_at != COOPERATE_EVERY:  # the first content went out (or, at a pause, the opening
+                            # alone: content is next)
+                            flush_at = COOPERATE_EVERY if len(batch) >= flush_at else 1
+                        elif index is not None:  # a long run of ready frames went out: now the other streams run
+                            gevent.sleep(0)
                         batch, frame = [], None  # (the last frame is not held through the wait)
                         written = now
-                        if flush_at == COOPERATE_EVERY:
-                            if index is not None:  # a long run of ready frames went out: now the other streams run
-                                gevent.sleep(0)
-                        else:  # the first content went out (or, at a pause, the opening alone: content is next)
-                            flush_at = COOPERATE_EVERY if index is not None else 1
                     elif cast(Pause, item).idle and heartbeat is not None and now - written >= heartbeat:
                         yield encoder.keepalive
                         written = now

@@ -58,12 +58,13 @@ class KeptOutput:
         pieces = self.pieces
         try:
             for item in self._stream:
-                if isinstance(item, str):
-                    pieces.append(item)
-                elif isinstance(item, list):
-                    pieces += _call_text(item)
-                elif isinstance(item, UpstreamChunk):
-                    for delta in item.choices:
+                chunk = item[0] if isinstance(item, tuple) else item  # (a chunk with its pause: passed on as one)
+                if isinstance(chunk, str):
+                    pieces.append(chunk)
+                elif isinstance(chunk, list):
+                    pieces += _call_text(chunk)
+                elif isinstance(chunk, UpstreamChunk):
+                    for delta in chunk.choices:
                         pieces += [delta.reasoning or "", delta.content or "", *_call_text(delta.tool_calls or ())]
                         if delta.finish_reason in _OWN_ENDS and delta.stop_sequence is None:
                             self.stops += 1

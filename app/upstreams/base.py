@@ -162,9 +162,12 @@ PlainText = str
 CallFragments = list[dict[str, Any]]
 #: What one event of a back end's answer becomes (see :class:`~app.upstreams.dialect.WireDialect`).
 ChunkItem = UpstreamChunk | PlainText | CallFragments
-#: What an upstream stream yields: its chunks, and the pauses asked for (:meth:`UpstreamStream.pause_every`).
-#: The four are distinct classes, so an ``isinstance`` chain narrows them.
-StreamItem = ChunkItem | Pause
+#: A chunk and the pause that follows it, as one item: the last chunk a receive brought, when the stream waits next
+#: (most chunks of a paced stream: its consumer then resumes the stream once a chunk, not once more for the pause).
+PausedChunk = tuple[ChunkItem, Pause]
+#: What an upstream stream yields: its chunks, and the pauses asked for (:meth:`UpstreamStream.pause_every`), alone
+#: or after a chunk (:data:`PausedChunk`). The five are distinct classes, so an ``isinstance`` chain narrows them.
+StreamItem = ChunkItem | Pause | PausedChunk
 
 
 class UpstreamStream(Protocol):
@@ -179,9 +182,9 @@ class UpstreamStream(Protocol):
         goes on yielding :class:`UpstreamChunk` objects."""
 
     def pause_every(self, tick: float | None) -> None:
-        """From now on yield :data:`PAUSE` before each wait for the back end and :data:`IDLE` after
-        every ``tick`` seconds of silence (``None``: no ``IDLE``). Without this call a stream
-        yields chunks only."""
+        """From now on yield :data:`PAUSE` before each wait for the back end (alone, or with the chunk before it
+        as a :data:`PausedChunk`) and :data:`IDLE` after every ``tick`` seconds of silence (``None``: no
+        ``IDLE``). Without this call a stream yields chunks only."""
 
     def confirm(self) -> None:
         """Return once the body has begun (``auto`` tool mode: a back end that fails after its headers must fail

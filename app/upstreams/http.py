@@ -332,7 +332,8 @@ class HttpStream:
         rest are decoded. Once :meth:`plain_texts` was asked to join them, a piece's run of plain texts (choice 0's
         text alone) goes on as one text: a client reads the same, in fewer frames, and each chunk that
         arrived together is not driven, parsed and encoded on its own. A receive that is one whole event (a model's
-        token, most receives of a paced stream) skips the pieces and the run (the decoder's ``one``). Silence longer than the response's
+        token, most receives of a paced stream) skips the pieces and the run (the decoder's ``one``), and goes out with
+        the pause after it as one item (a :data:`~app.upstreams.base.PausedChunk`). Silence longer than the response's
         ``read_timeout`` is a timeout, and so are reads without a data event (keep-alive comments) for
         ``idle_content`` seconds; the clock is read only after a silent tick or such a read, never per
         receive or event.
@@ -347,6 +348,7 @@ class HttpStream:
         idle_since: float | None = None  # bytes, but no data event, since
         fresh = True  # something may have been produced since the last pause
         data: bytes | None
+        chunk: ChunkItem
         delivered = False  # a data event came
         with MAPPED_ERRORS:
             while True:
@@ -363,10 +365,17 @@ class HttpStream:
                             obj = loads(payload)
                         except orjson.JSONDecodeError:
                             raise _malformed(payload) from None
-                        yield read(obj, secret)
                         delivered = True
                         idle_since = None
-                        data = payload = obj = None  # not held through the next wait
+                        if pauses and not response.message_complete:  # the wait is next: the chunk and its
+                            # pause as one item, so the consumer resumes this stream once a chunk, not twice
+                            chunk = read(obj, secret)
+                            data = payload = obj = None  # not held through the wait (the chunk is, a few bytes)
+                            fresh = False
+                            yield chunk, PAUSE
+                        else:
+                            yield read(obj, secret)
+                            data = payload = obj = None  # not held through the next wait
                     else:
                         for start in range(0, len(data), DECODE_BYTES):
                             texts: list[str] = []  # plain texts of this piece's run of events, yielded as one
@@ -401,7 +410,8 @@ class HttpStream:
                         elif idle_limit:  # a read of keep-alive comments only
                             idle_since = _idle_since(idle_since, idle_limit)
                         data = payload = obj = None  # not held through the next wait
-                if response.message_complete:
+                if response.message_complete and not response.unread:  # (bytes left: the consumer's wait after a
+                    # chunk with its pause brought the body's end; they are read first, as received below)
                     yield from self._last(decoder, delivered)
                     return
                 if pauses and fresh:

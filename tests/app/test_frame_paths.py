@@ -439,3 +439,78 @@ def test_a_body_sends_what_one_frame_gives_as_frames_would_send_it():
 
     assert hasattr(chat(), "one_frame")
     assert body(chat()) == body(_FramesOnly(chat()))
+
+
+class _Unfolded:
+    """A driver's events without ``fold_pauses``: a paced chunk's event and its pause as two items (as a re-ask or
+    a gateway loop gets them)."""
+
+    def __init__(self, driver: ChoiceDriver):
+        self._driver = driver
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._driver)
+
+
+class _Pulls:
+    """A driver's events, counting the pulls a body makes of them."""
+
+    def __init__(self, driver: ChoiceDriver):
+        self._driver = driver
+        self.pulls = 0
+
+    def fold_pauses(self) -> None:
+        getattr(self._driver, "fold_pauses", lambda: None)()  # (a driver that cannot: the test says how many)
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._driver:
+            self.pulls += 1
+            yield item
+
+
+_PACED_TEXT = 'Sure, <b>done</b>. <tool_call>{"name": "get_weather", "arguments": {"city": "P\\"a\\\\r\\u00e9\\nis"}}' \
+              '</tool_call> Then "more" text.'
+
+
+def _paced_writes(pieces: list[str], endpoint: str, events: Any = _Unfolded, last: int = 1
+                  ) -> tuple[list[bytes], Any]:
+    """What a body writes for a stream of ``pieces`` and its finish, each its own receive but the ``last`` events,
+    which come together (the finish and ``[DONE]`` with the last texts, as a back end ends); ``events`` wraps the
+    driver."""
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    receives = [b"data: " + orjson.dumps({"choices": [{"index": 0, "delta": {"content": piece}}]}) + b"\n\n"
+                for piece in pieces] + [b"data: " + orjson.dumps(finish) + b"\n\n", b"data: [DONE]\n\n"]
+    receives[-last:] = [b"".join(receives[-last:])]
+    stream = HttpStream(ArrivingResponse(receives))  # type: ignore[arg-type]
+    stream.pause_every(None)
+    if endpoint == "chat":
+        encoder: Any = ChatEncoder("chatcmpl-1", 1, "m", include_usage=True)
+    else:
+        encoder = ResponsesWireEncoder(ResponsesEncoder("resp_1", "m", {}, created_at=1,
+                                                        id_factory=lambda prefix: prefix + "_1"))
+    source = events(ChoiceDriver(stream, _CONFIG, id_factory=lambda: "call_x"))
+    writes = list(sse_body(source, encoder, lambda: {"prompt_tokens": 1, "completion_tokens": 2},
+                           heartbeat_seconds=None, on_abandon=stream.close, wait=stream.wait))
+    return writes, source
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["chat", "responses"]))
+def test_a_paced_chunk_with_its_pause_as_one_item_writes_what_two_items_write(data, endpoint):
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(_PACED_TEXT) - 1), max_size=60)))
+    pieces = [_PACED_TEXT[a:b] for a, b in zip([0, *cuts], [*cuts, len(_PACED_TEXT)])]
+    last = data.draw(st.integers(1, 4))
+    folded, _ = _paced_writes(pieces, endpoint, _Pulls, last)
+    assert folded == _paced_writes(pieces, endpoint, last=last)[0]  # the same writes, each chunk's in its own
+    # and what a client reads is what it reads of the same events arriving at once (none lost after a pause)
+    assert _client_view(b"".join(folded)) == _client_view(b"".join(_paced_writes(pieces, endpoint, last=99)[0]))
+
+
+def test_a_paced_streams_body_pulls_its_events_once_a_chunk():
+    # A token a receive: each chunk's one event comes with the pause after it, so the body resumes the driver (and
+    # it the stream) once a chunk, not once more to learn that the stream will wait.
+    pieces = ["Hello"] + [f" word{i}" for i in range(40)] + ['<tool_call>{"name": "get_weather", "arguments": {"c'] \
+        + [f"ity{i}" for i in range(40)] + ['": 1}}</tool_call>']
+    writes, pulls = _paced_writes(pieces, "chat", _Pulls)
+    assert len(writes) >= 80  # a write a chunk: each went out before the next receive
+    assert pulls.pulls <= len(pieces) + 10  # (a few chunks make more events: the first, the call's ends, the finish)

@@ -101,3 +101,25 @@ def test_a_slow_tokenizer_is_given_up_for_the_estimate(make_app: Any, serve: Cal
     usage = chat(make_app, upstream)
     assert time.monotonic() - started < 1.0
     assert usage["completion_tokens"] == 6 and access_usage(json_log) == "estimate"
+
+
+def test_kept_output_keeps_a_paced_streams_chunks_that_come_with_their_pause() -> None:
+    # A token a receive: the stream hands each chunk with the pause after it as one item, which is kept and passed on
+    import sys
+    from pathlib import Path
+
+    from app.upstreams.base import PAUSE
+    from app.upstreams.http import HttpStream
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from frame_bench import ArrivingResponse
+
+    receives = [b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": word}}]}).encode() + b"\n\n"
+                for word in WORDS] + [b"data: [DONE]\n\n"]
+    stream = HttpStream(ArrivingResponse(receives))  # type: ignore[arg-type]
+    stream.plain_texts()
+    stream.pause_every(None)
+    kept = usage_module.KeptOutput(stream, object(), {})
+    items = list(kept)
+    assert items == [WORDS[0], PAUSE, *((word, PAUSE) for word in WORDS[1:])]  # (the first receive is decoded whole)
+    assert kept.pieces == WORDS and kept.ended
