@@ -165,7 +165,7 @@ class TextFormat(abc.ABC):
         Never taught in marker mode or when the client asked for a JSON answer: bare calls are text there.
 
         Args:
-            calls: a worked example of two calls of the offered tools, ``(name, arguments JSON)`` each.
+            calls: a worked example of two or three calls of the offered tools, ``(name, arguments JSON)`` each.
         """
         return None
 

@@ -21,7 +21,7 @@ class ToolCallFormat(TextFormat):
         return f'<tool_call>{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {compact_object(arguments)}}}</tool_call>'
 
     def bare_instructions(self, calls: Sequence[tuple[str, str]]) -> str | None:
-        """One JSON list of the calls, shown with two calls of the request's own tools.
+        """One JSON list of the calls, shown with two or three calls of the request's own tools.
 
         Measured on ``make bench-bfcl`` (Qwen2.5-Coder-0.5B, issue 38): such a model never writes the
         ``<tool_call>`` wrapper (a special token of its family it does not emit when only told about it); it writes

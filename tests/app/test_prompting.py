@@ -105,6 +105,16 @@ def test_the_worked_list_calls_the_one_tool_twice_with_other_values():
     assert f"[\n{first},\n{second}\n]" in system
 
 
+@pytest.mark.parametrize("offered, shown", [(2, 2), (3, 3), (5, 3)])
+def test_the_worked_list_calls_up_to_three_of_the_offered_tools(offered, shown):
+    """A small model shown two calls wrote three of four tasks' calls (issue 38): a third tool offered is shown too."""
+    tools = [ToolSpec(f"tool_{i}", parameters={"type": "object", "properties": {"q": {"type": "string"}},
+                                                 "required": ["q"]}) for i in range(offered)]
+    system = build([{"role": "user", "content": "hi"}], tools=tools)[0]["content"]
+    listed = ",\n".join('{"name": "tool_%d", "arguments": {"q": "<q>"}}' % i for i in range(shown))
+    assert f"[\n{listed}\n]" in system
+
+
 def test_example_values_from_schema():
     schema = {
         "type": "object",
