@@ -9,7 +9,8 @@ gap. Calls meant twice with the same arguments exist (two draws of a random numb
 answers), so ``keep`` sends them all, except a loop cut by ``length`` straight after it, whose repeats go.
 
 A call is known whole only once it ends: a non-streamed answer, or a streamed one whose calls are held
-(``reask_calls: on``, gateway tools offered), is filtered; an unheld streamed call has gone out before its repeat could be told.
+(``reask_calls: on``, gateway tools offered), is filtered; an unheld streamed call has gone out before its
+repeat could be told.
 """
 
 from __future__ import annotations
