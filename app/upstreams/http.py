@@ -354,6 +354,7 @@ class HttpStream:
             while True:
                 if response.unread:
                     fresh = True
+                    silent_since = None  # bytes came (also when the consumer's wait got them: its True is not read)
                     data = response.take()
                     payload = one(data)
                     if payload is not None:  # one whole event, as a back end sends a token (most receives): no

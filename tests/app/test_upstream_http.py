@@ -388,8 +388,9 @@ def pulled(stream, *, waiting: bool) -> list:
     end itself after each pause (``wait``), in its own frame."""
     items = []
     for item in stream:
-        items.append(item if isinstance(item, Pause) else item.choices[0].content or item.choices[0].finish_reason)
-        if waiting and isinstance(item, Pause):
+        for one in item if isinstance(item, tuple) else (item,):  # (a chunk, its pause): a PausedChunk
+            items.append(one if isinstance(one, Pause) else one.choices[0].content or one.choices[0].finish_reason)
+        if waiting and isinstance(items[-1], Pause):
             stream.wait()
     return items
 
@@ -437,6 +438,20 @@ def test_a_pausing_stream_still_times_out_after_the_whole_silence(serve):
             ticks += item is IDLE
     assert (info.value.kind, info.value.status) == ("timeout", 504)
     assert 1 <= ticks <= 5 and time.monotonic() - started < 5  # the pauses did not restart the 0.5 s
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_bytes_between_silent_ticks_end_the_silence(serve, waiting):
+    """An event every 0.2 s, ticks of 0.1 s, a 1 s read timeout: half the waits are silent, but no silence lasts,
+    whether the stream's own wait or its consumer's got the bytes (the consumer's once summed the ticks)."""
+    pieces = [sse(chunk("w")) for _ in range(10)] + [sse(chunk(finish="stop"), b"[DONE]")]
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=pieces,
+                                         piece_delay=0.2), timeouts=Timeouts(read=1.0))
+    stream = upstream.open({})
+    stream.pause_every(0.1)
+    items = pulled(stream, waiting=waiting)
+    stream.close()
+    assert items.count("w") == 10 and items[-1] == "stop" and IDLE in items
 
 
 def test_a_stream_not_asked_to_pause_yields_chunks_only(serve):
