@@ -34,6 +34,8 @@ import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse, HTTPSocketResponse
 
+from .silence import Silence, SilenceAlarm
+
 #: Bytes asked of one receive.
 READ_BYTES = 65536
 #: Connections one process may hold open to the upstream. Far above gunicorn's ``worker_connections``:
@@ -79,7 +81,8 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self._unread: list[bytearray] = []  # the parser's pieces (a bytearray would keep its buffer between reads)
         self.unread = 0  # body bytes parsed and not taken yet (an attribute: read every receive)
         self._socket = sock
-        self._timeout = sock.gettimeout()  # set again only when a wait asks for another
+        self._timeout = sock.gettimeout()  # the head is read with it, the body with the alarm
+        self._alarm = SilenceAlarm()
         super().__init__(sock, pool, **kw)
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
@@ -97,6 +100,11 @@ class BoundedResponse(HTTPSocketPoolResponse):
             self._unread.clear()
             raise BufferLimitExceeded(f"more than {self.max_buffer} bytes")
         self._unread.append(buf)
+
+    def release(self) -> None:
+        """Stop the alarm, then give the socket back to the pool (or close it, when it cannot be reused)."""
+        self._alarm.close()
+        super().release()
 
     def take(self) -> bytes:
         """The body bytes parsed and not taken yet."""
@@ -116,13 +124,17 @@ class BoundedResponse(HTTPSocketPoolResponse):
             OSError, HTTPParseError, BufferLimitExceeded: the connection failed or the body broke the
                 protocol or the bound; the connection is closed.
         """
-        sock = self._socket
+        sock, alarm = self._socket, self._alarm
         try:
-            if timeout != self._timeout:  # (a stream waits a tick at a time: the same each time)
-                sock.settimeout(timeout)
-                self._timeout = timeout
+            if self._timeout is not None:  # the body's waits are timed by the alarm (silence.py), not the socket
+                sock.settimeout(None)
+                self._timeout = None
+            if timeout is not None:
+                alarm.expect(timeout)
             data = sock.recv(READ_BYTES)
-        except TimeoutError:
+            alarm.waiting = None
+        except Silence:
+            alarm.waiting = None
             return False
         except BaseException:
             self.release()
