@@ -36,7 +36,9 @@ class SilenceAlarm:
     def expect(self, timeout: float) -> None:
         """The current greenlet waits next, for at most ``timeout`` seconds: :class:`Silence` ends the wait then.
         The caller sets :attr:`waiting` back to ``None`` as soon as the wait is over."""
-        deadline = self._deadline = self._loop.now() + timeout
+        loop = self._loop
+        loop.update_now()  # (the loop's time is its last turn's: stale after work that did not yield)
+        deadline = self._deadline = loop.now() + timeout
         if deadline < self._fires_at:  # (a stream's waits are a tick each: a later deadline every time)
             self._set(timeout)
         self.waiting = getcurrent()

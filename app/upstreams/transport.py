@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 import certifi
 import orjson
 import gevent
+import gevent.socket
 import gevent.ssl
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse, HTTPSocketResponse
@@ -38,6 +39,10 @@ from .silence import Silence, SilenceAlarm
 
 #: Bytes asked of one receive.
 READ_BYTES = 65536
+#: A read shorter than this is a back end writing as it generates (a token an event): the next receive waits for
+#: the socket to be readable before reading, rather than reading, failing with ``EAGAIN``, then waiting (a system
+#: call and an exception a chunk fewer). A longer read may have left more behind: the next one reads at once.
+PACED_READ = 4096
 #: Connections one process may hold open to the upstream. Far above gunicorn's ``worker_connections``:
 #: a stream never waits for a connection (as with round 1's uncapped httpx pool).
 MAX_CONNECTIONS = 100_000
@@ -83,6 +88,8 @@ class BoundedResponse(HTTPSocketPoolResponse):
         self._socket = sock
         self._timeout = sock.gettimeout()  # the head is read with it, the body with the alarm
         self._alarm = SilenceAlarm()
+        self._plain = type(sock) is gevent.socket.socket  # (TLS may hold decrypted bytes while the socket has none)
+        self._paced = False  # the last read was small: wait for the next before reading
         super().__init__(sock, pool, **kw)
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
@@ -131,8 +138,11 @@ class BoundedResponse(HTTPSocketPoolResponse):
                 self._timeout = None
             if timeout is not None:
                 alarm.expect(timeout)
+            if self._paced:  # the last read was a token's few bytes: the next is far off, so wait before asking
+                sock._wait(sock._read_event)  # (gevent's own wait, which its recv makes after an EAGAIN)
             data = sock.recv(READ_BYTES)
             alarm.waiting = None
+            self._paced = self._plain and len(data) < PACED_READ
         except Silence:
             alarm.waiting = None
             return False

@@ -97,3 +97,15 @@ def test_a_closed_alarm_throws_nothing(pair):
     alarm.close()
     gevent.spawn_later(0.2, a.send, b"z")
     assert b.recv(100) == b"z"  # waited past the old deadline, undisturbed
+
+
+def test_a_wait_after_work_that_did_not_yield_still_gets_its_whole_timeout(pair):
+    """The loop's clock stands still while code runs without yielding; a deadline taken from it would be past."""
+    _, b = pair
+    alarm = SilenceAlarm()
+    gevent.sleep(0.01)
+    time.sleep(0.3)  # blocking: the loop does not turn
+    started = time.monotonic()
+    assert receive(alarm, b, 0.1) is None
+    assert time.monotonic() - started >= 0.09
+    alarm.close()

@@ -5,14 +5,15 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 import trustme
 
-from app.upstreams.base import UpstreamError
+from app.upstreams.base import Pause, UpstreamError
 from app.upstreams.http import HttpUpstream
-from app.upstreams.transport import proxy_for
-from support.loopback import sse_answer
+from app.upstreams.transport import Timeouts, proxy_for
+from support.loopback import Answer, sse_answer
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 STREAM = b'data: {"choices": [{"index": 0, "delta": {"content": "secure"}}]}\n\ndata: [DONE]\n\n'
@@ -55,6 +56,28 @@ def test_an_https_upstream_with_a_trusted_certificate_streams(serve, ca, monkeyp
     assert contents(upstream) == ["secure"]
     ports = [seen.port for seen in upstream.server.seen]
     assert len(ports) == 2 and ports[0] == ports[1]  # the TLS connection was reused
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_token_sized_events_written_back_to_back_arrive_without_waiting(serve, ca, monkeypatch, tmp_path, tls):
+    """After a token's few bytes the next receive waits for the socket before reading (transport.PACED_READ); a
+    TLS connection may hold the next records decrypted while its socket has nothing, so it never waits first."""
+    trust(monkeypatch, ca, tmp_path)
+    events = [b'data: {"choices": [{"index": 0, "delta": {"content": "%d"}}]}\n\n' % n for n in range(3)]
+    upstream = serve(lambda seen: Answer(headers={"Content-Type": "text/event-stream"}, body=events, then="hang",
+                                         hang_seconds=3.0),
+                     tls=server_context(ca, "127.0.0.1") if tls else None, timeouts=Timeouts(read=5.0))
+    stream = upstream.open({"model": "m"})
+    stream.pause_every(5.0)
+    started, got = time.monotonic(), []
+    for item in stream:
+        for one in item if isinstance(item, tuple) else (item,):
+            if not isinstance(one, Pause):
+                got.append(one.choices[0].content)
+        if len(got) == 3:
+            break
+    assert got == ["0", "1", "2"] and time.monotonic() - started < 1.5  # not after the 3 s silence
+    stream.close()
 
 
 def test_an_untrusted_certificate_is_refused(serve, ca):
