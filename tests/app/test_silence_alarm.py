@@ -36,33 +36,33 @@ def test_a_wait_longer_than_its_timeout_ends_silent_and_the_socket_still_reads(p
     alarm = SilenceAlarm()
     started = time.monotonic()
     assert receive(alarm, b, 0.1) is None
-    assert 0.09 <= time.monotonic() - started < 1.0
+    assert 0.09 <= time.monotonic() - started < 5.0  # (the bound: only that it ends, however loaded the machine)
     a.send(b"x")
     assert receive(alarm, b, 0.1) == b"x"
     alarm.close()
 
 
 def test_each_wait_has_its_own_deadline_while_one_timer_is_moved_on(pair):
-    """Bytes every 40 ms for 0.6 s against a 0.15 s timeout: no wait is silent, though the first deadline passed
+    """Bytes every 40 ms for 1.2 s against a 0.5 s timeout: no wait is silent, though the first deadline passed
     long ago; then the silence after the last bytes ends one timeout later."""
     a, b = pair
     alarm = SilenceAlarm()
 
     def drip():
-        for _ in range(15):
+        for _ in range(30):
             gevent.sleep(0.04)
             a.send(b"x")
 
     writer = gevent.spawn(drip)
     got = b""
-    while len(got) < 15:
-        data = receive(alarm, b, 0.15)
+    while len(got) < 30:
+        data = receive(alarm, b, 0.5)
         assert data is not None, f"silent after {len(got)} bytes"
         got += data
     writer.join()
     started = time.monotonic()
-    assert receive(alarm, b, 0.15) is None
-    assert 0.14 <= time.monotonic() - started < 1.0
+    assert receive(alarm, b, 0.5) is None
+    assert 0.49 <= time.monotonic() - started < 5.0
     alarm.close()
 
 
@@ -73,7 +73,7 @@ def test_a_shorter_timeout_after_a_longer_one_is_kept(pair):
     alarm.waiting = None
     started = time.monotonic()
     assert receive(alarm, b, 0.1) is None  # an earlier deadline sets the timer again
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0
     alarm.close()
 
 
@@ -86,7 +86,7 @@ def test_a_greenlet_not_waiting_is_never_interrupted(pair):
     assert receive(alarm, b, 0.05) == b"x"  # the deadline is set, the wait over at once
     gevent.sleep(0.2)  # the timer fires meanwhile: not waiting, so nothing is thrown
     gevent.spawn_later(0.05, a.send, b"y")
-    assert receive(alarm, b, 0.5) == b"y"
+    assert receive(alarm, b, 5.0) == b"y"
     alarm.close()
 
 
