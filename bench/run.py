@@ -900,7 +900,7 @@ def script_figures(table: Table, section: str, script: str) -> None:
 
 def codex_backend(table: Table, procs: Processes) -> None:
     """Section 8: the same scripted model behind the real Codex app-server and straight over HTTP."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the project first: tests/statemachine is no package
     from support.codex_binary import ensure_codex
 
     launcher, why = ensure_codex()
